@@ -1,0 +1,54 @@
+#include <gtest/gtest.h>
+
+#include "core/encoding.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/random.h"
+#include "core/time_format.h"
+
+namespace gpuwerk::core {
+namespace {
+
+TEST(TimeFormatTest, RoundTripsRfc3339) {
+  EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(1'800'000'000), "2027-01-15T08:00:00Z");
+  EXPECT_EQ(ParseRfc3339("2027-01-15T08:00:00Z"), 1'800'000'000);
+  EXPECT_EQ(ParseRfc3339("2027-02-30T08:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339("garbage"), std::nullopt);
+}
+
+TEST(EncodingTest, Base64AndSha256MatchKnownVectors) {
+  InitCrypto();
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Decode("Zm9vYmE="), "fooba");
+  EXPECT_EQ(Base64Decode("Zm9v!mE="), std::nullopt);
+  EXPECT_EQ(HexEncode(Sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+}
+
+TEST(RandomTest, TokensAre256BitsAndIdsArePrefixed) {
+  InitCrypto();
+  SodiumRng rng;
+  auto t = RandomToken(rng);
+  EXPECT_EQ(t.size(), 43u);
+  EXPECT_NE(t, RandomToken(rng));
+  auto id = NewId(rng, "key");
+  EXPECT_EQ(id.rfind("key_", 0), 0u);
+  EXPECT_EQ(id.size(), 20u);
+}
+
+TEST(ErrorTest, TryPropagates) {
+  auto inner = []() -> Result<int> { return NotFound("thing"); };
+  auto outer = [&]() -> Result<int> {
+    GPUWERK_ASSIGN_OR_RETURN(int v, inner());
+    return v + 1;
+  };
+  auto r = outer();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "not_found");
+}
+
+}  // namespace
+}  // namespace gpuwerk::core

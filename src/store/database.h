@@ -1,0 +1,95 @@
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "store/value.h"
+
+namespace gpuwerk::store {
+
+/// One open transaction on a Database. Statements use `?` placeholders, bound in order, in SQL
+/// that both SQLite and PostgreSQL accept (the PostgreSQL backend rewrites `?` to `$n`).
+/// A Transaction is used by one thread at a time; if it is destroyed without Commit() it rolls
+/// back. Errors: a unique or foreign-key violation is kAlreadyExists / kFailedPrecondition with
+/// api code "constraint_violation"; a busy or locked database is kUnavailable ("store_busy");
+/// anything else kInternal ("store_error").
+class Transaction {
+ public:
+  virtual ~Transaction() = default;
+  /// Runs a statement that returns rows.
+  virtual core::Result<std::vector<Row>> Query(std::string_view sql,
+                                               std::initializer_list<Value> params = {}) = 0;
+  /// Runs a statement; returns the number of rows it changed.
+  virtual core::Result<int64_t> Exec(std::string_view sql,
+                                     std::initializer_list<Value> params = {}) = 0;
+  /// Runs a statement that returns at most one row; nullopt when it returned none.
+  core::Result<std::optional<Row>> QueryOne(std::string_view sql,
+                                            std::initializer_list<Value> params = {});
+  /// Runs several `;`-separated statements without parameters (migrations only).
+  virtual core::Result<void> ExecScript(std::string_view sql) = 0;
+  /// Makes the changes durable. After Commit the transaction is finished.
+  virtual core::Result<void> Commit() = 0;
+};
+
+/// Whether a transaction will write. Write transactions take the database's write lock at the
+/// start (SQLite `BEGIN IMMEDIATE`) so two writers never deadlock on lock upgrade.
+enum class TxMode { kRead, kWrite };
+
+/// The store: a SQL database holding all of gpuwerk's state. Thread-safe; implementations keep a
+/// pool of connections. Backends: SqliteDatabase (embedded default), PostgreSQL (later).
+class Database {
+ public:
+  virtual ~Database() = default;
+  /// Opens a transaction. Blocks while every pooled connection is in use.
+  virtual core::Result<std::unique_ptr<Transaction>> Begin(TxMode mode) = 0;
+  /// The backend's name, "sqlite" or "postgresql".
+  virtual std::string_view Backend() const = 0;
+
+  /// Runs `fn` in one transaction and commits when it returns a value; rolls back when it
+  /// returns an error (which is passed on). `fn` may run more than once when the backend
+  /// reports a retryable conflict, so it must have no effects outside the transaction.
+  template <class Fn>
+  auto Run(TxMode mode, Fn&& fn) -> std::invoke_result_t<Fn, Transaction&> {
+    using R = std::invoke_result_t<Fn, Transaction&>;
+    for (int attempt = 0;; ++attempt) {
+      auto tx = Begin(mode);
+      if (!tx) return std::unexpected(tx.error());
+      R result = fn(**tx);
+      if (!result) {
+        if (result.error().api_code == "store_busy" && attempt < 5) continue;
+        return result;
+      }
+      auto committed = (*tx)->Commit();
+      if (!committed) {
+        if (committed.error().api_code == "store_busy" && attempt < 5) continue;
+        return std::unexpected(committed.error());
+      }
+      return result;
+    }
+  }
+  /// Run(TxMode::kWrite, fn).
+  template <class Fn>
+  auto Write(Fn&& fn) {
+    return Run(TxMode::kWrite, std::forward<Fn>(fn));
+  }
+  /// Run(TxMode::kRead, fn).
+  template <class Fn>
+  auto Read(Fn&& fn) {
+    return Run(TxMode::kRead, std::forward<Fn>(fn));
+  }
+};
+
+/// Applies every migration in store/migrations.cc not yet recorded in `schema_migrations`,
+/// each in its own transaction, in order. Errors: kInternal when a migration fails (the
+/// database is left at the last good version).
+core::Result<void> Migrate(Database& db);
+
+/// The newest schema version this build knows.
+int LatestSchemaVersion();
+
+}  // namespace gpuwerk::store
