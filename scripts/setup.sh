@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build pkg-config ccache git clang-14 libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config ccache git clang-16 libclang-rt-16-dev
   clang-format clang-tidy
   # libraries (DESIGN.md: Dependencies)
   libboost1.74-dev libboost-system1.74-dev nlohmann-json3-dev libsqlite3-dev libpq-dev

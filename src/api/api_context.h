@@ -1,0 +1,34 @@
+#pragma once
+
+#include "api/authenticator.h"
+#include "auth/account_service.h"
+#include "core/clock.h"
+#include "keys/ssh_key_registry.h"
+
+namespace gpuwerk::api {
+
+/// What the resource handlers need; built and owned by app/. All references outlive the router.
+struct ApiContext {
+  auth::AccountService& accounts;
+  keys::SshKeyRegistry& ssh_keys;
+  const Authenticator& authn;
+  core::Clock& clock;
+};
+
+class Router;
+
+/// Registers every /api/v1 route and the link pages (/auth/…) on `router`.
+void RegisterAccountRoutes(Router& router, ApiContext& ctx);
+void RegisterTokenRoutes(Router& router, ApiContext& ctx);
+void RegisterSshKeyRoutes(Router& router, ApiContext& ctx);
+void RegisterAuthPages(Router& router, ApiContext& ctx);
+
+/// All of the above.
+inline void RegisterApiRoutes(Router& router, ApiContext& ctx) {
+  RegisterAccountRoutes(router, ctx);
+  RegisterTokenRoutes(router, ctx);
+  RegisterSshKeyRoutes(router, ctx);
+  RegisterAuthPages(router, ctx);
+}
+
+}  // namespace gpuwerk::api

@@ -1,0 +1,74 @@
+#include "api/authenticator.h"
+
+#include <fmt/format.h>
+
+namespace gpuwerk::api {
+namespace {
+
+/// "scheme://host[:port]" of a URL.
+std::string OriginOf(std::string_view url) {
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return "";
+  size_t path = url.find('/', scheme_end + 3);
+  return std::string(url.substr(0, path));
+}
+
+bool IsUnsafe(std::string_view method) {
+  return method != "GET" && method != "HEAD" && method != "OPTIONS";
+}
+
+}  // namespace
+
+Authenticator::Authenticator(auth::AccountService& accounts, std::string public_url)
+    : accounts_(accounts),
+      public_origin_(OriginOf(public_url)),
+      secure_(public_url.starts_with("https://")) {}
+
+core::Result<void> Authenticator::CheckOrigin(const Request& req) const {
+  if (!IsUnsafe(req.method)) return {};
+  std::string origin(req.Header("Origin"));
+  if (origin.empty()) {
+    std::string_view referer = req.Header("Referer");
+    if (referer.empty()) return {};  // not a browser (CLI, curl): nothing to check
+    origin = OriginOf(referer);
+  }
+  const std::string host(req.Header("Host"));
+  if (origin == public_origin_ || (!host.empty() && (origin == "http://" + host ||
+                                                     origin == "https://" + host))) {
+    return {};
+  }
+  return core::Fail(core::ErrorCode::kPermissionDenied, "origin_mismatch",
+                    "This request came from another site and was refused.");
+}
+
+core::Result<auth::Principal> Authenticator::Authenticate(const Request& req) const {
+  std::string_view authz = req.Header("Authorization");
+  if (!authz.empty()) {
+    constexpr std::string_view kBearer = "Bearer ";
+    if (authz.size() > kBearer.size() && authz.substr(0, kBearer.size()) == kBearer) {
+      return accounts_.AuthenticateApiToken(authz.substr(kBearer.size()));
+    }
+    return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
+                      "Use 'Authorization: Bearer <API token>'.");
+  }
+  std::string cookie = req.Cookie(std::string(kSessionCookie));
+  if (cookie.empty()) {
+    return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
+                      "Sign in first, or pass an API token as 'Authorization: Bearer …'.");
+  }
+  GPUWERK_TRY(CheckOrigin(req));
+  return accounts_.AuthenticateSession(cookie);
+}
+
+std::string Authenticator::SessionCookie(const auth::SignIn& sign_in, int64_t now_unix) const {
+  return fmt::format("{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}", kSessionCookie,
+                     sign_in.session_token, std::max<int64_t>(0, sign_in.expires_at - now_unix),
+                     secure_ ? "; Secure" : "");
+}
+
+std::string Authenticator::ClearedSessionCookie() const {
+  return fmt::format("{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{}", kSessionCookie,
+                     secure_ ? "; Secure" : "");
+}
+
+}  // namespace gpuwerk::api

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "api/http_types.h"
+#include "auth/account_service.h"
+#include "auth/principal.h"
+#include "core/error.h"
+
+namespace gpuwerk::api {
+
+/// The name of the sign-in session cookie.
+inline constexpr std::string_view kSessionCookie = "gpuwerk_session";
+
+/// Resolves who a request is from: a `gpuwerk_session` cookie (browser) or
+/// `Authorization: Bearer gwt_…` (CLI, scripts). For cookie-authenticated state-changing
+/// requests it also checks that Origin (or, lacking it, Referer) is this server's own origin,
+/// so another site cannot make a signed-in browser act (CSRF). Thread-safe.
+class Authenticator {
+ public:
+  /// `public_url` is the server's external base URL, e.g. "https://gpu.example.com".
+  Authenticator(auth::AccountService& accounts, std::string public_url);
+
+  /// Errors: kUnauthenticated "unauthenticated"; kPermissionDenied "origin_mismatch".
+  core::Result<auth::Principal> Authenticate(const Request& req) const;
+  /// Checks Origin/Referer on unsafe methods when present (login CSRF as well).
+  /// Errors: kPermissionDenied "origin_mismatch".
+  core::Result<void> CheckOrigin(const Request& req) const;
+  /// The Set-Cookie value for a new sign-in session: HttpOnly, SameSite=Lax, Path=/, Max-Age,
+  /// and Secure when the public URL is https.
+  std::string SessionCookie(const auth::SignIn& sign_in, int64_t now_unix) const;
+  /// The Set-Cookie value that deletes the session cookie.
+  std::string ClearedSessionCookie() const;
+  /// The caller's address for rate limits and the audit log.
+  static auth::Caller CallerOf(const Request& req) { return {.address = req.remote_address}; }
+
+ private:
+  auth::AccountService& accounts_;
+  std::string public_origin_;
+  bool secure_;
+};
+
+}  // namespace gpuwerk::api

@@ -1,0 +1,97 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "api/metrics.h"
+#include "api/router.h"
+#include "core/error.h"
+
+namespace gpuwerk::api {
+
+/// The HTTP/1.1 server (RFC 9112) in front of a Router: Boost.Beast underneath, kept out of this
+/// header. Keep-alive, pipelining, `Expect: 100-continue`, HEAD (the GET handler's response
+/// without its body) and `Connection: close` work as RFC 9110/9112 say.
+///
+/// Per request: a request id (a client's `X-Request-Id` when it is 1–64 chars of
+/// [A-Za-z0-9._-], else 16 random hex chars) set on Request and echoed as `X-Request-Id`; one
+/// access-log line `http request_id=… method=… route=… status=… duration_ms=… remote=…` (never
+/// the query string or bodies); one observation in Metrics. Every response carries
+/// `Server: gpuwerk`, `X-Content-Type-Options: nosniff`, and for paths under /api
+/// `Cache-Control: no-store` unless the handler set its own.
+///
+/// Protocol errors are answered with problem JSON and the connection closed: a body over
+/// `body_limit` 413 ("payload_too_large", the handler never runs), a header over `header_limit`
+/// 431 ("header_too_large"), an unparseable request 400 ("malformed_request"), a malformed query
+/// string 400 ("invalid_query"). A client that does not deliver a whole request within
+/// `read_timeout`, or stays silent on a kept-alive connection for `idle_timeout`, is
+/// disconnected without an answer.
+///
+/// Handlers run synchronously on the server's `threads` threads, so `threads` bounds how many
+/// run at once. Thread-safety: all members may be called from any thread; the server must not be
+/// destroyed from one of its own handlers. The Router and Metrics must outlive the server.
+class HttpServer {
+ public:
+  struct Options {
+    /// "host:port" to listen on; host an IPv4/IPv6 literal ("[::1]:8080") or a resolvable
+    /// name; port 0 picks a free port (see port()).
+    std::string listen = "127.0.0.1:8080";
+    /// The largest request body accepted, in bytes (after chunked decoding).
+    size_t body_limit = 1024 * 1024;
+    /// The largest request line + header fields accepted, in bytes.
+    size_t header_limit = 16 * 1024;
+    /// Time allowed to receive one whole request, counted from its first byte (from the accept
+    /// for a connection's first request); also the limit for writing a response.
+    std::chrono::milliseconds read_timeout = std::chrono::seconds(30);
+    /// How long a kept-alive connection may wait for its next request.
+    std::chrono::milliseconds idle_timeout = std::chrono::seconds(60);
+    /// How long Stop() waits for requests in flight before cutting connections.
+    std::chrono::milliseconds stop_grace = std::chrono::seconds(5);
+    /// Number of I/O threads, ≥ 1 (handlers run on them).
+    int threads = 4;
+    /// Take the client address from the last `X-Forwarded-For` entry. Only behind a reverse
+    /// proxy that sets it; otherwise clients could claim any address.
+    bool trust_forwarded_for = false;
+  };
+
+  /// Binds, listens and starts the I/O threads.
+  /// Errors: kUnavailable, api code "listen_failed", when `options.listen` is malformed or
+  /// cannot be resolved, or the address cannot be bound (in use, not local, no permission); the
+  /// message names the address and the reason. kInvalidArgument "invalid_option" when a limit or
+  /// the thread count is not positive.
+  static core::Result<std::unique_ptr<HttpServer>> Start(Options options, Router& router,
+                                                         Metrics& metrics);
+
+  /// Stops (see Stop()) and releases everything. Must not run on one of the server's threads.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// The bound TCP port (the chosen one when `listen` asked for port 0).
+  uint16_t port() const;
+  /// "http://<host>:<port>" reaching this server; a wildcard bind address (0.0.0.0, ::) is given
+  /// as the loopback address of its family. No trailing slash.
+  std::string base_url() const;
+
+  /// Graceful stop: stops accepting, closes idle keep-alive connections at once, lets requests
+  /// in flight finish and answers them with `Connection: close`, waits up to
+  /// `options.stop_grace` for that, then cuts what is left and joins the threads. Idempotent and
+  /// safe from any thread; called from a handler it only starts the stop and returns (the
+  /// destructor completes it).
+  void Stop();
+
+ private:
+  class Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Registers the operational endpoints on `router`: `GET /healthz` → 200
+/// `{"status":"ok"}`, and `GET /metrics` → `metrics.Render()` as
+/// `text/plain; version=0.0.4; charset=utf-8`. `metrics` must outlive the router.
+void AddOperationalRoutes(Router& router, Metrics& metrics);
+
+}  // namespace gpuwerk::api

@@ -1,0 +1,651 @@
+#include "api/http_server.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace gpuwerk::api {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// ---- libcurl client ------------------------------------------------------------------------
+
+struct CurlResponse {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  long new_connections = -1;
+};
+
+size_t AppendBody(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+size_t AppendHeader(char* data, size_t size, size_t n, void* out) {
+  std::string line(data, size * n);
+  size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ')) value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+    (*static_cast<std::map<std::string, std::string>*>(out))[Lower(line.substr(0, colon))] = value;
+  }
+  return size * n;
+}
+
+/// One libcurl easy handle; reusing it reuses its connection (keep-alive).
+class CurlClient {
+ public:
+  CurlClient() : curl_(curl_easy_init()) {}
+  ~CurlClient() { curl_easy_cleanup(curl_); }
+
+  CurlResponse Fetch(const std::string& method, const std::string& url,
+                     const std::string& body = "", std::vector<std::string> headers = {}) {
+    CurlResponse r;
+    curl_easy_reset(curl_);
+    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, AppendBody);
+    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, AppendHeader);
+    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &r.headers);
+    curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, 10000L);
+    if (method == "HEAD") {
+      curl_easy_setopt(curl_, CURLOPT_NOBODY, 1L);
+    } else if (method != "GET") {
+      curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, method.c_str());
+    }
+    if (!body.empty() || method == "POST") {
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    }
+    curl_slist* list = nullptr;
+    for (const auto& h : headers) list = curl_slist_append(list, h.c_str());
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, list);
+    CURLcode rc = curl_easy_perform(curl_);
+    curl_slist_free_all(list);
+    EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc) << " for " << method << " " << url;
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_easy_getinfo(curl_, CURLINFO_NUM_CONNECTS, &r.new_connections);
+    return r;
+  }
+
+ private:
+  CURL* curl_;
+};
+
+// ---- raw socket client ---------------------------------------------------------------------
+
+struct RawResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+};
+
+/// A plain TCP connection, to send what curl would not (half requests, garbage, pipelining).
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawClient() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  /// Sends everything; false when the peer stopped accepting data.
+  bool Send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  /// Reads one response (Content-Length framed; no body when `head`). nullopt on close/timeout.
+  std::optional<RawResponse> Read(bool head = false, milliseconds timeout = milliseconds(5000)) {
+    auto deadline = Clock::now() + timeout;
+    size_t header_end;
+    while ((header_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (!Fill(deadline)) return std::nullopt;
+    }
+    RawResponse r;
+    std::string head_text = buffer_.substr(0, header_end);
+    buffer_.erase(0, header_end + 4);
+    size_t line_end = head_text.find("\r\n");
+    std::string status_line = head_text.substr(0, line_end);
+    r.status = std::stoi(status_line.substr(9, 3));
+    size_t pos = line_end == std::string::npos ? head_text.size() : line_end + 2;
+    while (pos < head_text.size()) {
+      size_t end = head_text.find("\r\n", pos);
+      if (end == std::string::npos) end = head_text.size();
+      std::string line = head_text.substr(pos, end - pos);
+      size_t colon = line.find(':');
+      std::string value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+      r.headers[Lower(line.substr(0, colon))] = value;
+      pos = end + 2;
+    }
+    size_t length = 0;
+    if (!head && r.status != 100 && r.status != 204 && r.headers.count("content-length")) {
+      length = std::stoul(r.headers["content-length"]);
+    }
+    while (buffer_.size() < length) {
+      if (!Fill(deadline)) return std::nullopt;
+    }
+    r.body = buffer_.substr(0, length);
+    buffer_.erase(0, length);
+    return r;
+  }
+
+  /// Waits until the server closes the connection; true if it did within `timeout`.
+  bool WaitClosed(milliseconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    while (true) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(
+          std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count());
+      if (left <= 0) return false;
+      if (poll(&p, 1, left) <= 0) return false;
+      char tmp[4096];
+      ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
+      if (n <= 0) return true;  // EOF or reset
+      buffer_.append(tmp, static_cast<size_t>(n));
+    }
+  }
+
+  const std::string& unread() const { return buffer_; }
+
+ private:
+  bool Fill(Clock::time_point deadline) {
+    pollfd p{fd_, POLLIN, 0};
+    int left =
+        static_cast<int>(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count());
+    if (left <= 0 || poll(&p, 1, left) <= 0) return false;
+    char tmp[4096];
+    ssize_t n = recv(fd_, tmp, sizeof(tmp), 0);
+    if (n <= 0) return false;
+    buffer_.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buffer_;
+};
+
+// ---- the fixture ---------------------------------------------------------------------------
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+  void SetUp() override {
+    AddOperationalRoutes(router_, metrics_);
+    router_.Add("GET", "/api/v1/things/{id}", [](Request& r) {
+      return Response::Json(200, {{"id", r.PathParam("id")},
+                                  {"query_x", r.query.count("x") ? r.query.at("x") : ""},
+                                  {"request_id", r.request_id},
+                                  {"remote", r.remote_address},
+                                  {"method", r.method}});
+    });
+    router_.Add("POST", "/api/v1/echo", [this](Request& r) {
+      ++echo_calls_;
+      auto body = ParseJsonObject(r);
+      if (!body) return Problem(body.error());
+      return Response::Json(200, *body);
+    });
+    router_.Add("GET", "/api/v1/boom",
+                [](Request&) -> Response { throw std::runtime_error("do not leak this"); });
+    router_.Add("GET", "/slow", [this](Request&) {
+      slow_entered_.set_value();
+      std::this_thread::sleep_for(milliseconds(300));
+      slow_finished_ = true;
+      return Response::Text(200, "done");
+    });
+    router_.Add("GET", "/page", [](Request&) {
+      Response r = Response::Html(200, "<p>hi</p>");
+      r.SetHeader("Cache-Control", "max-age=60");
+      return r;
+    });
+  }
+
+  void StartServer() {
+    auto server = HttpServer::Start(options_, router_, metrics_);
+    ASSERT_TRUE(server) << server.error().message;
+    server_ = std::move(*server);
+    url_ = server_->base_url();
+  }
+
+  HttpServer::Options options_ = [] {
+    HttpServer::Options o;
+    o.listen = "127.0.0.1:0";
+    o.read_timeout = std::chrono::seconds(1);
+    o.idle_timeout = milliseconds(1500);
+    o.stop_grace = std::chrono::seconds(3);
+    o.threads = 4;
+    return o;
+  }();
+  Router router_;
+  Metrics metrics_;
+  std::atomic<int> echo_calls_{0};
+  std::promise<void> slow_entered_;
+  std::atomic<bool> slow_finished_{false};
+  std::unique_ptr<HttpServer> server_;
+  std::string url_;
+};
+
+TEST_F(HttpServerTest, RoutesWithPathParamsAndQuery) {
+  StartServer();
+  EXPECT_THAT(url_, ::testing::MatchesRegex("http://127\\.0\\.0\\.1:[0-9]+"));
+  EXPECT_NE(server_->port(), 0);
+  CurlClient c;
+  CurlResponse r = c.Fetch("GET", url_ + "/api/v1/things/a%20b?x=1+2&y=%3D");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  json body = json::parse(r.body);
+  EXPECT_EQ(body["id"], "a b");
+  EXPECT_EQ(body["query_x"], "1 2");
+  EXPECT_EQ(body["remote"], "127.0.0.1");
+  // default headers
+  EXPECT_EQ(r.headers["cache-control"], "no-store");
+  EXPECT_EQ(r.headers["x-content-type-options"], "nosniff");
+  EXPECT_EQ(r.headers["server"], "gpuwerk");
+
+  CurlResponse health = c.Fetch("GET", url_ + "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(json::parse(health.body), json({{"status", "ok"}}));
+  EXPECT_EQ(health.headers.count("cache-control"), 0u);  // not an /api path
+
+  CurlResponse page = c.Fetch("GET", url_ + "/page");
+  EXPECT_EQ(page.headers["cache-control"], "max-age=60");  // the handler's own wins
+}
+
+TEST_F(HttpServerTest, UnknownPathAndWrongMethodAreProblems) {
+  StartServer();
+  CurlClient c;
+  CurlResponse missing = c.Fetch("GET", url_ + "/api/v1/nothing");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.headers["content-type"], "application/problem+json");
+  EXPECT_EQ(json::parse(missing.body)["code"], "not_found");
+
+  CurlResponse wrong = c.Fetch("DELETE", url_ + "/api/v1/things/x");
+  EXPECT_EQ(wrong.status, 405);
+  EXPECT_EQ(wrong.headers["allow"], "GET, HEAD");
+  EXPECT_EQ(json::parse(wrong.body)["code"], "method_not_allowed");
+
+  CurlResponse bad_query = c.Fetch("GET", url_ + "/api/v1/things/x?q=%zz");
+  EXPECT_EQ(bad_query.status, 400);
+  EXPECT_EQ(json::parse(bad_query.body)["code"], "invalid_query");
+}
+
+TEST_F(HttpServerTest, OversizedBodyIs413AndHandlerNeverRuns) {
+  StartServer();
+  CurlClient c;
+  std::string big(5 * 1024 * 1024, 'x');
+  CurlResponse r = c.Fetch("POST", url_ + "/api/v1/echo", big, {"Content-Type: application/json"});
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.headers["content-type"], "application/problem+json");
+  EXPECT_EQ(json::parse(r.body)["code"], "payload_too_large");
+  EXPECT_EQ(echo_calls_, 0);
+}
+
+TEST_F(HttpServerTest, OversizedBodyWithoutExpectIs413) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  std::string big(5 * 1024 * 1024, 'x');
+  raw.Send(
+      "POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(big.size()) + "\r\n\r\n");
+  std::thread sender([&] { raw.Send(big); });  // the server drains it after answering
+  auto r = raw.Read();
+  sender.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(json::parse(r->body)["code"], "payload_too_large");
+  EXPECT_EQ(r->headers["connection"], "close");
+  EXPECT_EQ(echo_calls_, 0);
+}
+
+TEST_F(HttpServerTest, ProtocolErrorsAreCountedUnderTheirRoute) {
+  StartServer();
+  CurlClient c;
+  c.Fetch("POST", url_ + "/api/v1/echo", std::string(2 * 1024 * 1024, 'x'));
+  CurlResponse m = c.Fetch("GET", url_ + "/metrics");
+  EXPECT_THAT(m.body, ::testing::HasSubstr("gpuwerk_http_requests_total{method=\"POST\",route=\"/"
+                                           "api/v1/echo\",status=\"413\"} 1\n"));
+}
+
+TEST_F(HttpServerTest, AbsoluteFormTargetIsRouted) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send("GET http://example.test/api/v1/things/7?x=y HTTP/1.1\r\nHost: example.test\r\n\r\n");
+  auto r = raw.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  json body = json::parse(r->body);
+  EXPECT_EQ(body["id"], "7");
+  EXPECT_EQ(body["query_x"], "y");
+}
+
+TEST_F(HttpServerTest, OversizedChunkedBodyIs413) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send("POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  std::string chunk(64 * 1024, 'x');
+  std::thread sender([&] {
+    char size_line[32];
+    std::snprintf(size_line, sizeof(size_line), "%zx\r\n", chunk.size());
+    for (int i = 0; i < 40; ++i) {
+      if (!raw.Send(std::string(size_line) + chunk + "\r\n")) break;
+    }
+  });
+  auto r = raw.Read();
+  sender.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(echo_calls_, 0);
+}
+
+TEST_F(HttpServerTest, MalformedJsonIsInvalidJson) {
+  StartServer();
+  CurlClient c;
+  CurlResponse r =
+      c.Fetch("POST", url_ + "/api/v1/echo", "{\"a\":", {"Content-Type: application/json"});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["code"], "invalid_json");
+  CurlResponse ok =
+      c.Fetch("POST", url_ + "/api/v1/echo", "{\"a\":1}", {"Content-Type: application/json"});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(json::parse(ok.body)["a"], 1);
+}
+
+TEST_F(HttpServerTest, KeepAliveReusesOneConnection) {
+  StartServer();
+  CurlClient c;
+  EXPECT_EQ(c.Fetch("GET", url_ + "/api/v1/things/1").new_connections, 1);
+  EXPECT_EQ(c.Fetch("GET", url_ + "/api/v1/things/2").new_connections, 0);
+
+  RawClient raw(server_->port());
+  raw.Send("GET /api/v1/things/1 HTTP/1.1\r\nHost: t\r\n\r\n");
+  auto first = raw.Read();
+  ASSERT_TRUE(first);
+  raw.Send("GET /api/v1/things/2 HTTP/1.1\r\nHost: t\r\n\r\n");
+  auto second = raw.Read();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(json::parse(second->body)["id"], "2");
+  // Then idle: closed after idle_timeout (1.5 s), not before.
+  auto idle_start = Clock::now();
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(8000)));
+  EXPECT_GE(Clock::now() - idle_start, milliseconds(1200));
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send(
+      "GET /api/v1/things/1 HTTP/1.1\r\nHost: t\r\n\r\n"
+      "GET /api/v1/things/2 HTTP/1.1\r\nHost: t\r\n\r\n");
+  auto a = raw.Read();
+  auto b = raw.Read();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(json::parse(a->body)["id"], "1");
+  EXPECT_EQ(json::parse(b->body)["id"], "2");
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  auto r = raw.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->headers["connection"], "close");
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(3000)));
+}
+
+TEST_F(HttpServerTest, Http10WithoutKeepAliveCloses) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send("GET /healthz HTTP/1.0\r\n\r\n");
+  auto r = raw.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(3000)));
+}
+
+TEST_F(HttpServerTest, StalledHalfHeaderIsCutAfterReadTimeout) {
+  StartServer();
+  RawClient raw(server_->port());
+  auto start = Clock::now();
+  raw.Send("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ");
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(8000)));
+  EXPECT_GE(Clock::now() - start, milliseconds(900));  // read_timeout is 1 s
+  EXPECT_EQ(raw.unread(), "");                         // no answer, just closed
+}
+
+TEST_F(HttpServerTest, SilentConnectionIsCutAfterReadTimeout) {
+  options_.idle_timeout = std::chrono::seconds(30);  // a new connection gets read_timeout (1 s)
+  StartServer();
+  RawClient raw(server_->port());
+  auto start = Clock::now();
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(8000)));
+  EXPECT_GE(Clock::now() - start, milliseconds(900));
+}
+
+TEST_F(HttpServerTest, MalformedRequestIs400AndClose) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send("GET /healthz HTTP/1.1\r\nHost: t\r\nBad Header Line\r\n\r\n");
+  auto r = raw.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["code"], "malformed_request");
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(3000)));
+}
+
+TEST_F(HttpServerTest, OversizedHeaderIs431) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(20 * 1024, 'a') +
+           "\r\n\r\n");
+  auto r = raw.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 431);
+  EXPECT_EQ(json::parse(r->body)["code"], "header_too_large");
+}
+
+TEST_F(HttpServerTest, ExpectContinueGetsInterimResponse) {
+  StartServer();
+  RawClient raw(server_->port());
+  raw.Send(
+      "POST /api/v1/echo HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+      "Content-Length: 7\r\nExpect: 100-continue\r\n\r\n");
+  auto interim = raw.Read();
+  ASSERT_TRUE(interim);
+  EXPECT_EQ(interim->status, 100);
+  raw.Send("{\"a\":2}");
+  auto r = raw.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["a"], 2);
+}
+
+TEST_F(HttpServerTest, RequestIdIsEchoedOrGenerated) {
+  StartServer();
+  CurlClient c;
+  CurlResponse given = c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Request-Id: abc.DEF_1-2"});
+  EXPECT_EQ(given.headers["x-request-id"], "abc.DEF_1-2");
+  EXPECT_EQ(json::parse(given.body)["request_id"], "abc.DEF_1-2");
+
+  for (std::string bad : {std::string("has space"), std::string(65, 'a'), std::string("a/b")}) {
+    CurlResponse r = c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Request-Id: " + bad});
+    EXPECT_THAT(r.headers["x-request-id"], ::testing::MatchesRegex("[0-9a-f]{16}")) << bad;
+    EXPECT_EQ(json::parse(r.body)["request_id"], r.headers["x-request-id"]);
+  }
+  CurlResponse none = c.Fetch("GET", url_ + "/healthz");
+  EXPECT_THAT(none.headers["x-request-id"], ::testing::MatchesRegex("[0-9a-f]{16}"));
+}
+
+TEST_F(HttpServerTest, MetricsCountRequestsByRoute) {
+  StartServer();
+  CurlClient c;
+  c.Fetch("GET", url_ + "/api/v1/things/1");
+  c.Fetch("GET", url_ + "/api/v1/things/2");
+  c.Fetch("GET", url_ + "/api/v1/zzz");
+  CurlResponse m = c.Fetch("GET", url_ + "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(m.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_THAT(m.body, ::testing::HasSubstr("gpuwerk_http_requests_total{method=\"GET\",route=\"/"
+                                           "api/v1/things/{id}\",status=\"200\"} 2\n"));
+  EXPECT_THAT(m.body, ::testing::HasSubstr("gpuwerk_http_requests_total{method=\"GET\",route=\""
+                                           "unmatched\",status=\"404\"} 1\n"));
+  EXPECT_THAT(m.body, ::testing::HasSubstr("gpuwerk_http_request_duration_seconds_count{method="
+                                           "\"GET\",route=\"/api/v1/things/{id}\"} 2\n"));
+}
+
+TEST_F(HttpServerTest, HandlerExceptionIs500Problem) {
+  StartServer();
+  CurlClient c;
+  CurlResponse r = c.Fetch("GET", url_ + "/api/v1/boom");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.headers["content-type"], "application/problem+json");
+  EXPECT_EQ(json::parse(r.body)["code"], "internal");
+  EXPECT_EQ(r.body.find("leak"), std::string::npos);
+  // The connection and the server survive.
+  EXPECT_EQ(c.Fetch("GET", url_ + "/healthz").status, 200);
+}
+
+TEST_F(HttpServerTest, HeadIsGetWithoutBody) {
+  StartServer();
+  CurlClient c;
+  CurlResponse get = c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Request-Id: same"});
+  CurlResponse head = c.Fetch("HEAD", url_ + "/api/v1/things/1", "", {"X-Request-Id: same"});
+  EXPECT_EQ(head.status, 200);
+  EXPECT_EQ(head.body, "");
+  EXPECT_EQ(head.headers["content-length"],
+            std::to_string(get.body.size() + 1));  // "HEAD" vs "GET"
+
+  // On the wire: no body bytes, so the next response on the connection parses.
+  RawClient raw(server_->port());
+  raw.Send("HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+  auto h = raw.Read(/*head=*/true);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->headers["content-length"], "15");
+  auto g = raw.Read();
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->body, "{\"status\":\"ok\"}");
+}
+
+TEST_F(HttpServerTest, StopLetsASlowHandlerFinish) {
+  StartServer();
+  RawClient idle(server_->port());  // an idle connection: closed at once by Stop()
+  ASSERT_TRUE(idle.connected());
+  auto entered = slow_entered_.get_future();
+  std::promise<CurlResponse> result;
+  std::thread client([&] {
+    CurlClient c;
+    result.set_value(c.Fetch("GET", url_ + "/slow"));
+  });
+  ASSERT_EQ(entered.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto stop_start = Clock::now();
+  server_->Stop();
+  EXPECT_TRUE(slow_finished_);  // Stop returned only after the handler did
+  EXPECT_LT(Clock::now() - stop_start, milliseconds(2500));  // not the 3 s grace: idle closed
+  client.join();
+  CurlResponse r = result.get_future().get();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "done");
+  EXPECT_EQ(r.headers["connection"], "close");
+  EXPECT_TRUE(idle.WaitClosed(milliseconds(2000)));
+  RawClient after(server_->port());
+  EXPECT_FALSE(after.connected());  // no longer accepting
+  server_->Stop();                  // idempotent
+}
+
+TEST_F(HttpServerTest, StopFromManyThreadsAndFromAHandler) {
+  router_.Add("POST", "/stop", [this](Request&) {
+    server_->Stop();  // only starts the stop
+    return Response::NoContent();
+  });
+  StartServer();
+  CurlClient c;
+  EXPECT_EQ(c.Fetch("POST", url_ + "/stop").status, 204);
+  std::vector<std::thread> stoppers;
+  for (int i = 0; i < 3; ++i) stoppers.emplace_back([this] { server_->Stop(); });
+  for (auto& t : stoppers) t.join();
+  RawClient after(server_->port());
+  EXPECT_FALSE(after.connected());
+}
+
+TEST_F(HttpServerTest, ListenFailuresAreClear) {
+  StartServer();
+  HttpServer::Options taken = options_;
+  taken.listen = "127.0.0.1:" + std::to_string(server_->port());
+  auto second = HttpServer::Start(taken, router_, metrics_);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().api_code, "listen_failed");
+  EXPECT_THAT(second.error().message, ::testing::HasSubstr(taken.listen));
+
+  for (const char* bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:", ":80", "::1:80",
+                          "127.0.0.1:8x", "192.0.2.1:0"}) {
+    HttpServer::Options o = options_;
+    o.listen = bad;
+    auto s = HttpServer::Start(o, router_, metrics_);
+    ASSERT_FALSE(s) << bad;
+    EXPECT_EQ(s.error().api_code, "listen_failed") << bad;
+  }
+}
+
+TEST_F(HttpServerTest, ListensOnIpv6Loopback) {
+  options_.listen = "[::1]:0";
+  auto server = HttpServer::Start(options_, router_, metrics_);
+  if (!server) GTEST_SKIP() << "no IPv6 here: " << server.error().message;
+  EXPECT_THAT((*server)->base_url(), ::testing::StartsWith("http://[::1]:"));
+  CurlClient c;
+  EXPECT_EQ(c.Fetch("GET", (*server)->base_url() + "/healthz").status, 200);
+}
+
+TEST_F(HttpServerTest, ForwardedForOnlyWhenTrusted) {
+  StartServer();
+  CurlClient c;
+  auto untrusted = c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Forwarded-For: 203.0.113.9"});
+  EXPECT_EQ(json::parse(untrusted.body)["remote"], "127.0.0.1");
+  server_.reset();
+
+  options_.trust_forwarded_for = true;
+  StartServer();
+  auto trusted =
+      c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Forwarded-For: 198.51.100.1, 203.0.113.9"});
+  EXPECT_EQ(json::parse(trusted.body)["remote"], "203.0.113.9");
+}
+
+}  // namespace
+}  // namespace gpuwerk::api

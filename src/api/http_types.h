@@ -1,0 +1,147 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gpuwerk::api {
+
+/// Header fields in the order they were received (request) or will be sent (response). Names
+/// keep their spelling; look them up with the case-insensitive helpers below. A name may occur
+/// more than once (e.g. `Set-Cookie`).
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+/// ASCII case-insensitive equality (HTTP field names, methods in Allow, media types).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+/// Decodes RFC 3986 percent-encoding. With `plus_as_space` (query strings,
+/// application/x-www-form-urlencoded) a `+` becomes a space. nullopt when a `%` is not followed
+/// by two hex digits.
+std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_space);
+
+/// Parses a query string ("a=1&b=x%20y", without the `?`) into decoded name/value pairs. A name
+/// without `=` has the value "". A repeated name keeps its first value. nullopt when any part
+/// has a malformed percent-escape.
+std::optional<std::map<std::string, std::string>> ParseQuery(std::string_view query);
+
+/// One HTTP request as handlers see it: plain data, no Beast types. Built by HttpServer (or by
+/// tests); handlers may read and modify it (e.g. to attach what they resolved).
+struct Request {
+  /// The method as sent, upper case by convention: "GET", "POST", "DELETE", …
+  std::string method;
+  /// The raw request-target, e.g. "/api/v1/usage/sessions?page=2". May hold secrets in the
+  /// query: never log it.
+  std::string target;
+  /// The path part of `target`, still percent-encoded, e.g. "/api/v1/ssh-keys/key_x".
+  std::string path;
+  /// Query parameters, percent-decoded (`+` is a space). A repeated name keeps its first value.
+  std::map<std::string, std::string> query;
+  /// Header fields as received; use Header() to look one up.
+  HeaderList headers;
+  /// The body, complete (HttpServer reads it whole, up to its body limit).
+  std::string body;
+  /// The client's IP address, e.g. "127.0.0.1" or "::1" (the TCP peer, or the last
+  /// X-Forwarded-For hop when the server is told to trust it). No port.
+  std::string remote_address;
+  /// The request id: the client's `X-Request-Id` when well formed, else 16 random hex chars.
+  std::string request_id;
+  /// Values of the `{name}` segments of the matched route pattern, percent-decoded. Filled by
+  /// Router::Dispatch.
+  std::map<std::string, std::string> path_params;
+  /// The name of the route that matched (for metrics and logs), "unmatched" if none. Filled by
+  /// Router::Dispatch.
+  std::string route;
+
+  /// The value of the first header field named `name` (case-insensitive), "" when absent. The
+  /// view points into `headers` and lives as long as it is not modified.
+  std::string_view Header(std::string_view name) const;
+  /// The value of cookie `name` from the `Cookie` header(s) (RFC 6265 §5.4; surrounding double
+  /// quotes removed), "" when absent.
+  std::string Cookie(std::string_view name) const;
+  /// The path parameter `name`, "" when the route has none by that name.
+  std::string PathParam(std::string_view name) const;
+  /// The query parameter `name` as a decimal integer; `default_value` when absent or empty.
+  /// Errors: kInvalidArgument, api code "invalid_query", when present but not an integer in
+  /// int64 range (details: {"parameter": name}).
+  core::Result<int64_t> QueryInt(std::string_view name, int64_t default_value) const;
+};
+
+/// One HTTP response as handlers produce it. HttpServer adds Content-Length, `Server`,
+/// `X-Content-Type-Options`, `X-Request-Id` and, for /api paths, `Cache-Control: no-store`
+/// unless the handler set one.
+struct Response {
+  int status = 200;
+  HeaderList headers;
+  std::string body;
+
+  /// `status` with `value` serialised as JSON (`Content-Type: application/json`). Invalid
+  /// UTF-8 in strings is replaced by U+FFFD rather than throwing.
+  static Response Json(int status, const nlohmann::json& value);
+  /// `status` with a plain-text body (`text/plain; charset=utf-8` unless given).
+  static Response Text(int status, std::string body,
+                       std::string content_type = "text/plain; charset=utf-8");
+  /// `status` with an HTML body (`text/html; charset=utf-8`).
+  static Response Html(int status, std::string body);
+  /// 204 No Content, no body.
+  static Response NoContent();
+  /// A redirect to `location` (an absolute path or URL); 303 See Other by default, so that the
+  /// browser follows with a GET whatever the method was.
+  static Response Redirect(std::string location, int status = 303);
+
+  /// The value of the first header named `name` (case-insensitive), "" when absent.
+  std::string_view Header(std::string_view name) const;
+  /// Replaces every header named `name` (case-insensitive) by one with `value`.
+  Response& SetHeader(std::string name, std::string value);
+  /// Appends a header, keeping others of the same name (e.g. several `Set-Cookie`).
+  Response& AddHeader(std::string name, std::string value);
+};
+
+/// The HTTP status for an error kind. The one place that maps codes to statuses:
+/// invalid_argument 400, not_found 404, already_exists 409, failed_precondition 409,
+/// payment_required 402, unauthenticated 401, permission_denied 403, resource_exhausted 429,
+/// payload_too_large 413, unavailable 503, deadline_exceeded 504, internal 500.
+int HttpStatusFor(core::ErrorCode code);
+
+/// The standard reason phrase of an HTTP status ("Not Found"), "Unknown" for ones we don't use.
+std::string_view ReasonPhrase(int status);
+
+/// RFC 9457 problem details for `error`, `Content-Type: application/problem+json`, with status
+/// HttpStatusFor(error.code). Fields: `type` ("about:blank"), `title` (the reason phrase),
+/// `status`, `detail` (error.message), `code` (error.api_code), then every key of
+/// error.details that does not collide with those.
+Response Problem(const core::Error& error);
+/// As above with an explicit status, for the few statuses no ErrorCode maps to (405, 431).
+Response Problem(int status, const core::Error& error);
+
+/// The request body as a JSON object. The Content-Type must be application/json (parameters
+/// such as charset allowed) or absent. Never throws.
+/// Errors: kInvalidArgument, api code "invalid_json", when the content type is another, the
+/// body is empty, not JSON, or JSON but not an object.
+core::Result<nlohmann::json> ParseJsonObject(const Request& request);
+
+/// Typed field getters for a parsed JSON object. All fail with kInvalidArgument, api code
+/// "invalid_field", a message naming the field and details {"field": field}.
+///
+/// A string of `min_len`..`max_len` characters (Unicode code points). Missing, null or not a
+/// string is an error.
+core::Result<std::string> RequireString(const nlohmann::json& object, std::string_view field,
+                                        size_t max_len, size_t min_len = 1);
+/// Like RequireString, but a missing or null field gives nullopt.
+core::Result<std::optional<std::string>> OptionalString(const nlohmann::json& object,
+                                                        std::string_view field, size_t max_len,
+                                                        size_t min_len = 0);
+/// An integer (JSON number without fraction) in [min, max].
+core::Result<int64_t> RequireInt(const nlohmann::json& object, std::string_view field, int64_t min,
+                                 int64_t max);
+/// A boolean.
+core::Result<bool> RequireBool(const nlohmann::json& object, std::string_view field);
+
+}  // namespace gpuwerk::api

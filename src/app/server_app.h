@@ -1,0 +1,43 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "app/server_config.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+
+namespace gpuwerk::app {
+
+/// The control plane in one object: store, services, mail worker, HTTP server. The only place
+/// (with main) that constructs and wires components; stops them in reverse order.
+class ServerApp {
+ public:
+  /// Opens the store (running migrations), starts the outbox worker and the HTTP server.
+  /// `clock` and `rng` must outlive the app (tests inject a FakeClock).
+  /// Errors: invalid_config, store_unavailable, listen_failed, mail setup errors.
+  static core::Result<std::unique_ptr<ServerApp>> Start(const ServerConfig& config,
+                                                        core::Clock& clock, core::Rng& rng);
+  ~ServerApp();
+
+  /// The bound HTTP port and base URL (http://host:port).
+  uint16_t port() const;
+  std::string base_url() const;
+
+  /// Creates the first operator if absent (used by `gpuwerk up`); true when created.
+  core::Result<bool> EnsureOperator(const std::string& email, const std::string& password);
+  /// Delivers due outbox mails now (tests).
+  core::Result<int> DeliverMailNow();
+
+  /// Stops the HTTP server (letting in-flight requests finish) and the workers. Idempotent.
+  void Stop();
+
+  struct Parts;  // internal
+
+ private:
+  explicit ServerApp(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace gpuwerk::app

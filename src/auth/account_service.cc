@@ -1,0 +1,429 @@
+#include "auth/account_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "auth/account_mails.h"
+#include "auth/email_address.h"
+#include "core/encoding.h"
+#include "store/audit_log.h"
+
+namespace gpuwerk::auth {
+namespace {
+
+using core::ErrorCode;
+using store::Transaction;
+
+constexpr char kPersonColumns[] =
+    "SELECT id, email, is_operator, password_hash, created_at FROM persons ";
+constexpr char kApiTokenPrefix[] = "gwt_";
+constexpr std::string_view kMagicLink = "magic_link";
+constexpr std::string_view kPasswordReset = "password_reset";
+
+Person PersonFromRow(const store::Row& row) {
+  return Person{.id = row.Text(0),
+                .email = row.Text(1),
+                .is_operator = row.Int(2) != 0,
+                .has_password = !row.IsNull(3),
+                .created_at = row.Int(4)};
+}
+
+core::Error Unauthenticated() {
+  return core::Error(ErrorCode::kUnauthenticated, "unauthenticated",
+                     "Sign in first, or pass a valid API token as 'Authorization: Bearer …'.");
+}
+
+core::Error InvalidCredentials() {
+  return core::Error(ErrorCode::kUnauthenticated, "invalid_credentials",
+                     "The email or password is not right.");
+}
+
+core::Error InvalidLink() {
+  return core::Error(ErrorCode::kUnauthenticated, "invalid_link",
+                     "This link is not valid: it was already used, it expired, or it was "
+                     "mistyped. Ask for a new one.");
+}
+
+core::Result<std::string> ValidateTokenName(std::string_view name) {
+  while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+  while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+  if (name.empty() || name.size() > 64) {
+    return core::InvalidArgument("invalid_name", "A token name must be 1 to 64 characters.");
+  }
+  for (unsigned char c : name) {
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ' ')) {
+      return core::InvalidArgument(
+          "invalid_name", "A token name may hold letters, digits, spaces, '.', '-' and '_'.");
+    }
+  }
+  return std::string(name);
+}
+
+}  // namespace
+
+std::string TokenHash(std::string_view secret) { return core::HexEncode(core::Sha256(secret)); }
+
+AccountService::AccountService(store::Database& db, core::Clock& clock, core::Rng& rng,
+                               const PasswordHasher& hasher, mail::Outbox& outbox,
+                               AccountOptions options, std::function<void()> mail_enqueued)
+    : db_(db),
+      clock_(clock),
+      rng_(rng),
+      hasher_(hasher),
+      outbox_(outbox),
+      options_(std::move(options)),
+      limiter_(clock, options_.limits),
+      mail_enqueued_(std::move(mail_enqueued)) {}
+
+core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& person,
+                                                 const Caller& caller, std::string_view how) {
+  SignIn out{.person = person, .session_token = core::RandomToken(rng_)};
+  const int64_t now = clock_.NowUnix();
+  out.expires_at = now + options_.sign_in_session_lifetime.count();
+  GPUWERK_TRY(tx.Exec(
+      "INSERT INTO sign_in_sessions (token_hash, person_id, created_at, expires_at, "
+      "source_address) VALUES (?, ?, ?, ?, ?)",
+      {TokenHash(out.session_token), person.id, now, out.expires_at, caller.address}));
+  GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                 {.actor_id = person.id,
+                                  .action = "person.sign_in",
+                                  .target = person.id,
+                                  .source_address = caller.address,
+                                  .detail = {{"method", std::string(how)}}}));
+  return out;
+}
+
+core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_view password,
+                                            const Caller& caller) {
+  GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
+  GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
+  auto result = db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
+    Person person{.id = core::NewId(rng_, "per"),
+                  .email = address.display,
+                  .is_operator = false,
+                  .has_password = true,
+                  .created_at = clock_.NowUnix()};
+    auto inserted = tx.Exec(
+        "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
+        "VALUES (?, ?, ?, ?, 0, ?)",
+        {person.id, person.email, address.normalised, hash, person.created_at});
+    if (!inserted) {
+      if (inserted.error().code == ErrorCode::kAlreadyExists) {
+        return core::Fail(ErrorCode::kAlreadyExists, "email_taken",
+                          "An account with this email already exists. Sign in, or use "
+                          "'forgot password'.");
+      }
+      return std::unexpected(inserted.error());
+    }
+    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = person.id,
+                                    .action = "person.sign_up",
+                                    .target = person.id,
+                                    .source_address = caller.address}));
+    return StartSignIn(tx, person, caller, "sign_up");
+  });
+  return result;
+}
+
+core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
+                                                        std::string_view password,
+                                                        const Caller& caller) {
+  auto address = ParseEmailAddress(email);
+  if (!address) return core::Fail(InvalidCredentials());
+  const std::string& norm = address->normalised;
+  // 1. Limits and the stored hash, in a short read transaction.
+  struct Found {
+    std::optional<Person> person;
+    std::string hash;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(Found found, db_.Read([&](Transaction& tx) -> core::Result<Found> {
+    GPUWERK_TRY(limiter_.Check(tx, norm, caller.address));
+    GPUWERK_ASSIGN_OR_RETURN(auto row,
+                             tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {norm}));
+    Found f;
+    if (row) {
+      f.person = PersonFromRow(*row);
+      f.hash = row->Text(3);
+    }
+    return f;
+  }));
+  // 2. The expensive check outside any transaction. Unknown accounts still pay for one hash so
+  //    timing does not reveal which addresses have accounts.
+  bool ok = false;
+  if (found.person && !found.hash.empty()) {
+    ok = hasher_.Verify(found.hash, password);
+  } else {
+    static const std::string kDummy = *hasher_.Hash("not-a-real-password");
+    hasher_.Verify(kDummy, password);
+  }
+  // 3. Record the outcome: a failure is committed too, so it counts towards the limits.
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::optional<SignIn> signed_in,
+      db_.Write([&](Transaction& tx) -> core::Result<std::optional<SignIn>> {
+        if (!ok) {
+          GPUWERK_TRY(limiter_.RecordFailure(tx, norm, caller.address));
+          GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                         {.actor_id = found.person ? found.person->id : "",
+                                          .action = "person.sign_in_failed",
+                                          .target = found.person ? found.person->id : "unknown",
+                                          .source_address = caller.address}));
+          return std::optional<SignIn>();
+        }
+        GPUWERK_TRY(limiter_.Reset(tx, norm));
+        GPUWERK_ASSIGN_OR_RETURN(SignIn s, StartSignIn(tx, *found.person, caller, "password"));
+        return std::optional<SignIn>(std::move(s));
+      }));
+  if (!signed_in) return core::Fail(InvalidCredentials());
+  return std::move(*signed_in);
+}
+
+core::Result<void> AccountService::SignOut(std::string_view session_token, const Caller& caller) {
+  return db_.Write([&](Transaction& tx) -> core::Result<void> {
+    const std::string hash = TokenHash(session_token);
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne("SELECT person_id FROM sign_in_sessions WHERE token_hash = ?", {hash}));
+    if (!row) return {};
+    GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE token_hash = ?", {hash}));
+    return store::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = row->Text(0),
+                               .action = "person.sign_out",
+                               .target = row->Text(0),
+                               .source_address = caller.address});
+  });
+}
+
+core::Result<void> AccountService::MailLink(std::string_view email, const Caller& caller,
+                                            std::string_view purpose) {
+  GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?",
+                                                   {address.normalised}));
+    if (!row) {
+      GPUWERK_TRY(outbox_.Enqueue(tx, NoAccountMail(address.display, options_.public_url + "/")));
+      return {};
+    }
+    Person person = PersonFromRow(*row);
+    const bool magic = purpose == kMagicLink;
+    const auto lifetime = magic ? options_.magic_link_lifetime : options_.reset_link_lifetime;
+    const std::string token = core::RandomToken(rng_);
+    const int64_t now = clock_.NowUnix();
+    GPUWERK_TRY(tx.Exec(
+        "INSERT INTO link_tokens (token_hash, person_id, purpose, created_at, expires_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        {TokenHash(token), person.id, std::string(purpose), now, now + lifetime.count()}));
+    const int minutes = static_cast<int>(lifetime.count() / 60);
+    const std::string link = options_.public_url +
+                             (magic ? "/auth/magic-link?token=" : "/auth/reset-password?token=") +
+                             token;
+    GPUWERK_TRY(outbox_.Enqueue(tx, magic ? MagicLinkMail(person.email, link, minutes)
+                                          : PasswordResetMail(person.email, link, minutes)));
+    return store::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = "",
+                               .action = magic ? "person.magic_link_sent" : "person.reset_link_sent",
+                               .target = person.id,
+                               .source_address = caller.address});
+  }));
+  if (mail_enqueued_) mail_enqueued_();
+  return {};
+}
+
+core::Result<void> AccountService::RequestMagicLink(std::string_view email, const Caller& caller) {
+  return MailLink(email, caller, kMagicLink);
+}
+
+core::Result<void> AccountService::RequestPasswordReset(std::string_view email,
+                                                        const Caller& caller) {
+  return MailLink(email, caller, kPasswordReset);
+}
+
+core::Result<Person> AccountService::ConsumeLink(Transaction& tx, std::string_view token,
+                                                 std::string_view purpose) {
+  if (token.empty() || token.size() > 128) return core::Fail(InvalidLink());
+  const std::string hash = TokenHash(token);
+  // Single use: the UPDATE succeeds for exactly one consumer.
+  GPUWERK_ASSIGN_OR_RETURN(
+      int64_t changed,
+      tx.Exec("UPDATE link_tokens SET used_at = ? WHERE token_hash = ? AND purpose = ? AND "
+              "used_at IS NULL AND expires_at > ?",
+              {clock_.NowUnix(), hash, std::string(purpose), clock_.NowUnix()}));
+  if (changed != 1) return core::Fail(InvalidLink());
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne(std::string(kPersonColumns) +
+                                "WHERE id = (SELECT person_id FROM link_tokens WHERE token_hash = ?)",
+                            {hash}));
+  if (!row) return core::Fail(InvalidLink());
+  return PersonFromRow(*row);
+}
+
+core::Result<SignIn> AccountService::ConsumeMagicLink(std::string_view token, const Caller& caller) {
+  return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
+    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, kMagicLink));
+    return StartSignIn(tx, person, caller, "magic_link");
+  });
+}
+
+core::Result<Person> AccountService::ResetPassword(std::string_view token,
+                                                   std::string_view new_password,
+                                                   const Caller& caller) {
+  GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
+  GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
+  return db_.Write([&](Transaction& tx) -> core::Result<Person> {
+    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, kPasswordReset));
+    GPUWERK_TRY(tx.Exec("UPDATE persons SET password_hash = ? WHERE id = ?", {hash, person.id}));
+    GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE person_id = ?", {person.id}));
+    GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_failures WHERE scope = ? AND subject = ?",
+                        {std::string("account"), ParseEmailAddress(person.email)->normalised}));
+    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = person.id,
+                                    .action = "person.password_reset",
+                                    .target = person.id,
+                                    .source_address = caller.address}));
+    person.has_password = true;
+    return person;
+  });
+}
+
+core::Result<Principal> AccountService::AuthenticateSession(std::string_view session_token) {
+  if (session_token.empty() || session_token.size() > 128) return core::Fail(Unauthenticated());
+  const std::string hash = TokenHash(session_token);
+  return db_.Read([&](Transaction& tx) -> core::Result<Principal> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne("SELECT p.id, p.email, p.is_operator FROM sign_in_sessions s "
+                              "JOIN persons p ON p.id = s.person_id "
+                              "WHERE s.token_hash = ? AND s.expires_at > ?",
+                              {hash, clock_.NowUnix()}));
+    if (!row) return core::Fail(Unauthenticated());
+    return Principal{.person_id = row->Text(0),
+                     .email = row->Text(1),
+                     .is_operator = row->Int(2) != 0,
+                     .via = CredentialKind::kSignInSession,
+                     .credential_id = hash};
+  });
+}
+
+core::Result<Principal> AccountService::AuthenticateApiToken(std::string_view token) {
+  if (!token.starts_with(kApiTokenPrefix) || token.size() > 128) {
+    return core::Fail(Unauthenticated());
+  }
+  const std::string hash = TokenHash(token);
+  int64_t last_used = 0;
+  GPUWERK_ASSIGN_OR_RETURN(
+      Principal who, db_.Read([&](Transaction& tx) -> core::Result<Principal> {
+        GPUWERK_ASSIGN_OR_RETURN(
+            auto row, tx.QueryOne("SELECT p.id, p.email, p.is_operator, t.id, t.last_used_at "
+                                  "FROM api_tokens t JOIN persons p ON p.id = t.person_id "
+                                  "WHERE t.token_hash = ?",
+                                  {hash}));
+        if (!row) return core::Fail(Unauthenticated());
+        last_used = row->OptInt(4).value_or(0);
+        return Principal{.person_id = row->Text(0),
+                         .email = row->Text(1),
+                         .is_operator = row->Int(2) != 0,
+                         .via = CredentialKind::kApiToken,
+                         .credential_id = row->Text(3)};
+      }));
+  // last_used_at is kept to the minute, so most requests stay read-only.
+  const int64_t now = clock_.NowUnix();
+  if (now - last_used >= 60) {
+    auto touched = db_.Write([&](Transaction& tx) -> core::Result<int64_t> {
+      return tx.Exec("UPDATE api_tokens SET last_used_at = ? WHERE id = ?",
+                     {now, who.credential_id});
+    });
+    if (!touched) spdlog::warn("auth: could not record API token use: {}", touched.error().message);
+  }
+  return who;
+}
+
+core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
+    const Principal& who, std::string_view name, const Caller& caller) {
+  GPUWERK_ASSIGN_OR_RETURN(std::string clean, ValidateTokenName(name));
+  const std::string secret = kApiTokenPrefix + core::RandomToken(rng_);
+  ApiToken token{.id = core::NewId(rng_, "tok"),
+                 .name = clean,
+                 .prefix = secret.substr(0, 10),
+                 .created_at = clock_.NowUnix()};
+  GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
+    auto inserted = tx.Exec(
+        "INSERT INTO api_tokens (id, person_id, name, token_hash, prefix, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        {token.id, who.person_id, token.name, TokenHash(secret), token.prefix, token.created_at});
+    if (!inserted) {
+      if (inserted.error().code == ErrorCode::kAlreadyExists) {
+        return core::Fail(ErrorCode::kAlreadyExists, "name_taken",
+                          "You already have an API token with this name.");
+      }
+      return std::unexpected(inserted.error());
+    }
+    return store::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = who.person_id,
+                               .action = "api_token.create",
+                               .target = token.id,
+                               .source_address = caller.address,
+                               .detail = {{"name", token.name}}});
+  }));
+  return std::make_pair(token, secret);
+}
+
+core::Result<std::vector<ApiToken>> AccountService::ListApiTokens(const Principal& who) {
+  return db_.Read([&](Transaction& tx) -> core::Result<std::vector<ApiToken>> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows, tx.Query("SELECT id, name, prefix, created_at, last_used_at FROM api_tokens "
+                            "WHERE person_id = ? ORDER BY created_at, id",
+                            {who.person_id}));
+    std::vector<ApiToken> out;
+    for (const auto& r : rows) {
+      out.push_back({.id = r.Text(0),
+                     .name = r.Text(1),
+                     .prefix = r.Text(2),
+                     .created_at = r.Int(3),
+                     .last_used_at = r.OptInt(4)});
+    }
+    return out;
+  });
+}
+
+core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::string_view id,
+                                                  const Caller& caller) {
+  return db_.Write([&](Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM api_tokens WHERE id = ? AND person_id = ?",
+                                                {std::string(id), who.person_id}));
+    if (n == 0) return core::NotFound("API token");
+    return store::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = who.person_id,
+                               .action = "api_token.delete",
+                               .target = std::string(id),
+                               .source_address = caller.address});
+  });
+}
+
+core::Result<Person> AccountService::GetPerson(std::string_view person_id) {
+  return db_.Read([&](Transaction& tx) -> core::Result<Person> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE id = ?", {std::string(person_id)}));
+    if (!row) return core::NotFound("person");
+    return PersonFromRow(*row);
+  });
+}
+
+core::Result<bool> AccountService::EnsureOperator(std::string_view email,
+                                                  std::string_view password) {
+  GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
+  GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
+  return db_.Write([&](Transaction& tx) -> core::Result<bool> {
+    GPUWERK_ASSIGN_OR_RETURN(auto n, tx.Exec(
+        "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
+        "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (email_norm) DO NOTHING",
+        {core::NewId(rng_, "per"), address.display, address.normalised, hash, clock_.NowUnix()}));
+    if (n == 1) {
+      GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                     {.actor_id = "",
+                                      .action = "person.create_operator",
+                                      .target = address.normalised,
+                                      .source_address = "system"}));
+    }
+    return n == 1;
+  });
+}
+
+}  // namespace gpuwerk::auth

@@ -1,0 +1,122 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "auth/password_hasher.h"
+#include "auth/principal.h"
+#include "auth/sign_in_limiter.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "mail/outbox.h"
+#include "store/database.h"
+
+namespace gpuwerk::auth {
+
+/// Settings for AccountService.
+struct AccountOptions {
+  std::string public_url = "http://127.0.0.1:8080";  ///< base of links in mails, no trailing /
+  std::chrono::seconds sign_in_session_lifetime{30 * 24 * 3600};
+  std::chrono::seconds magic_link_lifetime{15 * 60};      ///< R-1: 15 min
+  std::chrono::seconds reset_link_lifetime{60 * 60};      ///< R-1: 60 min
+  SignInLimits limits;
+};
+
+/// A new sign-in session: the secret goes into the cookie once and is stored only hashed.
+struct SignIn {
+  Person person;
+  std::string session_token;  ///< 256-bit random, base64url
+  int64_t expires_at = 0;     ///< Unix seconds
+};
+
+/// A personal API token as listed (the secret is never listed).
+struct ApiToken {
+  std::string id;
+  std::string name;
+  std::string prefix;  ///< the first characters of the secret, to tell tokens apart
+  int64_t created_at = 0;
+  std::optional<int64_t> last_used_at;
+};
+
+/// Where a request came from, for rate limits and the audit log.
+struct Caller {
+  std::string address;  ///< IP address
+};
+
+/// Accounts, sign-in sessions, link tokens (magic link, password reset) and API tokens
+/// . Every change is one store transaction that also writes its audit event and,
+/// where a mail goes out, its outbox mail. Secrets (sign-in session tokens, link tokens, API
+/// tokens) are 256-bit random values stored only as SHA-256 hashes. Thread-safe.
+class AccountService {
+ public:
+  AccountService(store::Database& db, core::Clock& clock, core::Rng& rng,
+                 const PasswordHasher& hasher, mail::Outbox& outbox, AccountOptions options,
+                 std::function<void()> mail_enqueued = {});
+
+  /// Creates an account and signs it in. Errors: invalid_email, weak_password,
+  /// kAlreadyExists "email_taken" (matched case-insensitively, C27).
+  core::Result<SignIn> SignUp(std::string_view email, std::string_view password, const Caller&);
+  /// Errors: kUnauthenticated "invalid_credentials" (same for unknown email and wrong password),
+  /// kResourceExhausted "rate_limited".
+  core::Result<SignIn> SignInWithPassword(std::string_view email, std::string_view password,
+                                          const Caller&);
+  /// Ends one sign-in session (by its secret). Unknown tokens are ignored.
+  core::Result<void> SignOut(std::string_view session_token, const Caller&);
+
+  /// Mails a single-use sign-in link when the address has an account, and a "no account" note
+  /// otherwise; the answer never tells which (no enumeration). Errors: invalid_email only.
+  core::Result<void> RequestMagicLink(std::string_view email, const Caller&);
+  /// Consumes a magic-link token once and signs in. Errors: kUnauthenticated "invalid_link"
+  /// (unknown, used or expired: one message for all three).
+  core::Result<SignIn> ConsumeMagicLink(std::string_view token, const Caller&);
+  /// Mails a password-reset link (same no-enumeration behaviour as RequestMagicLink).
+  core::Result<void> RequestPasswordReset(std::string_view email, const Caller&);
+  /// Consumes a reset token once, sets the new password and ends every sign-in session of the
+  /// person. Errors: invalid_link, weak_password.
+  core::Result<Person> ResetPassword(std::string_view token, std::string_view new_password,
+                                     const Caller&);
+
+  /// Resolves a sign-in session secret. Errors: kUnauthenticated "unauthenticated".
+  core::Result<Principal> AuthenticateSession(std::string_view session_token);
+  /// Resolves an API token secret ("gwt_…"). Errors: kUnauthenticated "unauthenticated".
+  core::Result<Principal> AuthenticateApiToken(std::string_view token);
+
+  /// Creates a named personal API token; the returned secret is shown once.
+  /// Errors: invalid_name, kAlreadyExists "name_taken".
+  core::Result<std::pair<ApiToken, std::string>> CreateApiToken(const Principal&,
+                                                                 std::string_view name,
+                                                                 const Caller&);
+  core::Result<std::vector<ApiToken>> ListApiTokens(const Principal&);
+  /// Errors: not_found (also for another person's token).
+  core::Result<void> DeleteApiToken(const Principal&, std::string_view id, const Caller&);
+
+  /// The person with this id. Errors: not_found.
+  core::Result<Person> GetPerson(std::string_view person_id);
+  /// Creates the operator account if no person has that email yet (used by `gpuwerk up`);
+  /// returns true when it created one.
+  core::Result<bool> EnsureOperator(std::string_view email, std::string_view password);
+
+ private:
+  core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,
+                                   const Caller& caller, std::string_view how);
+  core::Result<void> MailLink(std::string_view email, const Caller& caller, std::string_view purpose);
+  core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
+                                   std::string_view purpose);
+
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  const PasswordHasher& hasher_;
+  mail::Outbox& outbox_;
+  AccountOptions options_;
+  SignInLimiter limiter_;
+  std::function<void()> mail_enqueued_;
+};
+
+/// The SHA-256 hex digest under which a secret token is stored.
+std::string TokenHash(std::string_view secret);
+
+}  // namespace gpuwerk::auth

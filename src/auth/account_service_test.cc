@@ -1,0 +1,128 @@
+#include "auth/account_service.h"
+
+#include <gtest/gtest.h>
+
+#include "auth/email_address.h"
+#include "auth/password_hasher.h"
+#include "core/logging.h"
+#include "store/sqlite_database.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuwerk::auth {
+namespace {
+
+TEST(EmailAddressTest, NormalisesAndRefuses) {
+  auto a = ParseEmailAddress("  Alice@Example.TEST \r\n");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->display, "Alice@Example.TEST");
+  EXPECT_EQ(a->normalised, "alice@example.test");
+  for (const char* bad : {"", "alice", "@example.test", "alice@", "a@b", "a b@example.test",
+                          "a@@example.test", "a@example.test\r\nBcc: x@y.z"}) {
+    auto r = ParseEmailAddress(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_email");
+  }
+}
+
+TEST(PasswordHasherTest, Argon2idRoundTrip) {
+  core::InitCrypto();
+  PasswordHasher hasher(HashCost::kTestOnlyMinimum);
+  auto h = hasher.Hash("correct horse");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->rfind("$argon2id$", 0), 0u);
+  EXPECT_TRUE(hasher.Verify(*h, "correct horse"));
+  EXPECT_FALSE(hasher.Verify(*h, "correct hors"));
+  EXPECT_FALSE(PasswordHasher::CheckPolicy("short"));
+  EXPECT_TRUE(PasswordHasher::CheckPolicy("long enough"));
+}
+
+class AccountServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    core::InitCrypto();
+    auto db = store::SqliteDatabase::Open({.path = (dir_.path() / "db").string()});
+    ASSERT_TRUE(db);
+    db_ = std::move(*db);
+    ASSERT_TRUE(store::Migrate(*db_));
+    outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
+    AccountOptions options;
+    options.limits = {.per_account = 3, .per_address = 100, .window = std::chrono::seconds(60)};
+    accounts_ = std::make_unique<AccountService>(*db_, clock_, rng_, hasher_, *outbox_, options);
+  }
+  int64_t Count(const char* table) {
+    return *db_->Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+      GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne(std::string("SELECT COUNT(*) FROM ") + table));
+      return row->Int(0);
+    });
+  }
+  testing::TempDir dir_;
+  core::FakeClock clock_;
+  core::SodiumRng rng_;
+  PasswordHasher hasher_{HashCost::kTestOnlyMinimum};
+  std::unique_ptr<store::SqliteDatabase> db_;
+  std::unique_ptr<mail::Outbox> outbox_;
+  std::unique_ptr<AccountService> accounts_;
+  Caller caller_{.address = "192.0.2.1"};
+};
+
+TEST_F(AccountServiceTest, SignUpIsAuditedAndSessionsAreStoredHashed) {
+  auto s = accounts_->SignUp("alice@example.test", "password1", caller_);
+  ASSERT_TRUE(s) << s.error().message;
+  auto who = accounts_->AuthenticateSession(s->session_token);
+  ASSERT_TRUE(who);
+  EXPECT_EQ(who->email, "alice@example.test");
+  auto stored = *db_->Read([&](store::Transaction& tx) -> core::Result<std::string> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT token_hash FROM sign_in_sessions"));
+    return row->Text(0);
+  });
+  EXPECT_NE(stored, s->session_token);
+  EXPECT_EQ(stored, TokenHash(s->session_token));
+  EXPECT_EQ(Count("audit_events"), 2);  // sign_up + sign_in
+}
+
+TEST_F(AccountServiceTest, FailedSignInsAreCountedAndLimited) {
+  ASSERT_TRUE(accounts_->SignUp("alice@example.test", "password1", caller_));
+  for (int i = 0; i < 3; ++i) {
+    auto r = accounts_->SignInWithPassword("alice@example.test", "nope-nope", caller_);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().api_code, "invalid_credentials");
+  }
+  auto limited = accounts_->SignInWithPassword("alice@example.test", "password1", caller_);
+  ASSERT_FALSE(limited);
+  EXPECT_EQ(limited.error().api_code, "rate_limited");
+  EXPECT_GT(limited.error().details["retry_after_seconds"].get<int64_t>(), 0);
+  clock_.Advance(std::chrono::seconds(61));
+  EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1", caller_));
+}
+
+TEST_F(AccountServiceTest, SessionsExpire) {
+  auto s = accounts_->SignUp("alice@example.test", "password1", caller_);
+  ASSERT_TRUE(s);
+  clock_.Advance(std::chrono::hours(24 * 31));
+  auto who = accounts_->AuthenticateSession(s->session_token);
+  ASSERT_FALSE(who);
+  EXPECT_EQ(who.error().api_code, "unauthenticated");
+}
+
+TEST_F(AccountServiceTest, LinkRequestsQueueOneMailEach) {
+  ASSERT_TRUE(accounts_->SignUp("alice@example.test", "password1", caller_));
+  ASSERT_TRUE(accounts_->RequestMagicLink("ALICE@example.test", caller_));
+  ASSERT_TRUE(accounts_->RequestPasswordReset("nobody@example.test", caller_));
+  EXPECT_EQ(Count("outbox_mails"), 2);
+  EXPECT_EQ(Count("link_tokens"), 1) << "no token for an address without an account";
+  auto bad = accounts_->RequestMagicLink("not an email", caller_);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().api_code, "invalid_email");
+  EXPECT_EQ(Count("outbox_mails"), 2);
+}
+
+TEST_F(AccountServiceTest, EnsureOperatorIsIdempotent) {
+  EXPECT_EQ(accounts_->EnsureOperator("operator@gpuwerk.local", "password1"), true);
+  EXPECT_EQ(accounts_->EnsureOperator("Operator@gpuwerk.local", "password2"), false);
+  auto s = accounts_->SignInWithPassword("operator@gpuwerk.local", "password1", caller_);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->person.is_operator);
+}
+
+}  // namespace
+}  // namespace gpuwerk::auth

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+namespace gpuwerk::auth {
+
+/// How a request proved who it is.
+enum class CredentialKind { kSignInSession, kApiToken };
+
+/// The authenticated caller of a request.
+struct Principal {
+  std::string person_id;
+  std::string email;
+  bool is_operator = false;
+  CredentialKind via = CredentialKind::kSignInSession;
+  std::string credential_id;  ///< the sign-in session's token hash, or the API token's id
+};
+
+/// A person's account as the API shows it.
+struct Person {
+  std::string id;
+  std::string email;
+  bool is_operator = false;
+  bool has_password = false;
+  int64_t created_at = 0;  ///< Unix seconds
+};
+
+}  // namespace gpuwerk::auth

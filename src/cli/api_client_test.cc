@@ -1,0 +1,178 @@
+#include "cli/api_client.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cli/fake_api_server.h"
+
+namespace gpuwerk::cli {
+namespace {
+
+using core::ErrorCode;
+using nlohmann::json;
+
+/// A loopback port with nothing listening on it (bound, then closed).
+int ClosedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(ErrorFromResponseTest, TakesCodeAndDetailFromProblemJson) {
+  ApiResponse r{.status = 409,
+                .body = {{"type", "about:blank"},
+                         {"title", "Conflict"},
+                         {"status", 409},
+                         {"detail", "The key is in use by instance a."},
+                         {"code", "key_in_use"},
+                         {"instances", json::array({"a"})}}};
+  core::Error e = ErrorFromResponse(r);
+  EXPECT_EQ(e.code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(e.api_code, "key_in_use");
+  EXPECT_EQ(e.message, "The key is in use by instance a.");
+  EXPECT_EQ(e.details, json({{"instances", json::array({"a"})}}));
+}
+
+TEST(ErrorFromResponseTest, FallsBackForBodiesThatAreNotProblems) {
+  core::Error e = ErrorFromResponse(ApiResponse{.status = 502, .text = "<html>"});
+  EXPECT_EQ(e.code, ErrorCode::kInternal);
+  EXPECT_EQ(e.api_code, "http_502");
+  EXPECT_EQ(e.message, "the server answered HTTP 502 with a body that is not JSON");
+}
+
+TEST(ErrorCodeForStatusTest, InvertsTheServersMapping) {
+  EXPECT_EQ(ErrorCodeForStatus(400), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ErrorCodeForStatus(401), ErrorCode::kUnauthenticated);
+  EXPECT_EQ(ErrorCodeForStatus(402), ErrorCode::kPaymentRequired);
+  EXPECT_EQ(ErrorCodeForStatus(403), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(ErrorCodeForStatus(404), ErrorCode::kNotFound);
+  EXPECT_EQ(ErrorCodeForStatus(409, "name_taken"), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(ErrorCodeForStatus(409, "already_queued"), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(ErrorCodeForStatus(409, "key_in_use"), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorCodeForStatus(413), ErrorCode::kPayloadTooLarge);
+  EXPECT_EQ(ErrorCodeForStatus(429), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(ErrorCodeForStatus(503), ErrorCode::kUnavailable);
+  EXPECT_EQ(ErrorCodeForStatus(504), ErrorCode::kDeadlineExceeded);
+  EXPECT_EQ(ErrorCodeForStatus(418), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(ErrorCodeForStatus(500), ErrorCode::kInternal);
+}
+
+TEST(PathEscapeTest, KeepsUnreservedAndEncodesTheRest) {
+  EXPECT_EQ(PathEscape("key_AZ09-.~"), "key_AZ09-.~");
+  EXPECT_EQ(PathEscape("../a b/?#"), "..%2Fa%20b%2F%3F%23");
+}
+
+TEST(ApiClientTest, SendsBearerTokenJsonBodyAndCookie) {
+  FakeApiServer server([](const FakeRequest&) {
+    return FakeResponse{
+        201,
+        R"({"ok":true})",
+        {{"Set-Cookie", "gpuwerk_session=abc; Path=/; HttpOnly"}, {"Set-Cookie", "other=1"}}};
+  });
+  ApiClient client(server.url() + "/", "gwt_secret");
+  client.SetCookie("gpuwerk_session=xyz");
+  const json body = {{"name", "laptop"}};
+  auto r = client.Call("POST", "/api/v1/ssh-keys", &body);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 201);
+  EXPECT_EQ(r->body, json({{"ok", true}}));
+  EXPECT_EQ(r->set_cookies,
+            (std::vector<std::string>{"gpuwerk_session=abc; Path=/; HttpOnly", "other=1"}));
+
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].target, "/api/v1/ssh-keys");
+  EXPECT_EQ(reqs[0].Header("authorization"), "Bearer gwt_secret");
+  EXPECT_EQ(reqs[0].Header("cookie"), "gpuwerk_session=xyz");
+  EXPECT_EQ(reqs[0].Header("content-type"), "application/json");
+  EXPECT_EQ(reqs[0].Header("origin"), "");
+  EXPECT_EQ(reqs[0].Json(), body);
+}
+
+TEST(ApiClientTest, BarePostAndDeleteSendNoBodyOrTokenWhenNoneIsSet) {
+  FakeApiServer server([](const FakeRequest&) { return FakeResponse::NoContent(); });
+  ApiClient client(server.url(), "");
+  auto post = client.Call("POST", "/api/v1/auth/logout");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 204);
+  EXPECT_TRUE(post->body.is_null());
+  auto del = client.CallOk("DELETE", "/api/v1/tokens/tok_1");
+  ASSERT_TRUE(del);
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].body, "");
+  EXPECT_EQ(reqs[0].Header("content-type"), "");
+  EXPECT_EQ(reqs[0].Header("authorization"), "");
+  EXPECT_EQ(reqs[1].method, "DELETE");
+}
+
+TEST(ApiClientTest, CallOkTurnsProblemsIntoErrors) {
+  FakeApiServer server([](const FakeRequest&) {
+    return FakeResponse::Problem(400, "invalid_public_key", "The key is not valid.");
+  });
+  ApiClient client(server.url(), "t");
+  auto r = client.CallOk("GET", "/api/v1/ssh-keys");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.error().api_code, "invalid_public_key");
+  EXPECT_EQ(r.error().message, "The key is not valid.");
+}
+
+TEST(ApiClientTest, CallOkRefusesAnAnswerThatIsNotJson) {
+  FakeApiServer server([](const FakeRequest&) { return FakeResponse{200, "<html>", {}}; });
+  auto r = ApiClient(server.url(), "t").CallOk("GET", "/api/v1/me");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "unexpected_response");
+}
+
+TEST(ApiClientTest, GetAllPagesFollowsPages) {
+  FakeApiServer server([](const FakeRequest& req) {
+    const int page = req.query == "x=1&page=2" ? 2 : req.query == "x=1&page=3" ? 3 : 1;
+    json items = json::array();
+    if (page < 3)
+      items = {{{"n", page * 10}}, {{"n", page * 10 + 1}}};
+    else
+      items = {{{"n", 30}}};
+    return FakeResponse::Json(200, {{"items", items}, {"page", page}, {"pages", 3}, {"total", 5}});
+  });
+  auto all = ApiClient(server.url(), "t").GetAllPages("/api/v1/things?x=1");
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(*all, json::parse(R"([{"n":10},{"n":11},{"n":20},{"n":21},{"n":30}])"));
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].target, "/api/v1/things?x=1&page=1");
+  EXPECT_EQ(reqs[2].target, "/api/v1/things?x=1&page=3");
+}
+
+TEST(ApiClientTest, GetAllPagesRefusesSomethingThatIsNotAPage) {
+  FakeApiServer server([](const FakeRequest&) { return FakeResponse::Json(200, {{"a", 1}}); });
+  auto all = ApiClient(server.url(), "t").GetAllPages("/api/v1/things");
+  ASSERT_FALSE(all);
+  EXPECT_EQ(all.error().api_code, "unexpected_response");
+}
+
+TEST(ApiClientTest, UnreachableServerSaysSoAndHowToFixIt) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(ClosedPort());
+  auto r = ApiClient(url, "t").Call("GET", "/api/v1/me");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(r.error().api_code, "server_unreachable");
+  EXPECT_TRUE(r.error().message.starts_with("cannot reach the gpuwerk server at " + url + ": "))
+      << r.error().message;
+  EXPECT_TRUE(r.error().message.ends_with(
+      ". Is it running? Set GPUWERK_URL or run 'gpuwerk login --url URL'"))
+      << r.error().message;
+}
+
+}  // namespace
+}  // namespace gpuwerk::cli

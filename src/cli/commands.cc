@@ -1,0 +1,740 @@
+#include "cli/commands.h"
+
+#include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/api_client.h"
+#include "cli/output.h"
+#include "core/time_format.h"
+
+namespace gpuwerk::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using core::ErrorCode;
+using nlohmann::json;
+
+constexpr std::string_view kSessionCookieName = "gpuwerk_session";
+/// The server accepts public keys of up to 64 KiB; a file larger than that is not one.
+constexpr size_t kMaxPublicKeyFileBytes = 64 * 1024;
+constexpr size_t kMaxPasswordBytes = 4096;
+
+/// Storage for every verb's options; only one verb runs per invocation.
+struct Options {
+  TargetFlags target;
+  bool json = false;
+  std::string email;
+  bool password_stdin = false;
+  std::string name;
+  std::string file;
+  std::string id;
+};
+
+/// What a verb's callback works with; owned (through a shared_ptr) by the CLI11 callbacks.
+struct Context {
+  ClientIo io;
+  Options opt;
+  int* exit_code = nullptr;
+};
+
+using Verb = core::Result<void> (*)(Context&);
+
+// --- small helpers ---------------------------------------------------------------------------
+
+/// `obj[key]` when `obj` is an object that has it, else null (never throws).
+const json& Field(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+/// `obj[key]` as a string, "" when absent or not a string.
+std::string Str(const json& obj, const char* key) {
+  const json& v = Field(obj, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+void Print(Context& ctx, std::string_view text) {
+  *ctx.io.out << text;
+  ctx.io.out->flush();
+}
+
+void Warn(Context& ctx, std::string_view text) {
+  *ctx.io.err << "gpuwerk: warning: " << SafeText(text) << "\n";
+  ctx.io.err->flush();
+}
+
+/// Runs a verb and turns its outcome into the exit code and, on failure, the one stderr line.
+void Run(Context& ctx, Verb verb) {
+  core::Result<void> result;
+  try {
+    result = verb(ctx);
+  } catch (const std::exception& e) {
+    result = core::Internal(std::string("unexpected failure: ") + e.what());
+  }
+  ctx.io.out->flush();
+  if (result) {
+    *ctx.exit_code = 0;
+    return;
+  }
+  const core::Error& error = result.error();
+  *ctx.io.err << "gpuwerk: " << SafeText(error.message) << " (" << SafeText(error.api_code)
+              << ")\n";
+  ctx.io.err->flush();
+  *ctx.exit_code = 1;
+}
+
+/// Reads all of `in`, refusing more than `limit` bytes.
+core::Result<std::string> ReadAll(std::istream& in, size_t limit, std::string_view what) {
+  std::string data(limit + 1, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(limit + 1));
+  if (in.bad()) {
+    return core::Fail(ErrorCode::kInvalidArgument, "read_failed",
+                      "cannot read " + std::string(what));
+  }
+  data.resize(static_cast<size_t>(in.gcount()));
+  if (data.size() > limit) {
+    return core::Fail(ErrorCode::kPayloadTooLarge, "input_too_large",
+                      std::string(what) + " is larger than " + std::to_string(limit) + " bytes");
+  }
+  return data;
+}
+
+// --- talking to the server -------------------------------------------------------------------
+
+/// A resolved target and a client for it, with the CLI's wording for a refused token.
+class Session {
+ public:
+  explicit Session(Target target) : client_(target.url, target.token), target_(std::move(target)) {
+    target_.url = client_.base_url();
+  }
+
+  const Target& target() const { return target_; }
+  const ApiClient& client() const { return client_; }
+
+  core::Result<json> Ok(std::string_view method, std::string_view path,
+                        const json* body = nullptr) const {
+    auto r = client_.CallOk(method, path, body);
+    if (!r) return core::Fail(Explain(std::move(r).error()));
+    return r;
+  }
+
+  core::Result<json> All(std::string_view path) const {
+    auto r = client_.GetAllPages(path);
+    if (!r) return core::Fail(Explain(std::move(r).error()));
+    return r;
+  }
+
+  /// Rewords the server's generic "unauthenticated" for someone at a terminal.
+  core::Error Explain(core::Error error) const {
+    if (error.api_code == "unauthenticated") {
+      error.message = "the server at " + target_.url +
+                      " refused the API token (deleted, or mistyped?): run 'gpuwerk login' "
+                      "again, or check GPUWERK_TOKEN / --token";
+    }
+    return error;
+  }
+
+ private:
+  ApiClient client_;
+  Target target_;
+};
+
+core::Result<Session> Connect(const Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Target target, ResolveTarget(ctx.opt.target, ctx.io.env));
+  return Session(std::move(target));
+}
+
+/// Whether the API token `token` is the one listed as `item` (the list shows only a prefix).
+bool IsTokenItem(const json& item, std::string_view token) {
+  const std::string prefix = Str(item, "prefix");
+  return !prefix.empty() && token.starts_with(prefix);
+}
+
+// --- login -----------------------------------------------------------------------------------
+
+/// The terminal state to restore if a signal ends the process while echo is off. A signal
+/// handler can reach nothing else, hence file-scope state (set only by EchoOff).
+struct termios g_saved_termios;
+volatile sig_atomic_t g_echo_is_off = 0;
+
+extern "C" void RestoreTerminalAndReraise(int sig) {
+  if (g_echo_is_off) ::tcsetattr(STDIN_FILENO, TCSANOW, &g_saved_termios);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+/// Turns terminal echo off on standard input for its lifetime (the newline still echoes), and
+/// puts it back on destruction or on SIGINT/SIGTERM/SIGHUP/SIGQUIT.
+class EchoOff {
+ public:
+  EchoOff() {
+    if (::tcgetattr(STDIN_FILENO, &g_saved_termios) != 0) return;  // not a terminal
+    struct termios quiet = g_saved_termios;
+    quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+    quiet.c_lflag |= ECHONL;
+    struct sigaction action {};
+    action.sa_handler = &RestoreTerminalAndReraise;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &old_[i]);
+    installed_ = true;
+    g_echo_is_off = 1;
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+  }
+  ~EchoOff() {
+    if (!installed_) return;
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &g_saved_termios);
+    g_echo_is_off = 0;
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  EchoOff(const EchoOff&) = delete;
+  EchoOff& operator=(const EchoOff&) = delete;
+
+ private:
+  static constexpr std::array<int, 4> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  std::array<struct sigaction, 4> old_{};
+  bool installed_ = false;
+};
+
+core::Result<std::string> AskLine(Context& ctx, std::string_view prompt) {
+  *ctx.io.err << prompt;
+  ctx.io.err->flush();
+  std::string line;
+  if (!std::getline(*ctx.io.in, line)) {
+    return core::Fail(ErrorCode::kInvalidArgument, "input_ended",
+                      "standard input ended before an answer was given");
+  }
+  return std::string(Trim(line));
+}
+
+core::Result<std::string> ReadPassword(Context& ctx) {
+  if (ctx.opt.password_stdin) {
+    GPUWERK_ASSIGN_OR_RETURN(std::string password,
+                             ReadAll(*ctx.io.in, kMaxPasswordBytes, "the password on stdin"));
+    // As `docker login --password-stdin`: one trailing newline (LF or CRLF) is not part of it.
+    if (password.ends_with('\n')) password.pop_back();
+    if (password.ends_with('\r')) password.pop_back();
+    return password;
+  }
+  *ctx.io.err << "Password: ";
+  ctx.io.err->flush();
+  std::string password;
+  {
+    EchoOff echo_off;
+    if (!std::getline(*ctx.io.in, password)) {
+      return core::Fail(ErrorCode::kInvalidArgument, "input_ended",
+                        "standard input ended before the password was given");
+    }
+  }
+  if (password.ends_with('\r')) password.pop_back();
+  return password;
+}
+
+/// The session token from the `gpuwerk_session` Set-Cookie, "" when there is none.
+std::string SessionCookieValue(const std::vector<std::string>& set_cookies) {
+  const std::string prefix = std::string(kSessionCookieName) + "=";
+  for (const auto& cookie : set_cookies) {
+    if (!cookie.starts_with(prefix)) continue;
+    std::string value = cookie.substr(prefix.size(), cookie.find(';') - prefix.size());
+    if (!value.empty()) return value;
+  }
+  return "";
+}
+
+/// "cli <hostname> <UTC time>", in the characters the server allows in a token name (letters,
+/// digits, space, '.', '-', '_'; at most 64), e.g. "cli build-01 2026-11-30T024417Z".
+std::string TokenName(int attempt) {
+  char host_buffer[256] = {};
+  if (::gethostname(host_buffer, sizeof(host_buffer) - 1) != 0) host_buffer[0] = '\0';
+  std::string host;
+  for (const char* p = host_buffer; *p != '\0' && host.size() < 32; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    host += (std::isalnum(c) || c == '.' || c == '-' || c == '_') ? static_cast<char>(c) : '-';
+  }
+  if (host.empty()) host = "unknown-host";
+  std::string stamp;
+  for (char c : core::FormatRfc3339(static_cast<int64_t>(std::time(nullptr)))) {
+    if (c != ':') stamp += c;
+  }
+  std::string name = "cli " + host + " " + stamp;
+  if (attempt > 0) name += " " + std::to_string(attempt + 1);
+  return name;
+}
+
+/// With a signed-in client: creates an API token and saves the login file. Deletes the token
+/// again when the file cannot be written.
+core::Result<void> CreateTokenAndSave(Context& ctx, const ApiClient& client,
+                                      const fs::path& login_path, const std::string& email) {
+  json created;
+  for (int attempt = 0;; ++attempt) {
+    const json body = {{"name", TokenName(attempt)}};
+    auto r = client.CallOk("POST", "/api/v1/tokens", &body);
+    if (r) {
+      created = std::move(*r);
+      break;
+    }
+    // Two logins from one host within a second share the name; try again with a suffix.
+    if (r.error().api_code != "name_taken" || attempt >= 4) return core::Fail(r.error());
+  }
+  const std::string token = Str(created, "token");
+  const std::string id = Str(created, "id");
+  if (token.empty()) {
+    return core::Fail(ErrorCode::kInternal, "unexpected_response",
+                      "the server at " + client.base_url() + " created no API token");
+  }
+  auto saved = WriteLoginFile(login_path, Login{client.base_url(), token, email});
+  if (!saved) {
+    if (!id.empty()) {
+      auto undone = client.CallOk("DELETE", "/api/v1/tokens/" + PathEscape(id));
+      if (!undone) Warn(ctx, "could not delete the unused API token: " + undone.error().message);
+    }
+    return saved;
+  }
+  return {};
+}
+
+core::Result<void> LoginVerb(Context& ctx) {
+  const Options& o = ctx.opt;
+  GPUWERK_ASSIGN_OR_RETURN(const fs::path login_path, LoginFilePath(ctx.io.env));
+
+  // The server: --url, GPUWERK_URL, the server of the last login, the local default.
+  std::string url = o.target.url;
+  if (url.empty()) url = ctx.io.env("GPUWERK_URL").value_or("");
+  if (url.empty()) {
+    if (auto previous = ReadLoginFile(login_path); previous && *previous) url = (*previous)->url;
+  }
+  if (url.empty()) url = kDefaultServerUrl;
+  ApiClient client(url, "");
+  url = client.base_url();
+
+  if (!o.target.token.empty()) {
+    ApiClient authed(url, o.target.token);
+    auto me = authed.CallOk("GET", "/api/v1/me");
+    if (!me && me.error().api_code == "unauthenticated") {
+      return core::Fail(ErrorCode::kUnauthenticated, "unauthenticated",
+                        "the server at " + url + " does not accept this API token");
+    }
+    if (!me) return core::Fail(me.error());
+    const std::string email = Str(*me, "email");
+    GPUWERK_TRY(WriteLoginFile(login_path, Login{url, o.target.token, email}));
+    Print(ctx, "Logged in to " + url + " as " + SafeText(email) + ".\n");
+    return {};
+  }
+
+  if (o.password_stdin && o.email.empty()) {
+    return core::Fail(ErrorCode::kInvalidArgument, "email_required",
+                      "--password-stdin needs the address too: pass --email EMAIL");
+  }
+  if (!o.password_stdin && !ctx.io.in_is_terminal) {
+    return core::Fail(ErrorCode::kInvalidArgument, "no_terminal",
+                      "cannot ask for the password: standard input is not a terminal; pass the "
+                      "password on standard input with --password-stdin (and --email EMAIL), or "
+                      "log in with --token TOKEN");
+  }
+  std::string email = o.email;
+  if (email.empty()) {
+    GPUWERK_ASSIGN_OR_RETURN(email, AskLine(ctx, "Email: "));
+    if (email.empty()) return core::InvalidArgument("email_required", "no email address given");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(const std::string password, ReadPassword(ctx));
+  if (password.empty()) return core::InvalidArgument("password_required", "no password given");
+
+  const json credentials = {{"email", email}, {"password", password}};
+  GPUWERK_ASSIGN_OR_RETURN(ApiResponse signed_in,
+                           client.Call("POST", "/api/v1/auth/login", &credentials));
+  if (!signed_in.ok()) return core::Fail(ErrorFromResponse(signed_in));
+  const std::string session = SessionCookieValue(signed_in.set_cookies);
+  if (session.empty()) {
+    return core::Fail(ErrorCode::kInternal, "unexpected_response",
+                      "the server at " + url +
+                          " accepted the password but started no sign-in session; is it a "
+                          "gpuwerk server?");
+  }
+  if (std::string e = Str(Field(signed_in.body, "person"), "email"); !e.empty()) email = e;
+
+  // The sign-in session only serves to create the API token; end it whatever happens.
+  client.SetCookie(std::string(kSessionCookieName) + "=" + session);
+  auto saved = CreateTokenAndSave(ctx, client, login_path, email);
+  auto ended = client.Call("POST", "/api/v1/auth/logout");
+  if (!ended) {
+    Warn(ctx, "could not end the temporary sign-in session: " + ended.error().message);
+  } else if (!ended->ok()) {
+    Warn(ctx, "could not end the temporary sign-in session: " + ErrorFromResponse(*ended).message);
+  }
+  GPUWERK_TRY(saved);
+  Print(ctx, "Logged in to " + url + " as " + SafeText(email) + ".\n");
+  return {};
+}
+
+// --- logout, whoami --------------------------------------------------------------------------
+
+core::Result<void> LogoutVerb(Context& ctx) {
+  auto resolved = ResolveTarget(ctx.opt.target, ctx.io.env);
+  if (!resolved && resolved.error().api_code == "not_logged_in") {
+    Print(ctx, "Not logged in.\n");
+    return {};
+  }
+  if (!resolved) return core::Fail(resolved.error());
+  Session session(std::move(*resolved));
+  const std::string& url = session.target().url;
+  const std::string& token = session.target().token;
+
+  bool token_was_valid = true;
+  auto tokens = session.client().GetAllPages("/api/v1/tokens");
+  if (!tokens && tokens.error().api_code == "unauthenticated") {
+    token_was_valid = false;  // deleted already (or never valid): nothing to delete
+  } else if (!tokens) {
+    return core::Fail(tokens.error());
+  } else {
+    std::vector<std::string> ids;
+    for (const auto& item : *tokens) {
+      if (IsTokenItem(item, token)) ids.push_back(Str(item, "id"));
+    }
+    if (ids.size() > 1) {
+      return core::Fail(ErrorCode::kFailedPrecondition, "ambiguous_token",
+                        "several API tokens start like this one; delete it with 'gpuwerk "
+                        "tokens rm ID' (see 'gpuwerk tokens ls')");
+    }
+    if (ids.size() == 1) {
+      auto deleted = session.client().CallOk("DELETE", "/api/v1/tokens/" + PathEscape(ids[0]));
+      if (!deleted && deleted.error().api_code != "not_found" &&
+          deleted.error().api_code != "unauthenticated") {
+        return core::Fail(deleted.error());
+      }
+    }
+  }
+
+  // Forget the saved login when it holds the token just deleted.
+  if (auto path = LoginFilePath(ctx.io.env)) {
+    if (auto saved = ReadLoginFile(*path); !saved || (*saved && (*saved)->token == token)) {
+      GPUWERK_TRY(RemoveLoginFile(*path));
+    }
+  }
+  Print(ctx, token_was_valid
+                 ? "Logged out of " + url + ".\n"
+                 : "Logged out of " + url + " (the server no longer accepted the token).\n");
+  return {};
+}
+
+core::Result<void> WhoamiVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json me, session.Ok("GET", "/api/v1/me"));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, me);
+    return {};
+  }
+  const json& team = Field(me, "team");
+  std::string team_text = team.is_object() ? Str(team, "name") : CellText(team);
+  if (std::string role = Str(me, "role"); !role.empty()) team_text += " (" + role + ")";
+  const json& billing = Field(me, "billing");
+  std::string billing_text = billing.is_object() ? Str(billing, "account") : CellText(billing);
+  if (Field(billing, "payment_method_on_file").is_boolean()) {
+    billing_text += Field(billing, "payment_method_on_file").get<bool>()
+                        ? ", payment method on file"
+                        : ", no payment method on file";
+  }
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"Email:", Str(me, "email")},
+      {"Server:", session.target().url},
+      {"Operator:", Field(me, "is_operator") == true ? "yes" : "no"},
+      {"Team:", team_text},
+      {"Billing:", billing_text},
+  };
+  std::string text;
+  for (const auto& [label, value] : rows) {
+    text += label + std::string(11 - label.size(), ' ') + SafeText(value) + "\n";
+  }
+  Print(ctx, text);
+  return {};
+}
+
+// --- keys ------------------------------------------------------------------------------------
+
+/// Fragments found only in private keys, the same list the server checks (keys/public_key.cc):
+/// PEM armour (OpenSSH, RSA, EC, DSA, PKCS#8, encrypted), ssh.com and OpenPGP armour, PuTTY .ppk,
+/// and the base64 of "openssh-key-v1" (an OpenSSH private key body without its armour).
+constexpr std::array<std::string_view, 7> kPrivateKeyMarkers = {
+    "PRIVATE KEY-----", "PRIVATE KEY ----", "PRIVATE KEY BLOCK-----", "PuTTY-User-Key-File-",
+    "Private-Lines:",   "Private-MAC:",     "b3BlbnNzaC1rZXktdjE",
+};
+
+/// The message the server gives for "private_key_pasted", word for word.
+constexpr std::string_view kPrivateKeyMessage =
+    "This is a PRIVATE key: treat it as exposed and replace it (generate a new key pair), and "
+    "paste the contents of the matching .pub file instead, e.g. ~/.ssh/id_ed25519.pub.";
+
+/// Whether `text` holds a private key, also when it is UTF-16 (NUL bytes are skipped).
+bool LooksLikePrivateKey(std::string_view text) {
+  std::string narrowed;
+  narrowed.reserve(text.size());
+  for (char c : text) {
+    if (c != '\0') narrowed.push_back(c);
+  }
+  for (std::string_view marker : kPrivateKeyMarkers) {
+    if (narrowed.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+core::Result<void> KeysLsVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json keys, session.All("/api/v1/ssh-keys"));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, keys);
+    return {};
+  }
+  if (keys.empty()) {
+    Print(ctx, "No SSH keys yet. Add one with 'gpuwerk keys add NAME ~/.ssh/id_ed25519.pub'.\n");
+    return {};
+  }
+  Table table({"NAME", "TYPE", "FINGERPRINT", "CREATED"});
+  for (const auto& k : keys) {
+    table.AddRow({CellText(Field(k, "name")), CellText(Field(k, "type")),
+                  CellText(Field(k, "fingerprint")), CellText(Field(k, "created_at"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> KeysAddVerb(Context& ctx) {
+  const std::string& file = ctx.opt.file;
+  std::string text;
+  if (file.empty() || file == "-") {
+    if (ctx.io.in_is_terminal) {
+      *ctx.io.err << "Paste the public key (the contents of your .pub file), then press Ctrl-D:\n";
+      ctx.io.err->flush();
+    }
+    GPUWERK_ASSIGN_OR_RETURN(text, ReadAll(*ctx.io.in, kMaxPublicKeyFileBytes, "standard input"));
+  } else {
+    std::error_code ec;
+    if (fs::is_directory(file, ec)) {
+      return core::InvalidArgument("file_unreadable",
+                                   "cannot read " + file + ": it is a directory");
+    }
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      return core::InvalidArgument("file_unreadable",
+                                   "cannot read " + file + ": " + std::strerror(errno));
+    }
+    GPUWERK_ASSIGN_OR_RETURN(text, ReadAll(in, kMaxPublicKeyFileBytes, file));
+  }
+
+  // Refuse before sending: a private key must not leave this machine. Never echo it.
+  if (LooksLikePrivateKey(text)) {
+    std::string message(kPrivateKeyMessage);
+    std::error_code ec;
+    if (!file.empty() && file != "-" && !file.ends_with(".pub") && fs::exists(file + ".pub", ec)) {
+      const std::string example = ", e.g. ~/.ssh/id_ed25519.pub";
+      message.replace(message.find(example), example.size(), " (" + file + ".pub)");
+    }
+    return core::InvalidArgument("private_key_pasted", std::move(message));
+  }
+  if (Trim(text).empty()) {
+    return core::InvalidArgument("invalid_public_key",
+                                 "the public key is empty; pass the .pub file of your key");
+  }
+
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  const json body = {{"name", ctx.opt.name}, {"public_key", text}};
+  GPUWERK_ASSIGN_OR_RETURN(json key, session.Ok("POST", "/api/v1/ssh-keys", &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, key);
+    return {};
+  }
+  Print(ctx, "Added key " + SafeText(Str(key, "name")) + " (" + SafeText(Str(key, "fingerprint")) +
+                 ").\n");
+  return {};
+}
+
+core::Result<void> KeysRmVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json keys, session.All("/api/v1/ssh-keys"));
+  const std::string& name = ctx.opt.name;
+  const json* found = nullptr;
+  for (const auto& k : keys) {
+    if (Str(k, "name") == name) found = &k;
+  }
+  for (const auto& k : keys) {  // an id works too
+    if (found == nullptr && Str(k, "id") == name) found = &k;
+  }
+  if (found == nullptr) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no key named " + name + "; see 'gpuwerk keys ls'");
+  }
+  GPUWERK_TRY(session.Ok("DELETE", "/api/v1/ssh-keys/" + PathEscape(Str(*found, "id"))));
+  Print(ctx, "Removed key " + SafeText(Str(*found, "name")) + ".\n");
+  return {};
+}
+
+// --- tokens ----------------------------------------------------------------------------------
+
+core::Result<void> TokensLsVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json tokens, session.All("/api/v1/tokens"));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, tokens);
+    return {};
+  }
+  Table table({"ID", "NAME", "PREFIX", "CREATED", "LAST USED", ""});
+  for (const auto& t : tokens) {
+    table.AddRow({CellText(Field(t, "id")), CellText(Field(t, "name")),
+                  CellText(Field(t, "prefix")), CellText(Field(t, "created_at")),
+                  CellText(Field(t, "last_used_at")),
+                  IsTokenItem(t, session.target().token) ? "(this CLI)" : ""});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> TokensCreateVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  const json body = {{"name", ctx.opt.name}};
+  GPUWERK_ASSIGN_OR_RETURN(json created, session.Ok("POST", "/api/v1/tokens", &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, created);
+    return {};
+  }
+  // The notes go to stderr and the secret alone to stdout, so `$(gpuwerk tokens create x)`
+  // captures just the token.
+  *ctx.io.err << "Created API token " << SafeText(Str(created, "name")) << " (id "
+              << SafeText(Str(created, "id"))
+              << "). This is the only time its secret is shown; store it now:\n";
+  ctx.io.err->flush();
+  Print(ctx, SafeText(Str(created, "token")) + "\n");
+  return {};
+}
+
+core::Result<void> TokensRmVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json tokens, session.All("/api/v1/tokens"));
+  const std::string& id = ctx.opt.id;
+  const json* found = nullptr;
+  for (const auto& t : tokens) {
+    if (Str(t, "id") == id) found = &t;
+  }
+  if (found == nullptr) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no API token with the id " + id + "; see 'gpuwerk tokens ls'");
+  }
+  const bool is_own = IsTokenItem(*found, session.target().token);
+  GPUWERK_TRY(session.Ok("DELETE", "/api/v1/tokens/" + PathEscape(id)));
+  Print(ctx, "Deleted API token " + SafeText(Str(*found, "name")) + ".\n");
+  if (is_own) {
+    Warn(ctx, "that was the token this command used; run 'gpuwerk login' to get a new one");
+  }
+  return {};
+}
+
+}  // namespace
+
+ClientIo ClientIo::Process() {
+  return ClientIo{.env = ProcessEnvironment(),
+                  .in = &std::cin,
+                  .out = &std::cout,
+                  .err = &std::cerr,
+                  .in_is_terminal = ::isatty(STDIN_FILENO) == 1};
+}
+
+void AddClientCommands(CLI::App& app, int& exit_code) {
+  AddClientCommands(app, exit_code, ClientIo::Process());
+}
+
+void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
+  auto ctx = std::make_shared<Context>();
+  ctx->io = std::move(io);
+  ctx->exit_code = &exit_code;
+  Options& o = ctx->opt;
+
+  auto runs = [ctx](Verb verb) { return [ctx, verb] { Run(*ctx, verb); }; };
+  auto target_options = [&o](CLI::App* cmd) {
+    cmd->add_option("--url", o.target.url,
+                    "gpuwerk server URL (overrides GPUWERK_URL and the login file)");
+    cmd->add_option("--token", o.target.token,
+                    "API token (overrides GPUWERK_TOKEN and the login file)");
+  };
+  auto json_flag = [&o](CLI::App* cmd) {
+    cmd->add_flag("--json", o.json, "print JSON for scripts instead of a table");
+  };
+
+  CLI::App* login = app.add_subcommand(
+      "login", "Sign in to a gpuwerk server and save an API token for the other commands");
+  login->add_option("--url", o.target.url,
+                    "server URL (default: GPUWERK_URL, the last login's, or " +
+                        std::string(kDefaultServerUrl) + ")");
+  login->add_option("--email", o.email, "your account's email address (asked if not given)");
+  login->add_flag("--password-stdin", o.password_stdin, "read the password from standard input");
+  login->add_option("--token", o.target.token,
+                    "save this existing API token instead of signing in with a password");
+  login->callback(runs(&LoginVerb));
+
+  CLI::App* logout =
+      app.add_subcommand("logout", "Delete this CLI's API token and forget the saved login");
+  target_options(logout);
+  logout->callback(runs(&LogoutVerb));
+
+  CLI::App* whoami = app.add_subcommand("whoami", "Show who the saved login belongs to");
+  target_options(whoami);
+  json_flag(whoami);
+  whoami->callback(runs(&WhoamiVerb));
+
+  CLI::App* keys = app.add_subcommand("keys", "Manage your SSH public keys");
+  keys->require_subcommand(1);
+  CLI::App* keys_ls = keys->add_subcommand("ls", "List your SSH keys");
+  keys_ls->alias("list");
+  target_options(keys_ls);
+  json_flag(keys_ls);
+  keys_ls->callback(runs(&KeysLsVerb));
+  CLI::App* keys_add = keys->add_subcommand("add", "Add an SSH public key");
+  keys_add->add_option("NAME", o.name, "a name for the key, unique among your keys")->required();
+  keys_add->add_option("FILE", o.file,
+                       "the public key file (.pub); '-' or nothing reads standard input");
+  target_options(keys_add);
+  json_flag(keys_add);
+  keys_add->callback(runs(&KeysAddVerb));
+  CLI::App* keys_rm = keys->add_subcommand("rm", "Remove an SSH key");
+  keys_rm->alias("remove");
+  keys_rm->add_option("NAME", o.name, "the key's name")->required();
+  target_options(keys_rm);
+  keys_rm->callback(runs(&KeysRmVerb));
+
+  CLI::App* tokens = app.add_subcommand("tokens", "Manage your personal API tokens");
+  tokens->require_subcommand(1);
+  CLI::App* tokens_ls = tokens->add_subcommand("ls", "List your API tokens");
+  tokens_ls->alias("list");
+  target_options(tokens_ls);
+  json_flag(tokens_ls);
+  tokens_ls->callback(runs(&TokensLsVerb));
+  CLI::App* tokens_create =
+      tokens->add_subcommand("create", "Create an API token (its secret is shown once)");
+  tokens_create->add_option("NAME", o.name, "a name for the token")->required();
+  target_options(tokens_create);
+  json_flag(tokens_create);
+  tokens_create->callback(runs(&TokensCreateVerb));
+  CLI::App* tokens_rm = tokens->add_subcommand("rm", "Delete an API token");
+  tokens_rm->alias("remove");
+  tokens_rm->add_option("ID", o.id, "the token's id (see 'gpuwerk tokens ls')")->required();
+  target_options(tokens_rm);
+  tokens_rm->callback(runs(&TokensRmVerb));
+}
+
+}  // namespace gpuwerk::cli

@@ -1,0 +1,440 @@
+#include "cli/commands.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "cli/fake_api_server.h"
+#include "cli/login_file.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuwerk::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kPublicKey[] =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ada@host\n";
+
+/// A small in-memory stand-in for the server's accounts, tokens and SSH keys endpoints.
+class FakeApi {
+ public:
+  FakeResponse Handle(const FakeRequest& req) {
+    std::lock_guard lock(mu_);
+    const std::string bearer = req.Header("authorization");
+    const bool signed_in = req.Header("cookie") == "gpuwerk_session=sess1";
+    const bool token_ok =
+        bearer.starts_with("Bearer ") && tokens_.contains(bearer.substr(sizeof("Bearer ") - 1));
+    const json body = req.Json();
+
+    if (req.method == "POST" && req.path == "/api/v1/auth/login") {
+      if (body.value("password", "") != "hunter2") {
+        return FakeResponse::Problem(401, "invalid_credentials", "Wrong email or password.");
+      }
+      FakeResponse r = FakeResponse::Json(200, {{"person", {{"email", "ada@example.com"}}}});
+      r.headers.emplace_back("Set-Cookie", "gpuwerk_session=sess1; Path=/; HttpOnly");
+      return r;
+    }
+    if (req.method == "POST" && req.path == "/api/v1/auth/logout") {
+      ++logouts;
+      return FakeResponse::NoContent();
+    }
+    if (!signed_in && !token_ok) {
+      return FakeResponse::Problem(401, "unauthenticated", "Sign in first.");
+    }
+    if (req.method == "GET" && req.path == "/api/v1/me") {
+      return FakeResponse::Json(
+          200, {{"email", "ada@example.com"},
+                {"is_operator", false},
+                {"team", nullptr},
+                {"role", nullptr},
+                {"billing", {{"account", "solo"}, {"payment_method_on_file", false}}}});
+    }
+    if (req.method == "POST" && req.path == "/api/v1/tokens") {
+      const std::string secret = "gwt_" + std::to_string(next_id_) + "secretpart";
+      json t = {{"id", "tok_" + std::to_string(next_id_++)},
+                {"name", body.value("name", "")},
+                {"prefix", secret.substr(0, 10)},
+                {"created_at", "2026-01-01T00:00:00Z"},
+                {"last_used_at", nullptr}};
+      tokens_[secret] = t;
+      t["token"] = secret;
+      return FakeResponse::Json(201, t);
+    }
+    if (req.method == "GET" && req.path == "/api/v1/tokens") {
+      json items = json::array();
+      for (const auto& [secret, t] : tokens_) items.push_back(t);
+      return FakeResponse::Json(
+          200, {{"items", items}, {"page", 1}, {"pages", 1}, {"total", items.size()}});
+    }
+    if (req.method == "DELETE" && req.path.starts_with("/api/v1/tokens/")) {
+      const std::string id = req.path.substr(sizeof("/api/v1/tokens/") - 1);
+      for (auto it = tokens_.begin(); it != tokens_.end(); ++it) {
+        if (it->second["id"] == id) {
+          tokens_.erase(it);
+          return FakeResponse::NoContent();
+        }
+      }
+      return FakeResponse::Problem(404, "not_found", "API token not found.");
+    }
+    if (req.method == "GET" && req.path == "/api/v1/ssh-keys") {
+      // Two keys a page, to make the client follow pages.
+      const int page = req.query.empty() ? 1 : std::stoi(req.query.substr(5));
+      json items = json::array();
+      for (size_t i = (page - 1) * 2; i < keys_.size() && i < static_cast<size_t>(page) * 2; ++i) {
+        items.push_back(keys_[i]);
+      }
+      const int pages = std::max<int>(1, static_cast<int>((keys_.size() + 1) / 2));
+      return FakeResponse::Json(
+          200, {{"items", items}, {"page", page}, {"pages", pages}, {"total", keys_.size()}});
+    }
+    if (req.method == "POST" && req.path == "/api/v1/ssh-keys") {
+      for (const auto& k : keys_) {
+        if (k["name"] == body.value("name", "")) {
+          return FakeResponse::Problem(409, "name_taken", "You already have a key named so.");
+        }
+      }
+      json k = {{"id", "key_" + std::to_string(next_id_++)},
+                {"name", body.value("name", "")},
+                {"type", "ssh-ed25519"},
+                {"fingerprint", "SHA256:fp" + std::to_string(keys_.size())},
+                {"public_key", body.value("public_key", "")},
+                {"created_at", "2026-01-02T03:04:05Z"}};
+      keys_.push_back(k);
+      return FakeResponse::Json(201, k);
+    }
+    if (req.method == "DELETE" && req.path.starts_with("/api/v1/ssh-keys/")) {
+      const std::string id = req.path.substr(sizeof("/api/v1/ssh-keys/") - 1);
+      for (auto it = keys_.begin(); it != keys_.end(); ++it) {
+        if ((*it)["id"] == id) {
+          keys_.erase(it);
+          return FakeResponse::NoContent();
+        }
+      }
+      return FakeResponse::Problem(404, "not_found", "SSH key not found.");
+    }
+    return FakeResponse::Problem(404, "not_found", "No such route.");
+  }
+
+  void AddKey(const std::string& name) {
+    std::lock_guard lock(mu_);
+    keys_.push_back({{"id", "key_" + std::to_string(next_id_++)},
+                     {"name", name},
+                     {"type", "ssh-ed25519"},
+                     {"fingerprint", "SHA256:" + name},
+                     {"created_at", "2026-01-02T03:04:05Z"}});
+  }
+  std::string AddToken(const std::string& name) {
+    std::lock_guard lock(mu_);
+    const std::string secret = "gwt_" + std::to_string(next_id_) + "secretpart";
+    tokens_[secret] = {{"id", "tok_" + std::to_string(next_id_++)},
+                       {"name", name},
+                       {"prefix", secret.substr(0, 10)},
+                       {"created_at", "2026-01-01T00:00:00Z"},
+                       {"last_used_at", nullptr}};
+    return secret;
+  }
+  size_t token_count() {
+    std::lock_guard lock(mu_);
+    return tokens_.size();
+  }
+  size_t key_count() {
+    std::lock_guard lock(mu_);
+    return keys_.size();
+  }
+
+  int logouts = 0;
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, json> tokens_;  // by secret
+  std::vector<json> keys_;
+  int next_id_ = 1;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  CommandsTest() : server_([this](const FakeRequest& r) { return api_.Handle(r); }) {}
+
+  /// Runs `gpuwerk <args>` with GPUWERK_CONFIG_DIR in a temp dir plus `env`.
+  CliResult Run(std::vector<std::string> args, std::string stdin_text = "",
+                std::map<std::string, std::string> env = {}) {
+    env["GPUWERK_CONFIG_DIR"] = tmp_.path().string();
+    std::istringstream in(stdin_text);
+    std::ostringstream out, err;
+    ClientIo io{.env = [env](std::string_view name) -> std::optional<std::string> {
+                  auto it = env.find(std::string(name));
+                  if (it == env.end()) return std::nullopt;
+                  return it->second;
+                },
+                .in = &in,
+                .out = &out,
+                .err = &err,
+                .in_is_terminal = false};
+    CLI::App app("gpuwerk");
+    app.require_subcommand(1);
+    CliResult result;
+    AddClientCommands(app, result.exit_code, std::move(io));
+    std::reverse(args.begin(), args.end());
+    try {
+      app.parse(args);
+    } catch (const CLI::ParseError& e) {
+      result.exit_code = 2;
+      err << e.what();
+    }
+    result.out = out.str();
+    result.err = err.str();
+    return result;
+  }
+
+  /// Saves a login for the fake server with a token it knows.
+  std::string LogIn() {
+    const std::string token = api_.AddToken("saved");
+    EXPECT_TRUE(WriteLoginFile(login_path(), Login{server_.url(), token, "ada@example.com"}));
+    return token;
+  }
+
+  fs::path login_path() const { return tmp_.path() / "login.json"; }
+
+  testing::TempDir tmp_;
+  FakeApi api_;
+  FakeApiServer server_;
+};
+
+TEST_F(CommandsTest, LoginWithPasswordCreatesATokenSavesItAndEndsTheSignInSession) {
+  CliResult r =
+      Run({"login", "--url", server_.url() + "/", "--email", "ada@example.com", "--password-stdin"},
+          "hunter2\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Logged in to " + server_.url() + " as ada@example.com.\n");
+  EXPECT_EQ(r.err, "");
+
+  auto saved = ReadLoginFile(login_path());
+  ASSERT_TRUE(saved && *saved);
+  EXPECT_EQ((*saved)->url, server_.url());
+  EXPECT_EQ((*saved)->email, "ada@example.com");
+  EXPECT_TRUE((*saved)->token.starts_with("gwt_"));
+  EXPECT_EQ(api_.logouts, 1);
+
+  auto reqs = server_.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].path, "/api/v1/auth/login");
+  EXPECT_EQ(reqs[0].Json(), json({{"email", "ada@example.com"}, {"password", "hunter2"}}));
+  EXPECT_EQ(reqs[1].path, "/api/v1/tokens");
+  EXPECT_EQ(reqs[1].Header("cookie"), "gpuwerk_session=sess1");
+  EXPECT_EQ(reqs[1].Header("origin"), "");
+  EXPECT_TRUE(reqs[1].Json()["name"].get<std::string>().starts_with("cli "));
+  EXPECT_EQ(reqs[2].path, "/api/v1/auth/logout");
+  EXPECT_EQ(reqs[2].Header("cookie"), "gpuwerk_session=sess1");
+
+  // The saved login works for the other verbs.
+  CliResult who = Run({"whoami"});
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  EXPECT_NE(who.out.find("ada@example.com"), std::string::npos);
+}
+
+TEST_F(CommandsTest, LoginWithAWrongPasswordPrintsTheServersReason) {
+  CliResult r =
+      Run({"login", "--url", server_.url(), "--email", "ada@example.com", "--password-stdin"},
+          "nope\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "gpuwerk: Wrong email or password. (invalid_credentials)\n");
+  EXPECT_FALSE(fs::exists(login_path()));
+}
+
+TEST_F(CommandsTest, LoginWithoutATerminalAsksForPasswordStdin) {
+  CliResult r = Run({"login", "--url", server_.url(), "--email", "ada@example.com"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--password-stdin"), std::string::npos) << r.err;
+  EXPECT_TRUE(server_.requests().empty());
+}
+
+TEST_F(CommandsTest, LoginWithTokenValidatesAndSavesIt) {
+  const std::string token = api_.AddToken("mine");
+  CliResult r = Run({"login", "--token", token}, "", {{"GPUWERK_URL", server_.url()}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Logged in to " + server_.url() + " as ada@example.com.\n");
+  EXPECT_EQ(**ReadLoginFile(login_path()), (Login{server_.url(), token, "ada@example.com"}));
+
+  CliResult bad = Run({"login", "--url", server_.url(), "--token", "gwt_wrong"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "gpuwerk: the server at " + server_.url() +
+                         " does not accept this API token (unauthenticated)\n");
+}
+
+TEST_F(CommandsTest, LogoutDeletesTheTokenAndTheFile) {
+  LogIn();
+  api_.AddToken("other");
+  CliResult r = Run({"logout"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Logged out of " + server_.url() + ".\n");
+  EXPECT_FALSE(fs::exists(login_path()));
+  EXPECT_EQ(api_.token_count(), 1u);
+
+  CliResult again = Run({"logout"});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_EQ(again.out, "Not logged in.\n");
+}
+
+TEST_F(CommandsTest, VerbsWithoutALoginSayHowToLogIn) {
+  CliResult r = Run({"keys", "ls"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "gpuwerk: not logged in: run 'gpuwerk login' or set GPUWERK_URL and GPUWERK_TOKEN "
+            "(not_logged_in)\n");
+}
+
+TEST_F(CommandsTest, KeysLsFollowsPagesAndPrintsATable) {
+  LogIn();
+  for (const char* name : {"laptop", "desktop", "ci"}) api_.AddKey(name);
+  CliResult r = Run({"keys", "ls"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "NAME     TYPE         FINGERPRINT     CREATED\n"
+            "laptop   ssh-ed25519  SHA256:laptop   2026-01-02T03:04:05Z\n"
+            "desktop  ssh-ed25519  SHA256:desktop  2026-01-02T03:04:05Z\n"
+            "ci       ssh-ed25519  SHA256:ci       2026-01-02T03:04:05Z\n");
+
+  CliResult j = Run({"keys", "ls", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  json keys = json::parse(j.out);
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys[2]["name"], "ci");
+}
+
+TEST_F(CommandsTest, KeysAddFromAFileAndFromStdin) {
+  LogIn();
+  const fs::path pub = tmp_.path() / "id_ed25519.pub";
+  std::ofstream(pub) << kPublicKey;
+  CliResult r = Run({"keys", "add", "laptop", pub.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Added key laptop (SHA256:fp0).\n");
+
+  CliResult s = Run({"keys", "add", "desktop", "--json"}, kPublicKey);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  json key = json::parse(s.out);
+  EXPECT_EQ(key["name"], "desktop");
+  EXPECT_EQ(key["public_key"], kPublicKey);
+
+  CliResult taken = Run({"keys", "add", "laptop", "-"}, kPublicKey);
+  EXPECT_EQ(taken.exit_code, 1);
+  EXPECT_EQ(taken.err, "gpuwerk: You already have a key named so. (name_taken)\n");
+}
+
+TEST_F(CommandsTest, KeysAddRefusesAPrivateKeyWithoutSendingOrPrintingIt) {
+  LogIn();
+  const fs::path priv = tmp_.path() / "id_ed25519";
+  const std::string secret_body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQSECRET";
+  std::ofstream(priv) << "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+                      << secret_body << "\n-----END OPENSSH PRIVATE KEY-----\n";
+  std::ofstream(priv.string() + ".pub") << kPublicKey;
+  const size_t before = server_.requests().size();
+
+  CliResult r = Run({"keys", "add", "laptop", priv.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.err.starts_with("gpuwerk: This is a PRIVATE key: treat it as exposed")) << r.err;
+  EXPECT_NE(r.err.find("the matching .pub file instead (" + priv.string() + ".pub)."),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.err.ends_with("(private_key_pasted)\n"));
+  EXPECT_EQ(r.err.find(secret_body), std::string::npos);
+  EXPECT_EQ(r.out, "");
+
+  CliResult piped =
+      Run({"keys", "add", "laptop"}, "-----BEGIN RSA PRIVATE KEY-----\nMIIE" + secret_body + "\n");
+  EXPECT_EQ(piped.exit_code, 1);
+  EXPECT_EQ(piped.err,
+            "gpuwerk: This is a PRIVATE key: treat it as exposed and replace it (generate a new "
+            "key pair), and paste the contents of the matching .pub file instead, e.g. "
+            "~/.ssh/id_ed25519.pub. (private_key_pasted)\n");
+  EXPECT_EQ(server_.requests().size(), before);
+  EXPECT_EQ(api_.key_count(), 0u);
+}
+
+TEST_F(CommandsTest, KeysAddReportsAMissingFile) {
+  LogIn();
+  CliResult r = Run({"keys", "add", "laptop", (tmp_.path() / "nope.pub").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("No such file or directory (file_unreadable)"), std::string::npos) << r.err;
+}
+
+TEST_F(CommandsTest, KeysRmResolvesTheName) {
+  LogIn();
+  for (const char* name : {"a", "b", "laptop"}) api_.AddKey(name);
+  CliResult r = Run({"keys", "rm", "laptop"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Removed key laptop.\n");
+  EXPECT_EQ(api_.key_count(), 2u);
+
+  CliResult unknown = Run({"keys", "rm", "laptop"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.err, "gpuwerk: no key named laptop; see 'gpuwerk keys ls' (not_found)\n");
+}
+
+TEST_F(CommandsTest, TokensCreateShowsTheSecretOnceOnStdout) {
+  LogIn();
+  CliResult r = Run({"tokens", "create", "ci"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("gwt_")) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1);
+  EXPECT_NE(r.err.find("only time"), std::string::npos) << r.err;
+
+  CliResult ls = Run({"tokens", "ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_TRUE(ls.out.starts_with("ID     NAME   PREFIX      CREATED               LAST USED\n"))
+      << ls.out;
+  EXPECT_NE(ls.out.find("saved  gwt_1secre  2026-01-01T00:00:00Z  -          (this CLI)\n"),
+            std::string::npos)
+      << ls.out;
+  EXPECT_EQ(ls.out.find("secretpart"), std::string::npos);  // secrets are never listed
+}
+
+TEST_F(CommandsTest, TokensRmDeletesById) {
+  LogIn();
+  api_.AddToken("ci");
+  CliResult r = Run({"tokens", "rm", "tok_2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Deleted API token ci.\n");
+  EXPECT_EQ(api_.token_count(), 1u);
+
+  CliResult unknown = Run({"tokens", "rm", "tok_9"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("(not_found)"), std::string::npos);
+}
+
+TEST_F(CommandsTest, FlagsOverrideTheLoginFile) {
+  LogIn();
+  CliResult r = Run({"whoami", "--token", "gwt_bogus"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("refused the API token"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.ends_with("(unauthenticated)\n"));
+}
+
+TEST_F(CommandsTest, UnreachableServerIsOneLine) {
+  LogIn();
+  CliResult r = Run({"keys", "ls", "--url", "http://127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.err.starts_with("gpuwerk: cannot reach the gpuwerk server at http://127.0.0.1:1: "))
+      << r.err;
+  EXPECT_TRUE(r.err.ends_with("(server_unreachable)\n"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+TEST_F(CommandsTest, UsageErrorsAreCli11s) {
+  EXPECT_EQ(Run({"keys"}).exit_code, 2);
+  EXPECT_EQ(Run({"keys", "add"}).exit_code, 2);
+  EXPECT_EQ(Run({"tokens", "rm"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace gpuwerk::cli

@@ -1,0 +1,437 @@
+// Integration test: SmtpMailer and the Outbox against a real SMTP server (aiosmtpd, started from
+// tests/support/smtp_sink.py), with messages checked by an independent MIME parser (Python's
+// email package).
+#include "mail/smtp_mailer.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/random.h"
+#include "mail/outbox.h"
+#include "store/sqlite_database.h"
+
+namespace gpuwerk::mail {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+fs::path SourceDir() {
+  if (const char* dir = std::getenv("GPUWERK_SOURCE_DIR"); dir != nullptr && *dir != '\0') {
+    return dir;
+  }
+  return fs::path(__FILE__).parent_path().parent_path().parent_path();  // src/mail/ → root
+}
+
+/// Why the real SMTP server cannot run here, or nullopt when it can.
+std::optional<std::string> SinkUnavailable() {
+  if (::access(kPython, X_OK) != 0) return std::string(kPython) + " is missing";
+  if (std::system("/usr/bin/python3 -c 'import aiosmtpd' >/dev/null 2>&1") != 0) {
+    return "python3-aiosmtpd is not installed (scripts/setup.sh installs it)";
+  }
+  return std::nullopt;
+}
+
+/// tests/support/smtp_sink.py as a child process. Killed (and reaped) by Stop or the destructor;
+/// PR_SET_PDEATHSIG kills it if this test process dies first.
+class SmtpSink {
+ public:
+  SmtpSink() = default;
+  SmtpSink(const SmtpSink&) = delete;
+  SmtpSink& operator=(const SmtpSink&) = delete;
+  ~SmtpSink() { Stop(); }
+
+  /// Starts the sink on `port` (0: any) storing mails in `dir`; returns false with a reason in
+  /// `error` when it did not report "listening <port>" within 20 s.
+  bool Start(int port, const fs::path& dir, const std::vector<std::string>& extra,
+             std::string* error) {
+    std::vector<std::string> args = {kPython, (SourceDir() / "tests/support/smtp_sink.py").string(),
+                                     std::to_string(port), dir.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      *error = "pipe2 failed";
+      return false;
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    stdout_fd_ = fds[0];
+    if (pid_ < 0) {
+      *error = "fork failed";
+      return false;
+    }
+    // Read the first line: "listening <port>".
+    std::string line;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (line.find('\n') == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd pfd{.fd = stdout_fd_, .events = POLLIN, .revents = 0};
+      if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) {
+        *error = "the SMTP sink did not start within 20 s";
+        return false;
+      }
+      char buf[256];
+      const ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
+      if (n <= 0) {
+        *error = "the SMTP sink exited before listening (see stderr)";
+        return false;
+      }
+      line.append(buf, static_cast<size_t>(n));
+    }
+    if (std::sscanf(line.c_str(), "listening %d", &port_) != 1) {
+      *error = "unexpected first line from the SMTP sink: " + line;
+      return false;
+    }
+    return true;
+  }
+
+  /// Terminates and reaps the sink; idempotent.
+  void Stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      int status = 0;
+      while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    pid_ = -1;
+    if (stdout_fd_ >= 0) ::close(stdout_fd_);
+    stdout_fd_ = -1;
+  }
+
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  int port_ = 0;
+};
+
+/// Parses a stored message with Python's email package (policy.default) and returns what it
+/// found: subject, from, to, date (Unix seconds), message_id, content_type, text, html, defects.
+constexpr const char* kParseScript = R"py(
+import email, email.policy, json, sys
+from email.utils import parsedate_to_datetime
+with open(sys.argv[1], "rb") as f:
+    msg = email.message_from_binary_file(f, policy=email.policy.default)
+text = msg.get_body(("plain",))
+html = msg.get_body(("html",))
+print(json.dumps({
+    "subject": str(msg["subject"]), "from": str(msg["from"]), "to": str(msg["to"]),
+    "date": int(parsedate_to_datetime(msg["date"]).timestamp()),
+    "message_id": str(msg["message-id"]), "content_type": msg.get_content_type(),
+    "text": text.get_content() if text is not None else None,
+    "html": html.get_content() if html is not None else None,
+    "defects": [type(d).__name__ for part in msg.walk() for d in part.defects],
+}))
+)py";
+
+nlohmann::json ParseWithPython(const fs::path& script, const fs::path& eml) {
+  const std::string command = std::string(kPython) + " " + script.string() + " " + eml.string();
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return nullptr;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  ::pclose(pipe);
+  return nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+}
+
+std::string WithoutCr(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), '\r'), s.end());
+  return s;
+}
+
+std::vector<fs::path> Messages(const fs::path& dir) {
+  std::vector<fs::path> files;
+  if (!fs::exists(dir)) return files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".eml") && !name.starts_with(".")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class SmtpMailerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = SinkUnavailable()) GTEST_SKIP() << "no real SMTP server: " << *why;
+    dir_ = fs::temp_directory_path() /
+           ("gpuwerk-smtp-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "inbox");
+    std::ofstream(dir_ / "parse.py") << kParseScript;
+  }
+  void TearDown() override {
+    sink_.Stop();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void StartSink(int port = 0, const std::vector<std::string>& extra = {}) {
+    std::string error;
+    ASSERT_TRUE(sink_.Start(port, dir_ / "inbox", extra, &error)) << error;
+  }
+  SmtpMailerOptions Options() const {
+    return SmtpMailerOptions{.url = "smtp://127.0.0.1:" + std::to_string(sink_.port()),
+                             .from = "gpuwerk <noreply@gpuwerk.test>",
+                             .timeout_seconds = 10};
+  }
+
+  fs::path dir_;
+  SmtpSink sink_;
+};
+
+TEST_F(SmtpMailerTest, DeliversAMultipartMailThatAMimeParserReadsBack) {
+  StartSink();
+  const SmtpMailerOptions options = Options();
+  ASSERT_TRUE(ValidateSmtpMailerOptions(options));
+  SmtpMailer mailer(options);
+  const Mail mail{.to = "ada@example.com",
+                  .subject = "Dein Zugang — Grüße von gpuwerk ✓",
+                  .text_body =
+                      "Hallo Ada,\n\nmelde dich an: https://gpuwerk.test/auth/magic?t=x\n"
+                      ".a line starting with a dot\n",
+                  .html_body =
+                      "<p>Hallo Ada,</p>\n<p><a href=\"https://gpuwerk.test/\">Anmelden"
+                      "</a> — schön!</p>\n"};
+  const auto before = std::chrono::system_clock::now();
+  auto sent = mailer.Send(mail);
+  ASSERT_TRUE(sent) << sent.error().message;
+
+  const std::vector<fs::path> messages = Messages(dir_ / "inbox");
+  ASSERT_EQ(messages.size(), 1u);
+  const nlohmann::json parsed = ParseWithPython(dir_ / "parse.py", messages[0]);
+  ASSERT_TRUE(parsed.is_object()) << "python could not parse " << messages[0];
+  EXPECT_EQ(parsed["defects"], nlohmann::json::array());
+  EXPECT_EQ(parsed["subject"], mail.subject);
+  EXPECT_EQ(parsed["from"], "gpuwerk <noreply@gpuwerk.test>");
+  EXPECT_EQ(parsed["to"], "ada@example.com");
+  EXPECT_EQ(parsed["content_type"], "multipart/alternative");
+  EXPECT_EQ(WithoutCr(parsed["text"].get<std::string>()), mail.text_body);
+  EXPECT_EQ(WithoutCr(parsed["html"].get<std::string>()), mail.html_body);
+  EXPECT_TRUE(parsed["message_id"].get<std::string>().ends_with("@gpuwerk.test>"))
+      << parsed["message_id"];
+  const int64_t date = parsed["date"].get<int64_t>();
+  const int64_t before_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(before.time_since_epoch()).count();
+  EXPECT_GE(date, before_unix - 1);
+  EXPECT_LE(date, before_unix + 60);
+
+  std::ifstream envelope_file(messages[0].string().substr(0, messages[0].string().size() - 4) +
+                              ".envelope.json");
+  const nlohmann::json envelope = nlohmann::json::parse(envelope_file, nullptr, false);
+  EXPECT_EQ(envelope["mail_from"], "noreply@gpuwerk.test");
+  EXPECT_EQ(envelope["rcpt_tos"], nlohmann::json::array({"ada@example.com"}));
+}
+
+TEST_F(SmtpMailerTest, RefusedRecipientIsRejectedForGood) {
+  StartSink(0, {"--reject-rcpt", "gone@example.com"});
+  SmtpMailer mailer(Options());
+  auto sent = mailer.Send(Mail{.to = "gone@example.com", .subject = "s", .text_body = "t"});
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().code, core::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(sent.error().api_code, "mail_rejected") << sent.error().message;
+  EXPECT_NE(sent.error().message.find("550"), std::string::npos) << sent.error().message;
+  EXPECT_TRUE(Messages(dir_ / "inbox").empty());
+}
+
+TEST_F(SmtpMailerTest, RefusedMessageIsRejectedForGood) {
+  StartSink(0, {"--reject-data"});
+  SmtpMailer mailer(Options());
+  auto sent = mailer.Send(Mail{.to = "ada@example.com", .subject = "s", .text_body = "t"});
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().api_code, "mail_rejected") << sent.error().message;
+  EXPECT_NE(sent.error().message.find("554 5.6.0"), std::string::npos) << sent.error().message;
+}
+
+TEST_F(SmtpMailerTest, TemporaryRefusalIsUnavailable) {
+  StartSink(0, {"--defer-rcpt", "busy@example.com"});
+  SmtpMailer mailer(Options());
+  auto sent = mailer.Send(Mail{.to = "busy@example.com", .subject = "s", .text_body = "t"});
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().code, core::ErrorCode::kUnavailable);
+  EXPECT_EQ(sent.error().api_code, "mail_unavailable") << sent.error().message;
+  EXPECT_NE(sent.error().message.find("450"), std::string::npos) << sent.error().message;
+}
+
+TEST_F(SmtpMailerTest, RequiredStartTlsThatIsNotOfferedIsUnavailable) {
+  StartSink();
+  SmtpMailerOptions options = Options();
+  options.starttls = StartTls::kRequired;
+  options.username = "ada";
+  options.password = "hunter2-secret";
+  SmtpMailer mailer(options);
+  auto sent = mailer.Send(Mail{.to = "ada@example.com", .subject = "s", .text_body = "t"});
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().code, core::ErrorCode::kUnavailable);
+  EXPECT_EQ(sent.error().api_code, "mail_unavailable");
+  EXPECT_EQ(sent.error().message.find("hunter2"), std::string::npos) << sent.error().message;
+  EXPECT_TRUE(Messages(dir_ / "inbox").empty());
+}
+
+TEST_F(SmtpMailerTest, InvalidMailIsRefusedBeforeConnecting) {
+  SmtpMailer mailer(SmtpMailerOptions{.url = "smtp://127.0.0.1:1", .from = "a@gpuwerk.test"});
+  auto sent =
+      mailer.Send(Mail{.to = "a@b.test\r\nBcc: c@d.test", .subject = "s", .text_body = "t"});
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().api_code, "invalid_mail");
+}
+
+TEST_F(SmtpMailerTest, ValidatesOptions) {
+  SmtpMailerOptions options{.url = "smtps://mail.example.com:465", .from = "a@gpuwerk.test"};
+  EXPECT_TRUE(ValidateSmtpMailerOptions(options));
+  for (const char* url : {"http://mail.example.com", "smtp://", "smtp://user:pw@mail.example.com",
+                          "smtp://mail.example.com /x", "mail.example.com:25"}) {
+    options.url = url;
+    auto r = ValidateSmtpMailerOptions(options);
+    ASSERT_FALSE(r) << url;
+    EXPECT_EQ(r.error().api_code, "invalid_mail_config");
+    EXPECT_EQ(r.error().message.find("pw"), std::string::npos);
+  }
+  options.url = "smtp://127.0.0.1:2525";
+  options.from = "not an address";
+  EXPECT_EQ(ValidateSmtpMailerOptions(options).error().api_code, "invalid_mail_from");
+  options.from = "a@gpuwerk.test";
+  options.password = "pw";
+  EXPECT_EQ(ValidateSmtpMailerOptions(options).error().api_code, "invalid_mail_config");
+}
+
+// A server that accepts the connection (the kernel does, from the listen backlog) but never
+// greets: the send ends at the timeout as mail_unavailable. Needs no Python.
+TEST(SmtpMailerTimeoutTest, SilentServerTimesOutAsUnavailable) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+
+  SmtpMailer mailer(
+      SmtpMailerOptions{.url = "smtp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)),
+                        .from = "noreply@gpuwerk.test",
+                        .timeout_seconds = 1});
+  const auto start = std::chrono::steady_clock::now();
+  auto sent = mailer.Send(Mail{.to = "ada@example.com", .subject = "s", .text_body = "t"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::close(listener);
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error().code, core::ErrorCode::kUnavailable);
+  EXPECT_EQ(sent.error().api_code, "mail_unavailable");
+  EXPECT_NE(sent.error().message.find("no answer within 1 s"), std::string::npos)
+      << sent.error().message;
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+// The outbox end to end: the server is down, the attempt fails and is scheduled with back-off;
+// the server comes back on the same port; after the back-off the mail goes out.
+TEST_F(SmtpMailerTest, OutboxRetriesUntilTheServerIsBack) {
+  StartSink();
+  const int port = sink_.port();
+  sink_.Stop();
+
+  auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
+  ASSERT_TRUE(db) << db.error().message;
+  ASSERT_TRUE(store::Migrate(**db));
+  core::FakeClock clock;
+  core::SodiumRng rng;
+  Outbox outbox(**db, clock, rng);
+  SmtpMailer mailer(Options());
+  OutboxWorker worker(**db, mailer, clock);
+
+  auto id = outbox.Enqueue(Mail{.to = "ada@example.com",
+                                .subject = "Your sign-in link",
+                                .text_body = "https://gpuwerk.test/auth/magic?t=abc\n",
+                                .html_body = "<a href=\"https://gpuwerk.test/\">sign in</a>"});
+  ASSERT_TRUE(id) << id.error().message;
+  const auto stored = [&]() {
+    return (*db)->Read([&](store::Transaction& tx) -> core::Result<store::Row> {
+      GPUWERK_ASSIGN_OR_RETURN(auto row,
+                               tx.QueryOne("SELECT attempts, sent_at, last_error, next_attempt_at "
+                                           "FROM outbox_mails WHERE id = ?",
+                                           {*id}));
+      return *row;
+    });
+  };
+
+  auto sent = worker.DeliverDue();
+  ASSERT_TRUE(sent) << sent.error().message;
+  EXPECT_EQ(*sent, 0);
+  auto row = stored();
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->Int(0), 1);
+  EXPECT_TRUE(row->IsNull(1));
+  EXPECT_TRUE(row->Text(2).starts_with("mail_unavailable: ")) << row->Text(2);
+  EXPECT_EQ(row->Int(3), clock.NowUnix() + 5);
+  EXPECT_EQ(worker.failed_attempts_total(), 1);
+
+  StartSink(port);
+  ASSERT_EQ(sink_.port(), port);
+  sent = worker.DeliverDue();  // the back-off has not passed yet
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(*sent, 0);
+  EXPECT_TRUE(Messages(dir_ / "inbox").empty());
+
+  clock.Advance(std::chrono::seconds(6));
+  sent = worker.DeliverDue();
+  ASSERT_TRUE(sent) << sent.error().message;
+  EXPECT_EQ(*sent, 1);
+  row = stored();
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->OptInt(1), clock.NowUnix());
+  EXPECT_TRUE(row->IsNull(2));
+
+  const std::vector<fs::path> messages = Messages(dir_ / "inbox");
+  ASSERT_EQ(messages.size(), 1u);
+  const nlohmann::json parsed = ParseWithPython(dir_ / "parse.py", messages[0]);
+  ASSERT_TRUE(parsed.is_object());
+  EXPECT_EQ(parsed["subject"], "Your sign-in link");
+  EXPECT_EQ(WithoutCr(parsed["text"].get<std::string>()),
+            "https://gpuwerk.test/auth/magic?t=abc\n");
+}
+
+}  // namespace
+}  // namespace gpuwerk::mail

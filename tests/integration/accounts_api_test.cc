@@ -1,0 +1,293 @@
+// Accounts over real HTTP against an in-process server (R-1, R-2, R-3, R-19; cases C26, C27).
+#include <gtest/gtest.h>
+
+#include "tests/integration/server_fixture.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AccountsApiTest : public ServerTest {};
+
+TEST_F(AccountsApiTest, SignUpSignInSignOutWithCookieFlags) {
+  auto b = Browser();
+  auto r = b->PostJson("/api/v1/auth/signup",
+                       {{"email", "alice@example.test"}, {"password", "correct horse battery"}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.Json()["person"]["email"], "alice@example.test");
+  const std::string cookie = r.Header("set-cookie");
+  EXPECT_NE(cookie.find("gpuwerk_session="), std::string::npos);
+  EXPECT_NE(cookie.find("HttpOnly"), std::string::npos);
+  EXPECT_NE(cookie.find("SameSite=Lax"), std::string::npos);
+  EXPECT_NE(cookie.find("Path=/"), std::string::npos);
+  EXPECT_EQ(cookie.find("Secure"), std::string::npos) << "plain http has no Secure flag";
+
+  auto me = b->Get("/api/v1/me");
+  ASSERT_EQ(me.status, 200) << me.body;
+  EXPECT_EQ(me.Json()["email"], "alice@example.test");
+
+  ASSERT_EQ(b->PostJson("/api/v1/auth/logout", nlohmann::json::object()).status, 204);
+  ExpectProblem(b->Get("/api/v1/me"), 401, "unauthenticated");
+
+  auto in = b->PostJson("/api/v1/auth/login",
+                        {{"email", "alice@example.test"}, {"password", "correct horse battery"}});
+  ASSERT_EQ(in.status, 200) << in.body;
+  EXPECT_EQ(b->Get("/api/v1/me").status, 200);
+}
+
+TEST_F(AccountsApiTest, SecureCookieUnderHttpsPublicUrl) {
+  // The flag follows the public URL, which is what the browser sees behind a TLS proxy.
+  app_->Stop();
+  app_.reset();
+  config_.public_url = "https://gpu.example.test";
+  auto app = app::ServerApp::Start(config_, clock_, rng_);
+  ASSERT_TRUE(app) << app.error().message;
+  app_ = std::move(*app);
+  auto b = Browser();
+  auto r = b->PostJson("/api/v1/auth/signup",
+                       {{"email", "alice@example.test"}, {"password", "correct horse battery"}});
+  ASSERT_EQ(r.status, 201);
+  EXPECT_NE(r.Header("set-cookie").find("; Secure"), std::string::npos);
+}
+
+TEST_F(AccountsApiTest, WrongPasswordAndUnknownEmailLookTheSame) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  auto wrong = b->PostJson("/api/v1/auth/login",
+                           {{"email", "alice@example.test"}, {"password", "not the password"}});
+  ExpectProblem(wrong, 401, "invalid_credentials");
+  auto unknown = b->PostJson("/api/v1/auth/login",
+                             {{"email", "nobody@example.test"}, {"password", "not the password"}});
+  ExpectProblem(unknown, 401, "invalid_credentials");
+  EXPECT_EQ(wrong.Json()["detail"], unknown.Json()["detail"]);
+}
+
+TEST_F(AccountsApiTest, RateLimitTripsPerAccountAndRecovers) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  for (int i = 0; i < config_.sign_in_failures_per_account; ++i) {
+    ExpectProblem(b->PostJson("/api/v1/auth/login",
+                              {{"email", "alice@example.test"}, {"password", "wrong-password"}}),
+                  401, "invalid_credentials");
+  }
+  // Now even the right password is refused, with a Retry-After.
+  auto limited = b->PostJson("/api/v1/auth/login", {{"email", "ALICE@example.test"},
+                                                    {"password", "correct horse battery"}});
+  ExpectProblem(limited, 429, "rate_limited");
+  EXPECT_FALSE(limited.Header("retry-after").empty());
+  clock_.Advance(std::chrono::seconds(config_.sign_in_window_seconds + 1));
+  auto ok = b->PostJson("/api/v1/auth/login",
+                        {{"email", "alice@example.test"}, {"password", "correct horse battery"}});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+TEST_F(AccountsApiTest, RateLimitTripsPerAddress) {
+  auto b = Browser();
+  for (int i = 0; i < config_.sign_in_failures_per_address; ++i) {
+    b->PostJson("/api/v1/auth/login", {{"email", "user" + std::to_string(i) + "@example.test"},
+                                       {"password", "wrong-password"}});
+  }
+  ExpectProblem(b->PostJson("/api/v1/auth/login",
+                            {{"email", "fresh@example.test"}, {"password", "wrong-password"}}),
+                429, "rate_limited");
+}
+
+TEST_F(AccountsApiTest, C26_ScannerGetDoesNotConsumeMagicLink) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  b->ClearCookies();
+  ASSERT_EQ(b->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status, 202);
+  auto mails = Mails("alice@example.test", 1);
+  ASSERT_EQ(mails.size(), 1u);
+  const std::string token = mails[0].TokenFromLink("/auth/magic-link");
+  ASSERT_FALSE(token.empty()) << mails[0].text_body;
+
+  // A mail scanner fetches the link, with GET and HEAD, several times.
+  auto scanner = Browser();
+  for (int i = 0; i < 3; ++i) {
+    auto page = scanner->Get("/auth/magic-link?token=" + token);
+    EXPECT_EQ(page.status, 200);
+    EXPECT_EQ(page.Header("set-cookie"), "") << "a GET must not sign in";
+    EXPECT_NE(page.body.find("<form"), std::string::npos) << "the page has a button to press";
+    EXPECT_EQ(scanner->Head("/auth/magic-link?token=" + token).status, 200);
+  }
+  ExpectProblem(scanner->Get("/api/v1/me"), 401, "unauthenticated");
+
+  // The person presses the button: the form POST consumes the token and signs in.
+  auto press = b->Post("/auth/magic-link", "token=" + token, "application/x-www-form-urlencoded");
+  EXPECT_EQ(press.status, 303) << press.body;
+  EXPECT_EQ(b->Get("/api/v1/me").Json()["email"], "alice@example.test");
+
+  // Single use.
+  auto again = Browser();
+  ExpectProblem(again->PostJson("/api/v1/auth/magic-link/consume", {{"token", token}}), 401,
+                "invalid_link");
+}
+
+TEST_F(AccountsApiTest, MagicLinkExpiresAfterFifteenMinutes) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  ASSERT_EQ(b->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status, 202);
+  ASSERT_EQ(b->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status, 202);
+  auto mails = Mails("alice@example.test", 2);
+  ASSERT_EQ(mails.size(), 2u);
+  const std::string early = mails[0].TokenFromLink("/auth/magic-link");
+  const std::string late = mails[1].TokenFromLink("/auth/magic-link");
+  clock_.Advance(14min);
+  auto fresh = Browser();
+  EXPECT_EQ(fresh->PostJson("/api/v1/auth/magic-link/consume", {{"token", early}}).status, 200);
+  clock_.Advance(2min);
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/magic-link/consume", {{"token", late}}), 401,
+                "invalid_link");
+}
+
+TEST_F(AccountsApiTest, PasswordResetSetsPasswordAndEndsOtherSessions) {
+  auto laptop = Browser();
+  SignUp(*laptop, "alice@example.test", "old password 123");
+  auto phone = Browser();
+  ASSERT_EQ(phone->PostJson("/api/v1/auth/login",
+                            {{"email", "alice@example.test"}, {"password", "old password 123"}})
+                .status,
+            200);
+  auto anon = Browser();
+  ASSERT_EQ(anon->PostJson("/api/v1/auth/password-reset", {{"email", "Alice@EXAMPLE.test"}}).status,
+            202);
+  auto mails = Mails("alice@example.test", 1);
+  ASSERT_EQ(mails.size(), 1u);
+  const std::string token = mails[0].TokenFromLink("/auth/reset-password");
+  ASSERT_FALSE(token.empty());
+  // The link page, fetched by a scanner, changes nothing.
+  EXPECT_EQ(anon->Get("/auth/reset-password?token=" + token).status, 200);
+
+  ExpectProblem(anon->PostJson("/api/v1/auth/password-reset/consume",
+                               {{"token", token}, {"password", "short"}}),
+                400, "weak_password");
+  auto reset = anon->PostJson("/api/v1/auth/password-reset/consume",
+                              {{"token", token}, {"password", "new password 456"}});
+  ASSERT_EQ(reset.status, 200) << reset.body;
+  ExpectProblem(laptop->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(phone->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(anon->PostJson("/api/v1/auth/login",
+                               {{"email", "alice@example.test"}, {"password", "old password 123"}}),
+                401, "invalid_credentials");
+  EXPECT_EQ(anon->PostJson("/api/v1/auth/login",
+                           {{"email", "alice@example.test"}, {"password", "new password 456"}})
+                .status,
+            200);
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/password-reset/consume",
+                                    {{"token", token}, {"password", "another password"}}),
+                401, "invalid_link");
+}
+
+TEST_F(AccountsApiTest, C27_EmailsCompareCaseInsensitively) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "  Alice@Example.test "},
+                                                            {"password", "another password"}}),
+                409, "email_taken");
+  EXPECT_EQ(Browser()
+                ->PostJson("/api/v1/auth/login",
+                           {{"email", "ALICE@EXAMPLE.TEST"}, {"password", "correct horse battery"}})
+                .status,
+            200);
+  ASSERT_EQ(Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "aLiCe@example.TEST"}}).status,
+            202);
+  auto mails = Mails("alice@example.test", 1);
+  ASSERT_EQ(mails.size(), 1u);
+  EXPECT_NE(mails[0].subject.find("password"), std::string::npos);
+}
+
+TEST_F(AccountsApiTest, NoAccountEnumerationThroughLinks) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  auto known = Browser()->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}});
+  auto unknown = Browser()->PostJson("/api/v1/auth/magic-link", {{"email", "eve@example.test"}});
+  EXPECT_EQ(known.status, 202);
+  EXPECT_EQ(unknown.status, 202);
+  EXPECT_EQ(known.body, unknown.body);
+  auto known_reset = Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}});
+  auto unknown_reset = Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "eve@example.test"}});
+  EXPECT_EQ(known_reset.status, unknown_reset.status);
+  EXPECT_EQ(known_reset.body, unknown_reset.body);
+  // The unknown address gets a note, not a link.
+  auto mails = Mails("eve@example.test", 2);
+  ASSERT_EQ(mails.size(), 2u);
+  EXPECT_EQ(mails[0].TokenFromLink("token"), "");
+}
+
+TEST_F(AccountsApiTest, CrossSiteRequestsWithTheCookieAreRefused) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  ExpectProblem(b->PostJson("/api/v1/tokens", {{"name", "evil"}}, {"Origin: https://evil.example"}),
+                403, "origin_mismatch");
+  EXPECT_EQ(b->Get("/api/v1/tokens").Json()["total"], 0);
+  EXPECT_EQ(b->PostJson("/api/v1/tokens", {{"name", "mine"}}, {"Origin: " + app_->base_url()}).status,
+            201);
+}
+
+TEST_F(AccountsApiTest, ApiTokensAuthenticateUntilDeleted) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  auto created = b->PostJson("/api/v1/tokens", {{"name", "laptop"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string secret = created.Json()["token"];
+  const std::string id = created.Json()["id"];
+  ExpectProblem(b->PostJson("/api/v1/tokens", {{"name", "laptop"}}), 409, "name_taken");
+
+  auto cli = Browser();
+  cli->SetBearer(secret);
+  auto me = cli->Get("/api/v1/me");
+  ASSERT_EQ(me.status, 200);
+  EXPECT_EQ(me.Json()["authenticated_by"], "api_token");
+  auto list = b->Get("/api/v1/tokens");
+  EXPECT_EQ(list.body.find(secret), std::string::npos) << "the secret is shown once only";
+  ASSERT_EQ(b->Delete("/api/v1/tokens/" + id).status, 204);
+  ExpectProblem(cli->Get("/api/v1/me"), 401, "unauthenticated");
+  cli->SetBearer("gwt_not-a-token");
+  ExpectProblem(cli->Get("/api/v1/me"), 401, "unauthenticated");
+}
+
+TEST_F(AccountsApiTest, BadInputChangesNothing) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  // 5 MiB body: refused before any handler runs.
+  std::string huge = R"({"name":"big","public_key":")" + std::string(5 << 20, 'A') + "\"}";
+  auto big = b->Post("/api/v1/ssh-keys", huge, "application/json");
+  ExpectProblem(big, 413, "payload_too_large");
+  auto big_signup = Browser()->Post("/api/v1/auth/signup", huge, "application/json");
+  ExpectProblem(big_signup, 413, "payload_too_large");
+  // Malformed JSON, wrong types, missing fields.
+  ExpectProblem(b->Post("/api/v1/ssh-keys", "{\"name\": ", "application/json"), 400, "invalid_json");
+  ExpectProblem(b->Post("/api/v1/auth/signup", "[1,2,3]", "application/json"), 400, "invalid_json");
+  ExpectProblem(b->PostJson("/api/v1/ssh-keys", {{"name", 7}, {"public_key", "x"}}), 400,
+                "invalid_field");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "not-an-email"},
+                                                            {"password", "long enough pw"}}),
+                400, "invalid_email");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "bob@example.test"},
+                                                            {"password", "short"}}),
+                400, "weak_password");
+  ExpectProblem(b->Get("/api/v1/ssh-keys?page=0"), 400, "invalid_page");
+  ExpectProblem(b->Get("/api/v1/nothing-here"), 404, "not_found");
+  // Nothing was created by any of it.
+  EXPECT_EQ(b->Get("/api/v1/ssh-keys").Json()["total"], 0);
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/login", {{"email", "bob@example.test"},
+                                                           {"password", "long enough pw"}}),
+                401, "invalid_credentials");
+}
+
+TEST_F(AccountsApiTest, HealthAndMetrics) {
+  auto b = Browser();
+  auto h = b->Get("/healthz");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_FALSE(h.Header("x-request-id").empty());
+  b->Get("/api/v1/me");
+  auto m = b->Get("/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("gpuwerk_http_requests_total"), std::string::npos);
+  EXPECT_NE(m.body.find("/api/v1/me"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing

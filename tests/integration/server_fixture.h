@@ -1,0 +1,81 @@
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "app/server_app.h"
+#include "core/clock.h"
+#include "core/logging.h"
+#include "core/random.h"
+#include "tests/support/http_client.h"
+#include "tests/support/mail_reader.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuwerk::testing {
+
+/// Starts a whole control plane in-process on 127.0.0.1:<free port> with its own data dir, a
+/// FakeClock the test moves, the local Maildir outbox, and the cheapest password hash.
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    core::InitCrypto();
+    config_.data_dir = dir_.path() / "data";
+    config_.listen = "127.0.0.1:0";
+    config_.password_hash_cost = "test-only-minimum";
+    config_.read_timeout_seconds = 5;
+    Customize(config_);
+    auto app = app::ServerApp::Start(config_, clock_, rng_);
+    ASSERT_TRUE(app) << app.error().message;
+    app_ = std::move(*app);
+  }
+  void TearDown() override {
+    if (app_) app_->Stop();
+    app_.reset();
+  }
+  /// Subclasses change the config before start.
+  virtual void Customize(app::ServerConfig&) {}
+
+  std::unique_ptr<HttpClient> Browser() { return std::make_unique<HttpClient>(app_->base_url()); }
+
+  /// Waits (up to 10 s) until at least `count` mails to `to` are delivered, and returns them all.
+  /// The background outbox worker may be sending them already, so this also nudges delivery.
+  std::vector<ReceivedMail> Mails(const std::string& to, size_t count) {
+    std::vector<ReceivedMail> mails;
+    for (int i = 0; i < 200; ++i) {
+      auto n = app_->DeliverMailNow();
+      EXPECT_TRUE(n) << (n ? "" : n.error().message);
+      mails = MailsTo(config_.data_dir / "mail", to);
+      if (mails.size() >= count) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return mails;
+  }
+
+  /// Signs up `email` in `browser` and expects 201.
+  void SignUp(HttpClient& browser, const std::string& email,
+              const std::string& password = "correct horse battery") {
+    auto r = browser.PostJson("/api/v1/auth/signup", {{"email", email}, {"password", password}});
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+
+  TempDir dir_;
+  core::FakeClock clock_;
+  core::SodiumRng rng_;
+  app::ServerConfig config_;
+  std::unique_ptr<app::ServerApp> app_;
+};
+
+/// Expects `r` to be an RFC 9457 problem with this status and code.
+inline void ExpectProblem(const HttpResult& r, long status, const std::string& code) {
+  EXPECT_EQ(r.status, status) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "application/problem+json") << r.body;
+  EXPECT_EQ(r.Code(), code) << r.body;
+  auto j = r.Json();
+  EXPECT_TRUE(j.is_object() && j.contains("title") && j.contains("status") && j.contains("detail"))
+      << r.body;
+}
+
+}  // namespace gpuwerk::testing
