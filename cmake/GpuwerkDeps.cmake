@@ -12,6 +12,12 @@ find_package(GTest)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 if(NOT GPUWERK_FUZZ)
+  # jemalloc for the server binary: the request path is allocation-heavy and glibc's malloc
+  # loses ~25% of throughput to it (docs/benchmarks.md). Not with the sanitizers, which bring
+  # their own allocator.
+  if(NOT GPUWERK_SANITIZE)
+    pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
+  endif()
   find_package(Boost 1.74 REQUIRED COMPONENTS system)
   find_package(benchmark)
 endif()

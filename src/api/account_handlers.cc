@@ -103,8 +103,8 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
       if (!password) return ErrorResponse(password.error());
       auto p = ctx.accounts.ResetPassword(*token, *password, Authenticator::CallerOf(req));
       if (!p) return ErrorResponse(p.error());
-      Response r = Response::Json(200, {{"person", PersonJson(*p)},
-                                         {"message", "Password set. Sign in with it."}});
+      Response r = Response::Json(
+          200, {{"person", PersonJson(*p)}, {"message", "Password set. Sign in with it."}});
       r.headers.emplace_back("Set-Cookie", ctx.authn.ClearedSessionCookie());
       return r;
     });

@@ -14,12 +14,23 @@ std::string Escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -65,7 +76,8 @@ void RegisterAuthPages(Router& router, ApiContext& ctx) {
   router.Add("GET", "/auth/magic-link", [](Request& req) {
     auto it = req.query.find("token");
     if (it == req.query.end() || it->second.empty()) {
-      return Page(400, "Sign-in link", "<p class=\"error\">This link has no token. Ask for a new one.</p>");
+      return Page(400, "Sign-in link",
+                  "<p class=\"error\">This link has no token. Ask for a new one.</p>");
     }
     return Page(200, "Sign in to gpuwerk",
                 fmt::format("<p>Press the button to finish signing in.</p>"
@@ -76,7 +88,8 @@ void RegisterAuthPages(Router& router, ApiContext& ctx) {
 
   router.Add("POST", "/auth/magic-link", [&ctx](Request& req) {
     if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
-      return Page(403, "Sign-in link", "<p class=\"error\">This request came from another site.</p>");
+      return Page(403, "Sign-in link",
+                  "<p class=\"error\">This request came from another site.</p>");
     }
     auto fields = FormFields(req);
     auto s = ctx.accounts.ConsumeMagicLink(Field(fields, "token"), Authenticator::CallerOf(req));
@@ -93,7 +106,8 @@ void RegisterAuthPages(Router& router, ApiContext& ctx) {
   router.Add("GET", "/auth/reset-password", [](Request& req) {
     auto it = req.query.find("token");
     if (it == req.query.end() || it->second.empty()) {
-      return Page(400, "Set a password", "<p class=\"error\">This link has no token. Ask for a new one.</p>");
+      return Page(400, "Set a password",
+                  "<p class=\"error\">This link has no token. Ask for a new one.</p>");
     }
     return Page(200, "Set a new password",
                 fmt::format("<form method=\"post\" action=\"/auth/reset-password\">{}"
@@ -106,7 +120,8 @@ void RegisterAuthPages(Router& router, ApiContext& ctx) {
 
   router.Add("POST", "/auth/reset-password", [&ctx](Request& req) {
     if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
-      return Page(403, "Set a password", "<p class=\"error\">This request came from another site.</p>");
+      return Page(403, "Set a password",
+                  "<p class=\"error\">This request came from another site.</p>");
     }
     auto fields = FormFields(req);
     auto p = ctx.accounts.ResetPassword(Field(fields, "token"), Field(fields, "password"),

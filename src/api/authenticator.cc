@@ -33,8 +33,8 @@ core::Result<void> Authenticator::CheckOrigin(const Request& req) const {
     origin = OriginOf(referer);
   }
   const std::string host(req.Header("Host"));
-  if (origin == public_origin_ || (!host.empty() && (origin == "http://" + host ||
-                                                     origin == "https://" + host))) {
+  if (origin == public_origin_ ||
+      (!host.empty() && (origin == "http://" + host || origin == "https://" + host))) {
     return {};
   }
   return core::Fail(core::ErrorCode::kPermissionDenied, "origin_mismatch",

@@ -20,8 +20,8 @@ nlohmann::json PersonJson(const auth::Person& p) {
           {"created_at", core::FormatRfc3339(p.created_at)}};
 }
 
-core::Result<std::string> StringField(const nlohmann::json& body, const char* field,
-                                      size_t max_len, bool optional) {
+core::Result<std::string> StringField(const nlohmann::json& body, const char* field, size_t max_len,
+                                      bool optional) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) {
     if (optional) return std::string();

@@ -1,9 +1,8 @@
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "api/api_context.h"
 #include "api/http_types.h"
@@ -36,8 +35,8 @@ Response WithJsonBody(const Request& req, Fn&& fn) {
 nlohmann::json PersonJson(const auth::Person& person);
 
 /// A string field of at most `max_len` bytes, or "" when absent and `optional`.
-core::Result<std::string> StringField(const nlohmann::json& body, const char* field,
-                                      size_t max_len, bool optional = false);
+core::Result<std::string> StringField(const nlohmann::json& body, const char* field, size_t max_len,
+                                      bool optional = false);
 
 /// The 1-based `?page=` query parameter. Errors: invalid_page.
 core::Result<int> PageParam(const Request& req);

@@ -27,10 +27,9 @@ void RegisterSshKeyRoutes(Router& router, ApiContext& ctx) {
       if (!list) return ErrorResponse(list.error());
       nlohmann::json items = nlohmann::json::array();
       for (const auto& k : list->items) items.push_back(KeyJson(k));
-      return Response::Json(200, {{"items", items},
-                                  {"page", list->page},
-                                  {"pages", list->pages},
-                                  {"total", list->total}});
+      return Response::Json(
+          200,
+          {{"items", items}, {"page", list->page}, {"pages", list->pages}, {"total", list->total}});
     });
   });
 

@@ -11,8 +11,8 @@ nlohmann::json TokenJson(const auth::ApiToken& t) {
           {"name", t.name},
           {"prefix", t.prefix},
           {"created_at", core::FormatRfc3339(t.created_at)},
-          {"last_used_at",
-           t.last_used_at ? nlohmann::json(core::FormatRfc3339(*t.last_used_at)) : nlohmann::json()}};
+          {"last_used_at", t.last_used_at ? nlohmann::json(core::FormatRfc3339(*t.last_used_at))
+                                          : nlohmann::json()}};
 }
 
 }  // namespace

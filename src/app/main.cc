@@ -1,13 +1,12 @@
 // The `gpuwerk` binary: server, up, and the client verbs (DESIGN.md "Command line").
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "app/server_app.h"
 #include "app/server_config.h"
@@ -119,7 +118,8 @@ int RunServer(const ServerConfig& config, bool up) {
     const std::string email = "operator@gpuwerk.local";
     const std::string password = OperatorPassword(config.data_dir, rng);
     if (auto made = (*server)->EnsureOperator(email, password); !made) {
-      std::fprintf(stderr, "gpuwerk: cannot create the operator: %s\n", made.error().message.c_str());
+      std::fprintf(stderr, "gpuwerk: cannot create the operator: %s\n",
+                   made.error().message.c_str());
       return 1;
     }
     std::printf(
@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);  // prints help, version or the usage error
+    return rc == 0 ? 0 : 2;
   }
   for (auto [cmd, flags, file, is_up] :
        {std::tuple{server, &server_flags, &server_config_file, false},

@@ -1,8 +1,8 @@
 #include "app/server_app.h"
 
-#include <filesystem>
-
 #include <spdlog/spdlog.h>
+
+#include <filesystem>
 
 #include "api/api_context.h"
 #include "api/authenticator.h"
@@ -79,9 +79,9 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   std::error_code ec;
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) {
-    return core::Fail(core::ErrorCode::kUnavailable, "data_dir_unavailable",
-                      "cannot create the data directory " + config.data_dir.string() + ": " +
-                          ec.message());
+    return core::Fail(
+        core::ErrorCode::kUnavailable, "data_dir_unavailable",
+        "cannot create the data directory " + config.data_dir.string() + ": " + ec.message());
   }
   GPUWERK_ASSIGN_OR_RETURN(auto sqlite, store::SqliteDatabase::Open(
                                             {.path = (config.data_dir / "gpuwerk.db").string()}));
@@ -113,8 +113,8 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   account_options.public_url = config.public_url.empty() ? p->http->base_url() : config.public_url;
   while (account_options.public_url.ends_with('/')) account_options.public_url.pop_back();
   mail::OutboxWorker* worker = p->outbox_worker.get();
-  p->accounts = std::make_unique<auth::AccountService>(*p->db, clock, rng, *p->hasher, *p->outbox,
-                                                       account_options, [worker] { worker->Wake(); });
+  p->accounts = std::make_unique<auth::AccountService>(
+      *p->db, clock, rng, *p->hasher, *p->outbox, account_options, [worker] { worker->Wake(); });
   p->ssh_keys = std::make_unique<keys::SshKeyRegistry>(*p->db, clock, rng);
   p->authn = std::make_unique<api::Authenticator>(*p->accounts, account_options.public_url);
   p->api_context = std::make_unique<api::ApiContext>(
@@ -136,7 +136,8 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
 uint16_t ServerApp::port() const { return parts_->http->port(); }
 std::string ServerApp::base_url() const { return parts_->http->base_url(); }
 
-core::Result<bool> ServerApp::EnsureOperator(const std::string& email, const std::string& password) {
+core::Result<bool> ServerApp::EnsureOperator(const std::string& email,
+                                             const std::string& password) {
   return parts_->accounts->EnsureOperator(email, password);
 }
 

@@ -1,10 +1,10 @@
 #include "app/server_config.h"
 
+#include <toml++/toml.h>
+
 #include <cstdlib>
 #include <functional>
 #include <map>
-
-#include <toml++/toml.h>
 
 namespace gpuwerk::app {
 namespace {
@@ -38,7 +38,8 @@ Setter Number(Int ServerConfig::*field, const char* name) {
 
 const std::map<std::string, Setter>& Options() {
   static const std::map<std::string, Setter> kOptions = {
-      {"data_dir", [](ServerConfig& c, const std::string& v) -> core::Result<void> {
+      {"data_dir",
+       [](ServerConfig& c, const std::string& v) -> core::Result<void> {
          c.data_dir = v;
          return {};
        }},

@@ -14,22 +14,23 @@ namespace gpuwerk::app {
 struct ServerConfig {
   std::filesystem::path data_dir = "./gpuwerk-data";  ///< SQLite file, maildir, host keys
   std::string listen = "127.0.0.1:8080";              ///< HTTP address; port 0 picks one
-  std::string public_url;            ///< external base URL for links; default http://<listen>
-  std::string mail = "maildir";      ///< "maildir" (local outbox in the data dir) or "smtp"
-  std::string smtp_url;              ///< e.g. smtp://127.0.0.1:2525 or smtps://mail:465
+  std::string public_url;        ///< external base URL for links; default http://<listen>
+  std::string mail = "maildir";  ///< "maildir" (local outbox in the data dir) or "smtp"
+  std::string smtp_url;          ///< e.g. smtp://127.0.0.1:2525 or smtps://mail:465
   std::string smtp_from = "gpuwerk <gpuwerk@localhost>";
   std::string smtp_username;
   std::string smtp_password;
   std::string smtp_starttls = "if-offered";  ///< "never", "if-offered" or "required"
   std::string log_level = "info";
-  std::string password_hash_cost = "interactive";  ///< "interactive", "moderate", "test-only-minimum"
+  std::string password_hash_cost =
+      "interactive";  ///< "interactive", "moderate", "test-only-minimum"
   int http_threads = 4;
-  int64_t body_limit_bytes = 1 << 20;   ///< largest accepted request body (bytes)
-  int read_timeout_seconds = 30;        ///< a request must arrive whole within this
-  int idle_timeout_seconds = 60;        ///< keep-alive connections idle longer are closed
+  int64_t body_limit_bytes = 1 << 20;  ///< largest accepted request body (bytes)
+  int read_timeout_seconds = 30;       ///< a request must arrive whole within this
+  int idle_timeout_seconds = 60;       ///< keep-alive connections idle longer are closed
   int sign_in_failures_per_account = 5;
   int sign_in_failures_per_address = 20;
-  int sign_in_window_seconds = 900;     ///< the sliding window of both limits
+  int sign_in_window_seconds = 900;  ///< the sliding window of both limits
 };
 
 /// Reads `path` (TOML, parsed by toml++) into `config`; keys not given keep their values.

@@ -9,11 +9,20 @@ std::string HtmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -38,13 +47,15 @@ mail::Mail LinkMail(std::string_view to, std::string_view subject, std::string_v
 }  // namespace
 
 mail::Mail MagicLinkMail(std::string_view to, std::string_view link, int minutes_valid) {
-  return LinkMail(to, "Your gpuwerk sign-in link", "Open this link to sign in to gpuwerk:",
-                  "Sign in to gpuwerk", link, minutes_valid);
+  return LinkMail(to, "Your gpuwerk sign-in link",
+                  "Open this link to sign in to gpuwerk:", "Sign in to gpuwerk", link,
+                  minutes_valid);
 }
 
 mail::Mail PasswordResetMail(std::string_view to, std::string_view link, int minutes_valid) {
-  return LinkMail(to, "Set your gpuwerk password", "Open this link to set a new password:",
-                  "Set a new password", link, minutes_valid);
+  return LinkMail(to, "Set your gpuwerk password",
+                  "Open this link to set a new password:", "Set a new password", link,
+                  minutes_valid);
 }
 
 mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url) {

@@ -79,10 +79,10 @@ core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& 
   SignIn out{.person = person, .session_token = core::RandomToken(rng_)};
   const int64_t now = clock_.NowUnix();
   out.expires_at = now + options_.sign_in_session_lifetime.count();
-  GPUWERK_TRY(tx.Exec(
-      "INSERT INTO sign_in_sessions (token_hash, person_id, created_at, expires_at, "
-      "source_address) VALUES (?, ?, ?, ?, ?)",
-      {TokenHash(out.session_token), person.id, now, out.expires_at, caller.address}));
+  GPUWERK_TRY(
+      tx.Exec("INSERT INTO sign_in_sessions (token_hash, person_id, created_at, expires_at, "
+              "source_address) VALUES (?, ?, ?, ?, ?)",
+              {TokenHash(out.session_token), person.id, now, out.expires_at, caller.address}));
   GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
                                  {.actor_id = person.id,
                                   .action = "person.sign_in",
@@ -138,8 +138,8 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
   };
   GPUWERK_ASSIGN_OR_RETURN(Found found, db_.Read([&](Transaction& tx) -> core::Result<Found> {
     GPUWERK_TRY(limiter_.Check(tx, norm, caller.address));
-    GPUWERK_ASSIGN_OR_RETURN(auto row,
-                             tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {norm}));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {norm}));
     Found f;
     if (row) {
       f.person = PersonFromRow(*row);
@@ -181,7 +181,8 @@ core::Result<void> AccountService::SignOut(std::string_view session_token, const
   return db_.Write([&](Transaction& tx) -> core::Result<void> {
     const std::string hash = TokenHash(session_token);
     GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT person_id FROM sign_in_sessions WHERE token_hash = ?", {hash}));
+        auto row,
+        tx.QueryOne("SELECT person_id FROM sign_in_sessions WHERE token_hash = ?", {hash}));
     if (!row) return {};
     GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE token_hash = ?", {hash}));
     return store::RecordAudit(tx, clock_, rng_,
@@ -196,8 +197,9 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
                                             std::string_view purpose) {
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?",
-                                                   {address.normalised}));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row,
+        tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {address.normalised}));
     if (!row) {
       GPUWERK_TRY(outbox_.Enqueue(tx, NoAccountMail(address.display, options_.public_url + "/")));
       return {};
@@ -207,21 +209,22 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
     const auto lifetime = magic ? options_.magic_link_lifetime : options_.reset_link_lifetime;
     const std::string token = core::RandomToken(rng_);
     const int64_t now = clock_.NowUnix();
-    GPUWERK_TRY(tx.Exec(
-        "INSERT INTO link_tokens (token_hash, person_id, purpose, created_at, expires_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        {TokenHash(token), person.id, std::string(purpose), now, now + lifetime.count()}));
+    GPUWERK_TRY(
+        tx.Exec("INSERT INTO link_tokens (token_hash, person_id, purpose, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                {TokenHash(token), person.id, std::string(purpose), now, now + lifetime.count()}));
     const int minutes = static_cast<int>(lifetime.count() / 60);
     const std::string link = options_.public_url +
                              (magic ? "/auth/magic-link?token=" : "/auth/reset-password?token=") +
                              token;
     GPUWERK_TRY(outbox_.Enqueue(tx, magic ? MagicLinkMail(person.email, link, minutes)
                                           : PasswordResetMail(person.email, link, minutes)));
-    return store::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = "",
-                               .action = magic ? "person.magic_link_sent" : "person.reset_link_sent",
-                               .target = person.id,
-                               .source_address = caller.address});
+    return store::RecordAudit(
+        tx, clock_, rng_,
+        {.actor_id = "",
+         .action = magic ? "person.magic_link_sent" : "person.reset_link_sent",
+         .target = person.id,
+         .source_address = caller.address});
   }));
   if (mail_enqueued_) mail_enqueued_();
   return {};
@@ -248,14 +251,16 @@ core::Result<Person> AccountService::ConsumeLink(Transaction& tx, std::string_vi
               {clock_.NowUnix(), hash, std::string(purpose), clock_.NowUnix()}));
   if (changed != 1) return core::Fail(InvalidLink());
   GPUWERK_ASSIGN_OR_RETURN(
-      auto row, tx.QueryOne(std::string(kPersonColumns) +
-                                "WHERE id = (SELECT person_id FROM link_tokens WHERE token_hash = ?)",
-                            {hash}));
+      auto row,
+      tx.QueryOne(std::string(kPersonColumns) +
+                      "WHERE id = (SELECT person_id FROM link_tokens WHERE token_hash = ?)",
+                  {hash}));
   if (!row) return core::Fail(InvalidLink());
   return PersonFromRow(*row);
 }
 
-core::Result<SignIn> AccountService::ConsumeMagicLink(std::string_view token, const Caller& caller) {
+core::Result<SignIn> AccountService::ConsumeMagicLink(std::string_view token,
+                                                      const Caller& caller) {
   return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, kMagicLink));
     return StartSignIn(tx, person, caller, "magic_link");
@@ -307,21 +312,20 @@ core::Result<Principal> AccountService::AuthenticateApiToken(std::string_view to
   }
   const std::string hash = TokenHash(token);
   int64_t last_used = 0;
-  GPUWERK_ASSIGN_OR_RETURN(
-      Principal who, db_.Read([&](Transaction& tx) -> core::Result<Principal> {
-        GPUWERK_ASSIGN_OR_RETURN(
-            auto row, tx.QueryOne("SELECT p.id, p.email, p.is_operator, t.id, t.last_used_at "
-                                  "FROM api_tokens t JOIN persons p ON p.id = t.person_id "
-                                  "WHERE t.token_hash = ?",
-                                  {hash}));
-        if (!row) return core::Fail(Unauthenticated());
-        last_used = row->OptInt(4).value_or(0);
-        return Principal{.person_id = row->Text(0),
-                         .email = row->Text(1),
-                         .is_operator = row->Int(2) != 0,
-                         .via = CredentialKind::kApiToken,
-                         .credential_id = row->Text(3)};
-      }));
+  GPUWERK_ASSIGN_OR_RETURN(Principal who, db_.Read([&](Transaction& tx) -> core::Result<Principal> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne("SELECT p.id, p.email, p.is_operator, t.id, t.last_used_at "
+                              "FROM api_tokens t JOIN persons p ON p.id = t.person_id "
+                              "WHERE t.token_hash = ?",
+                              {hash}));
+    if (!row) return core::Fail(Unauthenticated());
+    last_used = row->OptInt(4).value_or(0);
+    return Principal{.person_id = row->Text(0),
+                     .email = row->Text(1),
+                     .is_operator = row->Int(2) != 0,
+                     .via = CredentialKind::kApiToken,
+                     .credential_id = row->Text(3)};
+  }));
   // last_used_at is kept to the minute, so most requests stay read-only.
   const int64_t now = clock_.NowUnix();
   if (now - last_used >= 60) {
@@ -385,8 +389,9 @@ core::Result<std::vector<ApiToken>> AccountService::ListApiTokens(const Principa
 core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::string_view id,
                                                   const Caller& caller) {
   return db_.Write([&](Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM api_tokens WHERE id = ? AND person_id = ?",
-                                                {std::string(id), who.person_id}));
+    GPUWERK_ASSIGN_OR_RETURN(int64_t n,
+                             tx.Exec("DELETE FROM api_tokens WHERE id = ? AND person_id = ?",
+                                     {std::string(id), who.person_id}));
     if (n == 0) return core::NotFound("API token");
     return store::RecordAudit(tx, clock_, rng_,
                               {.actor_id = who.person_id,
@@ -398,8 +403,8 @@ core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::str
 
 core::Result<Person> AccountService::GetPerson(std::string_view person_id) {
   return db_.Read([&](Transaction& tx) -> core::Result<Person> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE id = ?", {std::string(person_id)}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE id = ?",
+                                                   {std::string(person_id)}));
     if (!row) return core::NotFound("person");
     return PersonFromRow(*row);
   });
@@ -411,10 +416,13 @@ core::Result<bool> AccountService::EnsureOperator(std::string_view email,
   GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
   return db_.Write([&](Transaction& tx) -> core::Result<bool> {
-    GPUWERK_ASSIGN_OR_RETURN(auto n, tx.Exec(
-        "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
-        "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (email_norm) DO NOTHING",
-        {core::NewId(rng_, "per"), address.display, address.normalised, hash, clock_.NowUnix()}));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto n,
+        tx.Exec(
+            "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
+            "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (email_norm) DO NOTHING",
+            {core::NewId(rng_, "per"), address.display, address.normalised, hash,
+             clock_.NowUnix()}));
     if (n == 1) {
       GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = "",

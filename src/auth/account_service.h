@@ -20,8 +20,8 @@ namespace gpuwerk::auth {
 struct AccountOptions {
   std::string public_url = "http://127.0.0.1:8080";  ///< base of links in mails, no trailing /
   std::chrono::seconds sign_in_session_lifetime{30 * 24 * 3600};
-  std::chrono::seconds magic_link_lifetime{15 * 60};      ///< R-1: 15 min
-  std::chrono::seconds reset_link_lifetime{60 * 60};      ///< R-1: 60 min
+  std::chrono::seconds magic_link_lifetime{15 * 60};  ///< R-1: 15 min
+  std::chrono::seconds reset_link_lifetime{60 * 60};  ///< R-1: 60 min
   SignInLimits limits;
 };
 
@@ -87,8 +87,8 @@ class AccountService {
   /// Creates a named personal API token; the returned secret is shown once.
   /// Errors: invalid_name, kAlreadyExists "name_taken".
   core::Result<std::pair<ApiToken, std::string>> CreateApiToken(const Principal&,
-                                                                 std::string_view name,
-                                                                 const Caller&);
+                                                                std::string_view name,
+                                                                const Caller&);
   core::Result<std::vector<ApiToken>> ListApiTokens(const Principal&);
   /// Errors: not_found (also for another person's token).
   core::Result<void> DeleteApiToken(const Principal&, std::string_view id, const Caller&);
@@ -102,7 +102,8 @@ class AccountService {
  private:
   core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,
                                    const Caller& caller, std::string_view how);
-  core::Result<void> MailLink(std::string_view email, const Caller& caller, std::string_view purpose);
+  core::Result<void> MailLink(std::string_view email, const Caller& caller,
+                              std::string_view purpose);
   core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
                                    std::string_view purpose);
 

@@ -12,7 +12,8 @@ core::Result<EmailAddress> ParseEmailAddress(std::string_view text) {
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
   auto bad = [] {
-    return core::InvalidArgument("invalid_email", "Enter a valid email address, like name@example.com.");
+    return core::InvalidArgument("invalid_email",
+                                 "Enter a valid email address, like name@example.com.");
   };
   if (text.empty() || text.size() > 254) return bad();
   for (unsigned char c : text) {

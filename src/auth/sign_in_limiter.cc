@@ -13,10 +13,9 @@ core::Result<void> SignInLimiter::Check(store::Transaction& tx, const std::strin
   };
   for (const Subject& s : {Subject{"account", email_norm, limits_.per_account},
                            Subject{"address", address, limits_.per_address}}) {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT COUNT(*), MIN(at) FROM sign_in_failures "
-                              "WHERE scope = ? AND subject = ? AND at > ?",
-                              {std::string(s.scope), s.value, since}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*), MIN(at) FROM sign_in_failures "
+                                                   "WHERE scope = ? AND subject = ? AND at > ?",
+                                                   {std::string(s.scope), s.value, since}));
     if (row && row->Int(0) >= s.limit) {
       int64_t retry = std::max<int64_t>(1, row->Int(1) + limits_.window.count() - now + 1);
       return core::Fail(core::Error(core::ErrorCode::kResourceExhausted, "rate_limited",
@@ -32,7 +31,8 @@ core::Result<void> SignInLimiter::RecordFailure(store::Transaction& tx,
                                                 const std::string& email_norm,
                                                 const std::string& address) {
   const int64_t now = clock_.NowUnix();
-  GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_failures WHERE at <= ?", {now - limits_.window.count()}));
+  GPUWERK_TRY(
+      tx.Exec("DELETE FROM sign_in_failures WHERE at <= ?", {now - limits_.window.count()}));
   GPUWERK_TRY(tx.Exec("INSERT INTO sign_in_failures (scope, subject, at) VALUES (?, ?, ?)",
                       {std::string("account"), email_norm, now}));
   GPUWERK_TRY(tx.Exec("INSERT INTO sign_in_failures (scope, subject, at) VALUES (?, ?, ?)",

@@ -11,8 +11,8 @@ namespace gpuwerk::auth {
 
 /// Limits on failed sign-ins, counted in the store so every server replica sees them.
 struct SignInLimits {
-  int per_account = 5;                    ///< failures per account within `window`
-  int per_address = 20;                   ///< failures per source address within `window`
+  int per_account = 5;                   ///< failures per account within `window`
+  int per_address = 20;                  ///< failures per source address within `window`
   std::chrono::seconds window{15 * 60};  ///< sliding window
 };
 

@@ -19,6 +19,7 @@
 #include "cli/api_client.h"
 #include "cli/output.h"
 #include "core/time_format.h"
+#include "keys/public_key.h"
 
 namespace gpuwerk::cli {
 namespace {
@@ -199,11 +200,11 @@ class EchoOff {
     for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &old_[i]);
     installed_ = true;
     g_echo_is_off = 1;
-    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &quiet);  // not TCSAFLUSH: keep what was typed ahead
   }
   ~EchoOff() {
     if (!installed_) return;
-    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &g_saved_termios);
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &g_saved_termios);
     g_echo_is_off = 0;
     for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
   }
@@ -236,11 +237,12 @@ core::Result<std::string> ReadPassword(Context& ctx) {
     if (password.ends_with('\r')) password.pop_back();
     return password;
   }
-  *ctx.io.err << "Password: ";
-  ctx.io.err->flush();
   std::string password;
   {
+    // Echo goes off before the prompt appears, so nothing typed after it can be shown.
     EchoOff echo_off;
+    *ctx.io.err << "Password: ";
+    ctx.io.err->flush();
     if (!std::getline(*ctx.io.in, password)) {
       return core::Fail(ErrorCode::kInvalidArgument, "input_ended",
                         "standard input ended before the password was given");
@@ -470,32 +472,6 @@ core::Result<void> WhoamiVerb(Context& ctx) {
 
 // --- keys ------------------------------------------------------------------------------------
 
-/// Fragments found only in private keys, the same list the server checks (keys/public_key.cc):
-/// PEM armour (OpenSSH, RSA, EC, DSA, PKCS#8, encrypted), ssh.com and OpenPGP armour, PuTTY .ppk,
-/// and the base64 of "openssh-key-v1" (an OpenSSH private key body without its armour).
-constexpr std::array<std::string_view, 7> kPrivateKeyMarkers = {
-    "PRIVATE KEY-----", "PRIVATE KEY ----", "PRIVATE KEY BLOCK-----", "PuTTY-User-Key-File-",
-    "Private-Lines:",   "Private-MAC:",     "b3BlbnNzaC1rZXktdjE",
-};
-
-/// The message the server gives for "private_key_pasted", word for word.
-constexpr std::string_view kPrivateKeyMessage =
-    "This is a PRIVATE key: treat it as exposed and replace it (generate a new key pair), and "
-    "paste the contents of the matching .pub file instead, e.g. ~/.ssh/id_ed25519.pub.";
-
-/// Whether `text` holds a private key, also when it is UTF-16 (NUL bytes are skipped).
-bool LooksLikePrivateKey(std::string_view text) {
-  std::string narrowed;
-  narrowed.reserve(text.size());
-  for (char c : text) {
-    if (c != '\0') narrowed.push_back(c);
-  }
-  for (std::string_view marker : kPrivateKeyMarkers) {
-    if (narrowed.find(marker) != std::string::npos) return true;
-  }
-  return false;
-}
-
 core::Result<void> KeysLsVerb(Context& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json keys, session.All("/api/v1/ssh-keys"));
@@ -540,12 +516,14 @@ core::Result<void> KeysAddVerb(Context& ctx) {
   }
 
   // Refuse before sending: a private key must not leave this machine. Never echo it.
-  if (LooksLikePrivateKey(text)) {
-    std::string message(kPrivateKeyMessage);
+  if (auto refused = keys::FindPrivateKey(text)) {
+    std::string message = refused->message;
     std::error_code ec;
     if (!file.empty() && file != "-" && !file.ends_with(".pub") && fs::exists(file + ".pub", ec)) {
       const std::string example = ", e.g. ~/.ssh/id_ed25519.pub";
-      message.replace(message.find(example), example.size(), " (" + file + ".pub)");
+      if (auto at = message.find(example); at != std::string::npos) {
+        message.replace(at, example.size(), " (" + file + ".pub)");
+      }
     }
     return core::InvalidArgument("private_key_pasted", std::move(message));
   }

@@ -28,7 +28,8 @@ class SystemClock final : public Clock {
 /// A clock tests move by hand. Thread-safe.
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(int64_t start_unix_seconds = 1'800'000'000) : now_us_(start_unix_seconds * 1'000'000) {}
+  explicit FakeClock(int64_t start_unix_seconds = 1'800'000'000)
+      : now_us_(start_unix_seconds * 1'000'000) {}
   TimePoint Now() const override { return TimePoint(std::chrono::microseconds(now_us_.load())); }
   /// Moves time forward by `d`.
   void Advance(std::chrono::microseconds d) { now_us_ += d.count(); }

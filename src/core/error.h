@@ -1,11 +1,10 @@
 #pragma once
 
 #include <expected>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 namespace gpuwerk::core {
 
@@ -73,17 +72,18 @@ inline std::unexpected<Error> Internal(std::string message) {
 }  // namespace gpuwerk::core
 
 /// Propagates the error of a Result-returning expression: `GPUWERK_TRY(tx.Exec(...));`
-#define GPUWERK_TRY(expr)                                              \
-  do {                                                                 \
-    auto&& gpuwerk_try_result_ = (expr);                               \
+#define GPUWERK_TRY(expr)                                                                     \
+  do {                                                                                        \
+    auto&& gpuwerk_try_result_ = (expr);                                                      \
     if (!gpuwerk_try_result_) return std::unexpected(std::move(gpuwerk_try_result_).error()); \
   } while (0)
 
 #define GPUWERK_CONCAT_INNER_(a, b) a##b
 #define GPUWERK_CONCAT_(a, b) GPUWERK_CONCAT_INNER_(a, b)
-/// Declares `lhs` from a Result's value or returns its error: `GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query(...));`
-#define GPUWERK_ASSIGN_OR_RETURN(lhs, expr)                                    \
-  auto GPUWERK_CONCAT_(gpuwerk_aor_, __LINE__) = (expr);                       \
-  if (!GPUWERK_CONCAT_(gpuwerk_aor_, __LINE__))                                \
+/// Declares `lhs` from a Result's value or returns its error: `GPUWERK_ASSIGN_OR_RETURN(auto rows,
+/// tx.Query(...));`
+#define GPUWERK_ASSIGN_OR_RETURN(lhs, expr)                                             \
+  auto GPUWERK_CONCAT_(gpuwerk_aor_, __LINE__) = (expr);                                \
+  if (!GPUWERK_CONCAT_(gpuwerk_aor_, __LINE__))                                         \
     return std::unexpected(std::move(GPUWERK_CONCAT_(gpuwerk_aor_, __LINE__)).error()); \
   lhs = std::move(*GPUWERK_CONCAT_(gpuwerk_aor_, __LINE__))

@@ -1,10 +1,9 @@
 #include "core/logging.h"
 
 #include <sodium.h>
+#include <spdlog/sinks/stdout_sinks.h>
 
 #include <memory>
-
-#include <spdlog/sinks/stdout_sinks.h>
 
 #include "core/check.h"
 

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <string_view>
-
 #include <spdlog/spdlog.h>
+
+#include <string_view>
 
 namespace gpuwerk::core {
 

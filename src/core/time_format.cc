@@ -1,10 +1,10 @@
 #include "core/time_format.h"
 
-#include <chrono>
-#include <cstdio>
-
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
 
 namespace gpuwerk::core {
 

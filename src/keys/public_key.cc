@@ -144,31 +144,6 @@ std::unexpected<core::Error> CertificateRefused() {
       "-cert in its name).");
 }
 
-/// Refuses anything that contains a private key (C03). Runs on the raw input before any other
-/// check, and also on the input with NUL bytes removed so a UTF-16 private key is recognised.
-std::optional<core::Error> FindPrivateKey(std::string_view text) {
-  auto contains_marker = [](std::string_view s) {
-    for (std::string_view marker : kPrivateKeyMarkers) {
-      if (s.find(marker) != std::string_view::npos) return true;
-    }
-    return false;
-  };
-  bool found = contains_marker(text);
-  if (!found && text.find('\0') != std::string_view::npos) {
-    std::string narrowed;
-    narrowed.reserve(text.size());
-    for (char c : text) {
-      if (c != '\0') narrowed.push_back(c);
-    }
-    found = contains_marker(narrowed);
-  }
-  if (!found) return std::nullopt;
-  return core::Error(
-      core::ErrorCode::kInvalidArgument, "private_key_pasted",
-      "This is a PRIVATE key: treat it as exposed and replace it (generate a new key pair), and "
-      "paste the contents of the matching .pub file instead, e.g. ~/.ssh/id_ed25519.pub.");
-}
-
 /// Base64 as found in key lines: RFC 4648 §4 alphabet, padding optional.
 std::optional<std::string> DecodeBase64(std::string_view text) {
   if (text.empty()) return std::nullopt;
@@ -532,6 +507,29 @@ std::string PublicKey::Fingerprint() const {
 std::string PublicKey::TypeLabel() const {
   const KeyTypeInfo* info = FindKeyType(type);
   return info != nullptr ? std::string(info->label) : std::string("UNKNOWN");
+}
+
+std::optional<core::Error> FindPrivateKey(std::string_view text) {
+  auto contains_marker = [](std::string_view s) {
+    for (std::string_view marker : kPrivateKeyMarkers) {
+      if (s.find(marker) != std::string_view::npos) return true;
+    }
+    return false;
+  };
+  bool found = contains_marker(text);
+  if (!found && text.find('\0') != std::string_view::npos) {
+    std::string narrowed;
+    narrowed.reserve(text.size());
+    for (char c : text) {
+      if (c != '\0') narrowed.push_back(c);
+    }
+    found = contains_marker(narrowed);
+  }
+  if (!found) return std::nullopt;
+  return core::Error(
+      core::ErrorCode::kInvalidArgument, "private_key_pasted",
+      "This is a PRIVATE key: treat it as exposed and replace it (generate a new key pair), and "
+      "paste the contents of the matching .pub file instead, e.g. ~/.ssh/id_ed25519.pub.");
 }
 
 core::Result<PublicKey> ParsePublicKey(std::string_view text) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -73,5 +74,11 @@ inline constexpr size_t kMaxPublicKeyInputBytes = 16 * 1024;
 /// Thread-safe. Runs in time linear in the input, which is refused above kMaxPublicKeyInputBytes
 /// (after the private-key check, which scans all of it).
 core::Result<PublicKey> ParsePublicKey(std::string_view text);
+
+/// The "private_key_pasted" error when `text` holds any private key (OpenSSH, PEM PKCS#1/PKCS#8,
+/// EC, DSA, encrypted, ssh.com, OpenPGP armour, PuTTY .ppk, an unarmoured openssh-key-v1 body),
+/// also in UTF-16; nullopt otherwise. ParsePublicKey runs it first; clients run it before a key
+/// leaves the machine (C03). The error never contains any of `text`.
+std::optional<core::Error> FindPrivateKey(std::string_view text);
 
 }  // namespace gpuwerk::keys

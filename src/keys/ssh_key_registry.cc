@@ -43,16 +43,16 @@ core::Result<SshKey> SshKeyRegistry::Add(const std::string& person_id, std::stri
         return core::Fail(core::ErrorCode::kAlreadyExists, "name_taken",
                           "You already have a key named '" + key.name + "'. Pick another name.");
       }
-      return core::Fail(core::Error(core::ErrorCode::kAlreadyExists, "key_exists",
-                                    "This key is already on your account as '" + clash->Text(0) +
-                                        "'.")
-                            .WithDetail("existing_name", clash->Text(0)));
+      return core::Fail(
+          core::Error(core::ErrorCode::kAlreadyExists, "key_exists",
+                      "This key is already on your account as '" + clash->Text(0) + "'.")
+              .WithDetail("existing_name", clash->Text(0)));
     }
     GPUWERK_TRY(tx.Exec(
         "INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, fingerprint, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        {key.id, person_id, key.name, key.type, static_cast<int64_t>(key.bits),
-         key.public_key, key.fingerprint, key.created_at}));
+        {key.id, person_id, key.name, key.type, static_cast<int64_t>(key.bits), key.public_key,
+         key.fingerprint, key.created_at}));
     return store::RecordAudit(tx, clock_, rng_,
                               {.actor_id = person_id,
                                .action = "ssh_key.add",
@@ -70,15 +70,23 @@ core::Result<SshKeyPage> SshKeyRegistry::List(const std::string& person_id, int 
   return db_.Read([&](store::Transaction& tx) -> core::Result<SshKeyPage> {
     SshKeyPage out;
     out.page = page;
-    GPUWERK_ASSIGN_OR_RETURN(auto count, tx.QueryOne("SELECT COUNT(*) FROM ssh_keys WHERE person_id = ?",
-                                                     {person_id}));
-    out.total = count->Int(0);
-    out.pages = std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize);
+    // One statement: the page and, beside each row, the total (an uncorrelated subquery, run
+    // once). Only a page past the end needs a separate count.
     GPUWERK_ASSIGN_OR_RETURN(
-        auto rows, tx.Query("SELECT id, name, key_type, bits, public_key, fingerprint, created_at "
-                            "FROM ssh_keys WHERE person_id = ? ORDER BY created_at, id "
-                            "LIMIT ? OFFSET ?",
-                            {person_id, int64_t{kPageSize}, int64_t{(page - 1) * kPageSize}}));
+        auto rows,
+        tx.Query("SELECT id, name, key_type, bits, public_key, fingerprint, created_at, "
+                 "(SELECT COUNT(*) FROM ssh_keys WHERE person_id = ?) FROM ssh_keys "
+                 "WHERE person_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+                 {person_id, person_id, int64_t{kPageSize}, int64_t{(page - 1) * kPageSize}}));
+    if (!rows.empty()) {
+      out.total = rows.front().Int(7);
+    } else {
+      GPUWERK_ASSIGN_OR_RETURN(auto count, tx.QueryOne("SELECT COUNT(*) FROM ssh_keys WHERE "
+                                                       "person_id = ?",
+                                                       {person_id}));
+      out.total = count->Int(0);
+    }
+    out.pages = std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize);
     for (const auto& r : rows) out.items.push_back(KeyFromRow(r));
     return out;
   });
@@ -88,8 +96,9 @@ core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::str
                                           const std::string& source_address) {
   return db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT name, fingerprint FROM ssh_keys WHERE id = ? AND person_id = ?",
-                              {std::string(id), person_id}));
+        auto row,
+        tx.QueryOne("SELECT name, fingerprint FROM ssh_keys WHERE id = ? AND person_id = ?",
+                    {std::string(id), person_id}));
     if (!row) return core::NotFound("SSH key");
     // keys held by live instances or open queue entries are checked here once those
     // tables exist (issues 3 and 5).

@@ -2,10 +2,10 @@
 // SQL here must run unchanged on SQLite and PostgreSQL: BIGINT for integers (Unix seconds,
 // minor units, 0/1 flags), TEXT for ids and strings, no AUTOINCREMENT/SERIAL (ids are random
 // text from core::NewId), no backend-specific functions.
+#include <spdlog/spdlog.h>
+
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "store/database.h"
 
@@ -32,6 +32,7 @@ CREATE TABLE sign_in_sessions (
   source_address TEXT NOT NULL
 );
 CREATE INDEX sign_in_sessions_person ON sign_in_sessions(person_id);
+CREATE INDEX sign_in_sessions_expiry ON sign_in_sessions(expires_at);
 CREATE TABLE api_tokens (
   id TEXT PRIMARY KEY,
   person_id TEXT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
@@ -68,6 +69,7 @@ CREATE TABLE ssh_keys (
   UNIQUE (person_id, name),
   UNIQUE (person_id, fingerprint)
 );
+CREATE INDEX ssh_keys_by_person ON ssh_keys(person_id, created_at, id);
 CREATE TABLE outbox_mails (
   id TEXT PRIMARY KEY,
   to_address TEXT NOT NULL,
@@ -111,7 +113,8 @@ core::Result<void> Migrate(Database& db) {
     const int64_t version = static_cast<int64_t>(i + 1);
     auto applied = db.Write([&](Transaction& tx) -> core::Result<bool> {
       GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT version FROM schema_migrations "
-                                                     "WHERE version = ?", {version}));
+                                                     "WHERE version = ?",
+                                                     {version}));
       if (row) return false;
       GPUWERK_TRY(tx.ExecScript(all[i]));
       GPUWERK_TRY(tx.Exec("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",

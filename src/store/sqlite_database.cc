@@ -1,5 +1,6 @@
 #include "store/sqlite_database.h"
 
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include <condition_variable>
@@ -7,8 +8,6 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 namespace gpuwerk::store {
 namespace {
@@ -19,6 +18,22 @@ using core::ErrorCode;
 struct Connection {
   sqlite3* db = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> statements;
+
+  /// Runs a parameterless statement through the cache (BEGIN, COMMIT, ROLLBACK).
+  int Simple(const std::string& sql) {
+    sqlite3_stmt*& stmt = statements[sql];
+    if (!stmt) {
+      int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                                  SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+      if (rc != SQLITE_OK) {
+        statements.erase(sql);
+        return rc;
+      }
+    }
+    int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
 
   ~Connection() {
     for (auto& [sql, stmt] : statements) sqlite3_finalize(stmt);
@@ -73,7 +88,7 @@ class SqliteTransaction final : public Transaction {
       : pool_(pool), conn_(std::move(conn)) {}
 
   ~SqliteTransaction() override {
-    if (!done_) sqlite3_exec(conn_->db, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!done_ && !sqlite3_get_autocommit(conn_->db)) conn_->Simple("ROLLBACK");
     pool_->Give(std::move(conn_));
   }
 
@@ -104,7 +119,7 @@ class SqliteTransaction final : public Transaction {
   }
 
   core::Result<void> Commit() override {
-    int rc = sqlite3_exec(conn_->db, "COMMIT", nullptr, nullptr, nullptr);
+    int rc = conn_->Simple("COMMIT");
     if (rc != SQLITE_OK) return std::unexpected(SqliteError(conn_->db, rc, "commit"));
     done_ = true;
     return {};
@@ -161,9 +176,15 @@ class SqliteTransaction final : public Transaction {
       values.reserve(n);
       for (int c = 0; c < n; ++c) {
         switch (sqlite3_column_type(stmt, c)) {
-          case SQLITE_INTEGER: values.emplace_back(static_cast<int64_t>(sqlite3_column_int64(stmt, c))); break;
-          case SQLITE_FLOAT: values.emplace_back(sqlite3_column_double(stmt, c)); break;
-          case SQLITE_NULL: values.emplace_back(kNull); break;
+          case SQLITE_INTEGER:
+            values.emplace_back(static_cast<int64_t>(sqlite3_column_int64(stmt, c)));
+            break;
+          case SQLITE_FLOAT:
+            values.emplace_back(sqlite3_column_double(stmt, c));
+            break;
+          case SQLITE_NULL:
+            values.emplace_back(kNull);
+            break;
           default: {
             auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
             values.emplace_back(std::string(p, sqlite3_column_bytes(stmt, c)));
@@ -187,12 +208,22 @@ SqliteDatabase::SqliteDatabase(std::unique_ptr<Pool> pool) : pool_(std::move(poo
 SqliteDatabase::~SqliteDatabase() = default;
 
 core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteOptions& options) {
+  // Memory statistics take a global mutex on every SQLite allocation; gpuwerk does not read
+  // them, and with several threads the lock is a measurable cost. Only possible before SQLite
+  // initialises, so done once, first.
+  static const bool configured = [] {
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    return sqlite3_initialize() == SQLITE_OK;
+  }();
+  if (!configured) {
+    return core::Fail(ErrorCode::kUnavailable, "store_unavailable", "SQLite failed to initialise");
+  }
   auto pool = std::make_unique<Pool>();
   for (int i = 0; i < std::max(1, options.pool_size); ++i) {
     auto conn = std::make_unique<Connection>();
-    int rc = sqlite3_open_v2(options.path.c_str(), &conn->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             nullptr);
+    int rc =
+        sqlite3_open_v2(options.path.c_str(), &conn->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
       return core::Fail(ErrorCode::kUnavailable, "store_unavailable",
                         "cannot open SQLite database " + options.path + ": " +
@@ -201,7 +232,8 @@ core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteO
     sqlite3_busy_timeout(conn->db, options.busy_timeout_ms);
     sqlite3_extended_result_codes(conn->db, 1);
     const char* pragmas =
-        "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;";
+        "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL; "
+        "PRAGMA temp_store=MEMORY;";
     char* err = nullptr;
     if (sqlite3_exec(conn->db, pragmas, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
@@ -216,8 +248,9 @@ core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteO
 
 core::Result<std::unique_ptr<Transaction>> SqliteDatabase::Begin(TxMode mode) {
   auto conn = pool_->Take();
-  const char* begin = mode == TxMode::kWrite ? "BEGIN IMMEDIATE" : "BEGIN";
-  int rc = sqlite3_exec(conn->db, begin, nullptr, nullptr, nullptr);
+  static const std::string kBeginWrite = "BEGIN IMMEDIATE";
+  static const std::string kBeginRead = "BEGIN";
+  int rc = conn->Simple(mode == TxMode::kWrite ? kBeginWrite : kBeginRead);
   if (rc != SQLITE_OK) {
     auto err = SqliteError(conn->db, rc, "begin");
     pool_->Give(std::move(conn));

@@ -62,7 +62,8 @@ TEST_F(SqliteDatabaseTest, ErrorRollsBackTheWholeTransaction) {
 
 TEST_F(SqliteDatabaseTest, ConcurrentWritersDoNotLoseUpdates) {
   ASSERT_TRUE(db_->Write([](Transaction& tx) -> core::Result<void> {
-    return tx.ExecScript("CREATE TABLE counter (n BIGINT NOT NULL); INSERT INTO counter VALUES (0);");
+    return tx.ExecScript(
+        "CREATE TABLE counter (n BIGINT NOT NULL); INSERT INTO counter VALUES (0);");
   }));
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

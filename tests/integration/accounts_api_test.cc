@@ -146,8 +146,9 @@ TEST_F(AccountsApiTest, PasswordResetSetsPasswordAndEndsOtherSessions) {
   auto laptop = Browser();
   SignUp(*laptop, "alice@example.test", "old password 123");
   auto phone = Browser();
-  ASSERT_EQ(phone->PostJson("/api/v1/auth/login",
-                            {{"email", "alice@example.test"}, {"password", "old password 123"}})
+  ASSERT_EQ(phone
+                ->PostJson("/api/v1/auth/login",
+                           {{"email", "alice@example.test"}, {"password", "old password 123"}})
                 .status,
             200);
   auto anon = Browser();
@@ -191,8 +192,9 @@ TEST_F(AccountsApiTest, C27_EmailsCompareCaseInsensitively) {
                            {{"email", "ALICE@EXAMPLE.TEST"}, {"password", "correct horse battery"}})
                 .status,
             200);
-  ASSERT_EQ(Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "aLiCe@example.TEST"}}).status,
-            202);
+  ASSERT_EQ(
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "aLiCe@example.TEST"}}).status,
+      202);
   auto mails = Mails("alice@example.test", 1);
   ASSERT_EQ(mails.size(), 1u);
   EXPECT_NE(mails[0].subject.find("password"), std::string::npos);
@@ -206,8 +208,10 @@ TEST_F(AccountsApiTest, NoAccountEnumerationThroughLinks) {
   EXPECT_EQ(known.status, 202);
   EXPECT_EQ(unknown.status, 202);
   EXPECT_EQ(known.body, unknown.body);
-  auto known_reset = Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}});
-  auto unknown_reset = Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "eve@example.test"}});
+  auto known_reset =
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}});
+  auto unknown_reset =
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "eve@example.test"}});
   EXPECT_EQ(known_reset.status, unknown_reset.status);
   EXPECT_EQ(known_reset.body, unknown_reset.body);
   // The unknown address gets a note, not a link.
@@ -222,8 +226,9 @@ TEST_F(AccountsApiTest, CrossSiteRequestsWithTheCookieAreRefused) {
   ExpectProblem(b->PostJson("/api/v1/tokens", {{"name", "evil"}}, {"Origin: https://evil.example"}),
                 403, "origin_mismatch");
   EXPECT_EQ(b->Get("/api/v1/tokens").Json()["total"], 0);
-  EXPECT_EQ(b->PostJson("/api/v1/tokens", {{"name", "mine"}}, {"Origin: " + app_->base_url()}).status,
-            201);
+  EXPECT_EQ(
+      b->PostJson("/api/v1/tokens", {{"name", "mine"}}, {"Origin: " + app_->base_url()}).status,
+      201);
 }
 
 TEST_F(AccountsApiTest, ApiTokensAuthenticateUntilDeleted) {
@@ -258,15 +263,16 @@ TEST_F(AccountsApiTest, BadInputChangesNothing) {
   auto big_signup = Browser()->Post("/api/v1/auth/signup", huge, "application/json");
   ExpectProblem(big_signup, 413, "payload_too_large");
   // Malformed JSON, wrong types, missing fields.
-  ExpectProblem(b->Post("/api/v1/ssh-keys", "{\"name\": ", "application/json"), 400, "invalid_json");
+  ExpectProblem(b->Post("/api/v1/ssh-keys", "{\"name\": ", "application/json"), 400,
+                "invalid_json");
   ExpectProblem(b->Post("/api/v1/auth/signup", "[1,2,3]", "application/json"), 400, "invalid_json");
   ExpectProblem(b->PostJson("/api/v1/ssh-keys", {{"name", 7}, {"public_key", "x"}}), 400,
                 "invalid_field");
-  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "not-an-email"},
-                                                            {"password", "long enough pw"}}),
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup",
+                                    {{"email", "not-an-email"}, {"password", "long enough pw"}}),
                 400, "invalid_email");
-  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "bob@example.test"},
-                                                            {"password", "short"}}),
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup",
+                                    {{"email", "bob@example.test"}, {"password", "short"}}),
                 400, "weak_password");
   ExpectProblem(b->Get("/api/v1/ssh-keys?page=0"), 400, "invalid_page");
   ExpectProblem(b->Get("/api/v1/nothing-here"), 404, "not_found");

@@ -1,7 +1,6 @@
 // SSH keys over real HTTP: parsing end to end, isolation between accounts,
 // and a pasted private key never stored, echoed or logged (C03).
 #include <gtest/gtest.h>
-
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -36,8 +35,8 @@ TEST_F(SshKeysApiTest, AddListDeleteWithSshKeygenFingerprints) {
   for (auto [type, bits] : {std::pair{"ed25519", 0}, {"ecdsa", 384}, {"rsa", 2048}}) {
     auto key = GenerateKey(dir_.path(), std::string("k-") + type, type, bits);
     ASSERT_FALSE(key.public_line.empty());
-    auto r = alice->PostJson("/api/v1/ssh-keys",
-                             {{"name", std::string("laptop-") + type}, {"public_key", key.public_line}});
+    auto r = alice->PostJson("/api/v1/ssh-keys", {{"name", std::string("laptop-") + type},
+                                                  {"public_key", key.public_line}});
     ASSERT_EQ(r.status, 201) << r.body;
     EXPECT_EQ(r.Json()["fingerprint"], SshKeygenFingerprint(key.private_path.string() + ".pub"));
     EXPECT_EQ(r.Json()["public_key"].get<std::string>().back(), '\n');
@@ -58,13 +57,16 @@ TEST_F(SshKeysApiTest, NamesAndKeysAreUniquePerAccount) {
   SignUp(*alice, "alice@example.test");
   auto k1 = GenerateKey(dir_.path(), "one");
   auto k2 = GenerateKey(dir_.path(), "two");
-  ASSERT_EQ(alice->PostJson("/api/v1/ssh-keys", {{"name", "macbook"}, {"public_key", k1.public_line}})
-                .status,
-            201);
-  ExpectProblem(alice->PostJson("/api/v1/ssh-keys", {{"name", "macbook"}, {"public_key", k2.public_line}}),
-                409, "name_taken");
-  ExpectProblem(alice->PostJson("/api/v1/ssh-keys", {{"name", "again"}, {"public_key", k1.public_line}}),
-                409, "key_exists");
+  ASSERT_EQ(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "macbook"}, {"public_key", k1.public_line}})
+          .status,
+      201);
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "macbook"}, {"public_key", k2.public_line}}),
+      409, "name_taken");
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "again"}, {"public_key", k1.public_line}}), 409,
+      "key_exists");
   // Another person may use the same name.
   auto bob = Browser();
   SignUp(*bob, "bob@example.test");
@@ -77,7 +79,8 @@ TEST_F(SshKeysApiTest, SecondAccountCannotSeeOrDeleteTheFirstsKeys) {
   auto alice = Browser();
   SignUp(*alice, "alice@example.test");
   auto key = GenerateKey(dir_.path(), "alice");
-  auto added = alice->PostJson("/api/v1/ssh-keys", {{"name", "work"}, {"public_key", key.public_line}});
+  auto added =
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "work"}, {"public_key", key.public_line}});
   ASSERT_EQ(added.status, 201);
   const std::string id = added.Json()["id"];
 
@@ -96,7 +99,8 @@ TEST_F(SshKeysApiTest, C03_PastedPrivateKeyIsRefusedNeverStoredNorLogged) {
     auto key = GenerateKey(dir_.path(), std::string("priv") + (format[0] ? format + 3 : ""), "rsa",
                            2048, format);
     ASSERT_FALSE(key.private_text.empty());
-    auto r = alice->PostJson("/api/v1/ssh-keys", {{"name", "oops"}, {"public_key", key.private_text}});
+    auto r =
+        alice->PostJson("/api/v1/ssh-keys", {{"name", "oops"}, {"public_key", key.private_text}});
     ExpectProblem(r, 400, "private_key_pasted");
     // Not echoed: no line of the secret appears in the answer.
     std::istringstream lines(key.private_text);
@@ -110,19 +114,23 @@ TEST_F(SshKeysApiTest, C03_PastedPrivateKeyIsRefusedNeverStoredNorLogged) {
   }
   EXPECT_EQ(alice->Get("/api/v1/ssh-keys").Json()["total"], 0);
   // Nor in the database file.
-  std::string db = ReadFile(config_.data_dir / "gpuwerk.db") + ReadFile(config_.data_dir / "gpuwerk.db-wal");
+  std::string db =
+      ReadFile(config_.data_dir / "gpuwerk.db") + ReadFile(config_.data_dir / "gpuwerk.db-wal");
   EXPECT_EQ(db.find("PRIVATE KEY"), std::string::npos);
 }
 
 TEST_F(SshKeysApiTest, BadKeysGetTheirOwnCodes) {
   auto alice = Browser();
   SignUp(*alice, "alice@example.test");
-  ExpectProblem(alice->PostJson("/api/v1/ssh-keys", {{"name", "x"}, {"public_key", "ssh-ed25519 AAAAC3Nza"}}),
-                400, "invalid_public_key");
-  ExpectProblem(alice->PostJson("/api/v1/ssh-keys", {{"name", "x"}, {"public_key", std::string(60000, 'z')}}),
-                400, "invalid_public_key");
-  ExpectProblem(alice->PostJson("/api/v1/ssh-keys", {{"name", ""}, {"public_key", "ssh-ed25519 AAAA"}}),
-                400, "invalid_name");
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "x"}, {"public_key", "ssh-ed25519 AAAAC3Nza"}}),
+      400, "invalid_public_key");
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "x"}, {"public_key", std::string(60000, 'z')}}),
+      400, "invalid_public_key");
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", ""}, {"public_key", "ssh-ed25519 AAAA"}}), 400,
+      "invalid_name");
   EXPECT_EQ(alice->Get("/api/v1/ssh-keys").Json()["total"], 0);
 }
 

@@ -44,8 +44,8 @@ std::string TextPart(const std::string& raw) {
   if (body == std::string::npos) return "";
   std::string part_headers = Lower(raw.substr(at, body - at));
   size_t end = raw.find("\n--", body + skip);
-  std::string content = raw.substr(body + skip, end == std::string::npos ? std::string::npos
-                                                                        : end - body - skip);
+  std::string content =
+      raw.substr(body + skip, end == std::string::npos ? std::string::npos : end - body - skip);
   if (part_headers.find("base64") != std::string::npos) {
     std::string compact;
     for (char c : content) {

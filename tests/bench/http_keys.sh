@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Benchmark (issue 2): authenticated, store-backed `GET /api/v1/ssh-keys` (10 keys) against
+# `GET /healthz` on one server, same wrk settings, back to back. Prints both rates and the ratio.
+# Usage: tests/bench/http_keys.sh [duration_seconds=10] [connections=16] [threads=2]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+duration=${1:-10}
+connections=${2:-16}
+threads=${3:-2}
+
+bash scripts/setup.sh
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUWERK_TESTS=OFF \
+  -DGPUWERK_BENCH=OFF >/dev/null
+ninja -C build/release gpuwerk >/dev/null
+
+work=$(mktemp -d)
+port=$((20000 + RANDOM % 20000))
+url=http://127.0.0.1:$port
+build/release/src/app/gpuwerk server --data "$work/data" --listen "127.0.0.1:$port" \
+  --log-level warn >"$work/server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do curl -sf "$url/healthz" >/dev/null && break; sleep 0.1; done
+
+jar="$work/cookies"
+curl -sf -c "$jar" -H 'Content-Type: application/json' \
+  -d '{"email":"bench@example.test","password":"bench password 1"}' "$url/api/v1/auth/signup" >/dev/null
+for i in $(seq 10); do
+  ssh-keygen -q -N '' -t ed25519 -C "bench$i" -f "$work/key$i" </dev/null
+  jq -n --arg n "key$i" --rawfile k "$work/key$i.pub" '{name:$n, public_key:$k}' |
+    curl -sf -b "$jar" -H 'Content-Type: application/json' -d @- "$url/api/v1/ssh-keys" >/dev/null
+done
+token=$(curl -sf -b "$jar" -H 'Content-Type: application/json' -d '{"name":"bench"}' \
+  "$url/api/v1/tokens" | jq -r .token)
+[[ $(curl -sf -H "Authorization: Bearer $token" "$url/api/v1/ssh-keys" | jq .total) == 10 ]]
+
+rate() {  # wrk's Requests/sec for a path, extra args passed on
+  local path=$1; shift
+  wrk -t "$threads" -c "$connections" -d "${duration}s" "$@" "$url$path" | awk '/Requests\/sec/ {print $2}'
+}
+healthz=$(rate /healthz)
+keys=$(rate /api/v1/ssh-keys -H "Authorization: Bearer $token")
+ratio=$(awk -v a="$keys" -v b="$healthz" 'BEGIN {printf "%.2f", a / b}')
+echo "wrk -t$threads -c$connections -d${duration}s, server --http-threads 4 (default), $(nproc) cores"
+printf 'GET /healthz                      %10.0f req/s\n' "$healthz"
+printf 'GET /api/v1/ssh-keys (10, token)  %10.0f req/s\n' "$keys"
+echo "ratio keys/healthz: $ratio (target >= 0.50)"
