@@ -1,0 +1,139 @@
+// The `gpuwerk` CLI as a person runs it, against a real server: login, keys, tokens, whoami,
+// and the exit codes and one-line errors scripts rely on.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "tests/integration/server_fixture.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+class CliTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    if (HasFatalFailure()) return;
+    auto b = Browser();
+    SignUp(*b, "alice@example.test", "alice password 1");
+  }
+  /// `gpuwerk ARGS` with its own config dir (the login file), so tests never touch ~/.config.
+  CommandResult Gpuwerk(const std::string& args, const std::string& input = "",
+                        const std::string& env = "") {
+    return RunCommand(dir_.path(),
+                      "env -u GPUWERK_URL -u GPUWERK_TOKEN GPUWERK_CONFIG_DIR='" +
+                          (dir_.path() / "config").string() + "' " + env + " " + GpuwerkBinary() +
+                          " " + args,
+                      input);
+  }
+  CommandResult Login() {
+    return Gpuwerk(
+        "login --url " + app_->base_url() + " --email alice@example.test --password-stdin",
+        "alice password 1\n");
+  }
+};
+
+TEST_F(CliTest, LoginWritesAPrivateLoginFileAndWhoamiUsesIt) {
+  auto r = Login();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("alice@example.test"), std::string::npos) << r.out;
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_.path() / "config/login.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  auto who = Gpuwerk("whoami --json");
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  EXPECT_EQ(nlohmann::json::parse(who.out)["email"], "alice@example.test");
+  // The CLI holds an API token, not a browser session.
+  EXPECT_EQ(nlohmann::json::parse(who.out)["authenticated_by"], "api_token");
+}
+
+TEST_F(CliTest, WrongPasswordFailsWithOneLine) {
+  auto r =
+      Gpuwerk("login --url " + app_->base_url() + " --email alice@example.test --password-stdin",
+              "wrong password\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("invalid_credentials"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(CliTest, KeysAddListRemove) {
+  ASSERT_EQ(Login().exit_code, 0);
+  auto key = GenerateKey(dir_.path(), "laptop");
+  auto add = Gpuwerk("keys add laptop " + key.private_path.string() + ".pub");
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  const std::string fp = SshKeygenFingerprint(key.private_path.string() + ".pub");
+  EXPECT_NE(add.out.find(fp), std::string::npos) << add.out;
+
+  auto from_stdin = Gpuwerk("keys add work -", GenerateKey(dir_.path(), "work").public_line);
+  ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
+
+  auto ls = Gpuwerk("keys ls --json");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  auto keys = nlohmann::json::parse(ls.out);
+  ASSERT_EQ(keys.size(), 2u);
+  // Same second on the test clock, so the order is by id: find laptop by name.
+  auto laptop =
+      std::find_if(keys.begin(), keys.end(), [](auto& k) { return k["name"] == "laptop"; });
+  ASSERT_NE(laptop, keys.end());
+  EXPECT_EQ((*laptop)["fingerprint"], fp);
+  auto table = Gpuwerk("keys ls");
+  EXPECT_NE(table.out.find("NAME"), std::string::npos);
+  EXPECT_NE(table.out.find("laptop"), std::string::npos);
+
+  auto dup = Gpuwerk("keys add laptop " + key.private_path.string() + ".pub");
+  EXPECT_EQ(dup.exit_code, 1);
+  EXPECT_NE(dup.err.find("name_taken"), std::string::npos) << dup.err;
+
+  EXPECT_EQ(Gpuwerk("keys rm laptop").exit_code, 0);
+  auto gone = Gpuwerk("keys rm laptop");
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("gpuwerk keys ls"), std::string::npos) << gone.err;
+  EXPECT_EQ(nlohmann::json::parse(Gpuwerk("keys ls --json").out).size(), 1u);
+}
+
+TEST_F(CliTest, C03_PrivateKeyFileIsRefusedBeforeItLeavesTheMachine) {
+  ASSERT_EQ(Login().exit_code, 0);
+  auto key = GenerateKey(dir_.path(), "secret");
+  auto r = Gpuwerk("keys add oops " + key.private_path.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("PRIVATE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(key.private_path.string() + ".pub"), std::string::npos) << r.err;
+  std::istringstream lines(key.private_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() > 20 && line.find("-----") == std::string::npos) {
+      EXPECT_EQ(r.err.find(line), std::string::npos);
+      EXPECT_EQ(r.out.find(line), std::string::npos);
+    }
+  }
+  EXPECT_EQ(nlohmann::json::parse(Gpuwerk("keys ls --json").out).size(), 0u);
+}
+
+TEST_F(CliTest, TokensAndLogout) {
+  ASSERT_EQ(Login().exit_code, 0);
+  auto created = Gpuwerk("tokens create ci");
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const std::string secret = created.out.substr(0, created.out.find('\n'));
+  EXPECT_EQ(secret.rfind("gwt_", 0), 0u) << created.out;
+  // The new token works for scripts through the environment.
+  auto who =
+      Gpuwerk("whoami --json", "", "GPUWERK_URL=" + app_->base_url() + " GPUWERK_TOKEN=" + secret);
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  auto ls = Gpuwerk("tokens ls --json");
+  EXPECT_EQ(nlohmann::json::parse(ls.out).size(), 2u) << ls.out;  // the CLI's own and "ci"
+  EXPECT_EQ(Gpuwerk("logout").exit_code, 0);
+  auto after = Gpuwerk("keys ls");
+  EXPECT_EQ(after.exit_code, 1);
+  EXPECT_NE(after.err.find("gpuwerk login"), std::string::npos) << after.err;
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoAndUnreachableServerSaysWhatToDo) {
+  EXPECT_EQ(Gpuwerk("keys add").exit_code, 2);
+  EXPECT_EQ(Gpuwerk("no-such-verb").exit_code, 2);
+  auto r = Gpuwerk("keys ls", "", "GPUWERK_URL=http://127.0.0.1:1 GPUWERK_TOKEN=gwt_x");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot reach"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
