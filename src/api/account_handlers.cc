@@ -25,9 +25,9 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
   router.Add("POST", "/api/v1/auth/signup", [&ctx](Request& req) {
     if (auto ok = ctx.authn.CheckOrigin(req); !ok) return ErrorResponse(ok.error());
     return WithJsonBody(req, [&](const nlohmann::json& body) {
-      auto email = StringField(body, "email", 320);
+      auto email = RequireString(body, "email", 320);
       if (!email) return ErrorResponse(email.error());
-      auto password = StringField(body, "password", 4096);
+      auto password = RequireString(body, "password", 4096);
       if (!password) return ErrorResponse(password.error());
       auto s = ctx.accounts.SignUp(*email, *password, Authenticator::CallerOf(req));
       if (!s) return ErrorResponse(s.error());
@@ -38,9 +38,9 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
   router.Add("POST", "/api/v1/auth/login", [&ctx](Request& req) {
     if (auto ok = ctx.authn.CheckOrigin(req); !ok) return ErrorResponse(ok.error());
     return WithJsonBody(req, [&](const nlohmann::json& body) {
-      auto email = StringField(body, "email", 320);
+      auto email = RequireString(body, "email", 320);
       if (!email) return ErrorResponse(email.error());
-      auto password = StringField(body, "password", 4096);
+      auto password = RequireString(body, "password", 4096);
       if (!password) return ErrorResponse(password.error());
       auto s = ctx.accounts.SignInWithPassword(*email, *password, Authenticator::CallerOf(req));
       if (!s) return ErrorResponse(s.error());
@@ -63,7 +63,7 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
 
   router.Add("POST", "/api/v1/auth/magic-link", [&ctx](Request& req) {
     return WithJsonBody(req, [&](const nlohmann::json& body) {
-      auto email = StringField(body, "email", 320);
+      auto email = RequireString(body, "email", 320);
       if (!email) return ErrorResponse(email.error());
       if (auto r = ctx.accounts.RequestMagicLink(*email, Authenticator::CallerOf(req)); !r) {
         return ErrorResponse(r.error());
@@ -75,7 +75,7 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
   router.Add("POST", "/api/v1/auth/magic-link/consume", [&ctx](Request& req) {
     if (auto ok = ctx.authn.CheckOrigin(req); !ok) return ErrorResponse(ok.error());
     return WithJsonBody(req, [&](const nlohmann::json& body) {
-      auto token = StringField(body, "token", 256);
+      auto token = RequireString(body, "token", 256);
       if (!token) return ErrorResponse(token.error());
       auto s = ctx.accounts.ConsumeMagicLink(*token, Authenticator::CallerOf(req));
       if (!s) return ErrorResponse(s.error());
@@ -85,7 +85,7 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
 
   router.Add("POST", "/api/v1/auth/password-reset", [&ctx](Request& req) {
     return WithJsonBody(req, [&](const nlohmann::json& body) {
-      auto email = StringField(body, "email", 320);
+      auto email = RequireString(body, "email", 320);
       if (!email) return ErrorResponse(email.error());
       if (auto r = ctx.accounts.RequestPasswordReset(*email, Authenticator::CallerOf(req)); !r) {
         return ErrorResponse(r.error());
@@ -97,9 +97,9 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx) {
   router.Add("POST", "/api/v1/auth/password-reset/consume", [&ctx](Request& req) {
     if (auto ok = ctx.authn.CheckOrigin(req); !ok) return ErrorResponse(ok.error());
     return WithJsonBody(req, [&](const nlohmann::json& body) {
-      auto token = StringField(body, "token", 256);
+      auto token = RequireString(body, "token", 256);
       if (!token) return ErrorResponse(token.error());
-      auto password = StringField(body, "password", 4096);
+      auto password = RequireString(body, "password", 4096);
       if (!password) return ErrorResponse(password.error());
       auto p = ctx.accounts.ResetPassword(*token, *password, Authenticator::CallerOf(req));
       if (!p) return ErrorResponse(p.error());

@@ -34,10 +34,6 @@ Response WithJsonBody(const Request& req, Fn&& fn) {
 /// `{"amount_minor": …}`-style helpers and shared JSON shapes.
 nlohmann::json PersonJson(const auth::Person& person);
 
-/// A string field of at most `max_len` bytes, or "" when absent and `optional`.
-core::Result<std::string> StringField(const nlohmann::json& body, const char* field, size_t max_len,
-                                      bool optional = false);
-
 /// The 1-based `?page=` query parameter. Errors: invalid_page.
 core::Result<int> PageParam(const Request& req);
 

@@ -36,9 +36,9 @@ void RegisterSshKeyRoutes(Router& router, ApiContext& ctx) {
   router.Add("POST", "/api/v1/ssh-keys", [&ctx](Request& req) {
     return Authenticated(ctx, req, [&](const auth::Principal& who) {
       return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto name = StringField(body, "name", 256);
+        auto name = RequireString(body, "name", 256, 0);
         if (!name) return ErrorResponse(name.error());
-        auto text = StringField(body, "public_key", 64 * 1024);
+        auto text = RequireString(body, "public_key", 64 * 1024);
         if (!text) return ErrorResponse(text.error());
         auto key = ctx.ssh_keys.Add(who.person_id, *name, *text, req.remote_address);
         if (!key) return ErrorResponse(key.error());

@@ -32,7 +32,7 @@ void RegisterTokenRoutes(Router& router, ApiContext& ctx) {
   router.Add("POST", "/api/v1/tokens", [&ctx](Request& req) {
     return Authenticated(ctx, req, [&](const auth::Principal& who) {
       return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto name = StringField(body, "name", 256);
+        auto name = RequireString(body, "name", 256, 0);
         if (!name) return ErrorResponse(name.error());
         auto created = ctx.accounts.CreateApiToken(who, *name, Authenticator::CallerOf(req));
         if (!created) return ErrorResponse(created.error());
