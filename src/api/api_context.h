@@ -22,6 +22,8 @@ void RegisterAccountRoutes(Router& router, ApiContext& ctx);
 void RegisterTokenRoutes(Router& router, ApiContext& ctx);
 void RegisterSshKeyRoutes(Router& router, ApiContext& ctx);
 void RegisterAuthPages(Router& router, ApiContext& ctx);
+/// "/" and "/home.js": the sign-in and SSH-key page served until the dashboard lands.
+void RegisterHomePage(Router& router);
 
 /// All of the above.
 inline void RegisterApiRoutes(Router& router, ApiContext& ctx) {
@@ -29,6 +31,7 @@ inline void RegisterApiRoutes(Router& router, ApiContext& ctx) {
   RegisterTokenRoutes(router, ctx);
   RegisterSshKeyRoutes(router, ctx);
   RegisterAuthPages(router, ctx);
+  RegisterHomePage(router);
 }
 
 }  // namespace gpuwerk::api

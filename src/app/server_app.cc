@@ -77,7 +77,12 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->rng = &rng;
 
   std::error_code ec;
+  const bool fresh = !std::filesystem::exists(config.data_dir, ec);
   std::filesystem::create_directories(config.data_dir, ec);
+  if (!ec && fresh) {
+    // The store holds password hashes and token hashes: owner only.
+    std::filesystem::permissions(config.data_dir, std::filesystem::perms::owner_all, ec);
+  }
   if (ec) {
     return core::Fail(
         core::ErrorCode::kUnavailable, "data_dir_unavailable",

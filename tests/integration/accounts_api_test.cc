@@ -293,6 +293,10 @@ TEST_F(AccountsApiTest, HealthAndMetrics) {
   EXPECT_EQ(m.status, 200);
   EXPECT_NE(m.body.find("gpuwerk_http_requests_total"), std::string::npos);
   EXPECT_NE(m.body.find("/api/v1/me"), std::string::npos);
+  auto home = b->Get("/");
+  EXPECT_EQ(home.status, 200);
+  EXPECT_NE(home.Header("content-security-policy").find("script-src 'self'"), std::string::npos);
+  EXPECT_EQ(b->Get("/home.js").status, 200);
 }
 
 }  // namespace
