@@ -245,6 +245,8 @@ core::Result<PublicKey> ParseBlob(std::string_view blob, std::string_view declar
       const auto point = reader.ReadString();
       // An uncompressed SEC1 point: 0x04 || X || Y.
       if (!point || point->size() != info->key_bytes || (*point)[0] != '\x04') return Damaged();
+      // sshd refuses a point off the curve; refuse it here rather than at the first login.
+      if (!internal::IsPointOnCurve(*curve, *point)) return Damaged();
       break;
     }
     case KeyKind::kRsa: {

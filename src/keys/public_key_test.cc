@@ -736,7 +736,12 @@ TEST(SshKeyParse, TypeAndBlobMustAgree) {
 
 TEST(SshKeyParse, HandBuiltBlobsAreCheckedField_by_field) {
   const std::string pk(32, '\x07');
-  const std::string point = "\x04" + std::string(64, '\x09');
+  // The P-256 base point G (SEC 2 §2.4.2): a point on the curve.
+  const std::string point =
+      "\x04" + *core::Base64Decode(
+                   "axfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpZP40Li/hp/m47n60p8D54W"
+                   "K84zV2sxXs7LtkBoN79R9Q==");
+  const std::string off_curve = "\x04" + std::string(64, '\x09');
   std::string n(256, '\xc5');  // 2048-bit odd modulus
   n.back() = '\x01';
   const std::string n_mpint = std::string(1, '\0') + n;
@@ -761,6 +766,7 @@ TEST(SshKeyParse, HandBuiltBlobsAreCheckedField_by_field) {
       {"ecdsa-sha2-nistp256", Wire({"ecdsa-sha2-nistp256", "nistp256", "\x02" + point.substr(1)})},
       {"ecdsa-sha2-nistp256", Wire({"ecdsa-sha2-nistp256", "nistp256", point.substr(0, 33)})},
       {"ecdsa-sha2-nistp256", Wire({"ecdsa-sha2-nistp256", "nistp256"})},
+      {"ecdsa-sha2-nistp256", Wire({"ecdsa-sha2-nistp256", "nistp256", off_curve})},
       {"ssh-rsa", Wire({"ssh-rsa", e_mpint})},
       {"ssh-rsa", Wire({"ssh-rsa", e_mpint, n})},                                // negative n
       {"ssh-rsa", Wire({"ssh-rsa", e_mpint, std::string(2, '\0') + n})},         // non-minimal

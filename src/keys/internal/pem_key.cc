@@ -2,6 +2,7 @@
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/x509.h>
@@ -136,6 +137,28 @@ core::Result<std::string> PemDerToSshBlob(std::string_view label, std::string_vi
     default:
       return UnknownType();
   }
+}
+
+bool IsPointOnCurve(std::string_view curve, std::string_view sec1_point) {
+  int nid = NID_undef;
+  if (curve == "nistp256") nid = NID_X9_62_prime256v1;
+  if (curve == "nistp384") nid = NID_secp384r1;
+  if (curve == "nistp521") nid = NID_secp521r1;
+  if (nid == NID_undef) return false;
+  std::unique_ptr<EC_GROUP, decltype(&EC_GROUP_free)> group(EC_GROUP_new_by_curve_name(nid),
+                                                            &EC_GROUP_free);
+  if (!group) return false;
+  std::unique_ptr<EC_POINT, decltype(&EC_POINT_free)> point(EC_POINT_new(group.get()),
+                                                            &EC_POINT_free);
+  // oct2point refuses encodings of points that are not on the curve.
+  const bool ok = point &&
+                  EC_POINT_oct2point(group.get(), point.get(),
+                                     reinterpret_cast<const unsigned char*>(sec1_point.data()),
+                                     sec1_point.size(), nullptr) == 1 &&
+                  EC_POINT_is_on_curve(group.get(), point.get(), nullptr) == 1 &&
+                  EC_POINT_is_at_infinity(group.get(), point.get()) == 0;
+  ERR_clear_error();
+  return ok;
 }
 
 }  // namespace gpuwerk::keys::internal

@@ -19,4 +19,9 @@ namespace gpuwerk::keys::internal {
 /// OpenSSL 3 underneath; thread-safe (the OpenSSL error queue is cleared before returning).
 core::Result<std::string> PemDerToSshBlob(std::string_view label, std::string_view der);
 
+/// Whether `sec1_point` (uncompressed, 0x04 || X || Y; SEC 1 §2.3.4) is a point on the named
+/// OpenSSH curve ("nistp256", "nistp384" or "nistp521"), as sshd checks before accepting an
+/// ECDSA key (RFC 5656 §3.1). False for unknown curves. OpenSSL 3; thread-safe.
+bool IsPointOnCurve(std::string_view curve, std::string_view sec1_point);
+
 }  // namespace gpuwerk::keys::internal
