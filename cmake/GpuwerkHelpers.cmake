@@ -18,11 +18,13 @@ function(gpuwerk_test)
   add_executable(${T_NAME} ${T_SRCS})
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
+  # Where tests find the tree's files and built binaries (e.g. the gpuwerk CLI).
+  target_compile_definitions(${T_NAME} PRIVATE
+    GPUWERK_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}" GPUWERK_TEST_BINARY_DIR="${PROJECT_BINARY_DIR}")
   if(NOT T_LABELS)
     set(T_LABELS unit)
   endif()
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS "${T_LABELS}"
-               ENVIRONMENT "GPUWERK_SOURCE_DIR=${PROJECT_SOURCE_DIR};GPUWERK_BINARY_DIR=${PROJECT_BINARY_DIR}"
     DISCOVERY_TIMEOUT 60)
 endfunction()

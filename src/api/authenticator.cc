@@ -44,8 +44,10 @@ core::Result<void> Authenticator::CheckOrigin(const Request& req) const {
 core::Result<auth::Principal> Authenticator::Authenticate(const Request& req) const {
   std::string_view authz = req.Header("Authorization");
   if (!authz.empty()) {
-    constexpr std::string_view kBearer = "Bearer ";
-    if (authz.size() > kBearer.size() && authz.substr(0, kBearer.size()) == kBearer) {
+    constexpr std::string_view kBearer =
+        "Bearer ";  // the scheme is case-insensitive (RFC 9110 §11.1)
+    if (authz.size() > kBearer.size() &&
+        EqualsIgnoreCase(authz.substr(0, kBearer.size()), kBearer)) {
       return accounts_.AuthenticateApiToken(authz.substr(kBearer.size()));
     }
     return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",

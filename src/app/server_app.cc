@@ -101,9 +101,11 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
 
   // The public URL defaults to the listen address; fixed up below once the port is known.
   auth::AccountOptions account_options;
-  account_options.limits = {.per_account = config.sign_in_failures_per_account,
-                            .per_address = config.sign_in_failures_per_address,
-                            .window = std::chrono::seconds(config.sign_in_window_seconds)};
+  const std::chrono::seconds window(config.sign_in_window_seconds);
+  account_options.sign_in_failures_per_account.limit = config.sign_in_failures_per_account;
+  account_options.sign_in_failures_per_account.window = window;
+  account_options.sign_in_failures_per_address.limit = config.sign_in_failures_per_address;
+  account_options.sign_in_failures_per_address.window = window;
 
   p->metrics = std::make_unique<api::Metrics>();
   p->router = std::make_unique<api::Router>();

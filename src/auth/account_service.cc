@@ -71,7 +71,7 @@ AccountService::AccountService(store::Database& db, core::Clock& clock, core::Rn
       hasher_(hasher),
       outbox_(outbox),
       options_(std::move(options)),
-      limiter_(clock, options_.limits),
+      limiter_(clock),
       mail_enqueued_(std::move(mail_enqueued)) {}
 
 core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& person,
@@ -98,6 +98,14 @@ core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_
   GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
   auto result = db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto retry, limiter_.RetryAfter(tx, options_.sign_ups_per_address, caller.address));
+    if (retry) {
+      return core::Fail(RateLimiter::Limited("Too many sign-ups from this address. Try again in " +
+                                                 std::to_string(*retry) + " seconds.",
+                                             *retry));
+    }
+    GPUWERK_TRY(limiter_.Record(tx, options_.sign_ups_per_address, caller.address));
     Person person{.id = core::NewId(rng_, "per"),
                   .email = address.display,
                   .is_operator = false,
@@ -137,7 +145,17 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
     std::string hash;
   };
   GPUWERK_ASSIGN_OR_RETURN(Found found, db_.Read([&](Transaction& tx) -> core::Result<Found> {
-    GPUWERK_TRY(limiter_.Check(tx, norm, caller.address));
+    for (const auto& [rule, subject] :
+         {std::pair{&options_.sign_in_failures_per_account, &norm},
+          std::pair{&options_.sign_in_failures_per_address, &caller.address}}) {
+      GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, *rule, *subject));
+      if (retry) {
+        return core::Fail(RateLimiter::Limited("Too many failed sign-ins. Try again in " +
+                                                   std::to_string(*retry) +
+                                                   " seconds, or use a magic link.",
+                                               *retry));
+      }
+    }
     GPUWERK_ASSIGN_OR_RETURN(
         auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {norm}));
     Found f;
@@ -161,7 +179,8 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
       std::optional<SignIn> signed_in,
       db_.Write([&](Transaction& tx) -> core::Result<std::optional<SignIn>> {
         if (!ok) {
-          GPUWERK_TRY(limiter_.RecordFailure(tx, norm, caller.address));
+          GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_account, norm));
+          GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_address, caller.address));
           GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
                                          {.actor_id = found.person ? found.person->id : "",
                                           .action = "person.sign_in_failed",
@@ -169,7 +188,7 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
                                           .source_address = caller.address}));
           return std::optional<SignIn>();
         }
-        GPUWERK_TRY(limiter_.Reset(tx, norm));
+        GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope, norm));
         GPUWERK_ASSIGN_OR_RETURN(SignIn s, StartSignIn(tx, *found.person, caller, "password"));
         return std::optional<SignIn>(std::move(s));
       }));
@@ -196,7 +215,25 @@ core::Result<void> AccountService::SignOut(std::string_view session_token, const
 core::Result<void> AccountService::MailLink(std::string_view email, const Caller& caller,
                                             std::string_view purpose) {
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  bool mailed = false;
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto retry, limiter_.RetryAfter(tx, options_.link_requests_per_address, caller.address));
+    if (retry) {
+      return core::Fail(
+          RateLimiter::Limited("Too many link requests from this address. Try again in " +
+                                   std::to_string(*retry) + " seconds.",
+                               *retry));
+    }
+    GPUWERK_TRY(limiter_.Record(tx, options_.link_requests_per_address, caller.address));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto full, limiter_.RetryAfter(tx, options_.link_mails_per_recipient, address.normalised));
+    if (full) {
+      spdlog::warn("auth: a link mail over its recipient's hourly limit was not sent");
+      return {};  // answered as usual: the caller learns nothing, the mailbox gets no flood
+    }
+    GPUWERK_TRY(limiter_.Record(tx, options_.link_mails_per_recipient, address.normalised));
+    mailed = true;
     GPUWERK_ASSIGN_OR_RETURN(
         auto row,
         tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {address.normalised}));
@@ -226,7 +263,7 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
          .target = person.id,
          .source_address = caller.address});
   }));
-  if (mail_enqueued_) mail_enqueued_();
+  if (mailed && mail_enqueued_) mail_enqueued_();
   return {};
 }
 
@@ -276,8 +313,8 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, kPasswordReset));
     GPUWERK_TRY(tx.Exec("UPDATE persons SET password_hash = ? WHERE id = ?", {hash, person.id}));
     GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE person_id = ?", {person.id}));
-    GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_failures WHERE scope = ? AND subject = ?",
-                        {std::string("account"), ParseEmailAddress(person.email)->normalised}));
+    GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
+                               ParseEmailAddress(person.email)->normalised));
     GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = person.id,
                                     .action = "person.password_reset",

@@ -7,7 +7,7 @@
 
 #include "auth/password_hasher.h"
 #include "auth/principal.h"
-#include "auth/sign_in_limiter.h"
+#include "auth/rate_limiter.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -22,7 +22,15 @@ struct AccountOptions {
   std::chrono::seconds sign_in_session_lifetime{30 * 24 * 3600};
   std::chrono::seconds magic_link_lifetime{15 * 60};  ///< R-1: 15 min
   std::chrono::seconds reset_link_lifetime{60 * 60};  ///< R-1: 60 min
-  SignInLimits limits;
+  /// failed sign-ins per account (normalised email) and per source address.
+  RateRule sign_in_failures_per_account{"sign_in_account", 5, std::chrono::minutes(15)};
+  RateRule sign_in_failures_per_address{"sign_in_address", 20, std::chrono::minutes(15)};
+  /// Link mails (magic link, reset) per recipient: beyond it requests are answered as usual but
+  /// send nothing, so nobody can flood a mailbox.
+  RateRule link_mails_per_recipient{"link_recipient", 5, std::chrono::hours(1)};
+  /// Link requests and sign-ups per source address: beyond them, 429 rate_limited.
+  RateRule link_requests_per_address{"link_address", 20, std::chrono::hours(1)};
+  RateRule sign_ups_per_address{"sign_up_address", 30, std::chrono::hours(1)};
 };
 
 /// A new sign-in session: the secret goes into the cookie once and is stored only hashed.
@@ -113,7 +121,7 @@ class AccountService {
   const PasswordHasher& hasher_;
   mail::Outbox& outbox_;
   AccountOptions options_;
-  SignInLimiter limiter_;
+  RateLimiter limiter_;
   std::function<void()> mail_enqueued_;
 };
 

@@ -46,7 +46,8 @@ class AccountServiceTest : public ::testing::Test {
     ASSERT_TRUE(store::Migrate(*db_));
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     AccountOptions options;
-    options.limits = {.per_account = 3, .per_address = 100, .window = std::chrono::seconds(60)};
+    options.sign_in_failures_per_account.limit = 3;
+    options.sign_in_failures_per_account.window = std::chrono::seconds(60);
     accounts_ = std::make_unique<AccountService>(*db_, clock_, rng_, hasher_, *outbox_, options);
   }
   int64_t Count(const char* table) {

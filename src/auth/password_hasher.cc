@@ -2,11 +2,16 @@
 
 #include <sodium.h>
 
+#include "core/encoding.h"
+
 namespace gpuwerk::auth {
 
 core::Result<void> PasswordHasher::CheckPolicy(std::string_view password) {
   if (password.size() < 8) {
     return core::InvalidArgument("weak_password", "The password must be at least 8 characters.");
+  }
+  if (!core::IsValidUtf8(password)) {
+    return core::InvalidArgument("invalid_password", "The password must be UTF-8 text.");
   }
   if (password.size() > 1024) {
     return core::InvalidArgument("weak_password", "The password must be at most 1024 characters.");

@@ -18,7 +18,8 @@ class PasswordHasher {
  public:
   explicit PasswordHasher(HashCost cost = HashCost::kInteractive) : cost_(cost) {}
 
-  /// Checks the password policy: 8 to 1024 bytes. Errors: kInvalidArgument "weak_password".
+  /// Checks the password policy: 8 to 1024 bytes of UTF-8. Errors: kInvalidArgument
+  /// "weak_password" (length), "invalid_password" (not UTF-8).
   static core::Result<void> CheckPolicy(std::string_view password);
   /// Hashes `password` with a fresh random salt. Errors: kInternal when memory is short.
   core::Result<std::string> Hash(std::string_view password) const;

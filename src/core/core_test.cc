@@ -26,6 +26,10 @@ TEST(EncodingTest, Base64AndSha256MatchKnownVectors) {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_TRUE(IsValidUtf8("caf\xc3\xa9"));
+  EXPECT_FALSE(IsValidUtf8("caf\xe9"));
+  EXPECT_FALSE(IsValidUtf8("\xff\xfe"));
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));  // a surrogate
 }
 
 TEST(RandomTest, TokensAre256BitsAndIdsArePrefixed) {

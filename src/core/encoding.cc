@@ -1,6 +1,7 @@
 #include "core/encoding.h"
 
 #include <sodium.h>
+#include <utf8cpp/utf8.h>
 
 namespace gpuwerk::core {
 namespace {
@@ -50,6 +51,8 @@ std::string HexEncode(std::string_view bytes) {
   out.pop_back();
   return out;
 }
+
+bool IsValidUtf8(std::string_view text) { return utf8::is_valid(text.begin(), text.end()); }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && sodium_memcmp(a.data(), b.data(), a.size()) == 0;

@@ -51,12 +51,12 @@ CREATE TABLE link_tokens (
   expires_at BIGINT NOT NULL,
   used_at BIGINT
 );
-CREATE TABLE sign_in_failures (
+CREATE TABLE rate_limit_events (
   scope TEXT NOT NULL,
   subject TEXT NOT NULL,
   at BIGINT NOT NULL
 );
-CREATE INDEX sign_in_failures_lookup ON sign_in_failures(scope, subject, at);
+CREATE INDEX rate_limit_events_lookup ON rate_limit_events(scope, subject, at);
 CREATE TABLE ssh_keys (
   id TEXT PRIMARY KEY,
   person_id TEXT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,

@@ -283,6 +283,65 @@ TEST_F(AccountsApiTest, BadInputChangesNothing) {
                 401, "invalid_credentials");
 }
 
+TEST_F(AccountsApiTest, LinkMailsAreLimitedPerRecipientWithoutTellingTheCaller) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  for (int i = 0; i < 8; ++i) {
+    auto r = Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}});
+    ASSERT_EQ(r.status, 202) << r.body;
+  }
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(
+        Browser()->PostJson("/api/v1/auth/magic-link", {{"email", "eve@example.test"}}).status,
+        202);
+  }
+  EXPECT_EQ(Mails("alice@example.test", 5).size(), 5u);
+  EXPECT_EQ(Mails("eve@example.test", 5).size(), 5u);
+  clock_.Advance(std::chrono::minutes(61));
+  ASSERT_EQ(
+      Browser()->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status,
+      202);
+  EXPECT_EQ(Mails("alice@example.test", 6).size(), 6u);
+}
+
+TEST_F(AccountsApiTest, LinkRequestsAndSignUpsAreLimitedPerAddress) {
+  for (int i = 0; i < 20; ++i) {
+    auto r = Browser()->PostJson("/api/v1/auth/magic-link",
+                                 {{"email", "user" + std::to_string(i) + "@example.test"}});
+    ASSERT_EQ(r.status, 202) << r.body;
+  }
+  auto limited = Browser()->PostJson("/api/v1/auth/magic-link", {{"email", "x@example.test"}});
+  ExpectProblem(limited, 429, "rate_limited");
+  EXPECT_FALSE(limited.Header("retry-after").empty());
+  for (int i = 0; i < 30; ++i) {
+    auto b = Browser();
+    SignUp(*b, "person" + std::to_string(i) + "@example.test");
+  }
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "one-more@example.test"},
+                                                            {"password", "long enough pw"}}),
+                429, "rate_limited");
+}
+
+TEST_F(AccountsApiTest, BearerSchemeIsCaseInsensitiveAndPasswordsMustBeUtf8) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  const std::string secret = b->PostJson("/api/v1/tokens", {{"name", "t"}}).Json()["token"];
+  auto cli = Browser();
+  EXPECT_EQ(cli->Get("/api/v1/me", {"Authorization: bearer " + secret}).status, 200);
+  auto r = Browser()->Post("/api/v1/auth/signup",
+                           "{\"email\":\"bob@example.test\",\"password\":\"\xff\xfeabcdefgh\"}",
+                           "application/json");
+  EXPECT_EQ(r.status, 400) << r.body;
+  ASSERT_EQ(
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
+      202);
+  const std::string token = Mails("alice@example.test", 1)[0].TokenFromLink("/auth/reset-password");
+  auto form = Browser()->Post("/auth/reset-password", "token=" + token + "&password=%ff%feabcdefgh",
+                              "application/x-www-form-urlencoded");
+  EXPECT_EQ(form.status, 400) << form.body;
+  EXPECT_NE(form.body.find("UTF-8"), std::string::npos);
+}
+
 TEST_F(AccountsApiTest, HealthAndMetrics) {
   auto b = Browser();
   auto h = b->Get("/healthz");

@@ -40,8 +40,10 @@ inline CommandResult RunCommand(const std::filesystem::path& dir, const std::str
 
 /// The gpuwerk binary of this build tree.
 inline std::string GpuwerkBinary() {
-  const char* dir = std::getenv("GPUWERK_BINARY_DIR");
-  return std::string(dir ? dir : ".") + "/src/app/gpuwerk";
+  if (const char* dir = std::getenv("GPUWERK_BINARY_DIR"); dir && *dir) {
+    return std::string(dir) + "/src/app/gpuwerk";
+  }
+  return std::string(GPUWERK_TEST_BINARY_DIR) + "/src/app/gpuwerk";
 }
 
 }  // namespace gpuwerk::testing
