@@ -18,6 +18,7 @@
 
 #include "cli/api_client.h"
 #include "cli/output.h"
+#include "core/encoding.h"
 #include "core/time_format.h"
 #include "keys/public_key.h"
 
@@ -315,16 +316,31 @@ core::Result<void> CreateTokenAndSave(Context& ctx, const ApiClient& client,
   return {};
 }
 
+/// Deletes the API token `token` on `url`, authenticating with the token itself. Best effort:
+/// a token the server no longer accepts is already gone.
+void RevokeOwnToken(Context& ctx, const std::string& url, const std::string& token) {
+  ApiClient old(url, token);
+  auto tokens = old.GetAllPages("/api/v1/tokens");
+  if (!tokens) return;
+  for (const auto& item : *tokens) {
+    if (!IsTokenItem(item, token)) continue;
+    auto deleted = old.CallOk("DELETE", "/api/v1/tokens/" + PathEscape(Str(item, "id")));
+    if (!deleted && deleted.error().api_code != "not_found") {
+      Warn(ctx, "could not delete the previous login's API token: " + deleted.error().message);
+    }
+  }
+}
+
 core::Result<void> LoginVerb(Context& ctx) {
   const Options& o = ctx.opt;
   GPUWERK_ASSIGN_OR_RETURN(const fs::path login_path, LoginFilePath(ctx.io.env));
 
   // The server: --url, GPUWERK_URL, the server of the last login, the local default.
+  std::optional<Login> previous;
+  if (auto read = ReadLoginFile(login_path); read && *read) previous = **read;
   std::string url = o.target.url;
   if (url.empty()) url = ctx.io.env("GPUWERK_URL").value_or("");
-  if (url.empty()) {
-    if (auto previous = ReadLoginFile(login_path); previous && *previous) url = (*previous)->url;
-  }
+  if (url.empty() && previous) url = previous->url;
   if (url.empty()) url = kDefaultServerUrl;
   ApiClient client(url, "");
   url = client.base_url();
@@ -384,6 +400,10 @@ core::Result<void> LoginVerb(Context& ctx) {
     Warn(ctx, "could not end the temporary sign-in session: " + ErrorFromResponse(*ended).message);
   }
   GPUWERK_TRY(saved);
+  // A new login replaces the previous one on the same server: its token would be orphaned.
+  if (previous && ApiClient(previous->url, "").base_url() == url && !previous->token.empty()) {
+    RevokeOwnToken(ctx, url, previous->token);
+  }
   Print(ctx, "Logged in to " + url + " as " + SafeText(email) + ".\n");
   return {};
 }
@@ -526,6 +546,11 @@ core::Result<void> KeysAddVerb(Context& ctx) {
       }
     }
     return core::InvalidArgument("private_key_pasted", std::move(message));
+  }
+  if (text.find('\0') != std::string::npos || !core::IsValidUtf8(text)) {
+    return core::InvalidArgument("invalid_encoding",
+                                 "the key file is not UTF-8 text (saved as UTF-16?): save it as "
+                                 "UTF-8 or ASCII, or pass the .pub file ssh-keygen wrote");
   }
   if (Trim(text).empty()) {
     return core::InvalidArgument("invalid_public_key",

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fstream>
+
 #include "tests/integration/server_fixture.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
@@ -107,6 +109,26 @@ TEST_F(CliTest, C03_PrivateKeyFileIsRefusedBeforeItLeavesTheMachine) {
     }
   }
   EXPECT_EQ(nlohmann::json::parse(Gpuwerk("keys ls --json").out).size(), 0u);
+}
+
+TEST_F(CliTest, C01_Utf16KeyFileGetsAClearError) {
+  ASSERT_EQ(Login().exit_code, 0);
+  auto key = GenerateKey(dir_.path(), "u16");
+  std::string utf16 = "\xff\xfe";
+  for (char c : key.public_line) utf16 += std::string{c, '\0'};
+  std::ofstream(dir_.path() / "u16le.pub", std::ios::binary) << utf16;
+  auto r = Gpuwerk("keys add u16 " + (dir_.path() / "u16le.pub").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("invalid_encoding"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("UTF-8"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, LoggingInAgainRevokesThePreviousToken) {
+  ASSERT_EQ(Login().exit_code, 0);
+  ASSERT_EQ(Login().exit_code, 0);
+  auto ls = Gpuwerk("tokens ls --json");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_EQ(nlohmann::json::parse(ls.out).size(), 1u) << ls.out;
 }
 
 TEST_F(CliTest, TokensAndLogout) {
