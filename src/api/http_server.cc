@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/logging.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -347,6 +348,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     request.request_id = RequestIdFrom(request.Header("X-Request-Id"));
     request_id_ = request.request_id;
+    core::ScopedRequestId log_scope(request_id_);  // every log line of this request carries it
     method_ = request.method;
     path_ = request.path;
 
@@ -420,9 +422,9 @@ class Session : public std::enable_shared_from_this<Session> {
     // it in /metrics.
     double seconds = std::chrono::duration<double>(Clock::now() - request_started_).count();
     server_.metrics().ObserveHttpRequest(route_, method_, status_, seconds);
-    spdlog::info("http request_id={} method={} route={} status={} duration_ms={:.1f} remote={}",
-                 request_id_, method_.empty() ? "-" : method_, route_, status_, seconds * 1000,
-                 peer_ip_);
+    core::ScopedRequestId log_scope(request_id_);  // the line starts with request_id=…
+    spdlog::info("http method={} route={} status={} duration_ms={:.1f} remote={}",
+                 method_.empty() ? "-" : method_, route_, status_, seconds * 1000, peer_ip_);
     state_ = State::kWriting;
     stream_.expires_after(server_.options().read_timeout);
     http::async_write(

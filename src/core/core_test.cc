@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <sstream>
 
 #include "core/encoding.h"
 #include "core/error.h"
@@ -41,6 +44,25 @@ TEST(RandomTest, TokensAre256BitsAndIdsArePrefixed) {
   auto id = NewId(rng, "key");
   EXPECT_EQ(id.rfind("key_", 0), 0u);
   EXPECT_EQ(id.size(), 20u);
+}
+
+TEST(LoggingTest, LinesInsideARequestCarryItsId) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(out);
+  spdlog::logger logger("test", sink);
+  logger.set_formatter(MakeLogFormatter());
+  logger.info("outside");
+  {
+    ScopedRequestId scope("abc123");
+    EXPECT_EQ(CurrentRequestId(), "abc123");
+    logger.info("inside");
+  }
+  logger.info("after");
+  const std::string text = out.str();
+  EXPECT_NE(text.find("info request_id=abc123 inside"), std::string::npos) << text;
+  EXPECT_NE(text.find("info outside"), std::string::npos) << text;
+  EXPECT_NE(text.find("info after"), std::string::npos) << text;
+  EXPECT_EQ(CurrentRequestId(), "");
 }
 
 TEST(ErrorTest, TryPropagates) {
