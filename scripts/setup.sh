@@ -11,9 +11,13 @@ packages=(
   libboost1.74-dev libboost-system1.74-dev nlohmann-json3-dev libsqlite3-dev libpq-dev
   libssh-dev libsodium-dev libssl-dev libcurl4-openssl-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev libjemalloc-dev libutfcpp-dev
+  libarchive-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev openssh-client openssh-server python3-aiosmtpd
   putty-tools wrk jq curl ca-certificates procps iproute2
+  # the container engine and the instance image (shared/notes/container-engine.md)
+  podman runc conmon containernetworking-plugins iptables debootstrap debian-archive-keyring
+  util-linux tar
 )
 
 missing=()

@@ -6,35 +6,10 @@
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/router.h"
+#include "core/encoding.h"
 
 namespace gpuwerk::api {
 namespace {
-
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 Response Page(int status, std::string_view title, std::string_view body) {
   Response r = Response::Html(
@@ -48,7 +23,7 @@ Response Page(int status, std::string_view title, std::string_view body) {
           "padding:.5rem;width:100%;box-sizing:border-box;margin:.25rem 0}}button{{cursor:pointer;"
           "background:#1b1f24;color:#fff;border:0;border-radius:4px}}.error{{color:#b00020}}"
           "form{{margin:1rem 0}}</style></head><body><h1>{}</h1>{}</body></html>",
-          Escape(title), Escape(title), body));
+          core::HtmlEscape(title), core::HtmlEscape(title), body));
   r.SetHeader("Cache-Control", "no-store");
   r.SetHeader("Content-Security-Policy",
               "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
@@ -57,7 +32,8 @@ Response Page(int status, std::string_view title, std::string_view body) {
 }
 
 std::string HiddenToken(std::string_view token) {
-  return fmt::format("<input type=\"hidden\" name=\"token\" value=\"{}\">", Escape(token));
+  return fmt::format("<input type=\"hidden\" name=\"token\" value=\"{}\">",
+                     core::HtmlEscape(token));
 }
 
 /// The form fields of an application/x-www-form-urlencoded body.
@@ -96,7 +72,7 @@ void RegisterAuthPages(Router& router, ApiContext& ctx) {
     if (!s) {
       return Page(400, "Sign-in link",
                   fmt::format("<p class=\"error\">{}</p><p><a href=\"/\">Back to sign in</a></p>",
-                              Escape(s.error().message)));
+                              core::HtmlEscape(s.error().message)));
     }
     Response r = Response::Redirect("/");
     r.AddHeader("Set-Cookie", ctx.authn.SessionCookie(*s, ctx.clock.NowUnix()));
@@ -130,10 +106,11 @@ void RegisterAuthPages(Router& router, ApiContext& ctx) {
       std::string retry;
       if (p.error().api_code == "weak_password") {
         retry = fmt::format("<p><a href=\"/auth/reset-password?token={}\">Try again</a></p>",
-                            Escape(Field(fields, "token")));
+                            core::HtmlEscape(Field(fields, "token")));
       }
-      return Page(400, "Set a password",
-                  fmt::format("<p class=\"error\">{}</p>{}", Escape(p.error().message), retry));
+      return Page(
+          400, "Set a password",
+          fmt::format("<p class=\"error\">{}</p>{}", core::HtmlEscape(p.error().message), retry));
     }
     Response r = Page(200, "Password set",
                       "<p>Your new password is set, and every other sign-in was ended.</p>"

@@ -2,31 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "core/encoding.h"
+
 namespace gpuwerk::auth {
 namespace {
-
-std::string HtmlEscape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 mail::Mail LinkMail(std::string_view to, std::string_view subject, std::string_view intro,
                     std::string_view button, std::string_view link, int minutes_valid) {
@@ -40,7 +19,7 @@ mail::Mail LinkMail(std::string_view to, std::string_view subject, std::string_v
   m.html_body = fmt::format(
       "<p>{}</p><p><a href=\"{}\">{}</a></p><p>The link works once and expires in {} minutes. "
       "If you did not ask for it, ignore this mail.</p><p>-- gpuwerk</p>",
-      HtmlEscape(intro), HtmlEscape(link), HtmlEscape(button), minutes_valid);
+      core::HtmlEscape(intro), core::HtmlEscape(link), core::HtmlEscape(button), minutes_valid);
   return m;
 }
 
@@ -71,7 +50,7 @@ mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url) {
       "<p>Someone asked for a gpuwerk sign-in or password link for this address, but there is "
       "no account for it.</p><p><a href=\"{}\">Sign up</a></p><p>If it was not you, ignore "
       "this mail.</p><p>-- gpuwerk</p>",
-      HtmlEscape(signup_url));
+      core::HtmlEscape(signup_url));
   return m;
 }
 

@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 
+#include "core/curl_handles.h"
+
 namespace gpuwerk::cli {
 namespace {
 
@@ -13,21 +15,6 @@ using core::ErrorCode;
 
 /// Answers larger than this are refused (the API's pages are a few KiB).
 constexpr size_t kMaxResponseBytes = 32 * 1024 * 1024;
-
-struct EasyCleanup {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-struct SlistFree {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
-};
-using EasyPtr = std::unique_ptr<CURL, EasyCleanup>;
-using SlistPtr = std::unique_ptr<curl_slist, SlistFree>;
-
-/// curl_global_init is not safe to race with other curl calls; do it once, on first use.
-void InitCurlOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 /// What the write and header callbacks fill in.
 struct Transfer {
@@ -176,8 +163,8 @@ ApiClient::ApiClient(std::string base_url, std::string token)
 core::Result<ApiResponse> ApiClient::Call(std::string_view method, std::string_view path,
                                           const nlohmann::json* body,
                                           const std::vector<std::string>& headers) const {
-  InitCurlOnce();
-  EasyPtr curl(curl_easy_init());
+  core::CurlGlobalInitOnce();
+  core::CurlEasy curl(curl_easy_init());
   if (!curl) return core::Internal("could not start an HTTP request (curl_easy_init failed)");
   CURL* c = curl.get();
 
@@ -200,7 +187,7 @@ core::Result<ApiResponse> ApiClient::Call(std::string_view method, std::string_v
   }
   if (!token_.empty()) add_header("Authorization: Bearer " + token_);
   for (const auto& h : headers) add_header(h);
-  SlistPtr header_list(list);
+  core::CurlList header_list(list);
 
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");

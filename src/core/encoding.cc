@@ -52,6 +52,33 @@ std::string HexEncode(std::string_view bytes) {
   return out;
 }
 
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 bool IsValidUtf8(std::string_view text) { return utf8::is_valid(text.begin(), text.end()); }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

@@ -16,6 +16,8 @@ std::optional<std::string> Base64Decode(std::string_view text);
 std::string Sha256(std::string_view bytes);
 /// Lowercase hex of `bytes`.
 std::string HexEncode(std::string_view bytes);
+/// `text` with & < > " ' replaced by character references, for HTML text and attribute values.
+std::string HtmlEscape(std::string_view text);
 /// Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
 /// above U+10FFFF). UTF8-CPP underneath.
 bool IsValidUtf8(std::string_view text);

@@ -11,22 +11,11 @@
 #include <mutex>
 #include <string_view>
 
+#include "core/curl_handles.h"
 #include "mail/message.h"
 
 namespace gpuwerk::mail {
 namespace {
-
-void GlobalInitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-struct EasyDeleter {
-  void operator()(CURL* h) const { curl_easy_cleanup(h); }
-};
-struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
-};
 
 /// The message being uploaded as DATA.
 struct Upload {
@@ -127,7 +116,7 @@ core::Result<void> ValidateSmtpMailerOptions(const SmtpMailerOptions& options) {
 }
 
 SmtpMailer::SmtpMailer(SmtpMailerOptions options) : options_(std::move(options)) {
-  GlobalInitOnce();
+  core::CurlGlobalInitOnce();
 }
 
 SmtpMailer::~SmtpMailer() = default;
@@ -141,14 +130,13 @@ core::Result<void> SmtpMailer::Send(const Mail& mail) {
 
   // Everything the handle points at is declared before it, so it outlives the handle: curl may
   // still talk (QUIT) and call back from curl_easy_cleanup.
-  std::unique_ptr<curl_slist, SlistDeleter> rcpt(
-      curl_slist_append(nullptr, fmt::format("<{}>", mail.to).c_str()));
+  core::CurlList rcpt(curl_slist_append(nullptr, fmt::format("<{}>", mail.to).c_str()));
   if (!rcpt) return core::Internal("curl_slist_append failed");
   const std::string mail_from = fmt::format("<{}>", FromAddress(options_.from));
   Upload upload{message};
   Dialogue dialogue;
   char error_buffer[CURL_ERROR_SIZE] = {};
-  std::unique_ptr<CURL, EasyDeleter> easy(curl_easy_init());
+  core::CurlEasy easy(curl_easy_init());
   if (!easy) return core::Internal("curl_easy_init failed");
   CURL* h = easy.get();
 

@@ -1,0 +1,179 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gpuwerk::agent {
+
+/// A container's state as the engine reports it (Docker Engine API v1.41, `State.Status` of
+/// `GET /containers/{id}/json` and `State` of `GET /containers/json`). Every string an engine may
+/// send maps to one of these explicitly (ParseContainerState); anything else is kUnknown, never a
+/// guess (case C11).
+enum class ContainerState {
+  kCreated,     ///< created, never started ("created"; podman also "configured", "initialized")
+  kRunning,     ///< its main process runs ("running")
+  kRestarting,  ///< the engine is restarting it under its restart policy ("restarting")
+  kPaused,      ///< frozen ("paused")
+  kExited,      ///< its main process ended ("exited"; podman also "stopped", "stopping")
+  kDead,        ///< the engine failed to remove or clean it up ("dead")
+  kRemoving,    ///< being removed ("removing")
+  kUnknown,     ///< a string this code does not know, or none
+};
+
+/// Maps an engine state string to a ContainerState: the Docker strings ("created", "running",
+/// "restarting", "paused", "exited", "dead", "removing") and podman's own ("configured",
+/// "initialized" → kCreated; "stopped", "stopping" → kExited). Exact, case-sensitive match;
+/// anything else, including "" and "unknown", is kUnknown.
+ContainerState ParseContainerState(std::string_view engine_state);
+
+/// The Docker name of a state ("running", …; kUnknown is "unknown"), for logs and reports.
+std::string_view ContainerStateName(ContainerState state);
+
+/// What to create: the body of `POST /containers/create` (Docker Engine API v1.41), reduced to
+/// what an instance needs.
+struct ContainerSpec {
+  /// The container name (`?name=`); unique on the engine. Empty: the engine picks one.
+  std::string name;
+  /// The image reference, e.g. "localhost/gpuwerk-instance:bookworm". It must already be on the
+  /// engine: CreateContainer never pulls.
+  std::string image;
+  /// The hostname inside the container (`Hostname`).
+  std::string hostname;
+  /// `Labels`, e.g. {"io.gpuwerk.instance": "<instance id>"}; ListContainers filters on them.
+  std::map<std::string, std::string> labels;
+  /// `Env` entries, each "NAME=value".
+  std::vector<std::string> env;
+  /// `Cmd`; empty: the image's CMD.
+  std::vector<std::string> cmd;
+  /// `HostConfig.Memory`, in bytes; 0: no limit.
+  int64_t memory_bytes = 0;
+  /// Expose the host's GPUs: `HostConfig.Runtime` "nvidia" and `NVIDIA_VISIBLE_DEVICES=all`.
+  bool gpu = false;
+  /// The host address that container port 22/tcp is published on, with a host port the engine
+  /// chooses (read it back from ContainerInfo::ssh_port). Must be a specific address that only
+  /// the relay's side reaches (the host's internal address, or 127.0.0.1 on one machine): a
+  /// wildcard ("", "0.0.0.0", "::") is refused with kInvalidArgument "public_ssh_bind".
+  std::string ssh_bind_address = "127.0.0.1";
+  /// `HostConfig.RestartPolicy.Name`: "no", "always", "unless-stopped" or "on-failure".
+  std::string restart_policy = "unless-stopped";
+};
+
+/// What the engine says about one container (Docker Engine API v1.41).
+struct ContainerInfo {
+  /// The engine's full container id (hex).
+  std::string id;
+  /// The container name, without Docker's leading "/".
+  std::string name;
+  /// The image reference the container was created from (`Config.Image`; list: `Image`).
+  std::string image;
+  std::map<std::string, std::string> labels;
+  ContainerState state = ContainerState::kUnknown;
+  /// The main process's exit code (`State.ExitCode`); 0 while running. Inspect only (0 in lists).
+  int exit_code = 0;
+  /// `State.StartedAt` / `State.FinishedAt`, RFC 3339 exactly as the engine sent it (Docker sends
+  /// "0001-01-01T00:00:00Z" for "never"). Inspect only (empty in lists).
+  std::string started_at;
+  std::string finished_at;
+  /// The host port that container port 22/tcp is published on; 0 when not published (or not
+  /// while the container is stopped: Docker drops the binding then).
+  uint16_t ssh_port = 0;
+  /// Whether the kernel's OOM killer ended the main process (`State.OOMKilled`). Inspect only.
+  bool oom_killed = false;
+  /// The engine's error for this container (`State.Error`), e.g. a failed start. Inspect only.
+  std::string error;
+};
+
+/// Facts about the engine (`GET /version`).
+struct EngineVersion {
+  std::string version;      ///< the engine's own version, e.g. "24.0.7" or "4.3.1" (podman)
+  std::string api_version;  ///< the newest Docker API version it serves, e.g. "1.41"
+  std::string os;           ///< "linux"
+  std::string arch;         ///< "amd64", "arm64"
+  std::string kernel_version;
+  std::string platform;  ///< `Platform.Name`, e.g. "Docker Engine - Community"
+};
+
+/// The container engine on one host, seen through the Docker Engine API v1.41 (Docker; podman's
+/// compatible service). The host agent's only way to touch containers; the seam where tests put a
+/// fake. Ids are the engine's container ids or names (the API accepts either).
+///
+/// Every call is bounded: `timeout` is the most it may take (zero or negative: the
+/// implementation's configured default). A call that runs out of time returns kDeadlineExceeded
+/// "engine_timeout" and never blocks longer (case C11): callers must then treat what they knew
+/// as stale. Common errors of every call:
+///   - kUnavailable "engine_unavailable": the engine cannot be reached (socket missing, refused,
+///     connection dropped); the message names the socket.
+///   - kDeadlineExceeded "engine_timeout": no complete answer within the time limit.
+///   - kUnavailable "engine_error": the engine answered 5xx; the message carries its reason.
+///   - kInvalidArgument "engine_bad_request": the engine answered 400 (a bad spec or argument).
+///
+/// Implementations are thread-safe: any number of calls may run at once.
+class ContainerEngine {
+ public:
+  using Timeout = std::chrono::milliseconds;
+
+  virtual ~ContainerEngine() = default;
+
+  /// `GET /_ping`: the engine answers. Only the common errors.
+  virtual core::Result<void> Ping(Timeout timeout) = 0;
+
+  /// `GET /version`: the engine's version and the API versions it serves. Only the common errors
+  /// (and "engine_bad_response" when the answer is not the expected JSON).
+  virtual core::Result<EngineVersion> Version(Timeout timeout) = 0;
+
+  /// `POST /containers/create?name=…`: creates (does not start) a container from `spec` and
+  /// returns its id. Never pulls the image. Errors: kFailedPrecondition "image_not_found" (the
+  /// image is not on the engine; the message names it; nothing is created), kAlreadyExists
+  /// "container_exists" (the name is taken), kInvalidArgument "public_ssh_bind" (see
+  /// ContainerSpec::ssh_bind_address), kInvalidArgument "invalid_container_spec" (no image).
+  virtual core::Result<std::string> CreateContainer(const ContainerSpec& spec, Timeout timeout) = 0;
+
+  /// `PUT /containers/{id}/archive?path=…`: unpacks the tar archive `tar_bytes` (uncompressed
+  /// POSIX tar, owners and modes as recorded in it) into directory `path` of the container's
+  /// filesystem. Works on created and stopped containers too. Errors: kNotFound
+  /// "container_not_found" (no such container, or `path` does not exist in it).
+  virtual core::Result<void> PutArchive(std::string_view id, std::string_view path,
+                                        std::string_view tar_bytes, Timeout timeout) = 0;
+
+  /// `POST /containers/{id}/start`. Starting a running container succeeds (304). Errors:
+  /// kNotFound "container_not_found"; kFailedPrecondition "container_conflict" (e.g. being
+  /// removed); "engine_error" when the runtime fails (e.g. "unknown runtime specified nvidia").
+  virtual core::Result<void> StartContainer(std::string_view id, Timeout timeout) = 0;
+
+  /// `POST /containers/{id}/restart?t=…`: stops the container (SIGTERM, then SIGKILL after
+  /// `stop_timeout_seconds` seconds) and starts it again; its filesystem is kept. Success means
+  /// only that the engine accepted the restart: the container may exit right after (case C10),
+  /// so callers confirm with InspectContainer. The call may take up to `timeout` plus
+  /// `stop_timeout_seconds`. Errors: kNotFound "container_not_found".
+  virtual core::Result<void> RestartContainer(std::string_view id, int stop_timeout_seconds,
+                                              Timeout timeout) = 0;
+
+  /// `GET /containers/{id}/json`: the container's current state. Errors: kNotFound
+  /// "container_not_found" when it does not exist (or no longer).
+  virtual core::Result<ContainerInfo> InspectContainer(std::string_view id, Timeout timeout) = 0;
+
+  /// `DELETE /containers/{id}?force=…&v=true`: removes the container and its anonymous volumes;
+  /// `force` kills it first when it runs. Idempotent: a container that does not exist is
+  /// success. Errors: kFailedPrecondition "container_conflict" (running and not `force`, or
+  /// already being removed).
+  virtual core::Result<void> RemoveContainer(std::string_view id, bool force, Timeout timeout) = 0;
+
+  /// `GET /containers/json?all=true&filters={"label":[…]}`: every container in any state that
+  /// carries all of `label_filter`'s labels (an empty value matches the label with any value; an
+  /// empty filter lists every container). Entries carry id, name, image, labels, state and
+  /// ssh_port; exit_code, started_at, finished_at, oom_killed and error are filled only by
+  /// InspectContainer. Order unspecified.
+  virtual core::Result<std::vector<ContainerInfo>> ListContainers(
+      const std::map<std::string, std::string>& label_filter, Timeout timeout) = 0;
+
+  /// `GET /images/{name}/json`: whether the image is on the engine (true) or not (false).
+  virtual core::Result<bool> ImageExists(std::string_view name, Timeout timeout) = 0;
+};
+
+}  // namespace gpuwerk::agent
