@@ -329,7 +329,8 @@ TEST_F(AccountsApiTest, BearerSchemeIsCaseInsensitiveAndPasswordsMustBeUtf8) {
   auto cli = Browser();
   EXPECT_EQ(cli->Get("/api/v1/me", {"Authorization: bearer " + secret}).status, 200);
   auto r = Browser()->Post("/api/v1/auth/signup",
-                           "{\"email\":\"bob@example.test\",\"password\":\"\xff\xfeabcdefgh\"}",
+                           "{\"email\":\"bob@example.test\",\"password\":\"\xff\xfe"
+                           "abcdefgh\"}",
                            "application/json");
   EXPECT_EQ(r.status, 400) << r.body;
   ASSERT_EQ(
