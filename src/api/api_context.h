@@ -4,6 +4,9 @@
 #include "auth/account_service.h"
 #include "core/clock.h"
 #include "keys/ssh_key_registry.h"
+#include "sched/agent_sync.h"
+#include "sched/host_registry.h"
+#include "sched/instance_service.h"
 
 namespace gpuwerk::api {
 
@@ -13,6 +16,9 @@ struct ApiContext {
   keys::SshKeyRegistry& ssh_keys;
   const Authenticator& authn;
   core::Clock& clock;
+  sched::HostRegistry& hosts;
+  sched::InstanceService& instances;
+  sched::AgentSync& agent_sync;
 };
 
 class Router;
@@ -21,6 +27,10 @@ class Router;
 void RegisterAccountRoutes(Router& router, ApiContext& ctx);
 void RegisterTokenRoutes(Router& router, ApiContext& ctx);
 void RegisterSshKeyRoutes(Router& router, ApiContext& ctx);
+/// /api/v1/instances and /api/v1/gpu-types.
+void RegisterInstanceRoutes(Router& router, ApiContext& ctx);
+/// /api/v1/admin/hosts (operators) and /api/v1/agent/sync (host agents).
+void RegisterHostRoutes(Router& router, ApiContext& ctx);
 void RegisterAuthPages(Router& router, ApiContext& ctx);
 /// "/" and "/home.js": the sign-in and SSH-key page served until the dashboard lands.
 void RegisterHomePage(Router& router);
@@ -30,6 +40,8 @@ inline void RegisterApiRoutes(Router& router, ApiContext& ctx) {
   RegisterAccountRoutes(router, ctx);
   RegisterTokenRoutes(router, ctx);
   RegisterSshKeyRoutes(router, ctx);
+  RegisterInstanceRoutes(router, ctx);
+  RegisterHostRoutes(router, ctx);
   RegisterAuthPages(router, ctx);
   RegisterHomePage(router);
 }

@@ -17,7 +17,7 @@ Response Page(int status, std::string_view title, std::string_view body) {
       fmt::format(
           "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-          "<meta name=\"referrer\" content=\"no-referrer\"><title>{} · gpuwerk</title>"
+          "<meta name=\"referrer\" content=\"same-origin\"><title>{} · gpuwerk</title>"
           "<style>body{{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;"
           "padding:0 1rem;color:#1b1f24}}h1{{font-size:1.4rem}}input,button{{font:inherit;"
           "padding:.5rem;width:100%;box-sizing:border-box;margin:.25rem 0}}button{{cursor:pointer;"

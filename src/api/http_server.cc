@@ -515,6 +515,9 @@ core::Result<void> ServerCore::Listen() {
   acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (ec) return fail(ec.message());
   acceptor_.bind(endpoint, ec);
+  if (ec == asio::error::address_in_use) {
+    return fail(ec.message() + " (is another server running there? pick another --listen)");
+  }
   if (ec) return fail(ec.message());
   acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return fail(ec.message());

@@ -8,6 +8,9 @@
 #include <fstream>
 #include <iostream>
 
+#ifdef GPUWERK_WITH_AGENT
+#include "app/agent_command.h"
+#endif
 #include "app/server_app.h"
 #include "app/server_config.h"
 #include "cli/commands.h"
@@ -122,17 +125,25 @@ int RunServer(const ServerConfig& config, bool up) {
                    made.error().message.c_str());
       return 1;
     }
+    auto still = (*server)->PasswordMatches(email, password);
+    const std::string shown =
+        still && *still ? "password: " + password : "(password changed since; use yours)";
+    std::error_code ec;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    const std::string data = std::filesystem::absolute(config.data_dir).string();
+    const std::string mail = config.mail == "smtp"
+                                 ? "SMTP " + config.smtp_url
+                                 : data + "/mail/new (Maildir; links are also printed below)";
     std::printf(
         "gpuwerk is up.\n"
         "  dashboard:  %s/\n"
-        "  operator:   %s  password: %s\n"
-        "  CLI:        gpuwerk login --url %s --email %s\n"
+        "  operator:   %s  %s\n"
+        "  CLI:        %s login --url %s --email %s\n"
+        "  data:       %s\n"
         "  mail:       %s\n"
         "Press Ctrl-C to stop.\n",
-        (*server)->base_url().c_str(), email.c_str(), password.c_str(),
-        (*server)->base_url().c_str(), email.c_str(),
-        config.mail == "smtp" ? config.smtp_url.c_str()
-                              : (config.data_dir / "mail/new").string().c_str());
+        (*server)->base_url().c_str(), email.c_str(), shown.c_str(), ec ? "gpuwerk" : self.c_str(),
+        (*server)->base_url().c_str(), email.c_str(), data.c_str(), mail.c_str());
     std::fflush(stdout);
   }
   int sig = 0;
@@ -166,6 +177,9 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   cli::AddClientCommands(app, exit_code);
+#ifdef GPUWERK_WITH_AGENT
+  app::AddAgentCommand(app, exit_code);
+#endif
 
   try {
     app.parse(argc, argv);

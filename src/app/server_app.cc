@@ -1,8 +1,14 @@
 #include "app/server_app.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "api/api_context.h"
 #include "api/authenticator.h"
@@ -15,12 +21,19 @@
 #include "mail/maildir_mailer.h"
 #include "mail/outbox.h"
 #include "mail/smtp_mailer.h"
+#include "sched/agent_sync.h"
+#include "sched/host_registry.h"
+#include "sched/instance_service.h"
 #include "store/sqlite_database.h"
 
 namespace gpuwerk::app {
 
 /// Owned components, in construction order (destroyed in reverse).
 struct ServerApp::Parts {
+  ~Parts() {
+    if (lock_fd >= 0) ::close(lock_fd);
+  }
+  int lock_fd = -1;  ///< flock'd DATA/lock: one server per data directory
   ServerConfig config;
   core::Clock* clock = nullptr;
   core::Rng* rng = nullptr;
@@ -31,12 +44,20 @@ struct ServerApp::Parts {
   std::unique_ptr<auth::PasswordHasher> hasher;
   std::unique_ptr<auth::AccountService> accounts;
   std::unique_ptr<keys::SshKeyRegistry> ssh_keys;
+  std::unique_ptr<sched::HostRegistry> hosts;
+  std::unique_ptr<sched::InstanceService> instances;
+  std::unique_ptr<sched::AgentSync> agent_sync;
   std::unique_ptr<api::Authenticator> authn;
   std::unique_ptr<api::ApiContext> api_context;
   std::unique_ptr<api::Metrics> metrics;
   std::unique_ptr<api::Router> router;
   std::unique_ptr<api::HttpServer> http;
   bool stopped = false;
+  // The worker that persists `unknown` for instances on silent hosts, once a second.
+  std::thread unknown_worker;
+  std::mutex worker_mu;
+  std::condition_variable worker_cv;
+  bool worker_stop = false;
 };
 
 namespace {
@@ -88,6 +109,15 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
         core::ErrorCode::kUnavailable, "data_dir_unavailable",
         "cannot create the data directory " + config.data_dir.string() + ": " + ec.message());
   }
+  // One server per data directory: a second one would run a second mail worker and agent on
+  // the same store.
+  const std::string lock_path = (config.data_dir / "lock").string();
+  p->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (p->lock_fd < 0 || ::flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "data_dir_in_use",
+                      "the data directory " + std::filesystem::absolute(config.data_dir).string() +
+                          " is in use by another gpuwerk server; stop it, or pass --data DIR");
+  }
   GPUWERK_ASSIGN_OR_RETURN(auto sqlite, store::SqliteDatabase::Open(
                                             {.path = (config.data_dir / "gpuwerk.db").string()}));
   p->db = std::move(sqlite);
@@ -118,14 +148,28 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   GPUWERK_ASSIGN_OR_RETURN(p->http, api::HttpServer::Start(http_options, *p->router, *p->metrics));
 
   account_options.public_url = config.public_url.empty() ? p->http->base_url() : config.public_url;
+  if (config.public_url.empty() &&
+      (config.listen.starts_with("0.0.0.0:") || config.listen.starts_with("[::]:"))) {
+    spdlog::warn(
+        "server: listening on every address but mailed links will use {}; pass --public-url "
+        "with the address people reach",
+        account_options.public_url);
+  }
   while (account_options.public_url.ends_with('/')) account_options.public_url.pop_back();
   mail::OutboxWorker* worker = p->outbox_worker.get();
   p->accounts = std::make_unique<auth::AccountService>(
       *p->db, clock, rng, *p->hasher, *p->outbox, account_options, [worker] { worker->Wake(); });
   p->ssh_keys = std::make_unique<keys::SshKeyRegistry>(*p->db, clock, rng);
+  sched::SchedOptions sched_options;
+  sched_options.instance_image = config.instance_image;
+  sched_options.instance_memory_bytes = config.instance_memory_bytes;
+  sched_options.host_unknown_after_seconds = config.host_unknown_after_seconds;
+  p->hosts = std::make_unique<sched::HostRegistry>(*p->db, clock, rng);
+  p->instances = std::make_unique<sched::InstanceService>(*p->db, clock, rng, sched_options);
+  p->agent_sync = std::make_unique<sched::AgentSync>(*p->db, clock, rng, sched_options);
   p->authn = std::make_unique<api::Authenticator>(*p->accounts, account_options.public_url);
-  p->api_context = std::make_unique<api::ApiContext>(
-      api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock});
+  p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
+      *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync});
   api::AddOperationalRoutes(*p->router, *p->metrics);
   api::RegisterApiRoutes(*p->router, *p->api_context);
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
@@ -135,6 +179,17 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->metrics->AddCounter("gpuwerk_mail_given_up_total", "Mails given up after the last retry",
                          [worker] { return static_cast<double>(worker->given_up_total()); });
   p->outbox_worker->Start();
+  Parts* parts = p.get();
+  p->unknown_worker = std::thread([parts] {
+    std::unique_lock lock(parts->worker_mu);
+    while (!parts->worker_cv.wait_for(lock, std::chrono::seconds(1),
+                                      [parts] { return parts->worker_stop; })) {
+      lock.unlock();
+      auto marked = parts->instances->MarkUnknownHosts(parts->clock->NowUnix());
+      if (!marked) spdlog::warn("sched: marking unknown hosts failed: {}", marked.error().message);
+      lock.lock();
+    }
+  });
   spdlog::info("server: listening on {} (public URL {}, store sqlite {})", p->http->base_url(),
                account_options.public_url, (config.data_dir / "gpuwerk.db").string());
   return std::unique_ptr<ServerApp>(new ServerApp(std::move(p)));
@@ -148,6 +203,11 @@ core::Result<bool> ServerApp::EnsureOperator(const std::string& email,
   return parts_->accounts->EnsureOperator(email, password);
 }
 
+core::Result<bool> ServerApp::PasswordMatches(const std::string& email,
+                                              const std::string& password) {
+  return parts_->accounts->PasswordMatches(email, password);
+}
+
 core::Result<int> ServerApp::DeliverMailNow() { return parts_->outbox_worker->DeliverDue(); }
 
 void ServerApp::Stop() {
@@ -155,6 +215,12 @@ void ServerApp::Stop() {
   parts_->stopped = true;
   if (parts_->http) parts_->http->Stop();
   if (parts_->outbox_worker) parts_->outbox_worker->Stop();
+  {
+    std::lock_guard lock(parts_->worker_mu);
+    parts_->worker_stop = true;
+  }
+  parts_->worker_cv.notify_all();
+  if (parts_->unknown_worker.joinable()) parts_->unknown_worker.join();
 }
 
 }  // namespace gpuwerk::app

@@ -27,6 +27,8 @@ class ServerApp {
 
   /// Creates the first operator if absent (used by `gpuwerk up`); true when created.
   core::Result<bool> EnsureOperator(const std::string& email, const std::string& password);
+  /// Whether `password` is still the operator's password (it may have been changed since).
+  core::Result<bool> PasswordMatches(const std::string& email, const std::string& password);
   /// Delivers due outbox mails now (tests).
   core::Result<int> DeliverMailNow();
 

@@ -63,6 +63,11 @@ const std::map<std::string, Setter>& Options() {
        Number(&ServerConfig::sign_in_failures_per_address, "sign_in_failures_per_address")},
       {"sign_in_window_seconds",
        Number(&ServerConfig::sign_in_window_seconds, "sign_in_window_seconds")},
+      {"instance_image", Text(&ServerConfig::instance_image)},
+      {"instance_memory_bytes",
+       Number(&ServerConfig::instance_memory_bytes, "instance_memory_bytes")},
+      {"host_unknown_after_seconds",
+       Number(&ServerConfig::host_unknown_after_seconds, "host_unknown_after_seconds")},
   };
   return kOptions;
 }
@@ -132,6 +137,15 @@ core::Result<void> Validate(const ServerConfig& c) {
   if (c.read_timeout_seconds < 1 || c.idle_timeout_seconds < 1 || c.sign_in_window_seconds < 1 ||
       c.sign_in_failures_per_account < 1 || c.sign_in_failures_per_address < 1) {
     return std::unexpected(ConfigError("timeouts, windows and limits must be positive"));
+  }
+  if (c.instance_image.empty()) {
+    return std::unexpected(ConfigError("instance_image must not be empty"));
+  }
+  if (c.instance_memory_bytes < 0) {
+    return std::unexpected(ConfigError("instance_memory_bytes must be 0 (no limit) or more"));
+  }
+  if (c.host_unknown_after_seconds < 1) {
+    return std::unexpected(ConfigError("host_unknown_after_seconds must be positive"));
   }
   if (!c.public_url.empty() && !c.public_url.starts_with("http://") &&
       !c.public_url.starts_with("https://")) {

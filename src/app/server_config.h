@@ -31,6 +31,10 @@ struct ServerConfig {
   int sign_in_failures_per_account = 5;
   int sign_in_failures_per_address = 20;
   int sign_in_window_seconds = 900;  ///< the sliding window of both limits
+  /// The container image every instance runs (production: a CUDA base with openssh-server).
+  std::string instance_image = "localhost/gpuwerk-instance:bookworm";
+  int64_t instance_memory_bytes = 0;    ///< each container's memory limit; 0 = no limit
+  int host_unknown_after_seconds = 30;  ///< a host silent this long makes its instances unknown
 };
 
 /// Reads `path` (TOML, parsed by toml++) into `config`; keys not given keep their values.

@@ -471,4 +471,17 @@ core::Result<bool> AccountService::EnsureOperator(std::string_view email,
   });
 }
 
+core::Result<bool> AccountService::PasswordMatches(std::string_view email,
+                                                   std::string_view password) {
+  GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::string hash, db_.Read([&](Transaction& tx) -> core::Result<std::string> {
+        GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT password_hash FROM persons WHERE "
+                                                       "email_norm = ?",
+                                                       {address.normalised}));
+        return row ? row->Text(0) : std::string();
+      }));
+  return !hash.empty() && hasher_.Verify(hash, password);
+}
+
 }  // namespace gpuwerk::auth

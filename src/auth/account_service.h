@@ -106,6 +106,9 @@ class AccountService {
   /// Creates the operator account if no person has that email yet (used by `gpuwerk up`);
   /// returns true when it created one.
   core::Result<bool> EnsureOperator(std::string_view email, std::string_view password);
+  /// Whether `password` is the current password of the account with this email (no limits, no
+  /// audit: for `gpuwerk up` to tell whether the password it printed last time still works).
+  core::Result<bool> PasswordMatches(std::string_view email, std::string_view password);
 
  private:
   core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,

@@ -43,6 +43,10 @@ struct Options {
   std::string name;
   std::string file;
   std::string id;
+  std::string key;
+  std::string gpu_type = "spark-1x";
+  bool no_gpu = false;
+  std::vector<std::string> args;
 };
 
 /// What a verb's callback works with; owned (through a shared_ptr) by the CLI11 callbacks.
@@ -648,6 +652,220 @@ core::Result<void> TokensRmVerb(Context& ctx) {
   return {};
 }
 
+// --- instances, ssh, gpu types, admin hosts ---------------------------------------------------
+
+/// The caller's live instance named (or with the id) ctx.opt.name.
+core::Result<json> FindInstance(Context& ctx, Session& session) {
+  GPUWERK_ASSIGN_OR_RETURN(json items, session.All("/api/v1/instances"));
+  for (const auto& in : items) {
+    if (Str(in, "name") == ctx.opt.name) return in;
+  }
+  for (const auto& in : items) {
+    if (Str(in, "id") == ctx.opt.name) return in;
+  }
+  return core::Fail(ErrorCode::kNotFound, "not_found",
+                    "no instance named " + ctx.opt.name + "; see 'gpuwerk instances ls'");
+}
+
+void PrintInstance(Context& ctx, const json& in) {
+  std::string out = "name:        " + SafeText(Str(in, "name")) + "\n" +
+                    "id:          " + SafeText(Str(in, "id")) + "\n" +
+                    "status:      " + SafeText(Str(in, "status"));
+  if (!Str(in, "status_reason").empty()) out += " (" + SafeText(Str(in, "status_reason")) + ")";
+  out += "\nhostname:    " + SafeText(Str(in, "hostname")) + "\n";
+  out += "gpu type:    " + SafeText(Str(in, "gpu_type"));
+  if (!Str(in, "gpu").empty()) out += " (" + SafeText(Str(in, "gpu")) + ")";
+  out += "\nssh key:     " + SafeText(Str(Field(in, "ssh_key"), "name")) + "\n";
+  std::string hosts;
+  for (const auto& h : Field(in, "hosts")) {
+    if (h.is_string()) hosts += (hosts.empty() ? "" : ", ") + SafeText(h.get<std::string>());
+  }
+  out += "hosts:       " + hosts + "\n";
+  out += "ssh:         " +
+         (Str(in, "ssh_command").empty() ? std::string("(not ready yet)")
+                                         : SafeText(Str(in, "ssh_command"))) +
+         "\n";
+  out += "session:     " + SafeText(Str(Field(in, "billing_session"), "id")) + " since " +
+         SafeText(Str(Field(in, "billing_session"), "started_at")) + "\n";
+  Print(ctx, out);
+}
+
+core::Result<void> InstancesLsVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json items, session.All("/api/v1/instances"));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, items);
+    return {};
+  }
+  if (items.empty()) {
+    Print(ctx, "No instances. Create one with 'gpuwerk instances create NAME --key KEY'.\n");
+    return {};
+  }
+  Table table({"NAME", "STATUS", "GPU TYPE", "HOSTNAME", "CREATED"});
+  for (const auto& in : items) {
+    table.AddRow({CellText(Field(in, "name")), CellText(Field(in, "status")),
+                  CellText(Field(in, "gpu_type")), CellText(Field(in, "hostname")),
+                  CellText(Field(in, "created_at"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> InstancesCreateVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json keys, session.All("/api/v1/ssh-keys"));
+  std::string key_id;
+  for (const auto& k : keys) {
+    if (Str(k, "name") == ctx.opt.key) key_id = Str(k, "id");
+  }
+  for (const auto& k : keys) {
+    if (key_id.empty() && Str(k, "id") == ctx.opt.key) key_id = Str(k, "id");
+  }
+  if (key_id.empty()) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no key named " + ctx.opt.key + "; see 'gpuwerk keys ls'");
+  }
+  const json body = {
+      {"name", ctx.opt.name}, {"ssh_key_id", key_id}, {"gpu_type", ctx.opt.gpu_type}};
+  GPUWERK_ASSIGN_OR_RETURN(json in, session.Ok("POST", "/api/v1/instances", &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, in);
+    return {};
+  }
+  Print(ctx, "Created instance " + SafeText(Str(in, "name")) + " (" +
+                 SafeText(Str(in, "hostname")) + "), status " + SafeText(Str(in, "status")) +
+                 ". Connect with 'gpuwerk ssh " + SafeText(Str(in, "name")) + "'.\n");
+  return {};
+}
+
+core::Result<void> InstancesShowVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(ctx, session));
+  GPUWERK_ASSIGN_OR_RETURN(json in,
+                           session.Ok("GET", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, in);
+    return {};
+  }
+  PrintInstance(ctx, in);
+  return {};
+}
+
+core::Result<void> InstancesRestartVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(ctx, session));
+  const json body = json::object();
+  GPUWERK_TRY(
+      session.Ok("POST", "/api/v1/instances/" + PathEscape(Str(found, "id")) + "/restart", &body));
+  Print(ctx, "Restarting " + SafeText(Str(found, "name")) + ".\n");
+  return {};
+}
+
+core::Result<void> InstancesRmVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(ctx, session));
+  GPUWERK_TRY(session.Ok("DELETE", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  Print(ctx, "Deleting " + SafeText(Str(found, "name")) + "; its billing session has ended.\n");
+  return {};
+}
+
+/// Splits an ssh_command from the API ("ssh -p 40123 root@10.0.0.5") into words.
+std::vector<std::string> SplitWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!word.empty()) words.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) words.push_back(std::move(word));
+  return words;
+}
+
+core::Result<void> SshVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(ctx, session));
+  GPUWERK_ASSIGN_OR_RETURN(json in,
+                           session.Ok("GET", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  std::vector<std::string> words = SplitWords(Str(in, "ssh_command"));
+  if (words.size() < 2 || words[0] != "ssh") {
+    return core::Fail(ErrorCode::kFailedPrecondition, "not_ready",
+                      "instance " + ctx.opt.name + " is " + Str(in, "status") +
+                          "; it cannot take SSH connections yet");
+  }
+  for (const auto& a : ctx.opt.args) words.push_back(a);
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ctx.io.out->flush();
+  ctx.io.err->flush();
+  ::execvp("ssh", argv.data());
+  return core::Fail(ErrorCode::kUnavailable, "ssh_not_found",
+                    std::string("cannot run ssh: ") + std::strerror(errno));
+}
+
+core::Result<void> GpuTypesVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json types, session.Ok("GET", "/api/v1/gpu-types"));
+  const json& items = Field(types, "items");
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, items);
+    return {};
+  }
+  Table table({"NAME", "HOSTS", "PRICE/H", "FREE", "ONLINE", "DESCRIPTION"});
+  for (const auto& t : items) {
+    const json& price = Field(t, "price");
+    const json& amount = Field(price, "amount_minor");
+    std::string money = amount.is_number_integer()
+                            ? std::to_string(amount.get<int64_t>() / 100) + "." +
+                                  (amount.get<int64_t>() % 100 < 10 ? "0" : "") +
+                                  std::to_string(amount.get<int64_t>() % 100) + " " +
+                                  Str(price, "currency")
+                            : std::string();
+    table.AddRow({CellText(Field(t, "name")), CellText(Field(t, "hosts_per_instance")),
+                  SafeText(money), CellText(Field(t, "free_capacity")),
+                  CellText(Field(t, "online")), CellText(Field(t, "description"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> AdminHostsAddVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  const json body = {
+      {"name", ctx.opt.name}, {"gpu_type", ctx.opt.gpu_type}, {"gpu_required", !ctx.opt.no_gpu}};
+  GPUWERK_ASSIGN_OR_RETURN(json host, session.Ok("POST", "/api/v1/admin/hosts", &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, host);
+    return {};
+  }
+  Print(ctx, "Registered host " + SafeText(Str(host, "name")) + " (" +
+                 SafeText(Str(host, "gpu_type")) + "). Its agent token, shown only now:\n" +
+                 SafeText(Str(host, "token")) + "\n");
+  return {};
+}
+
+core::Result<void> AdminHostsLsVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json hosts, session.Ok("GET", "/api/v1/admin/hosts"));
+  const json& items = Field(hosts, "items");
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, items);
+    return {};
+  }
+  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE"});
+  for (const auto& h : items) {
+    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
+                  CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
+                  CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
 }  // namespace
 
 ClientIo ClientIo::Process() {
@@ -738,6 +956,64 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   tokens_rm->add_option("ID", o.id, "the token's id (see 'gpuwerk tokens ls')")->required();
   target_options(tokens_rm);
   tokens_rm->callback(runs(&TokensRmVerb));
+
+  CLI::App* instances = app.add_subcommand("instances", "Manage your instances");
+  instances->require_subcommand(1);
+  CLI::App* ins_ls = instances->add_subcommand("ls", "List your instances");
+  ins_ls->alias("list");
+  target_options(ins_ls);
+  json_flag(ins_ls);
+  ins_ls->callback(runs(&InstancesLsVerb));
+  CLI::App* ins_create = instances->add_subcommand("create", "Create an instance");
+  ins_create->add_option("NAME", o.name, "a DNS label, unique among your instances")->required();
+  ins_create->add_option("--key", o.key, "the name of your SSH key to put in it")->required();
+  ins_create->add_option("--gpu-type", o.gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  target_options(ins_create);
+  json_flag(ins_create);
+  ins_create->callback(runs(&InstancesCreateVerb));
+  CLI::App* ins_show = instances->add_subcommand("show", "Show one instance");
+  ins_show->add_option("NAME", o.name, "the instance's name")->required();
+  target_options(ins_show);
+  json_flag(ins_show);
+  ins_show->callback(runs(&InstancesShowVerb));
+  CLI::App* ins_restart = instances->add_subcommand("restart", "Restart an instance's container");
+  ins_restart->add_option("NAME", o.name, "the instance's name")->required();
+  target_options(ins_restart);
+  ins_restart->callback(runs(&InstancesRestartVerb));
+  CLI::App* ins_rm = instances->add_subcommand("rm", "Delete an instance");
+  ins_rm->alias("remove");
+  ins_rm->add_option("NAME", o.name, "the instance's name")->required();
+  target_options(ins_rm);
+  ins_rm->callback(runs(&InstancesRmVerb));
+
+  CLI::App* ssh = app.add_subcommand("ssh", "Open an SSH session to an instance (runs ssh)");
+  ssh->add_option("NAME", o.name, "the instance's name")->required();
+  ssh->add_option("ARGS", o.args, "arguments passed on to ssh (after --)");
+  target_options(ssh);
+  ssh->callback(runs(&SshVerb));
+
+  CLI::App* gpu_types = app.add_subcommand("gpu-types", "List GPU types, prices and capacity");
+  target_options(gpu_types);
+  json_flag(gpu_types);
+  gpu_types->callback(runs(&GpuTypesVerb));
+
+  CLI::App* admin = app.add_subcommand("admin", "Operator commands");
+  admin->require_subcommand(1);
+  CLI::App* admin_hosts = admin->add_subcommand("hosts", "Manage GPU hosts");
+  admin_hosts->require_subcommand(1);
+  CLI::App* hosts_add =
+      admin_hosts->add_subcommand("add", "Register a host (its agent token is shown once)");
+  hosts_add->add_option("NAME", o.name, "the host's name (a DNS label)")->required();
+  hosts_add->add_option("--gpu-type", o.gpu_type, "the GPU type it serves")->required();
+  hosts_add->add_flag("--no-gpu", o.no_gpu, "the host has no GPU (instances say so)");
+  target_options(hosts_add);
+  json_flag(hosts_add);
+  hosts_add->callback(runs(&AdminHostsAddVerb));
+  CLI::App* hosts_ls = admin_hosts->add_subcommand("ls", "List hosts");
+  hosts_ls->alias("list");
+  target_options(hosts_ls);
+  json_flag(hosts_ls);
+  hosts_ls->callback(runs(&AdminHostsLsVerb));
 }
 
 }  // namespace gpuwerk::cli

@@ -100,8 +100,24 @@ core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::str
         tx.QueryOne("SELECT name, fingerprint FROM ssh_keys WHERE id = ? AND person_id = ?",
                     {std::string(id), person_id}));
     if (!row) return core::NotFound("SSH key");
-    // keys held by live instances or open queue entries are checked here once those
-    // tables exist (issues 3 and 5).
+    // a key held by a live instance cannot go (open queue entries join in issue 5).
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto holders, tx.Query("SELECT name FROM instances WHERE ssh_key_id = ? AND person_id = ? "
+                               "AND deleted_at IS NULL ORDER BY name",
+                               {std::string(id), person_id}));
+    if (!holders.empty()) {
+      nlohmann::json names = nlohmann::json::array();
+      std::string list;
+      for (const auto& h : holders) {
+        names.push_back(h.Text(0));
+        list += (list.empty() ? "" : ", ") + h.Text(0);
+      }
+      return core::Fail(
+          core::Error(core::ErrorCode::kFailedPrecondition, "key_in_use",
+                      "This key is attached to instance(s) " + list + "; delete them first.")
+              .WithDetail("instances", std::move(names))
+              .WithDetail("queue_entries", nlohmann::json::array()));
+    }
     GPUWERK_TRY(tx.Exec("DELETE FROM ssh_keys WHERE id = ? AND person_id = ?",
                         {std::string(id), person_id}));
     return store::RecordAudit(tx, clock_, rng_,

@@ -94,6 +94,87 @@ CREATE TABLE audit_events (
 );
 CREATE INDEX audit_events_at ON audit_events(at);
 )sql",
+      // 2: GPU types, hosts, instances, placements, observed containers, billing sessions
+      // (issue 3). One instance per host is enforced here by UNIQUE(host_id) on placements.
+      R"sql(
+CREATE TABLE gpu_types (
+  name TEXT PRIMARY KEY,
+  description TEXT NOT NULL,
+  hosts_per_instance BIGINT NOT NULL,
+  price_minor_per_hour BIGINT NOT NULL,
+  currency TEXT NOT NULL
+);
+INSERT INTO gpu_types (name, description, hosts_per_instance, price_minor_per_hour, currency)
+  VALUES ('spark-1x', 'One DGX Spark: one GB10 GPU, 128 GB unified memory', 1, 65, 'usd');
+INSERT INTO gpu_types (name, description, hosts_per_instance, price_minor_per_hour, currency)
+  VALUES ('spark-2x', 'Two DGX Sparks linked by a 200 Gb/s RoCE fabric', 2, 150, 'usd');
+CREATE TABLE hosts (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  gpu_type TEXT NOT NULL REFERENCES gpu_types(name),
+  token_hash TEXT NOT NULL UNIQUE,
+  gpu_required BIGINT NOT NULL DEFAULT 1,
+  drained BIGINT NOT NULL DEFAULT 0,
+  created_at BIGINT NOT NULL,
+  last_seen_at BIGINT,
+  inventory TEXT NOT NULL DEFAULT '{}',
+  engine_error TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE billing_sessions (
+  id TEXT PRIMARY KEY,
+  instance_id TEXT NOT NULL,
+  person_id TEXT NOT NULL REFERENCES persons(id),
+  instance_name TEXT NOT NULL,
+  gpu_type TEXT NOT NULL,
+  price_minor_per_hour BIGINT NOT NULL,
+  currency TEXT NOT NULL,
+  started_at BIGINT NOT NULL,
+  ended_at BIGINT
+);
+CREATE INDEX billing_sessions_by_person ON billing_sessions(person_id, started_at, id);
+CREATE TABLE instances (
+  id TEXT PRIMARY KEY,
+  person_id TEXT NOT NULL REFERENCES persons(id),
+  name TEXT NOT NULL,
+  ssh_key_id TEXT NOT NULL,
+  public_key TEXT NOT NULL,
+  gpu_type TEXT NOT NULL REFERENCES gpu_types(name),
+  hostname TEXT NOT NULL UNIQUE,
+  image TEXT NOT NULL,
+  desired TEXT NOT NULL,
+  restart_generation BIGINT NOT NULL DEFAULT 0,
+  status TEXT NOT NULL,
+  status_reason TEXT NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  deleted_at BIGINT,
+  billing_session_id TEXT NOT NULL
+);
+CREATE UNIQUE INDEX instances_live_name ON instances(person_id, name) WHERE deleted_at IS NULL;
+CREATE INDEX instances_by_person ON instances(person_id, created_at, id);
+CREATE INDEX instances_by_key ON instances(ssh_key_id);
+CREATE TABLE placements (
+  instance_id TEXT NOT NULL REFERENCES instances(id),
+  host_id TEXT NOT NULL REFERENCES hosts(id),
+  node_index BIGINT NOT NULL,
+  PRIMARY KEY (instance_id, node_index),
+  UNIQUE (host_id)
+);
+CREATE TABLE observed_containers (
+  instance_id TEXT NOT NULL REFERENCES instances(id),
+  node_index BIGINT NOT NULL,
+  host_id TEXT NOT NULL,
+  container_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  exit_code BIGINT NOT NULL DEFAULT 0,
+  started_at TEXT NOT NULL DEFAULT '',
+  ssh_port BIGINT NOT NULL DEFAULT 0,
+  ssh_ready BIGINT NOT NULL DEFAULT 0,
+  restart_generation BIGINT NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '',
+  observed_at BIGINT NOT NULL,
+  PRIMARY KEY (instance_id, node_index)
+);
+)sql",
   };
   return kMigrations;
 }

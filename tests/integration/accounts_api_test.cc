@@ -343,6 +343,24 @@ TEST_F(AccountsApiTest, BearerSchemeIsCaseInsensitiveAndPasswordsMustBeUtf8) {
   EXPECT_NE(form.body.find("UTF-8"), std::string::npos);
 }
 
+TEST_F(AccountsApiTest, SecondServerOnTheSameDataDirIsRefused) {
+  app::ServerConfig again = config_;
+  auto second = app::ServerApp::Start(again, clock_, rng_);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().api_code, "data_dir_in_use");
+  EXPECT_NE(second.error().message.find("--data"), std::string::npos);
+}
+
+TEST_F(AccountsApiTest, LinkPagesKeepTheOriginForTheirButton) {
+  // With "no-referrer" browsers send "Origin: null" on the form POST and the origin check
+  // refuses the button; "same-origin" keeps the real origin and still leaks nothing outside.
+  auto page = Browser()->Get("/auth/magic-link?token=x");
+  EXPECT_NE(page.body.find("content=\"same-origin\""), std::string::npos);
+  ExpectProblem(
+      Browser()->PostJson("/api/v1/auth/magic-link/consume", {{"token", "x"}}, {"Origin: null"}),
+      403, "origin_mismatch");
+}
+
 TEST_F(AccountsApiTest, HealthAndMetrics) {
   auto b = Browser();
   auto h = b->Get("/healthz");

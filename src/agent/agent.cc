@@ -1,0 +1,307 @@
+#include "agent/agent.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <system_error>
+#include <utility>
+
+#include "agent/authorized_keys.h"
+
+namespace gpuwerk::agent {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+constexpr const char* kStateFile = "agent-state.json";
+
+std::string Describe(const core::Error& e) { return e.api_code + ": " + e.message; }
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, Inventory inventory)
+    : options_(std::move(options)),
+      engine_(engine),
+      client_(client),
+      inventory_(std::move(inventory)) {}
+
+std::map<std::string, std::string> Agent::LabelFilter() const {
+  auto filter = options_.extra_labels;
+  filter[std::string(kInstanceLabel)] = "";
+  return filter;
+}
+
+void Agent::LoadState() {
+  if (options_.state_dir.empty()) return;
+  std::ifstream in(options_.state_dir / kStateFile);
+  if (!in) return;
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto gens = j.is_object() ? j.find("restart_generations") : j.end();
+  if (!j.is_object() || gens == j.end() || !gens->is_object()) {
+    spdlog::warn("agent: ignoring unreadable state file {}",
+                 (options_.state_dir / kStateFile).string());
+    return;
+  }
+  for (const auto& [id, gen] : gens->items()) {
+    if (gen.is_number_integer()) applied_[id] = gen.get<int64_t>();
+  }
+}
+
+void Agent::SaveState() {
+  if (options_.state_dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir, ec);
+  const auto path = options_.state_dir / kStateFile;
+  const auto tmp = options_.state_dir / (std::string(kStateFile) + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << nlohmann::json{{"restart_generations", applied_}}.dump() << "\n";
+    if (!out) {
+      spdlog::error("agent: cannot write {}", tmp.string());
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) spdlog::error("agent: cannot write {}: {}", path.string(), ec.message());
+}
+
+void Agent::RecordGeneration(const std::string& id, int64_t generation) {
+  auto it = applied_.find(id);
+  if (it != applied_.end() && it->second >= generation) return;
+  applied_[id] = generation;
+  SaveState();
+}
+
+bool Agent::SshBannerSeen(const std::string& host, uint16_t port,
+                          std::chrono::milliseconds timeout) {
+  if (port == 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) return false;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  const auto deadline = Steady::now() + timeout;
+  auto left_ms = [&] {
+    return static_cast<int>(std::max<int64_t>(
+        0,
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now()).count()));
+  };
+  bool seen = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ||
+      errno == EINPROGRESS) {
+    std::string got;
+    pollfd p{fd, POLLIN, 0};
+    while (!seen && got.size() < 256) {
+      const int ms = left_ms();
+      if (ms == 0 || ::poll(&p, 1, ms) <= 0) break;
+      char buf[256];
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;  // refused (the connect failed), reset, or closed
+      got.append(buf, static_cast<size_t>(n));
+      if (got.size() >= 8) seen = got.starts_with("SSH-2.0-");
+      if (got.size() >= 8 && !seen) break;
+    }
+  }
+  ::close(fd);
+  return seen;
+}
+
+void Agent::Observe() {
+  auto list = engine_.ListContainers(LabelFilter(), options_.engine_timeout);
+  if (!list) {
+    const std::string error = Describe(list.error());
+    if (engine_ok_ || engine_error_ != error) spdlog::error("agent: container engine: {}", error);
+    engine_ok_ = false;
+    engine_error_ = error;
+    return;  // keep observed_: reported as unknown
+  }
+  if (!engine_ok_ && !engine_error_.empty()) spdlog::info("agent: container engine is back");
+  engine_ok_ = true;
+  engine_error_.clear();
+  std::vector<ContainerInfo> observed;
+  for (const auto& c : *list) {
+    auto info = engine_.InspectContainer(c.id, options_.engine_timeout);
+    if (info) {
+      observed.push_back(std::move(*info));
+    } else if (info.error().api_code != "container_not_found") {
+      ContainerInfo unknown = c;  // C11: a state we cannot confirm is unknown
+      unknown.state = ContainerState::kUnknown;
+      unknown.error = Describe(info.error());
+      observed.push_back(std::move(unknown));
+    }
+  }
+  observed_ = std::move(observed);
+  ssh_ready_.clear();
+  bool pruned = false;
+  for (auto it = applied_.begin(); it != applied_.end();) {
+    const bool exists = std::any_of(observed_.begin(), observed_.end(),
+                                    [&](const ContainerInfo& c) { return c.id == it->first; });
+    if (exists) {
+      ++it;
+    } else {
+      it = applied_.erase(it);
+      pruned = true;
+    }
+  }
+  if (pruned) SaveState();
+  for (const auto& c : observed_) {
+    if (c.state != ContainerState::kRunning) continue;
+    ssh_ready_[c.id] =
+        SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+  }
+}
+
+void Agent::Create(const DesiredContainer& d) {
+  ContainerSpec spec;
+  spec.name = d.container_name;
+  spec.image = d.image;
+  spec.hostname = d.hostname;
+  spec.labels = options_.extra_labels;
+  spec.labels[std::string(kInstanceLabel)] = d.instance_id;
+  spec.labels[std::string(kNodeLabel)] = std::to_string(d.node_index);
+  spec.labels[std::string(kGenerationLabel)] = std::to_string(d.restart_generation);
+  spec.env = d.env;
+  spec.memory_bytes = d.memory_bytes;
+  spec.gpu = d.gpu && !inventory_.gpus.empty();
+  spec.ssh_bind_address = options_.ssh_bind_address;
+  auto fail = [&](const core::Error& e, const std::string& step) {
+    spdlog::error("agent: {} of {} (instance {} node {}) failed: {}", step, d.container_name,
+                  d.instance_id, d.node_index, Describe(e));
+    failures_.push_back({d.instance_id, d.node_index, e.api_code, step + ": " + e.message});
+  };
+  auto id = engine_.CreateContainer(spec, options_.engine_timeout);
+  if (!id) return fail(id.error(), "create");
+  // The keys go in before the first start (C05); then start. Either failing: nothing left.
+  auto put = engine_.PutArchive(*id, kAuthorizedKeysArchiveRoot,
+                                AuthorizedKeysTar(d.authorized_keys), options_.engine_timeout);
+  auto started = put ? engine_.StartContainer(*id, options_.engine_timeout) : put;
+  if (!started) {
+    fail(started.error(), put ? "start" : "writing authorized_keys");
+    if (auto removed = engine_.RemoveContainer(*id, true, options_.engine_timeout); !removed) {
+      spdlog::error("agent: cannot remove the failed container {}: {}", *id,
+                    Describe(removed.error()));
+    }
+    return;
+  }
+  spdlog::info("agent: created and started {} (instance {} node {}, generation {})",
+               d.container_name, d.instance_id, d.node_index, d.restart_generation);
+}
+
+bool Agent::Apply(const std::vector<Action>& actions) {
+  for (const auto& a : actions) {
+    switch (a.kind) {
+      case ActionKind::kCreate:
+        Create(a.desired);
+        break;
+      case ActionKind::kStart:
+        if (auto r = engine_.StartContainer(a.container_id, options_.engine_timeout); r) {
+          spdlog::info("agent: started {} (instance {})", a.container_id, a.desired.instance_id);
+          RecordGeneration(a.container_id, a.generation);
+        } else {
+          spdlog::error("agent: start of {} failed: {}", a.container_id, Describe(r.error()));
+        }
+        break;
+      case ActionKind::kRestart:
+        if (auto r = engine_.RestartContainer(a.container_id, options_.restart_stop_timeout_seconds,
+                                              options_.engine_timeout);
+            r) {
+          // Accepted only (C10): the next inspect says whether it runs.
+          spdlog::info("agent: restarted {} (instance {}, generation {})", a.container_id,
+                       a.desired.instance_id, a.generation);
+          RecordGeneration(a.container_id, a.generation);
+        } else {
+          spdlog::error("agent: restart of {} failed: {}", a.container_id, Describe(r.error()));
+        }
+        break;
+      case ActionKind::kRemove:
+        if (auto r = engine_.RemoveContainer(a.container_id, true, options_.engine_timeout); r) {
+          spdlog::info("agent: removed {}", a.container_id);
+        } else {
+          spdlog::error("agent: removal of {} failed: {}", a.container_id, Describe(r.error()));
+        }
+        break;
+    }
+  }
+  return !actions.empty();
+}
+
+nlohmann::json Agent::BuildRequest() const {
+  nlohmann::json containers = nlohmann::json::array();
+  for (const auto& c : observed_) {
+    auto ready = ssh_ready_.find(c.id);
+    containers.push_back(ToJson(ReportContainer(c, AppliedGeneration(c, applied_),
+                                                ready != ssh_ready_.end() && ready->second,
+                                                engine_ok_, engine_error_)));
+  }
+  nlohmann::json failures = nlohmann::json::array();
+  for (const auto& f : failures_) {
+    failures.push_back({{"instance_id", f.instance_id},
+                        {"node_index", f.node_index},
+                        {"code", f.code},
+                        {"message", f.message}});
+  }
+  return {{"agent_version", options_.agent_version},
+          {"inventory", ToJson(inventory_)},
+          {"engine", {{"ok", engine_ok_}, {"error", engine_error_}}},
+          {"containers", containers},
+          {"failures", failures}};
+}
+
+core::Result<bool> Agent::RunOnce() {
+  Observe();
+  if (have_desired_ && engine_ok_) {
+    if (Apply(Reconcile(desired_, observed_, applied_))) Observe();
+  }
+  last_request_ = BuildRequest();
+  GPUWERK_ASSIGN_OR_RETURN(nlohmann::json response, client_.Sync(last_request_));
+  failures_.clear();
+  if (auto s = response.find("sync_interval_seconds");
+      s != response.end() && s->is_number_integer() && s->get<int64_t>() > 0) {
+    options_.sync_interval = std::chrono::seconds(s->get<int64_t>());
+  }
+  auto desired = ParseDesired(response.contains("desired") ? response["desired"] : nullptr);
+  if (!desired)
+    return core::Fail(core::ErrorCode::kUnavailable, "bad_sync_response", desired.error().message);
+  desired_ = std::move(*desired);
+  have_desired_ = true;
+  return engine_ok_ && !Reconcile(desired_, observed_, applied_).empty();
+}
+
+void Agent::Run() {
+  LoadState();
+  bool previous_was_immediate = false;
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+    }
+    auto again = RunOnce();
+    if (!again) {
+      spdlog::error("agent: sync failed: {}", Describe(again.error()));
+    }
+    // One immediate round after a new desired list; never a tight loop (a create that keeps
+    // failing waits for the interval).
+    const bool immediate = again && *again && !previous_was_immediate;
+    previous_was_immediate = immediate;
+    std::unique_lock lock(mu_);
+    if (!immediate) wake_.wait_for(lock, options_.sync_interval, [this] { return stop_; });
+  }
+}
+
+void Agent::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+}
+
+}  // namespace gpuwerk::agent

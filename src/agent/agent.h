@@ -1,0 +1,121 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/agent_client.h"
+#include "agent/container_engine.h"
+#include "agent/inventory.h"
+#include "agent/reconciler.h"
+#include "core/error.h"
+
+namespace gpuwerk::agent {
+
+/// Configuration of Agent.
+struct AgentOptions {
+  /// The host address sshd's port is published on (never a wildcard: ContainerSpec).
+  std::string ssh_bind_address = "127.0.0.1";
+  /// Where the agent keeps `agent-state.json` (restart generations applied by restart, so an
+  /// agent restart restarts nothing). Empty: in memory only.
+  std::filesystem::path state_dir;
+  /// The pause between rounds until the server says otherwise (`sync_interval_seconds`).
+  std::chrono::milliseconds sync_interval = std::chrono::seconds(2);
+  /// The time limit of each engine call (list, inspect, create, …).
+  std::chrono::milliseconds engine_timeout = std::chrono::seconds(10);
+  /// Seconds the engine waits after SIGTERM before SIGKILL on a restart.
+  int restart_stop_timeout_seconds = 5;
+  /// How long the SSH readiness probe waits for the "SSH-2.0-" banner.
+  std::chrono::milliseconds ssh_probe_timeout = std::chrono::seconds(1);
+  /// Labels added to every container the agent creates and to its list filter (tests use one
+  /// per run, so that agents on one engine never touch each other's containers).
+  std::map<std::string, std::string> extra_labels;
+  std::string agent_version = "0.1.0";
+};
+
+/// A create that failed for good, for the sync request's `failures`.
+struct CreateFailure {
+  std::string instance_id;
+  int node_index = 0;
+  std::string code;  ///< the engine's api_code, e.g. "image_not_found"
+  std::string message;
+};
+
+/// The host agent's loop (docs/agent-protocol.md): each round it lists the containers it owns
+/// (label kInstanceLabel plus `extra_labels`), inspects them, applies Reconcile's steps against
+/// the desired list of the last sync response, probes sshd of the running ones, and sends the
+/// sync request with inventory, engine health, containers and failures; the response's desired
+/// list drives the next round.
+///
+/// Engine trouble (socket gone, timeout: case C11) never stops the agent: the round reports
+/// engine {ok:false, error} and the last known containers with state "unknown", takes no step,
+/// and the next round tries again. A create that fails (image_not_found, a runtime error at
+/// start) leaves no container behind (it is removed) and is reported in `failures`. Restart
+/// generations applied at create live in the container's kGenerationLabel; those applied by
+/// restart in memory and in `state_dir/agent-state.json`.
+///
+/// Thread-safety: RunOnce and Run must be called from one thread; Stop may be called from any
+/// thread at any time. `engine` and `client` must outlive the Agent.
+class Agent {
+ public:
+  Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, Inventory inventory);
+
+  /// Loads the state file (a missing file is empty; an unreadable one is logged and ignored).
+  void LoadState();
+
+  /// One round: observe, act when a desired list is known, observe again after acting, sync.
+  /// Returns whether another round should follow at once (the new desired list needs steps).
+  /// Errors: the sync's (see AgentClient); the engine's are reported, not returned.
+  core::Result<bool> RunOnce();
+
+  /// Rounds until Stop(): after each, waits the server's `sync_interval_seconds` (default
+  /// AgentOptions::sync_interval), or not at all when RunOnce asked for it. Sync errors are
+  /// logged and retried at the next round.
+  void Run();
+
+  /// Makes Run return after the current step; wakes its wait. Thread-safe, idempotent.
+  void Stop();
+
+  /// The last request body sent (for tests and logs).
+  const nlohmann::json& last_request() const { return last_request_; }
+
+  /// Whether `host:port` answers with an SSH banner ("SSH-2.0-") within `timeout`.
+  static bool SshBannerSeen(const std::string& host, uint16_t port,
+                            std::chrono::milliseconds timeout);
+
+ private:
+  void Observe();
+  bool Apply(const std::vector<Action>& actions);
+  void Create(const DesiredContainer& d);
+  void RecordGeneration(const std::string& id, int64_t generation);
+  void SaveState();
+  nlohmann::json BuildRequest() const;
+  std::map<std::string, std::string> LabelFilter() const;
+
+  AgentOptions options_;
+  ContainerEngine& engine_;
+  SyncClient& client_;
+  Inventory inventory_;
+
+  bool engine_ok_ = false;
+  std::string engine_error_;
+  std::vector<ContainerInfo> observed_;    // last known, inspected
+  std::map<std::string, bool> ssh_ready_;  // by container id
+  AppliedGenerations applied_;             // by restart, by container id
+  std::vector<CreateFailure> failures_;    // since the last successful sync
+  bool have_desired_ = false;
+  std::vector<DesiredContainer> desired_;
+  nlohmann::json last_request_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;  // guarded by mu_
+};
+
+}  // namespace gpuwerk::agent

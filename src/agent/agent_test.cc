@@ -1,0 +1,317 @@
+// Agent against the real container engine (a podman API service of its own, scripts/engine.sh;
+// the instance image, scripts/instance-image/build.sh) and a fake control plane whose desired
+// list the test controls. Needs root. Cases C05, C10, C11, C12 of shared/cases/README.md.
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "agent/docker_engine.h"
+#include "cli/fake_api_server.h"
+
+namespace gpuwerk::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using cli::FakeApiServer;
+using cli::FakeRequest;
+using cli::FakeResponse;
+using std::chrono::milliseconds;
+
+constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
+constexpr const char* kRunLabel = "io.gpuwerk.test-run";
+
+struct Output {
+  int rc = -1;
+  std::string text;
+};
+
+Output Shell(const std::string& command) {
+  Output out;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.text.append(buf, n);
+  const int status = ::pclose(pipe);
+  out.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
+
+/// The fake control plane: answers every sync with `desired` and keeps the last request.
+class ControlPlane {
+ public:
+  ControlPlane()
+      : server_([this](const FakeRequest& r) {
+          std::lock_guard lock(mu_);
+          last_ = r.Json();
+          ++syncs_;
+          return FakeResponse::Json(
+              200, {{"host_id", "hst_test"}, {"sync_interval_seconds", 1}, {"desired", desired_}});
+        }) {}
+  std::string url() const { return server_.url(); }
+  void SetDesired(nlohmann::json d) {
+    std::lock_guard lock(mu_);
+    desired_ = std::move(d);
+  }
+  nlohmann::json Last() {
+    std::lock_guard lock(mu_);
+    return last_;
+  }
+  int syncs() {
+    std::lock_guard lock(mu_);
+    return syncs_;
+  }
+
+ private:
+  std::mutex mu_;
+  nlohmann::json desired_ = nlohmann::json::array();
+  nlohmann::json last_;
+  int syncs_ = 0;
+  FakeApiServer server_;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "the podman API service and containers need root";
+    std::string tmpl = (fs::temp_directory_path() / "gpuwerk-agent-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    socket_ = (dir_ / "podman.sock").string();
+    run_id_ = "gwa" + std::to_string(::getpid()) + "x" +
+              std::to_string(std::chrono::duration_cast<milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count() %
+                             1'000'000'000);
+    ::setenv("CONTAINERS_CONF", (SourceDir() + "/config/containers.conf").c_str(), 1);
+    Output started = Shell(SourceDir() + "/scripts/engine.sh start " + dir_.string());
+    ASSERT_EQ(started.rc, 0) << started.text;
+    engine_started_ = true;
+    Output built = Shell(SourceDir() + "/scripts/instance-image/build.sh " + kImage);
+    ASSERT_EQ(built.rc, 0) << built.text;
+    engine_ = std::make_unique<DockerEngine>(
+        DockerEngine::Options{.socket_path = socket_, .timeout = std::chrono::seconds(30)});
+    Output key = Shell("ssh-keygen -q -t ed25519 -N '' -C gpuwerk-test -f " +
+                       (dir_ / "id_ed25519").string());
+    ASSERT_EQ(key.rc, 0) << key.text;
+    std::ifstream in(dir_ / "id_ed25519.pub");
+    std::getline(in, public_key_);
+  }
+
+  void TearDown() override {
+    StopAgent();
+    if (!run_id_.empty()) {
+      Shell("podman ps -a -q --filter label=" + std::string(kRunLabel) + "=" + run_id_ +
+            " | xargs -r podman rm -f -t 0");
+    }
+    if (engine_started_) Shell(SourceDir() + "/scripts/engine.sh stop " + dir_.string());
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  void StartAgent() {
+    AgentOptions options;
+    options.state_dir = dir_ / "state";
+    options.sync_interval = std::chrono::seconds(1);
+    options.engine_timeout = std::chrono::seconds(30);
+    options.restart_stop_timeout_seconds = 1;
+    options.extra_labels = {{kRunLabel, run_id_}};
+    client_ = std::make_unique<AgentClient>(plane_.url(), "gwh_test", std::chrono::seconds(5));
+    agent_ = std::make_unique<Agent>(options, *engine_, *client_, DiscoverInventory());
+    thread_ = std::thread([this] { agent_->Run(); });
+  }
+
+  /// Like `kill -9` as far as the engine is concerned: the agent stops, its state stays.
+  void StopAgent() {
+    if (!agent_) return;
+    agent_->Stop();
+    thread_.join();
+    agent_.reset();
+  }
+
+  nlohmann::json Entry(const std::string& instance, int64_t generation,
+                       const std::string& image = kImage) const {
+    return {{"instance_id", instance},
+            {"node_index", 0},
+            {"container_name", run_id_ + "-" + instance},
+            {"hostname", "h-" + run_id_},
+            {"image", image},
+            {"memory_bytes", 256 << 20},
+            {"gpu", true},
+            {"authorized_keys", {public_key_}},
+            {"restart_generation", generation},
+            {"env", {"GPUWERK_INSTANCE=" + instance}}};
+  }
+
+  /// Waits (≤ `limit`) for a sync whose report satisfies `pred`; returns that report.
+  template <class Pred>
+  nlohmann::json WaitFor(Pred pred, std::chrono::seconds limit = std::chrono::seconds(90)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    nlohmann::json last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      last = plane_.Last();
+      if (!last.is_null() && pred(last)) return last;
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+    ADD_FAILURE() << "no matching report; last: " << last.dump();
+    return last;
+  }
+
+  static const nlohmann::json* Container(const nlohmann::json& report, const std::string& inst) {
+    for (const auto& c : report["containers"]) {
+      if (c["instance_id"] == inst) return &c;
+    }
+    return nullptr;
+  }
+
+  Output Ssh(int port, const std::string& command) const {
+    return Shell("ssh -i " + (dir_ / "id_ed25519").string() + " -p " + std::to_string(port) +
+                 " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
+                 " -o ConnectTimeout=5 -o LogLevel=ERROR root@127.0.0.1 '" +
+                 command + "'");
+  }
+
+  Output Podman(const std::string& args) const {
+    return Shell("podman --url unix://" + socket_ + " " + args);
+  }
+
+  fs::path dir_;
+  std::string socket_;
+  std::string run_id_;
+  std::string public_key_;
+  bool engine_started_ = false;
+  std::unique_ptr<DockerEngine> engine_;
+  ControlPlane plane_;
+  std::unique_ptr<AgentClient> client_;
+  std::unique_ptr<Agent> agent_;
+  std::thread thread_;
+};
+
+auto RunningReady(const std::string& inst) {
+  return [inst](const nlohmann::json& r) {
+    for (const auto& c : r["containers"]) {
+      if (c["instance_id"] == inst && c["state"] == "running" && c["ssh_ready"] == true) {
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
+TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
+  plane_.SetDesired({Entry("ins_a", 0)});
+  StartAgent();
+  nlohmann::json report = WaitFor(RunningReady("ins_a"));
+  const auto* c = Container(report, "ins_a");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(report["engine"]["ok"], true);
+  const int port = (*c)["ssh_port"];
+  const std::string first_start = (*c)["started_at"];
+  const std::string id = (*c)["container_id"];
+
+  // C05: a stock ssh with the person's key gets in and sees the hostname.
+  Output host = Ssh(port, "hostname");
+  ASSERT_EQ(host.rc, 0) << host.text;
+  EXPECT_EQ(Trim(host.text), "h-" + run_id_);
+  ASSERT_EQ(Ssh(port, "echo kept > /root/marker").rc, 0);
+  // No GPU here: no NVIDIA runtime although the entry asks for one; the labels are set.
+  EXPECT_EQ(
+      Trim(Podman("inspect --format '{{index .Config.Labels \"gpuwerk.generation\"}}' " + id).text),
+      "0");
+
+  // Restart generation raised: restarted, files kept, new start time.
+  plane_.SetDesired({Entry("ins_a", 1)});
+  report = WaitFor([&](const nlohmann::json& r) {
+    const auto* x = Container(r, "ins_a");
+    return x != nullptr && (*x)["restart_generation"] == 1 && (*x)["started_at"] != first_start &&
+           RunningReady("ins_a")(r);
+  });
+  c = Container(report, "ins_a");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["container_id"], id);
+  const std::string second_start = (*c)["started_at"];
+  Output marker = Ssh((*c)["ssh_port"], "cat /root/marker");
+  EXPECT_EQ(marker.text, "kept\n");
+
+  // The agent goes away and comes back with the same state dir: adopts, does not restart.
+  StopAgent();
+  const int before = plane_.syncs();
+  StartAgent();
+  report = WaitFor([&](const nlohmann::json&) { return plane_.syncs() >= before + 3; });
+  c = Container(report, "ins_a");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["started_at"], second_start);
+  EXPECT_EQ((*c)["restart_generation"], 1);
+  EXPECT_EQ((*c)["state"], "running");
+
+  // C12: stopped by hand: started again, and reported.
+  Output stopped = Podman("stop -t 1 " + id);
+  ASSERT_EQ(stopped.rc, 0) << stopped.text;
+  report = WaitFor([&](const nlohmann::json& r) {
+    const auto* x = Container(r, "ins_a");
+    return x != nullptr && (*x)["started_at"] != second_start && RunningReady("ins_a")(r);
+  });
+  EXPECT_EQ((*Container(report, "ins_a"))["container_id"], id);
+
+  // Nobody wants it any more: removed.
+  plane_.SetDesired(nlohmann::json::array());
+  WaitFor([](const nlohmann::json& r) { return r["containers"].empty(); });
+  Output left = Podman("ps -a -q --filter label=" + std::string(kRunLabel) + "=" + run_id_);
+  EXPECT_EQ(Trim(left.text), "");
+}
+
+TEST_F(AgentTest, MissingImageIsAFailureAndLeavesNoContainer) {
+  plane_.SetDesired({Entry("ins_x", 0, "localhost/gpuwerk-no-such-image:" + run_id_)});
+  StartAgent();
+  nlohmann::json report = WaitFor([](const nlohmann::json& r) { return !r["failures"].empty(); });
+  ASSERT_FALSE(report["failures"].empty());
+  EXPECT_EQ(report["failures"][0]["instance_id"], "ins_x");
+  EXPECT_EQ(report["failures"][0]["code"], "image_not_found");
+  EXPECT_NE(report["failures"][0]["message"].get<std::string>().find("no-such-image"),
+            std::string::npos);
+  EXPECT_TRUE(report["containers"].empty());
+  Output left = Podman("ps -a -q --filter label=" + std::string(kRunLabel) + "=" + run_id_);
+  EXPECT_EQ(Trim(left.text), "");
+}
+
+TEST_F(AgentTest, EngineGoneIsReportedAndTheAgentKeepsRunning) {
+  plane_.SetDesired({Entry("ins_g", 0)});
+  StartAgent();
+  WaitFor(RunningReady("ins_g"));
+  Output stopped = Shell(SourceDir() + "/scripts/engine.sh stop " + dir_.string());
+  ASSERT_EQ(stopped.rc, 0) << stopped.text;
+  nlohmann::json report =
+      WaitFor([](const nlohmann::json& r) { return r["engine"]["ok"] == false; });
+  EXPECT_NE(report["engine"]["error"].get<std::string>().find("engine_unavailable"),
+            std::string::npos);
+  // The last known container is kept but unknown: never a stale running (C11).
+  const auto* c = Container(report, "ins_g");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["state"], "unknown");
+  EXPECT_EQ((*c)["ssh_ready"], false);
+  const int before = plane_.syncs();
+  WaitFor([&](const nlohmann::json&) { return plane_.syncs() >= before + 2; });
+  // Back: the engine again, and the container seen again.
+  Output again = Shell(SourceDir() + "/scripts/engine.sh start " + dir_.string());
+  ASSERT_EQ(again.rc, 0) << again.text;
+  WaitFor([](const nlohmann::json& r) { return r["engine"]["ok"] == true; });
+}
+
+}  // namespace
+}  // namespace gpuwerk::agent

@@ -1,0 +1,237 @@
+#include "agent/reconciler.h"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+namespace gpuwerk::agent {
+namespace {
+
+/// A decimal integer label value; `fallback` when missing or not exactly a number.
+int64_t LabelNumber(const ContainerInfo& c, std::string_view label, int64_t fallback) {
+  auto it = c.labels.find(std::string(label));
+  if (it == c.labels.end()) return fallback;
+  int64_t value = 0;
+  const char* begin = it->second.data();
+  const char* end = begin + it->second.size();
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr != end || begin == end) return fallback;
+  return value;
+}
+
+core::Result<std::string> RequiredString(const nlohmann::json& entry, const char* field,
+                                         size_t index) {
+  auto it = entry.find(field);
+  if (it == entry.end() || !it->is_string() || it->get<std::string>().empty()) {
+    return core::InvalidArgument("bad_sync_response", "desired[" + std::to_string(index) + "]." +
+                                                          field +
+                                                          " is missing or not a non-empty string");
+  }
+  return it->get<std::string>();
+}
+
+core::Result<std::vector<std::string>> StringList(const nlohmann::json& entry, const char* field,
+                                                  size_t index) {
+  std::vector<std::string> out;
+  auto it = entry.find(field);
+  if (it == entry.end() || it->is_null()) return out;
+  bool ok = it->is_array();
+  if (ok) {
+    for (const auto& v : *it) {
+      if (!v.is_string()) {
+        ok = false;
+        break;
+      }
+      out.push_back(v.get<std::string>());
+    }
+  }
+  if (!ok) {
+    return core::InvalidArgument("bad_sync_response", "desired[" + std::to_string(index) + "]." +
+                                                          field + " is not a list of strings");
+  }
+  return out;
+}
+
+template <class T>
+core::Result<T> OptionalNumber(const nlohmann::json& entry, const char* field, size_t index) {
+  auto it = entry.find(field);
+  if (it == entry.end() || it->is_null()) return T{};
+  if (!it->is_number_integer()) {
+    return core::InvalidArgument("bad_sync_response", "desired[" + std::to_string(index) + "]." +
+                                                          field + " is not an integer");
+  }
+  return it->get<T>();
+}
+
+}  // namespace
+
+core::Result<std::vector<DesiredContainer>> ParseDesired(const nlohmann::json& desired) {
+  std::vector<DesiredContainer> out;
+  if (desired.is_null()) return out;
+  if (!desired.is_array())
+    return core::InvalidArgument("bad_sync_response", "desired is not a list");
+  for (size_t i = 0; i < desired.size(); ++i) {
+    const auto& e = desired[i];
+    if (!e.is_object()) {
+      return core::InvalidArgument("bad_sync_response",
+                                   "desired[" + std::to_string(i) + "] is not an object");
+    }
+    DesiredContainer d;
+    GPUWERK_ASSIGN_OR_RETURN(d.instance_id, RequiredString(e, "instance_id", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.container_name, RequiredString(e, "container_name", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.image, RequiredString(e, "image", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.node_index, OptionalNumber<int>(e, "node_index", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.memory_bytes, OptionalNumber<int64_t>(e, "memory_bytes", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.restart_generation,
+                             OptionalNumber<int64_t>(e, "restart_generation", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.authorized_keys, StringList(e, "authorized_keys", i));
+    GPUWERK_ASSIGN_OR_RETURN(d.env, StringList(e, "env", i));
+    if (auto h = e.find("hostname"); h != e.end() && h->is_string()) d.hostname = *h;
+    if (auto g = e.find("gpu"); g != e.end() && g->is_boolean()) d.gpu = *g;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string_view ActionKindName(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kCreate:
+      return "create";
+    case ActionKind::kStart:
+      return "start";
+    case ActionKind::kRestart:
+      return "restart";
+    case ActionKind::kRemove:
+      return "remove";
+  }
+  return "?";
+}
+
+int64_t AppliedGeneration(const ContainerInfo& container, const AppliedGenerations& applied) {
+  int64_t gen = LabelNumber(container, kGenerationLabel, 0);
+  if (auto it = applied.find(container.id); it != applied.end()) gen = std::max(gen, it->second);
+  return gen;
+}
+
+ContainerKey KeyOf(const ContainerInfo& container) {
+  ContainerKey key;
+  if (auto it = container.labels.find(std::string(kInstanceLabel)); it != container.labels.end()) {
+    key.instance_id = it->second;
+  }
+  key.node_index = static_cast<int>(LabelNumber(container, kNodeLabel, -1));
+  return key;
+}
+
+std::vector<Action> Reconcile(const std::vector<DesiredContainer>& desired,
+                              const std::vector<ContainerInfo>& observed,
+                              const AppliedGenerations& applied) {
+  // Group the observed containers by (instance, node), each group sorted by id (determinism).
+  std::map<ContainerKey, std::vector<const ContainerInfo*>> by_key;
+  for (const auto& c : observed) by_key[KeyOf(c)].push_back(&c);
+  for (auto& [key, group] : by_key) {
+    std::sort(group.begin(), group.end(),
+              [](const ContainerInfo* a, const ContainerInfo* b) { return a->id < b->id; });
+  }
+
+  std::vector<Action> removals;
+  std::vector<Action> steps;
+  std::map<ContainerKey, bool> wanted;
+  for (const auto& d : desired) {
+    const ContainerKey key{d.instance_id, d.node_index};
+    if (wanted[key]) continue;  // a duplicate desired entry: the first wins
+    wanted[key] = true;
+    auto it = by_key.find(key);
+    if (it == by_key.end() || it->second.empty()) {
+      steps.push_back(
+          {.kind = ActionKind::kCreate, .desired = d, .generation = d.restart_generation});
+      continue;
+    }
+    const auto& group = it->second;
+    const ContainerInfo* keep = nullptr;
+    for (const auto* c : group) {
+      if (c->name == d.container_name) keep = c;
+    }
+    for (const auto* c : group) {
+      if (keep == nullptr && c->state == ContainerState::kRunning) keep = c;
+    }
+    if (keep == nullptr) keep = group.front();
+    for (const auto* c : group) {
+      if (c != keep) removals.push_back({.kind = ActionKind::kRemove, .container_id = c->id});
+    }
+    const int64_t have = AppliedGeneration(*keep, applied);
+    switch (keep->state) {
+      case ContainerState::kCreated:
+      case ContainerState::kExited:
+        steps.push_back({.kind = ActionKind::kStart,
+                         .container_id = keep->id,
+                         .desired = d,
+                         .generation = std::max(have, d.restart_generation)});
+        break;
+      case ContainerState::kRunning:
+        if (d.restart_generation > have) {
+          steps.push_back({.kind = ActionKind::kRestart,
+                           .container_id = keep->id,
+                           .desired = d,
+                           .generation = d.restart_generation});
+        }
+        break;
+      case ContainerState::kDead:
+        removals.push_back({.kind = ActionKind::kRemove, .container_id = keep->id});
+        break;
+      case ContainerState::kRestarting:
+      case ContainerState::kPaused:
+      case ContainerState::kRemoving:
+      case ContainerState::kUnknown:
+        break;
+    }
+  }
+  for (const auto& [key, group] : by_key) {
+    if (wanted.contains(key)) continue;
+    for (const auto* c : group) {
+      // A container already on its way out needs nothing more.
+      if (c->state == ContainerState::kRemoving) continue;
+      removals.push_back({.kind = ActionKind::kRemove, .container_id = c->id});
+    }
+  }
+  removals.insert(removals.end(), std::make_move_iterator(steps.begin()),
+                  std::make_move_iterator(steps.end()));
+  return removals;
+}
+
+ContainerReport ReportContainer(const ContainerInfo& container, int64_t applied_generation,
+                                bool ssh_ready, bool engine_ok, std::string_view engine_error) {
+  const ContainerKey key = KeyOf(container);
+  ContainerReport r;
+  r.instance_id = key.instance_id;
+  r.node_index = key.node_index;
+  r.container_id = container.id;
+  r.exit_code = container.exit_code;
+  r.started_at = container.started_at;
+  r.ssh_port = container.ssh_port;
+  r.restart_generation = applied_generation;
+  if (engine_ok) {
+    r.state = std::string(ContainerStateName(container.state));
+    r.ssh_ready = ssh_ready && container.state == ContainerState::kRunning;
+    r.error = container.error;
+  } else {
+    r.state = "unknown";
+    r.ssh_ready = false;
+    r.error = std::string(engine_error);
+  }
+  return r;
+}
+
+nlohmann::json ToJson(const ContainerReport& r) {
+  return {{"instance_id", r.instance_id},
+          {"node_index", r.node_index},
+          {"container_id", r.container_id},
+          {"state", r.state},
+          {"exit_code", r.exit_code},
+          {"started_at", r.started_at},
+          {"ssh_port", r.ssh_port},
+          {"ssh_ready", r.ssh_ready},
+          {"restart_generation", r.restart_generation},
+          {"error", r.error}};
+}
+
+}  // namespace gpuwerk::agent

@@ -1,0 +1,89 @@
+// /api/v1/admin/hosts (operators only) and /api/v1/agent/sync (host agents, by host token;
+// docs/agent-protocol.md).
+#include "api/api_context.h"
+#include "api/handler_support.h"
+#include "api/router.h"
+
+namespace gpuwerk::api {
+namespace {
+
+nlohmann::json HostJson(const sched::Host& h) {
+  nlohmann::json j = {{"id", h.id},
+                      {"name", h.name},
+                      {"gpu_type", h.gpu_type},
+                      {"gpu_required", h.gpu_required},
+                      {"drained", h.drained},
+                      {"created_at", core::FormatRfc3339(h.created_at)},
+                      {"last_seen_at", nullptr},
+                      {"inventory", h.inventory},
+                      {"engine_error", h.engine_error},
+                      {"instance_id", nullptr}};
+  if (h.last_seen_at) j["last_seen_at"] = core::FormatRfc3339(*h.last_seen_at);
+  if (!h.instance_id.empty()) j["instance_id"] = h.instance_id;
+  return j;
+}
+
+/// Authenticates a person who must be an operator.
+template <class Fn>
+Response AsOperator(ApiContext& ctx, Request& req, Fn&& fn) {
+  return Authenticated(ctx, req, [&](const auth::Principal& who) {
+    if (!who.is_operator) {
+      return ErrorResponse(core::Error(core::ErrorCode::kPermissionDenied, "forbidden",
+                                       "Only operators may do this."));
+    }
+    return fn(who);
+  });
+}
+
+}  // namespace
+
+void RegisterHostRoutes(Router& router, ApiContext& ctx) {
+  router.Add("POST", "/api/v1/admin/hosts", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal& who) {
+      return WithJsonBody(req, [&](const nlohmann::json& body) {
+        auto name = RequireString(body, "name", 256, 0);
+        if (!name) return ErrorResponse(name.error());
+        auto type = RequireString(body, "gpu_type", 256);
+        if (!type) return ErrorResponse(type.error());
+        bool gpu_required = true;
+        if (body.contains("gpu_required") && !body["gpu_required"].is_null()) {
+          auto g = RequireBool(body, "gpu_required");
+          if (!g) return ErrorResponse(g.error());
+          gpu_required = *g;
+        }
+        auto added = ctx.hosts.Add(who.person_id, *name, *type, gpu_required, req.remote_address);
+        if (!added) return ErrorResponse(added.error());
+        nlohmann::json j = HostJson(added->host);
+        j["token"] = added->token;  // shown once
+        return Response::Json(201, j);
+      });
+    });
+  });
+
+  router.Add("GET", "/api/v1/admin/hosts", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal&) {
+      auto hosts = ctx.hosts.List();
+      if (!hosts) return ErrorResponse(hosts.error());
+      nlohmann::json items = nlohmann::json::array();
+      for (const auto& h : *hosts) items.push_back(HostJson(h));
+      return Response::Json(200, {{"items", items}});
+    });
+  });
+
+  router.Add("POST", "/api/v1/agent/sync", [&ctx](Request& req) {
+    std::string_view auth = req.Header("Authorization");
+    std::string token;
+    if (auth.size() > 7 && EqualsIgnoreCase(auth.substr(0, 7), "bearer ")) {
+      token = std::string(auth.substr(7));
+    }
+    auto host = ctx.hosts.AuthenticateAgent(token);
+    if (!host) return ErrorResponse(host.error());
+    return WithJsonBody(req, [&](const nlohmann::json& body) {
+      auto answer = ctx.agent_sync.Sync(*host, body);
+      if (!answer) return ErrorResponse(answer.error());
+      return Response::Json(200, *answer);
+    });
+  });
+}
+
+}  // namespace gpuwerk::api

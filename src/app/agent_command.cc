@@ -1,0 +1,94 @@
+#include "app/agent_command.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/agent_client.h"
+#include "agent/docker_engine.h"
+#include "agent/inventory.h"
+#include "core/logging.h"
+
+namespace gpuwerk::app {
+namespace {
+
+struct AgentFlags {
+  std::string server;
+  std::string token;
+  std::string engine;
+  std::string ssh_bind = "127.0.0.1";
+  std::string state_dir = "/var/lib/gpuwerk/agent";
+  int sync_interval_seconds = 2;
+  std::string log_level = "info";
+};
+
+int RunAgent(const AgentFlags& f) {
+  constexpr std::string_view kUnix = "unix://";
+  if (!f.engine.starts_with(kUnix) || f.engine.size() <= kUnix.size()) {
+    std::fprintf(stderr, "gpuwerk agent: --engine must be unix:///PATH, got '%s'\n",
+                 f.engine.c_str());
+    return 2;
+  }
+  if (f.sync_interval_seconds <= 0) {
+    std::fprintf(stderr, "gpuwerk agent: --sync-interval-seconds must be positive\n");
+    return 2;
+  }
+  core::InitLogging(f.log_level);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  agent::DockerEngine engine({.socket_path = f.engine.substr(kUnix.size())});
+  agent::AgentClient client(f.server, f.token);
+  agent::AgentOptions options;
+  options.ssh_bind_address = f.ssh_bind;
+  options.state_dir = f.state_dir;
+  options.sync_interval = std::chrono::seconds(f.sync_interval_seconds);
+  agent::Inventory inventory = agent::DiscoverInventory();
+  spdlog::info("agent: {} GPU(s), nvml {}, {} CPUs; server {}, engine {}", inventory.gpus.size(),
+               inventory.nvml, inventory.cpus, f.server, f.engine);
+  agent::Agent agent(options, engine, client, std::move(inventory));
+  std::thread runner([&agent] { agent.Run(); });
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("agent: signal {} received, stopping", sig);
+  agent.Stop();
+  runner.join();
+  spdlog::info("agent: stopped");
+  return 0;
+}
+
+}  // namespace
+
+void AddAgentCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<AgentFlags>();
+  auto* cmd = app.add_subcommand("agent", "run the host agent (one per GPU host)");
+  cmd->add_option("--server", flags->server, "the control plane's URL")
+      ->envname("GPUWERK_SERVER_URL")
+      ->required();
+  cmd->add_option("--token", flags->token, "this host's token (gwh_…)")
+      ->envname("GPUWERK_HOST_TOKEN")
+      ->required();
+  cmd->add_option("--engine", flags->engine, "the container engine, unix:///PATH")
+      ->envname("GPUWERK_ENGINE")
+      ->required();
+  cmd->add_option("--ssh-bind", flags->ssh_bind, "host address sshd ports are published on")
+      ->envname("GPUWERK_SSH_BIND");
+  cmd->add_option("--state-dir", flags->state_dir, "where the agent keeps its state")
+      ->envname("GPUWERK_STATE_DIR");
+  cmd->add_option("--sync-interval-seconds", flags->sync_interval_seconds,
+                  "seconds between rounds until the server says otherwise")
+      ->envname("GPUWERK_SYNC_INTERVAL_SECONDS");
+  cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn or error")
+      ->envname("GPUWERK_LOG_LEVEL");
+  cmd->callback([flags, &exit_code] { exit_code = RunAgent(*flags); });
+}
+
+}  // namespace gpuwerk::app

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "sched/host_registry.h"
+#include "sched/sched_options.h"
+#include "store/database.h"
+
+namespace gpuwerk::sched {
+
+/// The server half of docs/agent-protocol.md (v1): one sync round of one host's agent.
+/// Thread-safe (state lives in the store).
+class AgentSync {
+ public:
+  AgentSync(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options)
+      : db_(db), clock_(clock), rng_(rng), options_(std::move(options)) {}
+
+  /// In one transaction: records the host's last_seen_at, inventory and engine error; stores
+  /// the observed containers of instances placed on `host`; marks instances whose creation
+  /// failed `failed` (placement freed, billing session ended); finally deletes instances whose
+  /// deletion was asked and whose containers are gone; derives every live instance's status on
+  /// the host. Returns the response object: host_id, sync_interval_seconds and the desired
+  /// list. Malformed container or failure entries are skipped, never trusted.
+  /// Errors: kInvalidArgument invalid_field when `request` is not an object of the right shape.
+  core::Result<nlohmann::json> Sync(const Host& host, const nlohmann::json& request);
+
+ private:
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  SchedOptions options_;
+};
+
+}  // namespace gpuwerk::sched

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "store/database.h"
+
+namespace gpuwerk::sched {
+
+/// One GPU host as registered by the operator and last reported by its agent.
+struct Host {
+  std::string id;  ///< "hst_…"
+  std::string name;
+  std::string gpu_type;
+  bool gpu_required = true;  ///< false: the operator registered it as a host without a GPU
+  bool drained = false;      ///< a drained host gets no new instances
+  int64_t created_at = 0;    ///< Unix seconds
+  std::optional<int64_t> last_seen_at;  ///< Unix seconds of the last agent sync; none yet
+  nlohmann::json inventory = nlohmann::json::object();  ///< as the agent last reported it
+  std::string engine_error;  ///< the agent's last container-engine error; "" when fine
+  std::string instance_id;   ///< the instance placed here, "" when free (List only)
+};
+
+/// A host just registered, with its agent token. The token is shown once and stored hashed.
+struct NewHost {
+  Host host;
+  std::string token;  ///< "gwh_…" (256-bit)
+};
+
+/// The operator's hosts: register, list, drain, and authenticate agents by host token.
+/// Every change is audited. Thread-safe (state lives in the store).
+class HostRegistry {
+ public:
+  HostRegistry(store::Database& db, core::Clock& clock, core::Rng& rng)
+      : db_(db), clock_(clock), rng_(rng) {}
+
+  /// Registers a host. `name` is a DNS label (1–63 of [a-z0-9-], not starting or ending in '-').
+  /// Errors: invalid_name; kInvalidArgument unknown_gpu_type; kAlreadyExists name_taken.
+  core::Result<NewHost> Add(const std::string& actor_id, std::string_view name,
+                            std::string_view gpu_type, bool gpu_required,
+                            const std::string& source_address);
+  /// Every host, by name.
+  core::Result<std::vector<Host>> List();
+  /// The host whose agent token is `token`. Errors: kUnauthenticated "unauthenticated".
+  core::Result<Host> AuthenticateAgent(std::string_view token);
+  /// Drains (`drained` true) or undrains a host by name. Errors: not_found.
+  core::Result<void> SetDrained(const std::string& actor_id, std::string_view name, bool drained,
+                                const std::string& source_address);
+
+ private:
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+};
+
+/// The SHA-256 hex digest under which a host token is stored.
+std::string HostTokenHash(std::string_view token);
+
+/// Checks a DNS label (RFC 1123: 1–63 of [a-z0-9-], no leading or trailing '-').
+/// Errors: kInvalidArgument "invalid_name" with a message naming `what`.
+core::Result<void> ValidateDnsLabel(std::string_view name, std::string_view what);
+
+}  // namespace gpuwerk::sched

@@ -1,0 +1,290 @@
+#include "sched/instance_service.h"
+
+#include "sched/host_registry.h"
+#include "sched/internal/instance_rows.h"
+#include "store/audit_log.h"
+
+namespace gpuwerk::sched {
+namespace {
+
+constexpr int kPageSize = 15;
+
+/// `<name>-<5 random base32 chars>`, the name cut so the result stays a DNS label.
+std::string NewHostname(core::Rng& rng, const std::string& name) {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+  unsigned char bytes[5];
+  rng.Fill(bytes, sizeof bytes);
+  std::string prefix = name.substr(0, 57);
+  while (!prefix.empty() && prefix.back() == '-') prefix.pop_back();
+  std::string out = prefix + "-";
+  for (unsigned char b : bytes) out += kAlphabet[b % 32];
+  return out;
+}
+
+core::Error NoCapacity(const std::string& gpu_type) {
+  return core::Error(core::ErrorCode::kFailedPrecondition, "no_capacity",
+                     "No " + gpu_type +
+                         " host is free right now. You can join the queue for this GPU type.")
+      .WithDetail("gpu_type", gpu_type)
+      .WithDetail("queue", {{"offer", true}});
+}
+
+/// The live instance of `person_id` with this id or name; nullopt when none.
+core::Result<std::optional<std::string>> FindLive(store::Transaction& tx,
+                                                  const std::string& person_id,
+                                                  std::string_view id_or_name) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT id FROM instances WHERE person_id = ? AND deleted_at IS NULL "
+                            "AND (id = ? OR name = ?) ORDER BY created_at LIMIT 1",
+                            {person_id, std::string(id_or_name), std::string(id_or_name)}));
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(row->Text(0));
+}
+
+}  // namespace
+
+core::Result<Instance> InstanceService::Create(const std::string& person_id, std::string_view name,
+                                               std::string_view ssh_key_id,
+                                               std::string_view gpu_type,
+                                               const std::string& source_address) {
+  GPUWERK_TRY(ValidateDnsLabel(name, "An instance name"));
+  // The placement's UNIQUE(host_id) makes a concurrent create that took the same host lose with
+  // constraint_violation; it retries once against the hosts still free.
+  for (int attempt = 0;; ++attempt) {
+    auto created = CreateOnce(person_id, std::string(name), std::string(ssh_key_id),
+                              std::string(gpu_type), source_address);
+    if (created || created.error().api_code != "constraint_violation") return created;
+    if (attempt >= 1) return core::Fail(NoCapacity(std::string(gpu_type)));
+  }
+}
+
+core::Result<Instance> InstanceService::CreateOnce(const std::string& person_id,
+                                                   const std::string& name,
+                                                   const std::string& ssh_key_id,
+                                                   const std::string& gpu_type,
+                                                   const std::string& source_address) {
+  const int64_t now = clock_.NowUnix();
+  return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
+    GPUWERK_ASSIGN_OR_RETURN(auto key,
+                             tx.QueryOne("SELECT public_key, name FROM ssh_keys WHERE id = ? AND "
+                                         "person_id = ?",
+                                         {ssh_key_id, person_id}));
+    if (!key) return core::NotFound("SSH key");
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto type, tx.QueryOne("SELECT hosts_per_instance, price_minor_per_hour, currency FROM "
+                               "gpu_types WHERE name = ?",
+                               {gpu_type}));
+    if (!type) {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "unknown_gpu_type",
+                                    "There is no GPU type by that name; see gpuwerk gpu-types.")
+                            .WithDetail("gpu_type", gpu_type));
+    }
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto clash, tx.QueryOne("SELECT id FROM instances WHERE person_id = ? AND name = ? AND "
+                                "deleted_at IS NULL",
+                                {person_id, name}));
+    if (clash) {
+      return core::Fail(core::ErrorCode::kAlreadyExists, "name_taken",
+                        "You already have an instance named '" + name + "'.");
+    }
+    const int64_t hosts_needed = type->Int(0);
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto hosts, tx.Query("SELECT h.id FROM hosts h WHERE h.gpu_type = ? AND h.drained = 0 AND "
+                             "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM placements p WHERE "
+                             "p.host_id = h.id) ORDER BY h.name LIMIT ?",
+                             {gpu_type, now - options_.host_unknown_after_seconds, hosts_needed}));
+    if (static_cast<int64_t>(hosts.size()) < hosts_needed) return core::Fail(NoCapacity(gpu_type));
+
+    std::string hostname;
+    for (int i = 0;; ++i) {
+      hostname = NewHostname(rng_, name);
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto taken, tx.QueryOne("SELECT id FROM instances WHERE hostname = ?", {hostname}));
+      if (!taken) break;
+      if (i > 20) return core::Internal("could not find a free hostname");
+    }
+    const std::string id = core::NewId(rng_, "ins");
+    const std::string session_id = core::NewId(rng_, "bil");
+    GPUWERK_TRY(tx.Exec(
+        "INSERT INTO instances (id, person_id, name, ssh_key_id, public_key, gpu_type, hostname, "
+        "image, desired, restart_generation, status, status_reason, created_at, "
+        "billing_session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', 0, 'provisioning', '', "
+        "?, ?)",
+        {id, person_id, name, ssh_key_id, key->Text(0), gpu_type, hostname, options_.instance_image,
+         now, session_id}));
+    for (size_t node = 0; node < hosts.size(); ++node) {
+      GPUWERK_TRY(
+          tx.Exec("INSERT INTO placements (instance_id, host_id, node_index) VALUES "
+                  "(?, ?, ?)",
+                  {id, hosts[node].Text(0), static_cast<int64_t>(node)}));
+    }
+    GPUWERK_TRY(tx.Exec(
+        "INSERT INTO billing_sessions (id, instance_id, person_id, instance_name, gpu_type, "
+        "price_minor_per_hour, currency, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        {session_id, id, person_id, name, gpu_type, type->Int(1), type->Text(2), now}));
+    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = person_id,
+                                    .action = "instance.create",
+                                    .target = id,
+                                    .source_address = source_address,
+                                    .detail = {{"name", name},
+                                               {"gpu_type", gpu_type},
+                                               {"hostname", hostname},
+                                               {"ssh_key_id", ssh_key_id},
+                                               {"billing_session_id", session_id}}}));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto out, internal::LoadInstance(tx, id, now, options_.host_unknown_after_seconds));
+    return std::move(*out);
+  });
+}
+
+core::Result<InstancePage> InstanceService::List(const std::string& person_id, int page) {
+  if (page < 1 || page > 1'000'000) {
+    return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
+  }
+  const int64_t now = clock_.NowUnix();
+  return db_.Read([&](store::Transaction& tx) -> core::Result<InstancePage> {
+    InstancePage out;
+    out.page = page;
+    GPUWERK_ASSIGN_OR_RETURN(auto count,
+                             tx.QueryOne("SELECT COUNT(*) FROM instances WHERE person_id = ? AND "
+                                         "deleted_at IS NULL",
+                                         {person_id}));
+    out.total = count->Int(0);
+    out.pages = std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize);
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows, tx.Query("SELECT id FROM instances WHERE person_id = ? AND deleted_at IS NULL "
+                            "ORDER BY created_at, id LIMIT ? OFFSET ?",
+                            {person_id, int64_t{kPageSize}, int64_t{(page - 1) * kPageSize}}));
+    for (const auto& r : rows) {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto in, internal::LoadInstance(tx, r.Text(0), now, options_.host_unknown_after_seconds));
+      if (in) out.items.push_back(std::move(*in));
+    }
+    return out;
+  });
+}
+
+core::Result<Instance> InstanceService::Get(const std::string& person_id,
+                                            std::string_view id_or_name) {
+  const int64_t now = clock_.NowUnix();
+  return db_.Read([&](store::Transaction& tx) -> core::Result<Instance> {
+    GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
+    if (!id) return core::NotFound("Instance");
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
+    if (!in) return core::NotFound("Instance");
+    return std::move(*in);
+  });
+}
+
+core::Result<Instance> InstanceService::Restart(const std::string& person_id,
+                                                std::string_view id_or_name,
+                                                const std::string& source_address) {
+  const int64_t now = clock_.NowUnix();
+  return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
+    GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
+    if (!id) return core::NotFound("Instance");
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne("SELECT desired, status, name, restart_generation FROM instances "
+                              "WHERE id = ?",
+                              {*id}));
+    if (row->Text(0) == "deleted") {
+      return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_deleting",
+                        "This instance is being deleted; it cannot be restarted.");
+    }
+    if (row->Text(1) == "failed") {
+      return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_failed",
+                        "This instance failed to start; delete it and create a new one.");
+    }
+    GPUWERK_TRY(
+        tx.Exec("UPDATE instances SET restart_generation = restart_generation + 1, "
+                "status = 'restarting', status_reason = '' WHERE id = ?",
+                {*id}));
+    GPUWERK_TRY(store::RecordAudit(
+        tx, clock_, rng_,
+        {.actor_id = person_id,
+         .action = "instance.restart",
+         .target = *id,
+         .source_address = source_address,
+         .detail = {{"name", row->Text(2)}, {"restart_generation", row->Int(3) + 1}}}));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
+    return std::move(*in);
+  });
+}
+
+core::Result<Instance> InstanceService::Delete(const std::string& person_id,
+                                               std::string_view id_or_name,
+                                               const std::string& source_address) {
+  const int64_t now = clock_.NowUnix();
+  return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
+    GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
+    if (!id) return core::NotFound("Instance");
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne("SELECT desired, name, billing_session_id FROM instances WHERE "
+                              "id = ?",
+                              {*id}));
+    if (row->Text(0) != "deleted") {
+      GPUWERK_TRY(
+          tx.Exec("UPDATE instances SET desired = 'deleted', status = 'deleting', "
+                  "status_reason = '' WHERE id = ?",
+                  {*id}));
+      // the session ends when the delete is asked for, not when the container is gone.
+      GPUWERK_TRY(
+          tx.Exec("UPDATE billing_sessions SET ended_at = ? WHERE id = ? AND ended_at "
+                  "IS NULL",
+                  {now, row->Text(2)}));
+      GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                     {.actor_id = person_id,
+                                      .action = "instance.delete",
+                                      .target = *id,
+                                      .source_address = source_address,
+                                      .detail = {{"name", row->Text(1)}}}));
+      GPUWERK_TRY(internal::FinalizeIfGone(tx, clock_, rng_, *id));
+    }
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
+    return std::move(*in);
+  });
+}
+
+core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {
+  const int64_t since = clock_.NowUnix() - options_.host_unknown_after_seconds;
+  return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<GpuType>> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.Query("SELECT g.name, g.description, g.hosts_per_instance, g.price_minor_per_hour, "
+                 "g.currency, (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name AND "
+                 "h.last_seen_at >= ?), (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name "
+                 "AND h.drained = 0 AND h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM "
+                 "placements p WHERE p.host_id = h.id)) FROM gpu_types g ORDER BY g.name",
+                 {since, since}));
+    std::vector<GpuType> out;
+    for (const auto& r : rows) {
+      const int64_t per = std::max<int64_t>(1, r.Int(2));
+      out.push_back(GpuType{.name = r.Text(0),
+                            .description = r.Text(1),
+                            .hosts_per_instance = r.Int(2),
+                            .price_minor_per_hour = r.Int(3),
+                            .currency = r.Text(4),
+                            .free_instances = r.Int(6) / per,
+                            .online_hosts = r.Int(5)});
+    }
+    return out;
+  });
+}
+
+core::Result<int64_t> InstanceService::MarkUnknownHosts(int64_t now_unix) {
+  const int64_t since = now_unix - options_.host_unknown_after_seconds;
+  return db_.Write([&](store::Transaction& tx) -> core::Result<int64_t> {
+    return tx.Exec(
+        "UPDATE instances SET status = 'unknown', status_reason = 'host not heard from' WHERE "
+        "deleted_at IS NULL AND desired = 'running' AND status NOT IN ('failed', 'unknown') AND "
+        "id IN (SELECT p.instance_id FROM placements p JOIN hosts h ON h.id = p.host_id WHERE "
+        "h.last_seen_at IS NULL OR h.last_seen_at < ?)",
+        {since});
+  });
+}
+
+}  // namespace gpuwerk::sched

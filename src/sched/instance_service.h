@@ -1,0 +1,111 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "sched/sched_options.h"
+#include "store/database.h"
+
+namespace gpuwerk::sched {
+
+/// An instance as its owner sees it, with the status derived at read time: a host not
+/// heard from for `host_unknown_after_seconds` makes it `unknown` even before the worker marks
+/// it so.
+struct Instance {
+  std::string id;  ///< "ins_…"
+  std::string name;
+  std::string status;  ///< provisioning, running, restarting, exited, unknown, deleting, failed
+  std::string status_reason;  ///< why, for people; "" when nothing to say
+  std::string hostname;       ///< globally unique, `<name>-<5 base32 chars>`
+  std::string gpu_type;
+  std::string desired;  ///< "running" or "deleted"
+  int64_t restart_generation = 0;
+  std::string ssh_key_id;
+  std::string ssh_key_name;         ///< "" when the key row is gone
+  std::string ssh_key_fingerprint;  ///< "" when the key row is gone
+  std::vector<std::string> hosts;   ///< host names, by node index
+  bool gpu_attached = true;         ///< false when a host was registered without a GPU
+  std::string ssh_address;          ///< node 0's host address for sshd; "" when not placed
+  int64_t ssh_port = 0;             ///< node 0's sshd port on that address; 0 until known
+  std::string billing_session_id;
+  int64_t billing_started_at = 0;  ///< Unix seconds
+  int64_t created_at = 0;          ///< Unix seconds
+  std::optional<int64_t> deleted_at;
+};
+
+/// One page of a person's live instances.
+struct InstancePage {
+  std::vector<Instance> items;
+  int page = 1;
+  int pages = 1;
+  int64_t total = 0;
+};
+
+/// A GPU type with its capacity now.
+struct GpuType {
+  std::string name;
+  std::string description;
+  int64_t hosts_per_instance = 1;
+  int64_t price_minor_per_hour = 0;
+  std::string currency;
+  int64_t free_instances = 0;  ///< how many instances could be created right now
+  int64_t online_hosts = 0;    ///< hosts heard from recently, drained or not
+};
+
+/// A person's instances: create (placing them on free hosts atomically), list, show, restart,
+/// delete. Desired state lives here; AgentSync feeds back what the hosts observe. Every change
+/// is audited. Thread-safe (state lives in the store).
+class InstanceService {
+ public:
+  InstanceService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options)
+      : db_(db), clock_(clock), rng_(rng), options_(std::move(options)) {}
+
+  /// Creates an instance and places it, in one transaction: instance, placements (one host per
+  /// node, UNIQUE(host_id) so no host is ever given twice, C15), billing session, audit.
+  /// Errors: invalid_name (not a DNS label); not_found (no such key of this person);
+  /// kInvalidArgument unknown_gpu_type; kAlreadyExists name_taken (a live instance has it);
+  /// kFailedPrecondition no_capacity (details: gpu_type, queue {"offer": true}).
+  core::Result<Instance> Create(const std::string& person_id, std::string_view name,
+                                std::string_view ssh_key_id, std::string_view gpu_type,
+                                const std::string& source_address);
+  /// The person's live instances (not yet finally deleted), 15 a page, oldest first.
+  /// Errors: invalid_page.
+  core::Result<InstancePage> List(const std::string& person_id, int page);
+  /// One of the person's instances, by id or, failing that, by live name.
+  /// Errors: not_found (also for another person's instance, R-19, and once finally deleted).
+  core::Result<Instance> Get(const std::string& person_id, std::string_view id_or_name);
+  /// Cycles the containers (restart_generation + 1, status `restarting`); same billing session.
+  /// Errors: not_found; kFailedPrecondition instance_deleting / instance_failed (C14).
+  core::Result<Instance> Restart(const std::string& person_id, std::string_view id_or_name,
+                                 const std::string& source_address);
+  /// Asks for the instance's removal: desired `deleted`, status `deleting`, billing session
+  /// ended now. The instance is finally deleted (name free, hosts free) when the agents report
+  /// its containers gone, or at once when it holds no hosts. A repeated call while deleting
+  /// succeeds. Errors: not_found (also once finally deleted).
+  core::Result<Instance> Delete(const std::string& person_id, std::string_view id_or_name,
+                                const std::string& source_address);
+  /// Every GPU type with its free capacity, by name.
+  core::Result<std::vector<GpuType>> GpuTypes();
+  /// Persists `unknown` for live instances whose hosts were not heard from for
+  /// host_unknown_after_seconds before `now_unix`. Returns how many changed. Errors: the store's.
+  core::Result<int64_t> MarkUnknownHosts(int64_t now_unix);
+
+  const SchedOptions& options() const { return options_; }
+
+ private:
+  core::Result<Instance> CreateOnce(const std::string& person_id, const std::string& name,
+                                    const std::string& ssh_key_id, const std::string& gpu_type,
+                                    const std::string& source_address);
+
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  SchedOptions options_;
+};
+
+}  // namespace gpuwerk::sched

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gpuwerk::sched {
+
+/// Settings shared by the scheduler's services; from ServerConfig.
+struct SchedOptions {
+  /// The container image every instance runs (a config value, R-7 / issue 3).
+  std::string instance_image = "localhost/gpuwerk-instance:bookworm";
+  /// The memory limit of each container in bytes; 0 means no limit.
+  int64_t instance_memory_bytes = 0;
+  /// A host not heard from for this long (seconds) makes its instances `unknown` and gets no
+  /// new instances.
+  int64_t host_unknown_after_seconds = 30;
+  /// The period the server asks agents to sync at (seconds).
+  int64_t sync_interval_seconds = 2;
+};
+
+}  // namespace gpuwerk::sched

@@ -1,0 +1,419 @@
+// Hermetic tests of hosts, instances and the agent sync against a real SQLite store in a temp
+// dir, with a FakeClock.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "core/logging.h"
+#include "sched/agent_sync.h"
+#include "sched/host_registry.h"
+#include "sched/instance_service.h"
+#include "store/sqlite_database.h"
+
+namespace gpuwerk::sched {
+namespace {
+
+using nlohmann::json;
+
+class SchedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    core::InitCrypto();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpuwerk-sched-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
+    ASSERT_TRUE(db) << db.error().message;
+    db_ = std::move(*db);
+    ASSERT_TRUE(store::Migrate(*db_));
+    options_.host_unknown_after_seconds = 30;
+    hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
+    instances_ = std::make_unique<InstanceService>(*db_, clock_, rng_, options_);
+    sync_ = std::make_unique<AgentSync>(*db_, clock_, rng_, options_);
+    AddPerson("alice");
+    AddPerson("bob");
+    AddKey("alice", "key_alice");
+    AddKey("bob", "key_bob");
+  }
+  void TearDown() override {
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void AddPerson(const std::string& id) {
+    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(
+          tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES "
+                  "(?, ?, ?, 0)",
+                  {id, id + "@example.test", id + "@example.test"}));
+      return {};
+    }));
+  }
+  void AddKey(const std::string& person, const std::string& id) {
+    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(
+          tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, "
+                  "fingerprint, created_at) VALUES (?, ?, 'laptop', 'ssh-ed25519', 256, "
+                  "?, ?, 0)",
+                  {id, person, "ssh-ed25519 AAAA" + id + " laptop\n", "SHA256:" + id}));
+      return {};
+    }));
+  }
+  /// Registers a host and has its agent sync once (so it counts as online).
+  Host AddHost(const std::string& name, const std::string& type = "spark-1x", bool gpu = true) {
+    auto h = hosts_->Add("op", name, type, gpu, "127.0.0.1");
+    EXPECT_TRUE(h) << h.error().message;
+    auto authed = hosts_->AuthenticateAgent(h->token);
+    EXPECT_TRUE(authed);
+    Sync(*authed);
+    return *authed;
+  }
+  json Sync(const Host& host, json containers = json::array(), json failures = json::array(),
+            json engine = {{"ok", true}, {"error", ""}}) {
+    auto r = sync_->Sync(host, {{"agent_version", "0.1.0"},
+                                {"inventory", {{"addresses", {"10.0.0.5"}}}},
+                                {"engine", engine},
+                                {"containers", containers},
+                                {"failures", failures}});
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : json();
+  }
+  static json Container(const Instance& in, const std::string& state, bool ssh_ready,
+                        int64_t generation = 0) {
+    return {
+        {"instance_id", in.id}, {"node_index", 0},        {"container_id", "c1"},
+        {"state", state},       {"exit_code", 0},         {"started_at", "2026-11-30T04:10:03Z"},
+        {"ssh_port", 40123},    {"ssh_ready", ssh_ready}, {"restart_generation", generation},
+        {"error", ""}};
+  }
+  Instance MustCreate(const std::string& name, const std::string& type = "spark-1x") {
+    auto in = instances_->Create("alice", name, "key_alice", type, "127.0.0.1");
+    EXPECT_TRUE(in) << in.error().api_code;
+    return in ? *in : Instance{};
+  }
+  int64_t Count(const std::string& sql) {
+    auto n = db_->Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+      GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne(sql));
+      return row->Int(0);
+    });
+    return n ? *n : -1;
+  }
+  std::string Status(const std::string& id) {
+    auto in = instances_->Get("alice", id);
+    return in ? in->status : in.error().api_code;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<store::SqliteDatabase> db_;
+  core::FakeClock clock_;
+  core::SodiumRng rng_;
+  SchedOptions options_;
+  std::unique_ptr<HostRegistry> hosts_;
+  std::unique_ptr<InstanceService> instances_;
+  std::unique_ptr<AgentSync> sync_;
+};
+
+TEST_F(SchedTest, CreatePlacesOnAFreeHostAndOpensABillingSession) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  EXPECT_EQ(in.status, "provisioning");
+  EXPECT_EQ(in.hosts, std::vector<std::string>{"spark-a"});
+  EXPECT_TRUE(in.hostname.starts_with("alpha-"));
+  EXPECT_EQ(in.hostname.size(), std::string("alpha-").size() + 5);
+  EXPECT_EQ(in.ssh_key_name, "laptop");
+  EXPECT_FALSE(in.billing_session_id.empty());
+  EXPECT_EQ(in.billing_started_at, clock_.NowUnix());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'instance.create'"), 1);
+
+  json r = Sync(host);
+  EXPECT_EQ(r["host_id"], host.id);
+  ASSERT_EQ(r["desired"].size(), 1u);
+  const json& d = r["desired"][0];
+  EXPECT_EQ(d["instance_id"], in.id);
+  EXPECT_EQ(d["container_name"], "gpuwerk-" + in.id + "-0");
+  EXPECT_EQ(d["hostname"], in.hostname);
+  EXPECT_EQ(d["image"], "localhost/gpuwerk-instance:bookworm");
+  EXPECT_EQ(d["gpu"], true);
+  EXPECT_EQ(d["authorized_keys"][0], "ssh-ed25519 AAAAkey_alice laptop\n");
+  EXPECT_EQ(d["restart_generation"], 0);
+}
+
+TEST_F(SchedTest, NoCapacityWhenEveryHostIsTakenOrSilentOrDrained) {
+  auto none = instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().api_code, "no_capacity");
+  EXPECT_EQ(none.error().details["gpu_type"], "spark-1x");
+  EXPECT_EQ(none.error().details["queue"]["offer"], true);
+
+  AddHost("spark-a");
+  MustCreate("alpha");
+  auto full = instances_->Create("alice", "beta", "key_alice", "spark-1x", "x");
+  ASSERT_FALSE(full);
+  EXPECT_EQ(full.error().api_code, "no_capacity");
+
+  AddHost("spark-b");
+  ASSERT_TRUE(hosts_->SetDrained("op", "spark-b", true, "x"));
+  EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
+            "no_capacity");
+  ASSERT_TRUE(hosts_->SetDrained("op", "spark-b", false, "x"));
+  clock_.Advance(std::chrono::seconds(31));  // spark-b went silent
+  EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
+            "no_capacity");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instances"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions"), 1);
+}
+
+TEST_F(SchedTest, NameKeyAndGpuTypeRules) {
+  AddHost("spark-a");
+  for (const std::string& bad :
+       std::vector<std::string>{"", "-a", "a-", "Alpha", "a_b", "a.b", std::string(64, 'a')}) {
+    auto r = instances_->Create("alice", bad, "key_alice", "spark-1x", "x");
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_name") << bad;
+  }
+  auto other_key = instances_->Create("alice", "alpha", "key_bob", "spark-1x", "x");
+  ASSERT_FALSE(other_key);
+  EXPECT_EQ(other_key.error().api_code, "not_found");
+  auto type = instances_->Create("alice", "alpha", "key_alice", "spark-9x", "x");
+  ASSERT_FALSE(type);
+  EXPECT_EQ(type.error().api_code, "unknown_gpu_type");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instances"), 0);
+
+  MustCreate(std::string(63, 'a'));
+  AddHost("spark-b");
+  auto taken = instances_->Create("alice", std::string(63, 'a'), "key_alice", "spark-1x", "x");
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.error().api_code, "name_taken");
+  // Bob may use the same name.
+  EXPECT_TRUE(instances_->Create("bob", std::string(63, 'a'), "key_bob", "spark-1x", "x"));
+}
+
+TEST_F(SchedTest, C15_TwoReservationsRaceForTheLastHost) {
+  AddHost("spark-a");
+  constexpr int kThreads = 8;
+  std::atomic<int> won{0}, no_capacity{0}, other{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go) std::this_thread::yield();
+      auto r =
+          instances_->Create("alice", "racer-" + std::to_string(i), "key_alice", "spark-1x", "x");
+      if (r) {
+        ++won;
+      } else if (r.error().api_code == "no_capacity") {
+        ++no_capacity;
+      } else {
+        ++other;
+      }
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(won, 1);
+  EXPECT_EQ(no_capacity, kThreads - 1);
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instances"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions"), 1);
+}
+
+TEST_F(SchedTest, PlacementsTableRefusesASecondInstanceOnAHost) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  auto r = db_->Write([&](store::Transaction& tx) -> core::Result<void> {
+    GPUWERK_TRY(
+        tx.Exec("INSERT INTO placements (instance_id, host_id, node_index) VALUES "
+                "(?, ?, 1)",
+                {in.id, host.id}));
+    return {};
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "constraint_violation");
+}
+
+TEST_F(SchedTest, StatusFollowsTheEngineStateC11) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  EXPECT_EQ(Status(in.id), "provisioning");  // no container yet
+  struct Case {
+    std::string state;
+    bool ssh_ready;
+    std::string want;
+  };
+  for (const Case& c : std::vector<Case>{{"created", false, "provisioning"},
+                                         {"running", false, "provisioning"},
+                                         {"running", true, "running"},
+                                         {"restarting", false, "restarting"},
+                                         {"exited", false, "exited"},
+                                         {"dead", false, "exited"},
+                                         {"running", true, "running"}}) {
+    Sync(host, json::array({Container(in, c.state, c.ssh_ready)}));
+    EXPECT_EQ(Status(in.id), c.want) << c.state << " ssh_ready=" << c.ssh_ready;
+    EXPECT_EQ(Count("SELECT COUNT(*) FROM instances WHERE status = '" + c.want + "'"), 1)
+        << "stored status for " << c.state;
+  }
+  auto shown = instances_->Get("alice", "alpha");
+  ASSERT_TRUE(shown);
+  EXPECT_EQ(shown->ssh_address, "10.0.0.5");
+  EXPECT_EQ(shown->ssh_port, 40123);
+
+  // The host goes silent: unknown on read at once, persisted by MarkUnknownHosts.
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_EQ(Status(in.id), "unknown");
+  auto marked = instances_->MarkUnknownHosts(clock_.NowUnix());
+  ASSERT_TRUE(marked);
+  EXPECT_EQ(*marked, 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instances WHERE status = 'unknown'"), 1);
+  // Heard from again: back to running.
+  Sync(host, json::array({Container(in, "running", true)}));
+  EXPECT_EQ(Status(in.id), "running");
+
+  // The engine is gone: unknown, and the reason says so.
+  Sync(host, json::array(), json::array(), {{"ok", false}, {"error", "socket gone"}});
+  auto engine_down = instances_->Get("alice", in.id);
+  EXPECT_EQ(engine_down->status, "unknown");
+  EXPECT_NE(engine_down->status_reason.find("socket gone"), std::string::npos);
+}
+
+TEST_F(SchedTest, RestartBumpsGenerationKeepsSessionAndWaitsForTheAgent) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  Sync(host, json::array({Container(in, "running", true)}));
+  auto r = instances_->Restart("alice", "alpha", "x");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, "restarting");
+  EXPECT_EQ(r->restart_generation, 1);
+  EXPECT_EQ(r->billing_session_id, in.billing_session_id);
+  json resp = Sync(host, json::array({Container(in, "running", true, 0)}));
+  EXPECT_EQ(resp["desired"][0]["restart_generation"], 1);
+  EXPECT_EQ(Status(in.id), "restarting");  // not applied yet
+  Sync(host, json::array({Container(in, "running", true, 1)}));
+  EXPECT_EQ(Status(in.id), "running");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions WHERE ended_at IS NULL"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'instance.restart'"), 1);
+}
+
+TEST_F(SchedTest, C14_ActionOnDeletedInstance) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  Sync(host, json::array({Container(in, "running", true)}));
+  auto d = instances_->Delete("alice", in.id, "x");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, "deleting");
+  auto restart = instances_->Restart("alice", in.id, "x");
+  ASSERT_FALSE(restart);
+  EXPECT_EQ(restart.error().api_code, "instance_deleting");
+  EXPECT_EQ(restart.error().code, core::ErrorCode::kFailedPrecondition);
+  // A repeated delete is fine; nothing is wanted on the host any more.
+  EXPECT_TRUE(instances_->Delete("alice", in.id, "x"));
+  EXPECT_TRUE(Sync(host, json::array({Container(in, "running", true)}))["desired"].empty());
+  EXPECT_EQ(Status(in.id), "deleting");  // the container is still there
+  // Gone: finalized.
+  EXPECT_TRUE(Sync(host)["desired"].empty());
+  EXPECT_EQ(instances_->Restart("alice", in.id, "x").error().api_code, "not_found");
+  EXPECT_EQ(instances_->Delete("alice", in.id, "x").error().api_code, "not_found");
+  EXPECT_EQ(instances_->Get("alice", in.id).error().api_code, "not_found");
+  EXPECT_TRUE(Sync(host)["desired"].empty());
+  EXPECT_EQ(Count("SELECT restart_generation FROM instances"), 0);
+}
+
+TEST_F(SchedTest, DeletionFinalizationFreesTheHostAndTheName) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  Sync(host, json::array({Container(in, "running", true)}));
+  clock_.Advance(std::chrono::seconds(5));
+  ASSERT_TRUE(instances_->Delete("alice", "alpha", "x"));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions WHERE ended_at = " +
+                  std::to_string(clock_.NowUnix())),
+            1);
+  EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
+            "no_capacity");  // the host is held until the container is gone
+  Sync(host);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instances WHERE deleted_at IS NOT NULL"), 1);
+  Instance again = MustCreate("alpha");
+  EXPECT_NE(again.id, in.id);
+  EXPECT_NE(again.billing_session_id, in.billing_session_id);
+  auto list = instances_->List("alice", 1);
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->total, 1);
+}
+
+TEST_F(SchedTest, FailureReportFreesCapacityAndEndsTheSession) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  Sync(host, json::array(),
+       json::array({{{"instance_id", in.id},
+                     {"node_index", 0},
+                     {"code", "image_not_found"},
+                     {"message", "no such image"}}}));
+  auto shown = instances_->Get("alice", "alpha");
+  ASSERT_TRUE(shown);
+  EXPECT_EQ(shown->status, "failed");
+  EXPECT_NE(shown->status_reason.find("image_not_found"), std::string::npos);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions WHERE ended_at IS NOT NULL"), 1);
+  EXPECT_TRUE(Sync(host)["desired"].empty());
+  EXPECT_EQ(instances_->Restart("alice", "alpha", "x").error().api_code, "instance_failed");
+  MustCreate("beta");  // the host is free again
+  // Deleting the failed instance finalizes it at once (it holds no host).
+  auto d = instances_->Delete("alice", "alpha", "x");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, "deleted");
+}
+
+TEST_F(SchedTest, AnotherHostsOrPersonsInstancesAreNotTouched) {
+  Host a = AddHost("spark-a");
+  Host b = AddHost("spark-b");
+  Instance in = MustCreate("alpha");
+  const Host& mine = in.hosts[0] == "spark-a" ? a : b;
+  const Host& other = in.hosts[0] == "spark-a" ? b : a;
+  // A lying agent on the other host reports the instance as failed and running: ignored.
+  Sync(other, json::array({Container(in, "running", true)}),
+       json::array({{{"instance_id", in.id}, {"node_index", 0}, {"code", "x"}}}));
+  EXPECT_EQ(Status(in.id), "provisioning");
+  Sync(mine, json::array({Container(in, "running", true)}));
+  EXPECT_EQ(Status(in.id), "running");
+  EXPECT_EQ(instances_->Get("bob", in.id).error().api_code, "not_found");
+  EXPECT_EQ(instances_->Restart("bob", in.id, "x").error().api_code, "not_found");
+  EXPECT_EQ(instances_->Delete("bob", in.id, "x").error().api_code, "not_found");
+}
+
+TEST_F(SchedTest, TwoHostTypeNeedsTwoHosts) {
+  AddHost("pair-a", "spark-2x", false);
+  EXPECT_EQ(instances_->Create("alice", "big", "key_alice", "spark-2x", "x").error().api_code,
+            "no_capacity");
+  AddHost("pair-b", "spark-2x", false);
+  Instance in = MustCreate("big", "spark-2x");
+  EXPECT_EQ(in.hosts.size(), 2u);
+  EXPECT_FALSE(in.gpu_attached);
+  auto types = instances_->GpuTypes();
+  ASSERT_TRUE(types);
+  ASSERT_EQ(types->size(), 2u);
+  EXPECT_EQ((*types)[1].name, "spark-2x");
+  EXPECT_EQ((*types)[1].online_hosts, 2);
+  EXPECT_EQ((*types)[1].free_instances, 0);
+  EXPECT_EQ((*types)[0].price_minor_per_hour, 65);
+}
+
+TEST_F(SchedTest, HostTokensAuthenticateOnlyTheirHost) {
+  auto h = hosts_->Add("op", "spark-a", "spark-1x", true, "x");
+  ASSERT_TRUE(h);
+  EXPECT_TRUE(h->token.starts_with("gwh_"));
+  EXPECT_EQ(hosts_->AuthenticateAgent(h->token)->id, h->host.id);
+  EXPECT_EQ(hosts_->AuthenticateAgent("gwh_wrong").error().api_code, "unauthenticated");
+  EXPECT_EQ(hosts_->AuthenticateAgent("").error().api_code, "unauthenticated");
+  EXPECT_EQ(hosts_->Add("op", "spark-a", "spark-1x", true, "x").error().api_code, "name_taken");
+  EXPECT_EQ(hosts_->Add("op", "spark-b", "nope", true, "x").error().api_code, "unknown_gpu_type");
+  EXPECT_EQ(hosts_->Add("op", "Bad_Name", "spark-1x", true, "x").error().api_code, "invalid_name");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts WHERE token_hash = '" + h->token + "'"), 0);
+}
+
+}  // namespace
+}  // namespace gpuwerk::sched

@@ -1,0 +1,206 @@
+// Instances over real HTTP with a fake agent that calls /api/v1/agent/sync with a host token
+// (no container engine here; the agent's own tests drive the real one)..
+#include <gtest/gtest.h>
+
+#include "tests/integration/server_fixture.h"
+#include "tests/support/ssh_keygen.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+using nlohmann::json;
+
+class InstancesApiTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+    op_ = Browser();
+    auto login = op_->PostJson("/api/v1/auth/login",
+                               {{"email", "op@example.test"}, {"password", "operator password 1"}});
+    ASSERT_EQ(login.status, 200) << login.body;
+    alice_ = Browser();
+    SignUp(*alice_, "alice@example.test");
+    key_id_ = AddKey(*alice_, "laptop", "alice");
+  }
+
+  std::string AddKey(HttpClient& who, const std::string& name, const std::string& file) {
+    auto key = GenerateKey(dir_.path(), file);
+    auto r = who.PostJson("/api/v1/ssh-keys", {{"name", name}, {"public_key", key.public_line}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json()["id"];
+  }
+  /// Registers a host as the operator and returns its agent token.
+  std::string AddHost(const std::string& name, bool gpu = true) {
+    auto r = op_->PostJson("/api/v1/admin/hosts",
+                           {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", gpu}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json()["token"];
+  }
+  /// One fake agent round.
+  HttpResult Sync(const std::string& token, json containers = json::array()) {
+    HttpClient agent(app_->base_url());
+    agent.SetBearer(token);
+    return agent.PostJson("/api/v1/agent/sync",
+                          {{"agent_version", "0.1.0"},
+                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
+                           {"engine", {{"ok", true}, {"error", ""}}},
+                           {"containers", containers},
+                           {"failures", json::array()}});
+  }
+  static json Container(const std::string& id, const std::string& state, bool ready,
+                        int64_t generation) {
+    return {{"instance_id", id}, {"node_index", 0},    {"container_id", "c0"},
+            {"state", state},    {"exit_code", 0},     {"started_at", ""},
+            {"ssh_port", 40001}, {"ssh_ready", ready}, {"restart_generation", generation},
+            {"error", ""}};
+  }
+  HttpResult Create(HttpClient& who, const std::string& name, const std::string& key,
+                    const std::string& type = "spark-1x") {
+    return who.PostJson("/api/v1/instances",
+                        {{"name", name}, {"ssh_key_id", key}, {"gpu_type", type}});
+  }
+
+  std::unique_ptr<HttpClient> op_;
+  std::unique_ptr<HttpClient> alice_;
+  std::string key_id_;
+};
+
+TEST_F(InstancesApiTest, LifecycleWithAFakeAgent) {
+  const std::string token = AddHost("spark-a");
+  ASSERT_EQ(Sync(token).status, 200);
+  auto created = Create(*alice_, "alpha", key_id_);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const json in = created.Json();
+  const std::string id = in["id"];
+  EXPECT_EQ(in["status"], "provisioning");
+  EXPECT_EQ(in["hosts"], json::array({"spark-a"}));
+  EXPECT_EQ(in["ssh_key"]["name"], "laptop");
+  EXPECT_TRUE(in["ssh_command"].is_null());
+  const std::string session = in["billing_session"]["id"];
+
+  auto round = Sync(token);
+  ASSERT_EQ(round.status, 200) << round.body;
+  ASSERT_EQ(round.Json()["desired"].size(), 1u);
+  EXPECT_EQ(round.Json()["desired"][0]["instance_id"], id);
+  EXPECT_EQ(round.Json()["desired"][0]["hostname"], in["hostname"]);
+
+  ASSERT_EQ(Sync(token, json::array({Container(id, "running", true, 0)})).status, 200);
+  auto shown = alice_->Get("/api/v1/instances/" + id);
+  ASSERT_EQ(shown.status, 200);
+  EXPECT_EQ(shown.Json()["status"], "running");
+  EXPECT_EQ(shown.Json()["ssh_command"], "ssh -p 40001 root@127.0.0.1");
+  EXPECT_EQ(alice_->Get("/api/v1/instances").Json()["total"], 1);
+
+  // Restart: generation bumped, same billing session.
+  auto restarted = alice_->PostJson("/api/v1/instances/" + id + "/restart", json::object());
+  ASSERT_EQ(restarted.status, 202) << restarted.body;
+  EXPECT_EQ(restarted.Json()["status"], "restarting");
+  EXPECT_EQ(restarted.Json()["billing_session"]["id"], session);
+  EXPECT_EQ(Sync(token).Json()["desired"][0]["restart_generation"], 1);
+  Sync(token, json::array({Container(id, "running", true, 1)}));
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "running");
+
+  // Delete: deleting until the agent reports the container gone; then the name is free.
+  EXPECT_EQ(alice_->Delete("/api/v1/instances/" + id).status, 204);
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "deleting");
+  EXPECT_EQ(alice_->Delete("/api/v1/instances/" + id).status, 204);
+  ExpectProblem(Create(*alice_, "alpha", key_id_), 409, "name_taken");
+  EXPECT_TRUE(
+      Sync(token, json::array({Container(id, "running", true, 1)})).Json()["desired"].empty());
+  Sync(token);  // gone
+  ExpectProblem(alice_->Get("/api/v1/instances/" + id), 404, "not_found");
+  ExpectProblem(alice_->Delete("/api/v1/instances/" + id), 404, "not_found");
+  auto again = Create(*alice_, "alpha", key_id_);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_NE(again.Json()["billing_session"]["id"], session);
+}
+
+TEST_F(InstancesApiTest, SecondPersonGets404) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  auto created = Create(*alice_, "alpha", key_id_);
+  ASSERT_EQ(created.status, 201);
+  const std::string id = created.Json()["id"];
+  auto bob = Browser();
+  SignUp(*bob, "bob@example.test");
+  ExpectProblem(bob->Get("/api/v1/instances/" + id), 404, "not_found");
+  ExpectProblem(bob->PostJson("/api/v1/instances/" + id + "/restart", json::object()), 404,
+                "not_found");
+  ExpectProblem(bob->Delete("/api/v1/instances/" + id), 404, "not_found");
+  EXPECT_EQ(bob->Get("/api/v1/instances").Json()["total"], 0);
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "provisioning");
+}
+
+TEST_F(InstancesApiTest, BadInputGetsClearCodesAndCreatesNothing) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  auto bob = Browser();
+  SignUp(*bob, "bob@example.test");
+  const std::string bobs_key = AddKey(*bob, "bobs", "bob");
+  ExpectProblem(Create(*alice_, "Not_A_Label", key_id_), 400, "invalid_name");
+  ExpectProblem(Create(*alice_, "alpha", bobs_key), 404, "not_found");
+  ExpectProblem(Create(*alice_, "alpha", key_id_, "spark-9x"), 400, "unknown_gpu_type");
+  ExpectProblem(alice_->PostJson("/api/v1/instances", {{"name", "alpha"}}), 400, "invalid_field");
+  EXPECT_EQ(alice_->Get("/api/v1/instances").Json()["total"], 0);
+  EXPECT_EQ(Sync(token).Json()["desired"].size(), 0u);
+  auto gpu_types = alice_->Get("/api/v1/gpu-types");
+  ASSERT_EQ(gpu_types.status, 200);
+  EXPECT_EQ(gpu_types.Json()["items"][0]["name"], "spark-1x");
+  EXPECT_EQ(gpu_types.Json()["items"][0]["free_capacity"], 1);
+  EXPECT_EQ(gpu_types.Json()["items"][0]["price"]["amount_minor"], 65);
+
+  // No capacity once the host is taken.
+  ASSERT_EQ(Create(*alice_, "alpha", key_id_).status, 201);
+  auto full = Create(*alice_, "beta", key_id_);
+  ExpectProblem(full, 409, "no_capacity");
+  EXPECT_EQ(full.Json()["queue"]["offer"], true);
+}
+
+TEST_F(InstancesApiTest, KeyInUseNamesTheInstance) {
+  const std::string token = AddHost("spark-a", false);
+  Sync(token);
+  auto created = Create(*alice_, "alpha", key_id_);
+  ASSERT_EQ(created.status, 201);
+  EXPECT_EQ(created.Json()["gpu"], "no GPU attached");
+  auto refused = alice_->Delete("/api/v1/ssh-keys/" + key_id_);
+  ExpectProblem(refused, 409, "key_in_use");
+  EXPECT_EQ(refused.Json()["instances"], json::array({"alpha"}));
+  // Deleted instance: the key may go.
+  ASSERT_EQ(alice_->Delete("/api/v1/instances/" + created.Json()["id"].get<std::string>()).status,
+            204);
+  Sync(token);
+  EXPECT_EQ(alice_->Delete("/api/v1/ssh-keys/" + key_id_).status, 204);
+}
+
+TEST_F(InstancesApiTest, HostsAreForOperatorsAndAgentsNeedTheirToken) {
+  ExpectProblem(alice_->PostJson("/api/v1/admin/hosts", {{"name", "x"}, {"gpu_type", "spark-1x"}}),
+                403, "forbidden");
+  ExpectProblem(alice_->Get("/api/v1/admin/hosts"), 403, "forbidden");
+  ExpectProblem(Sync("gwh_not-a-token"), 401, "unauthenticated");
+  HttpClient anonymous(app_->base_url());
+  ExpectProblem(anonymous.Get("/api/v1/instances"), 401, "unauthenticated");
+  const std::string token = AddHost("spark-a");
+  auto list = op_->Get("/api/v1/admin/hosts");
+  ASSERT_EQ(list.status, 200);
+  EXPECT_EQ(list.Json()["items"][0]["name"], "spark-a");
+  EXPECT_TRUE(list.Json()["items"][0]["last_seen_at"].is_null());
+  EXPECT_FALSE(list.Json()["items"][0].contains("token"));
+  Sync(token);
+  EXPECT_TRUE(op_->Get("/api/v1/admin/hosts").Json()["items"][0]["last_seen_at"].is_string());
+}
+
+TEST_F(InstancesApiTest, SilentHostMakesInstanceUnknownAndBack) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  auto created = Create(*alice_, "alpha", key_id_);
+  const std::string id = created.Json()["id"];
+  Sync(token, json::array({Container(id, "running", true, 0)}));
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "unknown");
+  Sync(token, json::array({Container(id, "running", true, 0)}));
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "running");
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
