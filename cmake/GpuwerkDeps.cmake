@@ -19,6 +19,8 @@ if(NOT GPUWERK_FUZZ)
     pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
   endif()
   find_package(Boost 1.74 REQUIRED COMPONENTS system)
+  # libssh: the SSH relay (src/relay) and the agent's proof that a person's key logs in (C05).
+  pkg_check_modules(LIBSSH REQUIRED IMPORTED_TARGET libssh)
   if(GPUWERK_AGENT)
     # libarchive: the tar archives the agent puts into containers (agent/authorized_keys.cc).
     pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)

@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <fstream>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "agent/authorized_keys.h"
+#include "agent/login_probe.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -35,6 +37,7 @@ Agent::Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, 
 std::map<std::string, std::string> Agent::LabelFilter() const {
   auto filter = options_.extra_labels;
   filter[std::string(kInstanceLabel)] = "";
+  filter[std::string(kHostLabel)] = host_id_;
   return filter;
 }
 
@@ -152,11 +155,52 @@ void Agent::Observe() {
     }
   }
   if (pruned) SaveState();
+  login_errors_.clear();
+  std::map<std::string, std::string> proven;
   for (const auto& c : observed_) {
     if (c.state != ContainerState::kRunning) continue;
-    ssh_ready_[c.id] =
-        SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+    ssh_ready_[c.id] = ContainerReady(c);
+    if (auto it = proven_.find(c.id); it != proven_.end()) proven.insert(*it);
   }
+  proven_ = std::move(proven);  // forget containers that are gone or stopped
+}
+
+bool Agent::ContainerReady(const ContainerInfo& c) {
+  auto label = [&](std::string_view name) {
+    auto it = c.labels.find(std::string(name));
+    return it == c.labels.end() ? std::string() : it->second;
+  };
+  if (auto it = proven_.find(c.id); it != proven_.end() && it->second == c.started_at) {
+    return SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+  }
+  const std::string instance = label(kInstanceLabel);
+  const std::string node = label(kNodeLabel);
+  const DesiredContainer* desired = nullptr;
+  for (const auto& d : desired_) {
+    if (d.instance_id == instance && std::to_string(d.node_index) == node) desired = &d;
+  }
+  if (desired == nullptr || desired->authorized_keys.empty() || c.ssh_port == 0) {
+    return SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+  }
+  const LoginProbe probe = ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root",
+                                      desired->authorized_keys.front(), options_.ssh_probe_timeout);
+  switch (probe) {
+    case LoginProbe::kAccepted:
+      spdlog::info("agent: login to {} (instance {}) proven with the person's key", c.name,
+                   instance);
+      proven_[c.id] = c.started_at;
+      return true;
+    case LoginProbe::kRefused:
+      login_errors_[c.id] =
+          "sshd in the container refuses the person's key (check ~/.ssh modes and owner)";
+      spdlog::warn("agent: sshd of {} (instance {}) refuses the person's key", c.name, instance);
+      return false;
+    case LoginProbe::kNoAnswer:
+      return false;
+    case LoginProbe::kUnsupported:
+      return SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+  }
+  return false;
 }
 
 void Agent::Create(const DesiredContainer& d) {
@@ -168,6 +212,7 @@ void Agent::Create(const DesiredContainer& d) {
   spec.labels[std::string(kInstanceLabel)] = d.instance_id;
   spec.labels[std::string(kNodeLabel)] = std::to_string(d.node_index);
   spec.labels[std::string(kGenerationLabel)] = std::to_string(d.restart_generation);
+  spec.labels[std::string(kHostLabel)] = host_id_;
   spec.env = d.env;
   spec.memory_bytes = d.memory_bytes;
   spec.gpu = d.gpu && !inventory_.gpus.empty();
@@ -233,13 +278,23 @@ bool Agent::Apply(const std::vector<Action>& actions) {
   return !actions.empty();
 }
 
+nlohmann::json Agent::InventoryJson() const {
+  nlohmann::json j = ToJson(inventory_);
+  j["ssh_address"] = options_.ssh_bind_address;  // where sshd ports are published
+  return j;
+}
+
 nlohmann::json Agent::BuildRequest() const {
   nlohmann::json containers = nlohmann::json::array();
   for (const auto& c : observed_) {
     auto ready = ssh_ready_.find(c.id);
-    containers.push_back(ToJson(ReportContainer(c, AppliedGeneration(c, applied_),
-                                                ready != ssh_ready_.end() && ready->second,
-                                                engine_ok_, engine_error_)));
+    ContainerReport report =
+        ReportContainer(c, AppliedGeneration(c, applied_),
+                        ready != ssh_ready_.end() && ready->second, engine_ok_, engine_error_);
+    if (auto e = login_errors_.find(c.id); e != login_errors_.end() && report.error.empty()) {
+      report.error = e->second;
+    }
+    containers.push_back(ToJson(report));
   }
   nlohmann::json failures = nlohmann::json::array();
   for (const auto& f : failures_) {
@@ -249,18 +304,24 @@ nlohmann::json Agent::BuildRequest() const {
                         {"message", f.message}});
   }
   return {{"agent_version", options_.agent_version},
-          {"inventory", ToJson(inventory_)},
+          {"inventory", InventoryJson()},
           {"engine", {{"ok", engine_ok_}, {"error", engine_error_}}},
           {"containers", containers},
           {"failures", failures}};
 }
 
 core::Result<bool> Agent::RunOnce() {
-  Observe();
-  if (have_desired_ && engine_ok_) {
-    if (Apply(Reconcile(desired_, observed_, applied_))) Observe();
+  // Until the first answer names this host, the agent cannot tell its containers from another
+  // host's on the same engine: it reports nothing ("observed": false) and touches nothing.
+  const bool know_host = !host_id_.empty();
+  if (know_host) {
+    Observe();
+    if (have_desired_ && engine_ok_) {
+      if (Apply(Reconcile(desired_, observed_, applied_))) Observe();
+    }
   }
   last_request_ = BuildRequest();
+  if (!know_host) last_request_["observed"] = false;
   GPUWERK_ASSIGN_OR_RETURN(nlohmann::json response, client_.Sync(last_request_));
   failures_.clear();
   if (auto s = response.find("sync_interval_seconds");
@@ -270,18 +331,41 @@ core::Result<bool> Agent::RunOnce() {
   auto desired = ParseDesired(response.contains("desired") ? response["desired"] : nullptr);
   if (!desired)
     return core::Fail(core::ErrorCode::kUnavailable, "bad_sync_response", desired.error().message);
+  auto host = response.find("host_id");
+  if (host == response.end() || !host->is_string() || host->get<std::string>().empty()) {
+    return core::Fail(core::ErrorCode::kUnavailable, "bad_sync_response",
+                      "the sync answer has no host_id");
+  }
+  if (!host_id_.empty() && host_id_ != host->get<std::string>()) {
+    spdlog::warn(
+        "agent: the server now calls this host {} (was {}); containers labelled for {} "
+        "are no longer managed",
+        host->get<std::string>(), host_id_, host_id_);
+  }
+  if (host_id_ != host->get<std::string>()) {
+    host_id_ = host->get<std::string>();
+    observed_.clear();
+    ssh_ready_.clear();
+  }
   desired_ = std::move(*desired);
   have_desired_ = true;
+  if (!know_host) return true;  // observe and act at once, now that the host is known
+  if (auto v = response.find("desired_version"); v != response.end() && v->is_string()) {
+    std::lock_guard lock(mu_);
+    desired_version_ = v->get<std::string>();
+  }
   return engine_ok_ && !Reconcile(desired_, observed_, applied_).empty();
 }
 
 void Agent::Run() {
   LoadState();
+  std::thread watcher([this] { WatchLoop(); });
   bool previous_was_immediate = false;
   while (true) {
     {
       std::lock_guard lock(mu_);
-      if (stop_) return;
+      if (stop_) break;
+      woken_ = false;
     }
     auto again = RunOnce();
     if (!again) {
@@ -291,8 +375,47 @@ void Agent::Run() {
     // failing waits for the interval).
     const bool immediate = again && *again && !previous_was_immediate;
     previous_was_immediate = immediate;
+    const bool proving = std::any_of(observed_.begin(), observed_.end(), [&](const auto& c) {
+      auto r = ssh_ready_.find(c.id);
+      return c.state == ContainerState::kRunning && (r == ssh_ready_.end() || !r->second);
+    });
+    const auto pause = proving ? std::min(options_.sync_interval, options_.ready_poll_interval)
+                               : options_.sync_interval;
     std::unique_lock lock(mu_);
-    if (!immediate) wake_.wait_for(lock, options_.sync_interval, [this] { return stop_; });
+    if (!immediate) wake_.wait_for(lock, pause, [this] { return stop_ || woken_; });
+  }
+  client_.CancelWatch();
+  watcher.join();
+}
+
+void Agent::WatchLoop() {
+  std::string known;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      if (stop_) return;
+      if (known.empty()) known = desired_version_;
+      if (known.empty()) {  // no sync answer yet
+        wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; });
+        continue;
+      }
+    }
+    auto version = client_.Watch(known, options_.watch_wait);
+    if (!version) {
+      if (version.error().api_code == "watch_unsupported") return;  // periodic sync alone
+      spdlog::debug("agent: watch failed: {}", Describe(version.error()));
+      std::unique_lock lock(mu_);
+      wake_.wait_for(lock, options_.sync_interval, [this] { return stop_; });
+      continue;
+    }
+    if (*version != known) {
+      known = *version;
+      {
+        std::lock_guard lock(mu_);
+        woken_ = true;
+      }
+      wake_.notify_all();
+    }
   }
 }
 

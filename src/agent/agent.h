@@ -31,8 +31,14 @@ struct AgentOptions {
   std::chrono::milliseconds engine_timeout = std::chrono::seconds(10);
   /// Seconds the engine waits after SIGTERM before SIGKILL on a restart.
   int restart_stop_timeout_seconds = 5;
-  /// How long the SSH readiness probe waits for the "SSH-2.0-" banner.
+  /// How long the SSH readiness probe waits for the "SSH-2.0-" banner, and (rounded up to whole
+  /// seconds) for the login proof (ProbeLogin).
   std::chrono::milliseconds ssh_probe_timeout = std::chrono::seconds(1);
+  /// The pause between rounds while a running container's login is not proven yet (a start or
+  /// restart in progress), so that `running` is reported soon after sshd accepts.
+  std::chrono::milliseconds ready_poll_interval = std::chrono::milliseconds(250);
+  /// How long one long poll of the server's watch lasts (seconds, 1–55).
+  std::chrono::seconds watch_wait = std::chrono::seconds(25);
   /// Labels added to every container the agent creates and to its list filter (tests use one
   /// per run, so that agents on one engine never touch each other's containers).
   std::map<std::string, std::string> extra_labels;
@@ -75,8 +81,11 @@ class Agent {
   core::Result<bool> RunOnce();
 
   /// Rounds until Stop(): after each, waits the server's `sync_interval_seconds` (default
-  /// AgentOptions::sync_interval), or not at all when RunOnce asked for it. Sync errors are
-  /// logged and retried at the next round.
+  /// AgentOptions::sync_interval), `ready_poll_interval` while a running container's login is
+  /// not proven yet, or not at all when RunOnce asked for it. Meanwhile a second thread long-polls
+  /// the server (SyncClient::Watch) and ends the wait as soon as the host's desired state changes,
+  /// so that launches, restarts and deletes start at once. Sync errors are logged and retried at
+  /// the next round.
   void Run();
 
   /// Makes Run return after the current step; wakes its wait. Thread-safe, idempotent.
@@ -90,12 +99,19 @@ class Agent {
                             std::chrono::milliseconds timeout);
 
  private:
+  /// Whether a running container is ready: its sshd accepts the first authorized key of its
+  /// desired entry for root (ProbeLogin, case C05), proven once per container start and then
+  /// checked by banner; without a desired entry or a key line libssh can read, by banner only.
+  /// Sets `login_errors_` when sshd refuses the key.
+  bool ContainerReady(const ContainerInfo& c);
   void Observe();
+  void WatchLoop();
   bool Apply(const std::vector<Action>& actions);
   void Create(const DesiredContainer& d);
   void RecordGeneration(const std::string& id, int64_t generation);
   void SaveState();
   nlohmann::json BuildRequest() const;
+  nlohmann::json InventoryJson() const;
   std::map<std::string, std::string> LabelFilter() const;
 
   AgentOptions options_;
@@ -105,17 +121,22 @@ class Agent {
 
   bool engine_ok_ = false;
   std::string engine_error_;
-  std::vector<ContainerInfo> observed_;    // last known, inspected
-  std::map<std::string, bool> ssh_ready_;  // by container id
-  AppliedGenerations applied_;             // by restart, by container id
-  std::vector<CreateFailure> failures_;    // since the last successful sync
+  std::vector<ContainerInfo> observed_;        // last known, inspected
+  std::map<std::string, bool> ssh_ready_;      // by container id
+  std::map<std::string, std::string> proven_;  // container id → started_at of the proven login
+  std::map<std::string, std::string> login_errors_;  // by container id, this round
+  AppliedGenerations applied_;                       // by restart, by container id
+  std::vector<CreateFailure> failures_;              // since the last successful sync
   bool have_desired_ = false;
+  std::string host_id_;  // from the sync answer; "" until the first one
   std::vector<DesiredContainer> desired_;
   nlohmann::json last_request_;
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mu_
+  bool stop_ = false;            // guarded by mu_
+  bool woken_ = false;           // guarded by mu_: the watch saw a change
+  std::string desired_version_;  // guarded by mu_: of the last sync answer, "" before one
 };
 
 }  // namespace gpuwerk::agent

@@ -86,6 +86,10 @@ TEST(AgentTest, MissingEngineSocketIsReportedAndRetried) {
   const std::string socket = TempSocket("missing");
   DockerEngine engine({.socket_path = socket, .timeout = milliseconds(500)});
   Agent agent({}, engine, client, Inventory{});
+  // The first round only learns the host id (it reports "observed": false, touches nothing).
+  auto first = agent.RunOnce();
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(agent.last_request()["observed"], false);
   for (int round = 0; round < 3; ++round) {
     auto r = agent.RunOnce();
     ASSERT_TRUE(r) << r.error().message;
@@ -98,7 +102,7 @@ TEST(AgentTest, MissingEngineSocketIsReportedAndRetried) {
     EXPECT_TRUE(req["containers"].empty());
     EXPECT_TRUE(req["failures"].empty());
   }
-  EXPECT_EQ(server.requests().size(), 3u);
+  EXPECT_EQ(server.requests().size(), 4u);
 }
 
 // C11: a wedged engine (accepts, never answers): the round ends within the engine time limit
@@ -113,6 +117,7 @@ TEST(AgentTest, C11_WedgedEngineIsNotOkWithinTheTimeLimit) {
   AgentOptions options;
   options.engine_timeout = milliseconds(300);
   Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
   const auto start = std::chrono::steady_clock::now();
   auto r = agent.RunOnce();
   ASSERT_TRUE(r) << r.error().message;
@@ -123,8 +128,9 @@ TEST(AgentTest, C11_WedgedEngineIsNotOkWithinTheTimeLimit) {
 }
 
 TEST(AgentTest, InventoryGoesIntoTheRequest) {
-  FakeApiServer server(
-      [](const FakeRequest&) { return FakeResponse::Json(200, nlohmann::json::object()); });
+  FakeApiServer server([](const FakeRequest&) {
+    return FakeResponse::Json(200, {{"host_id", "hst_1"}, {"desired", nlohmann::json::array()}});
+  });
   AgentClient client(server.url(), "gwh_x", milliseconds(2000));
   DockerEngine engine({.socket_path = TempSocket("inv"), .timeout = milliseconds(200)});
   Inventory inv;
@@ -135,6 +141,19 @@ TEST(AgentTest, InventoryGoesIntoTheRequest) {
   EXPECT_EQ(agent.last_request()["inventory"]["cpus"], 7);
   EXPECT_EQ(agent.last_request()["inventory"]["nvml"], "unavailable: test");
   EXPECT_EQ(agent.last_request()["agent_version"], "0.1.0");
+  EXPECT_EQ(agent.last_request()["inventory"]["ssh_address"], "127.0.0.1");
+}
+
+// An answer without a host id cannot be acted on: the agent would not know its containers.
+TEST(AgentTest, AnswerWithoutHostIdIsRefused) {
+  FakeApiServer server(
+      [](const FakeRequest&) { return FakeResponse::Json(200, nlohmann::json::object()); });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  DockerEngine engine({.socket_path = TempSocket("nohost"), .timeout = milliseconds(200)});
+  Agent agent({}, engine, client, Inventory{});
+  auto r = agent.RunOnce();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "bad_sync_response");
 }
 
 TEST(AgentTest, StopEndsRun) {

@@ -14,10 +14,15 @@ namespace gpuwerk::agent {
 
 /// The labels the agent puts on every container it creates (docs/agent-protocol.md): the
 /// instance id, the node index (decimal) and the restart generation applied at create (decimal).
-/// The agent owns exactly the containers that carry kInstanceLabel (and its extra labels).
+/// The agent owns exactly the containers that carry kInstanceLabel and its own kHostLabel (and its
+/// extra labels).
 inline constexpr std::string_view kInstanceLabel = "gpuwerk.instance";
 inline constexpr std::string_view kNodeLabel = "gpuwerk.node";
 inline constexpr std::string_view kGenerationLabel = "gpuwerk.generation";
+/// The id of the host (as the server knows it) whose agent made the container. An agent manages
+/// only containers with its own host id: two agents on one engine (a test machine, two data
+/// directories of `gpuwerk up`) never remove each other's containers.
+inline constexpr std::string_view kHostLabel = "gpuwerk.host";
 
 /// One entry of the sync response's `desired` list (docs/agent-protocol.md, "One round").
 struct DesiredContainer {

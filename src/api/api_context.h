@@ -5,6 +5,7 @@
 #include "core/clock.h"
 #include "keys/ssh_key_registry.h"
 #include "sched/agent_sync.h"
+#include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
 
@@ -19,6 +20,7 @@ struct ApiContext {
   sched::HostRegistry& hosts;
   sched::InstanceService& instances;
   sched::AgentSync& agent_sync;
+  sched::DesiredStateNotifier& desired_state;
 };
 
 class Router;
@@ -29,7 +31,7 @@ void RegisterTokenRoutes(Router& router, ApiContext& ctx);
 void RegisterSshKeyRoutes(Router& router, ApiContext& ctx);
 /// /api/v1/instances and /api/v1/gpu-types.
 void RegisterInstanceRoutes(Router& router, ApiContext& ctx);
-/// /api/v1/admin/hosts (operators) and /api/v1/agent/sync (host agents).
+/// /api/v1/admin/hosts (operators), /api/v1/agent/sync and /api/v1/agent/watch (host agents).
 void RegisterHostRoutes(Router& router, ApiContext& ctx);
 void RegisterAuthPages(Router& router, ApiContext& ctx);
 /// "/" and "/home.js": the sign-in and SSH-key page served until the dashboard lands.

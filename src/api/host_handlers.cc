@@ -1,5 +1,7 @@
 // /api/v1/admin/hosts (operators only) and /api/v1/agent/sync (host agents, by host token;
 // docs/agent-protocol.md).
+#include <charconv>
+
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/router.h"
@@ -21,6 +23,16 @@ nlohmann::json HostJson(const sched::Host& h) {
   if (h.last_seen_at) j["last_seen_at"] = core::FormatRfc3339(*h.last_seen_at);
   if (!h.instance_id.empty()) j["instance_id"] = h.instance_id;
   return j;
+}
+
+/// The host whose token the request carries as `Authorization: Bearer gwh_…`.
+core::Result<sched::Host> AuthenticateAgent(ApiContext& ctx, const Request& req) {
+  std::string_view auth = req.Header("Authorization");
+  std::string token;
+  if (auth.size() > 7 && EqualsIgnoreCase(auth.substr(0, 7), "bearer ")) {
+    token = std::string(auth.substr(7));
+  }
+  return ctx.hosts.AuthenticateAgent(token);
 }
 
 /// Authenticates a person who must be an operator.
@@ -71,18 +83,50 @@ void RegisterHostRoutes(Router& router, ApiContext& ctx) {
   });
 
   router.Add("POST", "/api/v1/agent/sync", [&ctx](Request& req) {
-    std::string_view auth = req.Header("Authorization");
-    std::string token;
-    if (auth.size() > 7 && EqualsIgnoreCase(auth.substr(0, 7), "bearer ")) {
-      token = std::string(auth.substr(7));
-    }
-    auto host = ctx.hosts.AuthenticateAgent(token);
+    auto host = AuthenticateAgent(ctx, req);
     if (!host) return ErrorResponse(host.error());
+    // Read before the desired list is built: a change after this point changes the version, so
+    // the agent's next watch returns at once and nothing is missed.
+    const uint64_t version = ctx.desired_state.Version(host->name);
     return WithJsonBody(req, [&](const nlohmann::json& body) {
       auto answer = ctx.agent_sync.Sync(*host, body);
       if (!answer) return ErrorResponse(answer.error());
+      (*answer)["desired_version"] = std::to_string(version);
       return Response::Json(200, *answer);
     });
+  });
+
+  // The agent's long poll: answers when the host's desired state differs from `version`, or
+  // after `wait_seconds` (1–55, default 25) with the version unchanged.
+  router.Add("GET", "/api/v1/agent/watch", [&ctx](Request& req) {
+    auto host = AuthenticateAgent(ctx, req);
+    if (!host) return ErrorResponse(host.error());
+    uint64_t known = 0;
+    const std::string& version = req.query["version"];
+    auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), known);
+    if (version.empty() || ec != std::errc() || end != version.data() + version.size()) {
+      return ErrorResponse(core::Error(core::ErrorCode::kInvalidArgument, "invalid_version",
+                                       "version must be the desired_version of a sync answer"));
+    }
+    int wait_seconds = 25;
+    if (auto w = req.query.find("wait_seconds"); w != req.query.end()) {
+      auto [wend, wec] =
+          std::from_chars(w->second.data(), w->second.data() + w->second.size(), wait_seconds);
+      if (wec != std::errc() || wend != w->second.data() + w->second.size() || wait_seconds < 1 ||
+          wait_seconds > 55) {
+        return ErrorResponse(core::Error(core::ErrorCode::kInvalidArgument, "invalid_wait",
+                                         "wait_seconds must be from 1 to 55"));
+      }
+    }
+    Response r;
+    r.deferred = [&ctx, name = host->name, known,
+                  wait_seconds](std::function<void(Response)> respond) {
+      ctx.desired_state.Wait(name, known, std::chrono::seconds(wait_seconds),
+                             [respond = std::move(respond)](uint64_t now) {
+                               respond(Response::Json(200, {{"version", std::to_string(now)}}));
+                             });
+    };
+    return r;
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include "api/http_server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -371,8 +372,22 @@ class Session : public std::enable_shared_from_this<Session> {
       route_ = request.route.empty() ? "unmatched" : request.route;
     }
     bool keep_alive = msg.keep_alive() && !server_.stopping();
-    Send(std::move(response), request.method == "HEAD", msg.version(), keep_alive,
-         /*linger=*/false);
+    const bool head = request.method == "HEAD";
+    if (response.deferred) {
+      // A long poll: the answer comes later, from any thread, onto this connection's strand.
+      auto deferred = std::move(response.deferred);
+      deferred([self = shared_from_this(), head, version = msg.version(),
+                keep_alive](Response later) mutable {
+        asio::post(self->stream_.get_executor(),
+                   [self, later = std::move(later), head, version, keep_alive]() mutable {
+                     later.deferred = nullptr;
+                     self->Send(std::move(later), head, version,
+                                keep_alive && !self->server_.stopping(), /*linger=*/false);
+                   });
+      });
+      return;
+    }
+    Send(std::move(response), head, msg.version(), keep_alive, /*linger=*/false);
   }
 
   /// Converts `response` to Beast, adds the default headers and writes it.
@@ -512,6 +527,9 @@ core::Result<void> ServerCore::Listen() {
 
   acceptor_.open(endpoint.protocol(), ec);
   if (ec) return fail(ec.message());
+  // Not inherited by processes we start (e.g. `gpuwerk up`'s podman service, whose containers
+  // outlive us and would keep the port taken).
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (ec) return fail(ec.message());
   acceptor_.bind(endpoint, ec);

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -81,6 +82,12 @@ struct Response {
   int status = 200;
   HeaderList headers;
   std::string body;
+  /// Set by a handler that answers later (a long poll): right after the handler returns, the
+  /// server calls `deferred` once with a `respond` function, and sends whatever `respond` is
+  /// given instead of this response (whose status, headers and body are then ignored). `respond`
+  /// may be called from any thread and must be called exactly once, promptly when the server
+  /// stops; the connection waits for it (no other request of that connection runs meanwhile).
+  std::function<void(std::function<void(Response)> respond)> deferred;
 
   /// `status` with `value` serialised as JSON (`Content-Type: application/json`). Invalid
   /// UTF-8 in strings is replaced by U+FFFD rather than throwing.

@@ -10,6 +10,7 @@
 
 #ifdef GPUWERK_WITH_AGENT
 #include "app/agent_command.h"
+#include "app/local_platform.h"
 #endif
 #include "app/server_app.h"
 #include "app/server_config.h"
@@ -89,6 +90,7 @@ core::Result<ServerConfig> ResolveConfig(CLI::App& cmd, const ServerConfig& flag
   if (given("--sign-in-failures-per-address"))
     c.sign_in_failures_per_address = flags.sign_in_failures_per_address;
   if (given("--sign-in-window-seconds")) c.sign_in_window_seconds = flags.sign_in_window_seconds;
+  if (given("--engine")) c.engine = flags.engine;
   GPUWERK_TRY(Validate(c));
   return c;
 }
@@ -117,38 +119,79 @@ int RunServer(const ServerConfig& config, bool up) {
     std::fprintf(stderr, "gpuwerk: %s\n", server.error().message.c_str());
     return 1;
   }
+  if (!config.operator_email.empty()) {
+    auto made = (*server)->EnsureOperator(config.operator_email, config.operator_password);
+    if (!made) {
+      std::fprintf(stderr, "gpuwerk: cannot create the operator %s: %s\n",
+                   config.operator_email.c_str(), made.error().message.c_str());
+      return 1;
+    }
+    if (*made) spdlog::info("server: created the operator account {}", config.operator_email);
+  }
+#ifdef GPUWERK_WITH_AGENT
+  std::unique_ptr<LocalPlatform> platform;
+#endif
   if (up) {
-    const std::string email = "operator@gpuwerk.local";
-    const std::string password = OperatorPassword(config.data_dir, rng);
+#ifdef GPUWERK_WITH_AGENT
+    auto started = LocalPlatform::Start({.engine = config.engine,
+                                         .data_dir = config.data_dir,
+                                         .instance_image = config.instance_image},
+                                        **server);
+    if (!started) {
+      std::fprintf(stderr, "gpuwerk: %s\n", started.error().message.c_str());
+      (*server)->Stop();
+      return 1;
+    }
+    platform = std::move(*started);
+#endif
+    const bool own_operator = config.operator_email.empty();
+    const std::string email = own_operator ? "operator@gpuwerk.local" : config.operator_email;
+    const std::string password =
+        own_operator ? OperatorPassword(config.data_dir, rng) : config.operator_password;
     if (auto made = (*server)->EnsureOperator(email, password); !made) {
       std::fprintf(stderr, "gpuwerk: cannot create the operator: %s\n",
                    made.error().message.c_str());
       return 1;
     }
     auto still = (*server)->PasswordMatches(email, password);
-    const std::string shown =
-        still && *still ? "password: " + password : "(password changed since; use yours)";
+    const std::string shown = !own_operator     ? "(password from your configuration)"
+                              : still && *still ? "password: " + password
+                                                : "(password changed since; use yours)";
     std::error_code ec;
     const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    const std::string data = std::filesystem::absolute(config.data_dir).string();
+    const std::string data = std::filesystem::absolute(config.data_dir).lexically_normal().string();
     const std::string mail = config.mail == "smtp"
                                  ? "SMTP " + config.smtp_url
                                  : data + "/mail/new (Maildir; links are also printed below)";
+#ifdef GPUWERK_WITH_AGENT
+    const std::string engine = platform->engine_url() + " (" + platform->engine_origin() + ")";
+    const std::string host =
+        platform->host_name() + ", spark-1x" + (platform->has_gpu() ? "" : ", no GPU attached");
+#else
+    const std::string engine = "(this build has no agent: GPUWERK_AGENT=OFF)";
+    const std::string host = "none";
+#endif
     std::printf(
         "gpuwerk is up.\n"
         "  dashboard:  %s/\n"
         "  operator:   %s  %s\n"
         "  CLI:        %s login --url %s --email %s\n"
+        "  engine:     %s\n"
+        "  host:       %s\n"
         "  data:       %s\n"
         "  mail:       %s\n"
         "Press Ctrl-C to stop.\n",
         (*server)->base_url().c_str(), email.c_str(), shown.c_str(), ec ? "gpuwerk" : self.c_str(),
-        (*server)->base_url().c_str(), email.c_str(), data.c_str(), mail.c_str());
+        (*server)->base_url().c_str(), email.c_str(), engine.c_str(), host.c_str(), data.c_str(),
+        mail.c_str());
     std::fflush(stdout);
   }
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("server: signal {} received, stopping", sig);
+#ifdef GPUWERK_WITH_AGENT
+  if (platform) platform->Stop();  // the agent first: it talks to the server
+#endif
   (*server)->Stop();
   server->reset();
   spdlog::info("server: stopped");
@@ -174,6 +217,8 @@ int main(int argc, char** argv) {
   std::string up_config_file;
   auto* up = app.add_subcommand("up", "run the whole platform on this machine");
   app::AddServerOptions(*up, up_flags, up_config_file);
+  up->add_option("--engine", up_flags.engine,
+                 "container engine unix:///PATH (default: Docker's socket, else a podman service)");
 
   int exit_code = 0;
   cli::AddClientCommands(app, exit_code);

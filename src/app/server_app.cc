@@ -22,6 +22,7 @@
 #include "mail/outbox.h"
 #include "mail/smtp_mailer.h"
 #include "sched/agent_sync.h"
+#include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
 #include "store/sqlite_database.h"
@@ -44,6 +45,7 @@ struct ServerApp::Parts {
   std::unique_ptr<auth::PasswordHasher> hasher;
   std::unique_ptr<auth::AccountService> accounts;
   std::unique_ptr<keys::SshKeyRegistry> ssh_keys;
+  std::unique_ptr<sched::DesiredStateNotifier> desired_state;
   std::unique_ptr<sched::HostRegistry> hosts;
   std::unique_ptr<sched::InstanceService> instances;
   std::unique_ptr<sched::AgentSync> agent_sync;
@@ -165,11 +167,14 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   sched_options.instance_memory_bytes = config.instance_memory_bytes;
   sched_options.host_unknown_after_seconds = config.host_unknown_after_seconds;
   p->hosts = std::make_unique<sched::HostRegistry>(*p->db, clock, rng);
-  p->instances = std::make_unique<sched::InstanceService>(*p->db, clock, rng, sched_options);
+  p->desired_state = std::make_unique<sched::DesiredStateNotifier>();
+  p->instances = std::make_unique<sched::InstanceService>(*p->db, clock, rng, sched_options,
+                                                          p->desired_state.get());
   p->agent_sync = std::make_unique<sched::AgentSync>(*p->db, clock, rng, sched_options);
   p->authn = std::make_unique<api::Authenticator>(*p->accounts, account_options.public_url);
-  p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
-      *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync});
+  p->api_context = std::make_unique<api::ApiContext>(
+      api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
+                      *p->agent_sync, *p->desired_state});
   api::AddOperationalRoutes(*p->router, *p->metrics);
   api::RegisterApiRoutes(*p->router, *p->api_context);
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
@@ -208,11 +213,21 @@ core::Result<bool> ServerApp::PasswordMatches(const std::string& email,
   return parts_->accounts->PasswordMatches(email, password);
 }
 
+core::Result<std::string> ServerApp::RegisterLocalHost(const std::string& name,
+                                                       const std::string& gpu_type,
+                                                       bool gpu_required) {
+  GPUWERK_ASSIGN_OR_RETURN(auto host, parts_->hosts->AddOrRotateToken(
+                                          /*actor_id=*/"", name, gpu_type, gpu_required, "local"));
+  return host.token;
+}
+
 core::Result<int> ServerApp::DeliverMailNow() { return parts_->outbox_worker->DeliverDue(); }
 
 void ServerApp::Stop() {
   if (!parts_ || parts_->stopped) return;
   parts_->stopped = true;
+  // Long polls first: their answers go out before the HTTP server stops waiting for requests.
+  if (parts_->desired_state) parts_->desired_state->Shutdown();
   if (parts_->http) parts_->http->Stop();
   if (parts_->outbox_worker) parts_->outbox_worker->Stop();
   {

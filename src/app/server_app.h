@@ -29,6 +29,11 @@ class ServerApp {
   core::Result<bool> EnsureOperator(const std::string& email, const std::string& password);
   /// Whether `password` is still the operator's password (it may have been changed since).
   core::Result<bool> PasswordMatches(const std::string& email, const std::string& password);
+  /// Registers this machine as host `name` for `gpuwerk up`'s own agent, or gives its
+  /// registration a fresh token (sched::HostRegistry::AddOrRotateToken, audited with the system
+  /// as actor), and returns the agent token. Errors: the registry's.
+  core::Result<std::string> RegisterLocalHost(const std::string& name, const std::string& gpu_type,
+                                              bool gpu_required);
   /// Delivers due outbox mails now (tests).
   core::Result<int> DeliverMailNow();
 

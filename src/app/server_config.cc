@@ -68,6 +68,9 @@ const std::map<std::string, Setter>& Options() {
        Number(&ServerConfig::instance_memory_bytes, "instance_memory_bytes")},
       {"host_unknown_after_seconds",
        Number(&ServerConfig::host_unknown_after_seconds, "host_unknown_after_seconds")},
+      {"operator_email", Text(&ServerConfig::operator_email)},
+      {"operator_password", Text(&ServerConfig::operator_password)},
+      {"engine", Text(&ServerConfig::engine)},
   };
   return kOptions;
 }
@@ -146,6 +149,14 @@ core::Result<void> Validate(const ServerConfig& c) {
   }
   if (c.host_unknown_after_seconds < 1) {
     return std::unexpected(ConfigError("host_unknown_after_seconds must be positive"));
+  }
+  if (!c.operator_email.empty() && c.operator_password.size() < 12) {
+    return std::unexpected(
+        ConfigError("operator_email needs operator_password of at least 12 characters (set "
+                    "GPUWERK_OPERATOR_PASSWORD)"));
+  }
+  if (!c.engine.empty() && !c.engine.starts_with("unix:///")) {
+    return std::unexpected(ConfigError("engine must be unix:///PATH"));
   }
   if (!c.public_url.empty() && !c.public_url.starts_with("http://") &&
       !c.public_url.starts_with("https://")) {

@@ -35,6 +35,14 @@ struct ServerConfig {
   std::string instance_image = "localhost/gpuwerk-instance:bookworm";
   int64_t instance_memory_bytes = 0;    ///< each container's memory limit; 0 = no limit
   int host_unknown_after_seconds = 30;  ///< a host silent this long makes its instances unknown
+  /// Bootstrap: when set, the server creates this operator account at start if no account has
+  /// the email (an existing account is left as it is). Needs operator_password (≥ 12
+  /// characters); give it through the environment (GPUWERK_OPERATOR_PASSWORD) or a 0600 config
+  /// file, never a flag. `gpuwerk up` makes its own operator when this is unset.
+  std::string operator_email;
+  std::string operator_password;
+  /// `gpuwerk up` only: the container engine, `unix:///PATH`; empty: find or start one.
+  std::string engine;
 };
 
 /// Reads `path` (TOML, parsed by toml++) into `config`; keys not given keep their values.

@@ -796,6 +796,15 @@ core::Result<void> SshVerb(Context& ctx) {
                       "instance " + ctx.opt.name + " is " + Str(in, "status") +
                           "; it cannot take SSH connections yet");
   }
+  // Known-hosts entries under the instance's hostname, not the address and port: ports are
+  // reused by later instances, whose new host keys would otherwise look like an attack. The
+  // first connection to an instance records its key (trust on first use, without a prompt that
+  // scripts cannot answer); a changed key later is refused as usual.
+  const std::string hostname = Str(in, "hostname");
+  if (!hostname.empty()) {
+    words.insert(words.begin() + 1,
+                 {"-o", "HostKeyAlias=" + hostname, "-o", "StrictHostKeyChecking=accept-new"});
+  }
   for (const auto& a : ctx.opt.args) words.push_back(a);
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
@@ -986,7 +995,7 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   target_options(ins_rm);
   ins_rm->callback(runs(&InstancesRmVerb));
 
-  CLI::App* ssh = app.add_subcommand("ssh", "Open an SSH session to an instance (runs ssh)");
+  CLI::App* ssh = app.add_subcommand("ssh", "Log in to an instance over SSH (runs the system ssh)");
   ssh->add_option("NAME", o.name, "the instance's name")->required();
   ssh->add_option("ARGS", o.args, "arguments passed on to ssh (after --)");
   target_options(ssh);

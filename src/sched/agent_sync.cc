@@ -33,6 +33,37 @@ std::string Clip(std::string s, size_t max = 1000) {
 
 }  // namespace
 
+core::Result<nlohmann::json> AgentSync::DesiredAnswer(store::Transaction& tx, const Host& host) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto wanted,
+      tx.Query("SELECT i.id, p.node_index, i.hostname, i.image, i.public_key, "
+               "i.restart_generation, i.name FROM placements p JOIN instances i ON "
+               "i.id = p.instance_id WHERE p.host_id = ? AND i.desired = 'running' AND "
+               "i.deleted_at IS NULL ORDER BY i.id, p.node_index",
+               {host.id}));
+  nlohmann::json desired = nlohmann::json::array();
+  for (const auto& w : wanted) {
+    const int64_t node = w.Int(1);
+    std::string hostname = w.Text(2);
+    if (node > 0) hostname += "-n" + std::to_string(node);
+    desired.push_back(
+        {{"instance_id", w.Text(0)},
+         {"node_index", node},
+         {"container_name", "gpuwerk-" + w.Text(0) + "-" + std::to_string(node)},
+         {"hostname", hostname},
+         {"image", w.Text(3)},
+         {"memory_bytes", options_.instance_memory_bytes},
+         {"gpu", host.gpu_required},
+         {"authorized_keys", nlohmann::json::array({w.Text(4)})},
+         {"restart_generation", w.Int(5)},
+         {"env", nlohmann::json::array({"GPUWERK_INSTANCE=" + w.Text(6),
+                                        "GPUWERK_NODE_INDEX=" + std::to_string(node)})}});
+  }
+  return nlohmann::json{{"host_id", host.id},
+                        {"sync_interval_seconds", options_.sync_interval_seconds},
+                        {"desired", std::move(desired)}};
+}
+
 core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::json& request) {
   if (!request.is_object()) return core::Fail(BadField("body"));
   const nlohmann::json empty_array = nlohmann::json::array();
@@ -111,6 +142,14 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
       instances_here.erase(id);
     }
 
+    // An agent's first round after its start reports nothing yet ("observed": false): it does
+    // not know which containers are its own before this answer names its host. Keep the last
+    // observations and statuses.
+    const auto observed = request.find("observed");
+    if (observed != request.end() && observed->is_boolean() && !observed->get<bool>()) {
+      return DesiredAnswer(tx, host);
+    }
+
     // 2. Observations: replace this host's rows by what was reported.
     std::set<std::pair<std::string, int64_t>> reported;
     for (const auto& c : *containers) {
@@ -162,35 +201,7 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
                   {in->status, in->status_reason, id, in->status, in->status_reason}));
     }
 
-    // 5. The desired list.
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto wanted,
-        tx.Query("SELECT i.id, p.node_index, i.hostname, i.image, i.public_key, "
-                 "i.restart_generation, i.name FROM placements p JOIN instances i ON "
-                 "i.id = p.instance_id WHERE p.host_id = ? AND i.desired = 'running' AND "
-                 "i.deleted_at IS NULL ORDER BY i.id, p.node_index",
-                 {host.id}));
-    nlohmann::json desired = nlohmann::json::array();
-    for (const auto& w : wanted) {
-      const int64_t node = w.Int(1);
-      std::string hostname = w.Text(2);
-      if (node > 0) hostname += "-n" + std::to_string(node);
-      desired.push_back(
-          {{"instance_id", w.Text(0)},
-           {"node_index", node},
-           {"container_name", "gpuwerk-" + w.Text(0) + "-" + std::to_string(node)},
-           {"hostname", hostname},
-           {"image", w.Text(3)},
-           {"memory_bytes", options_.instance_memory_bytes},
-           {"gpu", host.gpu_required},
-           {"authorized_keys", nlohmann::json::array({w.Text(4)})},
-           {"restart_generation", w.Int(5)},
-           {"env", nlohmann::json::array({"GPUWERK_INSTANCE=" + w.Text(6),
-                                          "GPUWERK_NODE_INDEX=" + std::to_string(node)})}});
-    }
-    return nlohmann::json{{"host_id", host.id},
-                          {"sync_interval_seconds", options_.sync_interval_seconds},
-                          {"desired", std::move(desired)}};
+    return DesiredAnswer(tx, host);
   });
 }
 

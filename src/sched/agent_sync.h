@@ -28,6 +28,9 @@ class AgentSync {
   core::Result<nlohmann::json> Sync(const Host& host, const nlohmann::json& request);
 
  private:
+  /// The answer: host id, sync interval and the host's desired list (within `tx`).
+  core::Result<nlohmann::json> DesiredAnswer(store::Transaction& tx, const Host& host);
+
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;

@@ -86,6 +86,38 @@ core::Result<NewHost> HostRegistry::Add(const std::string& actor_id, std::string
   return out;
 }
 
+core::Result<NewHost> HostRegistry::AddOrRotateToken(const std::string& actor_id,
+                                                     std::string_view name,
+                                                     std::string_view gpu_type, bool gpu_required,
+                                                     const std::string& source_address) {
+  GPUWERK_ASSIGN_OR_RETURN(auto existing, db_.Read([&](store::Transaction& tx) {
+    return tx.QueryOne("SELECT " + std::string(kHostColumns) + " FROM hosts h WHERE h.name = ?",
+                       {std::string(name)});
+  }));
+  if (!existing) return Add(actor_id, name, gpu_type, gpu_required, source_address);
+  NewHost out;
+  out.host = HostFromRow(*existing);
+  if (out.host.gpu_type != gpu_type) {
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "gpu_type_mismatch",
+                      "The host '" + out.host.name + "' is registered as " + out.host.gpu_type +
+                          ", not " + std::string(gpu_type) + ".");
+  }
+  out.token = "gwh_" + core::RandomToken(rng_);
+  out.host.gpu_required = gpu_required;
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    GPUWERK_TRY(tx.Exec("UPDATE hosts SET token_hash = ?, gpu_required = ? WHERE id = ?",
+                        {HostTokenHash(out.token), int64_t{gpu_required ? 1 : 0}, out.host.id}));
+    return store::RecordAudit(
+        tx, clock_, rng_,
+        {.actor_id = actor_id,
+         .action = "host.token_rotated",
+         .target = out.host.id,
+         .source_address = source_address,
+         .detail = {{"name", out.host.name}, {"gpu_required", gpu_required}}});
+  }));
+  return out;
+}
+
 core::Result<std::vector<Host>> HostRegistry::List() {
   return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<Host>> {
     GPUWERK_ASSIGN_OR_RETURN(

@@ -45,6 +45,15 @@ class HostRegistry {
   core::Result<NewHost> Add(const std::string& actor_id, std::string_view name,
                             std::string_view gpu_type, bool gpu_required,
                             const std::string& source_address);
+  /// Registers host `name` (gpu_type, gpu_required) if absent, or gives the registered one a new
+  /// agent token (the old one stops working at once) and the given `gpu_required`; returns the
+  /// host and its new token. Used by `gpuwerk up` for the machine's own agent, which gets a fresh
+  /// token on every start so that no token is kept on disk. Audited as `host.add` or
+  /// `host.token_rotated`. Errors: as Add (a registered host of another GPU type:
+  /// kFailedPrecondition "gpu_type_mismatch").
+  core::Result<NewHost> AddOrRotateToken(const std::string& actor_id, std::string_view name,
+                                         std::string_view gpu_type, bool gpu_required,
+                                         const std::string& source_address);
   /// Every host, by name.
   core::Result<std::vector<Host>> List();
   /// The host whose agent token is `token`. Errors: kUnauthenticated "unauthenticated".

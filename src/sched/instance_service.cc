@@ -1,5 +1,6 @@
 #include "sched/instance_service.h"
 
+#include "core/fault_point.h"
 #include "sched/host_registry.h"
 #include "sched/internal/instance_rows.h"
 #include "store/audit_log.h"
@@ -53,7 +54,12 @@ core::Result<Instance> InstanceService::Create(const std::string& person_id, std
   for (int attempt = 0;; ++attempt) {
     auto created = CreateOnce(person_id, std::string(name), std::string(ssh_key_id),
                               std::string(gpu_type), source_address);
-    if (created || created.error().api_code != "constraint_violation") return created;
+    if (created) {
+      core::FaultPoint("instance_row_written");
+      WakeHost(*created);
+      return created;
+    }
+    if (created.error().api_code != "constraint_violation") return created;
     if (attempt >= 1) return core::Fail(NoCapacity(std::string(gpu_type)));
   }
 }
@@ -182,7 +188,7 @@ core::Result<Instance> InstanceService::Restart(const std::string& person_id,
                                                 std::string_view id_or_name,
                                                 const std::string& source_address) {
   const int64_t now = clock_.NowUnix();
-  return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
+  auto result = db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
     GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
     if (!id) return core::NotFound("Instance");
     GPUWERK_ASSIGN_OR_RETURN(
@@ -212,13 +218,15 @@ core::Result<Instance> InstanceService::Restart(const std::string& person_id,
         auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
     return std::move(*in);
   });
+  if (result) WakeHost(*result);
+  return result;
 }
 
 core::Result<Instance> InstanceService::Delete(const std::string& person_id,
                                                std::string_view id_or_name,
                                                const std::string& source_address) {
   const int64_t now = clock_.NowUnix();
-  return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
+  auto result = db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
     GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
     if (!id) return core::NotFound("Instance");
     GPUWERK_ASSIGN_OR_RETURN(
@@ -247,6 +255,12 @@ core::Result<Instance> InstanceService::Delete(const std::string& person_id,
         auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
     return std::move(*in);
   });
+  if (result) WakeHost(*result);
+  return result;
+}
+
+void InstanceService::WakeHost(const Instance& instance) {
+  if (notifier_ != nullptr && !instance.hosts.empty()) notifier_->Notify(instance.hosts);
 }
 
 core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {

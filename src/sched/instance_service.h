@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "sched/desired_state_notifier.h"
 #include "sched/sched_options.h"
 #include "store/database.h"
 
@@ -62,8 +63,11 @@ struct GpuType {
 /// is audited. Thread-safe (state lives in the store).
 class InstanceService {
  public:
-  InstanceService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options)
-      : db_(db), clock_(clock), rng_(rng), options_(std::move(options)) {}
+  /// `notifier` (optional, must outlive the service) is told about every host whose desired
+  /// state a create, restart or delete changed, after the change is committed.
+  InstanceService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
+                  DesiredStateNotifier* notifier = nullptr)
+      : db_(db), clock_(clock), rng_(rng), options_(std::move(options)), notifier_(notifier) {}
 
   /// Creates an instance and places it, in one transaction: instance, placements (one host per
   /// node, UNIQUE(host_id) so no host is ever given twice, C15), billing session, audit.
@@ -101,11 +105,13 @@ class InstanceService {
   core::Result<Instance> CreateOnce(const std::string& person_id, const std::string& name,
                                     const std::string& ssh_key_id, const std::string& gpu_type,
                                     const std::string& source_address);
+  void WakeHost(const Instance& instance);
 
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;
   SchedOptions options_;
+  DesiredStateNotifier* notifier_;
 };
 
 }  // namespace gpuwerk::sched

@@ -110,9 +110,14 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
     if (v.node_index == 0) {
       in.ssh_address = "127.0.0.1";
       auto inventory = nlohmann::json::parse(n.Text(5), nullptr, false);
-      if (inventory.is_object() && inventory.contains("addresses") &&
-          inventory["addresses"].is_array() && !inventory["addresses"].empty() &&
-          inventory["addresses"][0].is_string()) {
+      // The address the agent publishes sshd ports on; older agents: their first address.
+      if (inventory.is_object() && inventory.contains("ssh_address") &&
+          inventory["ssh_address"].is_string() &&
+          !inventory["ssh_address"].get<std::string>().empty()) {
+        in.ssh_address = inventory["ssh_address"].get<std::string>();
+      } else if (inventory.is_object() && inventory.contains("addresses") &&
+                 inventory["addresses"].is_array() && !inventory["addresses"].empty() &&
+                 inventory["addresses"][0].is_string()) {
         in.ssh_address = inventory["addresses"][0].get<std::string>();
       }
       in.ssh_port = v.observed ? n.Int(10) : 0;

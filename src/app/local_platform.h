@@ -1,0 +1,73 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "app/server_app.h"
+#include "core/error.h"
+
+namespace gpuwerk::app {
+
+/// What `gpuwerk up` adds to the server on one machine (DESIGN.md "Command line"): the local
+/// container engine, found or started, and one local agent for this machine registered as a
+/// `spark-1x` host.
+struct LocalPlatformOptions {
+  /// `unix:///PATH` of a Docker Engine API socket to use; empty: find one (a Docker daemon's
+  /// /var/run/docker.sock or /run/docker.sock when it answers), else start a podman API service
+  /// of our own on DATA/engine/podman.sock (see LocalPlatform::Start).
+  std::string engine;
+  std::filesystem::path data_dir;
+  /// The host name the machine is registered under (a DNS label).
+  std::string host_name = "local";
+  std::string gpu_type = "spark-1x";
+  /// The image instances run; checked at start so a missing one is said at once.
+  std::string instance_image;
+};
+
+/// The local engine and agent of `gpuwerk up`. Start order: engine, host registration, agent;
+/// Stop order: agent, then the podman service if we started it. Containers are not touched by
+/// Stop: they keep running, and the next `gpuwerk up` adopts them (the agent's adoption rules,
+/// docs/agent-protocol.md).
+class LocalPlatform {
+ public:
+  /// Finds or starts the engine, registers this machine (or gives its registration a fresh agent
+  /// token: no token is kept on disk), and starts the agent in a thread of this process, talking
+  /// to `server` over its HTTP API like any remote agent. The machine registers as a host with a
+  /// GPU when NVML reports one, otherwise as a host without a GPU (its instances say "no GPU
+  /// attached").
+  ///
+  /// A podman service we start: `podman system service --time=0 unix://DATA/engine/podman.sock`
+  /// in its own session (Ctrl-C reaches only us), with CONTAINERS_CONF = DATA/engine/
+  /// containers.conf (the project's config/containers.conf, compiled in), log in
+  /// DATA/engine/podman.log, pid in DATA/engine/podman.pid. One left running by a `gpuwerk up`
+  /// that was killed is adopted when it answers.
+  ///
+  /// Errors: kUnavailable "engine_unavailable" (no engine found and podman missing or not
+  /// answering within 30 s; the message says what to install or pass), kFailedPrecondition
+  /// "image_not_found" (the instance image is not on the engine; the message gives the command
+  /// that builds it), and the host registration's errors.
+  static core::Result<std::unique_ptr<LocalPlatform>> Start(const LocalPlatformOptions& options,
+                                                            ServerApp& server);
+  ~LocalPlatform();
+
+  /// The engine in use, as `unix:///PATH`, and who runs it ("podman service started by gpuwerk",
+  /// "podman service left by an earlier run", "given with --engine", "Docker").
+  const std::string& engine_url() const;
+  const std::string& engine_origin() const;
+  /// The registered host's name and whether it has a GPU.
+  const std::string& host_name() const;
+  bool has_gpu() const;
+
+  /// Stops the agent and then the podman service we started (SIGTERM, SIGKILL after 10 s).
+  /// Idempotent.
+  void Stop();
+
+  struct Impl;  // internal
+
+ private:
+  explicit LocalPlatform(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuwerk::app
