@@ -19,6 +19,7 @@ nlohmann::json HostJson(const sched::Host& h) {
                       {"last_seen_at", nullptr},
                       {"inventory", h.inventory},
                       {"engine_error", h.engine_error},
+                      {"degraded_reason", h.degraded_reason},
                       {"instance_id", nullptr}};
   if (h.last_seen_at) j["last_seen_at"] = core::FormatRfc3339(*h.last_seen_at);
   if (!h.instance_id.empty()) j["instance_id"] = h.instance_id;

@@ -865,11 +865,15 @@ core::Result<void> AdminHostsLsVerb(Context& ctx) {
     PrintJson(*ctx.io.out, items);
     return {};
   }
-  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE"});
+  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PROBLEM"});
   for (const auto& h : items) {
+    // The engine being away, else why the host is degraded (C13), else nothing.
+    std::string problem = Str(h, "engine_error");
+    if (problem.empty()) problem = Str(h, "degraded_reason");
     table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
                   CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
-                  CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id"))});
+                  CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
+                  SafeText(problem)});
   }
   Print(ctx, table.Render());
   return {};

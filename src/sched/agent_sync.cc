@@ -1,5 +1,8 @@
 #include "sched/agent_sync.h"
 
+#include <spdlog/spdlog.h>
+
+#include <cctype>
 #include <set>
 #include <utility>
 
@@ -29,6 +32,36 @@ int64_t Int(const nlohmann::json& o, const char* key) {
 std::string Clip(std::string s, size_t max = 1000) {
   if (s.size() > max) s.resize(max);
   return s;
+}
+
+}  // namespace
+
+namespace {
+
+/// Why `host` must get no new instances, from this sync (see Host::degraded_reason); "" if none.
+std::string DegradedReason(const Host& host, const nlohmann::json& inventory,
+                           const nlohmann::json& failures) {
+  static constexpr std::string_view kRuntime = "GPU runtime failed: ";
+  // A create that failed in the GPU runtime (C13: "unknown or invalid runtime name: nvidia",
+  // "Failed to initialize NVML") makes the host unusable for GPU instances until the operator
+  // fixes it and undrains the host.
+  for (const auto& f : failures) {
+    if (!f.is_object()) continue;
+    std::string message = Str(f, "message");
+    std::string lower = message;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.find("nvidia") != std::string::npos || lower.find("nvml") != std::string::npos) {
+      return Clip(std::string(kRuntime) + message, 500);
+    }
+  }
+  if (host.degraded_reason.starts_with(kRuntime)) return host.degraded_reason;
+  // A host registered with a GPU whose agent sees none (the GPU fell off the bus, the driver is
+  // gone): it must not take instances that would run without one.
+  auto gpus = inventory.find("gpus");
+  if (host.gpu_required && gpus != inventory.end() && gpus->is_array() && gpus->empty()) {
+    return Clip("no GPU visible to the agent (nvml: " + Str(inventory, "nvml") + ")", 500);
+  }
+  return "";
 }
 
 }  // namespace
@@ -88,11 +121,16 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
   const int64_t now = clock_.NowUnix();
   const int64_t unknown_after = options_.host_unknown_after_seconds;
 
+  const std::string degraded = DegradedReason(host, *inventory, *failures);
+  if (degraded != host.degraded_reason && !degraded.empty()) {
+    spdlog::warn("sched: host {} is degraded and gets no new instances: {}", host.name, degraded);
+  }
+
   return db_.Write([&](store::Transaction& tx) -> core::Result<nlohmann::json> {
     GPUWERK_TRY(
-        tx.Exec("UPDATE hosts SET last_seen_at = ?, inventory = ?, engine_error = ? "
-                "WHERE id = ?",
-                {now, inventory_text, engine_error, host.id}));
+        tx.Exec("UPDATE hosts SET last_seen_at = ?, inventory = ?, engine_error = ?, "
+                "degraded_reason = ? WHERE id = ?",
+                {now, inventory_text, engine_error, degraded, host.id}));
     // Only containers of instances placed on this host are trusted; the agent removes the rest.
     GPUWERK_ASSIGN_OR_RETURN(
         auto placed, tx.Query("SELECT p.instance_id, p.node_index, i.desired FROM placements p "

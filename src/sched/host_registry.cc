@@ -8,7 +8,7 @@ namespace {
 
 constexpr std::string_view kHostColumns =
     "h.id, h.name, h.gpu_type, h.gpu_required, h.drained, h.created_at, h.last_seen_at, "
-    "h.inventory, h.engine_error";
+    "h.inventory, h.engine_error, h.degraded_reason";
 
 Host HostFromRow(const store::Row& r) {
   Host h{.id = r.Text(0),
@@ -19,7 +19,8 @@ Host HostFromRow(const store::Row& r) {
          .created_at = r.Int(5),
          .last_seen_at = r.OptInt(6),
          .inventory = nlohmann::json::parse(r.Text(7), nullptr, false),
-         .engine_error = r.Text(8)};
+         .engine_error = r.Text(8),
+         .degraded_reason = r.Text(9)};
   if (!h.inventory.is_object()) h.inventory = nlohmann::json::object();
   return h;
 }
@@ -128,7 +129,7 @@ core::Result<std::vector<Host>> HostRegistry::List() {
     std::vector<Host> out;
     for (const auto& r : rows) {
       out.push_back(HostFromRow(r));
-      out.back().instance_id = r.Text(9);
+      out.back().instance_id = r.Text(10);
     }
     return out;
   });
@@ -155,8 +156,12 @@ core::Result<void> HostRegistry::SetDrained(const std::string& actor_id, std::st
     GPUWERK_ASSIGN_OR_RETURN(
         auto row, tx.QueryOne("SELECT id FROM hosts WHERE name = ?", {std::string(name)}));
     if (!row) return core::NotFound("Host");
-    GPUWERK_TRY(tx.Exec("UPDATE hosts SET drained = ? WHERE id = ?",
-                        {int64_t{drained ? 1 : 0}, row->Text(0)}));
+    if (drained) {
+      GPUWERK_TRY(tx.Exec("UPDATE hosts SET drained = 1 WHERE id = ?", {row->Text(0)}));
+    } else {
+      GPUWERK_TRY(tx.Exec("UPDATE hosts SET drained = 0, degraded_reason = '' WHERE id = ?",
+                          {row->Text(0)}));
+    }
     return store::RecordAudit(tx, clock_, rng_,
                               {.actor_id = actor_id,
                                .action = drained ? "host.drain" : "host.undrain",

@@ -24,7 +24,11 @@ struct Host {
   std::optional<int64_t> last_seen_at;  ///< Unix seconds of the last agent sync; none yet
   nlohmann::json inventory = nlohmann::json::object();  ///< as the agent last reported it
   std::string engine_error;  ///< the agent's last container-engine error; "" when fine
-  std::string instance_id;   ///< the instance placed here, "" when free (List only)
+  /// Why the host gets no new instances although it is heard from (case C13): its GPU is not
+  /// visible, or the engine's NVIDIA runtime failed a create. "" when healthy. A runtime failure
+  /// stays until the operator undrains the host (SetDrained false) after fixing it.
+  std::string degraded_reason;
+  std::string instance_id;  ///< the instance placed here, "" when free (List only)
 };
 
 /// A host just registered, with its agent token. The token is shown once and stored hashed.
@@ -58,7 +62,8 @@ class HostRegistry {
   core::Result<std::vector<Host>> List();
   /// The host whose agent token is `token`. Errors: kUnauthenticated "unauthenticated".
   core::Result<Host> AuthenticateAgent(std::string_view token);
-  /// Drains (`drained` true) or undrains a host by name. Errors: not_found.
+  /// Drains (`drained` true) or undrains a host by name; undraining also clears
+  /// `degraded_reason` (the operator says the host is fixed). Errors: not_found.
   core::Result<void> SetDrained(const std::string& actor_id, std::string_view name, bool drained,
                                 const std::string& source_address);
 

@@ -96,6 +96,7 @@ core::Result<Instance> InstanceService::CreateOnce(const std::string& person_id,
     const int64_t hosts_needed = type->Int(0);
     GPUWERK_ASSIGN_OR_RETURN(
         auto hosts, tx.Query("SELECT h.id FROM hosts h WHERE h.gpu_type = ? AND h.drained = 0 AND "
+                             "h.degraded_reason = '' AND h.engine_error = '' AND "
                              "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM placements p WHERE "
                              "p.host_id = h.id) ORDER BY h.name LIMIT ?",
                              {gpu_type, now - options_.host_unknown_after_seconds, hosts_needed}));
@@ -271,7 +272,8 @@ core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {
         tx.Query("SELECT g.name, g.description, g.hosts_per_instance, g.price_minor_per_hour, "
                  "g.currency, (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name AND "
                  "h.last_seen_at >= ?), (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name "
-                 "AND h.drained = 0 AND h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM "
+                 "AND h.drained = 0 AND h.degraded_reason = '' AND h.engine_error = '' AND "
+                 "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM "
                  "placements p WHERE p.host_id = h.id)) FROM gpu_types g ORDER BY g.name",
                  {since, since}));
     std::vector<GpuType> out;

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "core/logging.h"
@@ -413,6 +415,176 @@ TEST_F(SchedTest, HostTokensAuthenticateOnlyTheirHost) {
   EXPECT_EQ(hosts_->Add("op", "spark-b", "nope", true, "x").error().api_code, "unknown_gpu_type");
   EXPECT_EQ(hosts_->Add("op", "Bad_Name", "spark-1x", true, "x").error().api_code, "invalid_name");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts WHERE token_hash = '" + h->token + "'"), 0);
+}
+
+/// The host as the store has it now (the handler authenticates afresh on every sync).
+Host Fresh(HostRegistry& hosts, const std::string& name) {
+  auto all = hosts.List();
+  for (const auto& h : *all) {
+    if (h.name == name) return h;
+  }
+  return {};
+}
+
+// C13: the NVIDIA runtime fails a create. The instance fails with the reason, its host is freed
+// and degraded (no new placements), and stays so until the operator undrains it.
+TEST_F(SchedTest, C13_RuntimeFailureDegradesTheHostUntilTheOperatorUndrainsIt) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  Sync(host, json::array(),
+       json::array({{{"instance_id", in.id},
+                     {"node_index", 0},
+                     {"code", "engine_error"},
+                     {"message", "start: unknown or invalid runtime name: nvidia"}}}));
+  auto shown = instances_->Get("alice", in.id);
+  ASSERT_TRUE(shown);
+  EXPECT_EQ(shown->status, "failed");
+  EXPECT_NE(shown->status_reason.find("unknown or invalid runtime name: nvidia"),
+            std::string::npos);
+  Host now = Fresh(*hosts_, "spark-a");
+  EXPECT_NE(now.degraded_reason.find("GPU runtime failed"), std::string::npos);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
+  EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
+            "no_capacity");
+  EXPECT_EQ((*instances_->GpuTypes())[0].free_instances, 0);
+  // Sticky across later healthy syncs: the runtime is still broken until someone fixes it.
+  Sync(now);
+  now = Fresh(*hosts_, "spark-a");
+  EXPECT_FALSE(now.degraded_reason.empty());
+  ASSERT_TRUE(hosts_->SetDrained("op", "spark-a", false, "x"));
+  EXPECT_TRUE(Fresh(*hosts_, "spark-a").degraded_reason.empty());
+  Sync(Fresh(*hosts_, "spark-a"));
+  EXPECT_TRUE(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x"));
+}
+
+// C13: a host registered with a GPU whose agent sees none takes no instances while that lasts.
+TEST_F(SchedTest, C13_HostWithoutItsGpuIsDegradedWhileTheGpuIsMissing) {
+  Host host = AddHost("spark-a");
+  auto sync = [&](json gpus) {
+    auto r = sync_->Sync(Fresh(*hosts_, "spark-a"),
+                         {{"inventory", {{"gpus", gpus}, {"nvml", "unavailable: Unknown Error"}}},
+                          {"engine", {{"ok", true}, {"error", ""}}},
+                          {"containers", json::array()},
+                          {"failures", json::array()}});
+    ASSERT_TRUE(r) << r.error().message;
+  };
+  sync(json::array());
+  EXPECT_NE(Fresh(*hosts_, "spark-a").degraded_reason.find("no GPU visible"), std::string::npos);
+  EXPECT_EQ(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x").error().api_code,
+            "no_capacity");
+  sync(json::array({{{"name", "NVIDIA GB10"}, {"uuid", "GPU-1"}, {"memory_bytes", 1}}}));
+  EXPECT_TRUE(Fresh(*hosts_, "spark-a").degraded_reason.empty());
+  EXPECT_TRUE(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x"));
+  // A host registered without a GPU is not degraded by having none.
+  AddHost("cpu-only", "spark-1x", /*gpu=*/false);
+  auto r = sync_->Sync(Fresh(*hosts_, "cpu-only"), {{"inventory", {{"gpus", json::array()}}}});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(Fresh(*hosts_, "cpu-only").degraded_reason.empty());
+}
+
+// A host whose container engine is away gets no new instances (they could not start).
+TEST_F(SchedTest, HostWithItsEngineAwayGetsNoPlacement) {
+  Host host = AddHost("spark-a");
+  Sync(host, json::array(), json::array(), {{"ok", false}, {"error", "engine_unavailable: gone"}});
+  EXPECT_EQ(Fresh(*hosts_, "spark-a").engine_error, "engine_unavailable: gone");
+  EXPECT_EQ(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x").error().api_code,
+            "no_capacity");
+  Sync(host);
+  EXPECT_TRUE(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x"));
+}
+
+// An agent's first round ("observed": false) changes no observation or status.
+TEST_F(SchedTest, FirstRoundWithoutObservationsKeepsStatuses) {
+  Host host = AddHost("spark-a");
+  Instance in = MustCreate("alpha");
+  Sync(host, json::array({Container(in, "running", true)}));
+  EXPECT_EQ(Status(in.id), "running");
+  auto r = sync_->Sync(host, {{"observed", false}, {"containers", json::array()}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*r)["host_id"], host.id);
+  EXPECT_EQ((*r)["desired"].size(), 1u);
+  EXPECT_EQ(Status(in.id), "running");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM observed_containers"), 1);
+}
+
+// `gpuwerk up` re-registers its machine on every start: same host, new token, old one dead.
+TEST_F(SchedTest, AddOrRotateTokenKeepsTheHostAndReplacesTheToken) {
+  auto first = hosts_->AddOrRotateToken("", "local", "spark-1x", false, "local");
+  ASSERT_TRUE(first) << first.error().message;
+  auto second = hosts_->AddOrRotateToken("", "local", "spark-1x", true, "local");
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_EQ(first->host.id, second->host.id);
+  EXPECT_NE(first->token, second->token);
+  EXPECT_EQ(hosts_->AuthenticateAgent(first->token).error().api_code, "unauthenticated");
+  EXPECT_EQ(hosts_->AuthenticateAgent(second->token)->id, first->host.id);
+  EXPECT_TRUE(Fresh(*hosts_, "local").gpu_required);
+  EXPECT_EQ(hosts_->AddOrRotateToken("", "local", "spark-2x", true, "x").error().api_code,
+            "gpu_type_mismatch");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.token_rotated'"), 1);
+}
+
+TEST(DesiredStateNotifierTest, WaitReturnsOnNotifyOrDeadlineOrShutdown) {
+  DesiredStateNotifier n;
+  const uint64_t v0 = n.Version("a");
+  EXPECT_EQ(n.Version("b"), v0);  // never notified: the epoch
+
+  // A version that differs already: at once, on this thread.
+  std::optional<uint64_t> got;
+  n.Wait("a", v0 + 12345, std::chrono::seconds(10), [&](uint64_t v) { got = v; });
+  EXPECT_EQ(got, v0);
+
+  // Notify wakes the waiter of that host only.
+  std::atomic<uint64_t> a_version{0}, b_version{0};
+  n.Wait("a", v0, std::chrono::seconds(30), [&](uint64_t v) { a_version = v; });
+  n.Wait("b", v0, std::chrono::seconds(30), [&](uint64_t v) { b_version = v; });
+  EXPECT_EQ(n.waiting(), 2u);
+  n.Notify({"a"});
+  EXPECT_NE(a_version.load(), 0u);
+  EXPECT_NE(a_version.load(), v0);
+  EXPECT_EQ(a_version.load(), n.Version("a"));
+  EXPECT_EQ(b_version.load(), 0u);
+  EXPECT_EQ(n.waiting(), 1u);
+
+  // The deadline answers with the unchanged version.
+  std::atomic<bool> timed_out{false};
+  n.Wait("c", v0, std::chrono::milliseconds(50), [&](uint64_t v) { timed_out = v == v0; });
+  for (int i = 0; i < 200 && !timed_out; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(timed_out);
+
+  // Shutdown answers the rest and every later Wait at once.
+  n.Shutdown();
+  EXPECT_EQ(b_version.load(), v0);
+  EXPECT_EQ(n.waiting(), 0u);
+  std::optional<uint64_t> late;
+  n.Wait("a", n.Version("a"), std::chrono::seconds(30), [&](uint64_t v) { late = v; });
+  EXPECT_TRUE(late.has_value());
+}
+
+TEST(DesiredStateNotifierTest, TwoNotifiersStartFromDifferentVersions) {
+  DesiredStateNotifier a, b;
+  EXPECT_NE(a.Version("h"), b.Version("h"));  // a restarted server wakes every watcher
+}
+
+// Create, restart and delete tell the notifier about the instance's hosts.
+TEST_F(SchedTest, InstanceChangesNotifyTheirHosts) {
+  DesiredStateNotifier notifier;
+  InstanceService service(*db_, clock_, rng_, options_, &notifier);
+  AddHost("spark-a");
+  uint64_t v = notifier.Version("spark-a");
+  auto in = service.Create("alice", "alpha", "key_alice", "spark-1x", "x");
+  ASSERT_TRUE(in);
+  EXPECT_NE(notifier.Version("spark-a"), v);
+  v = notifier.Version("spark-a");
+  ASSERT_TRUE(service.Restart("alice", "alpha", "x"));
+  EXPECT_NE(notifier.Version("spark-a"), v);
+  v = notifier.Version("spark-a");
+  ASSERT_TRUE(service.Delete("alice", "alpha", "x"));
+  EXPECT_NE(notifier.Version("spark-a"), v);
+  v = notifier.Version("spark-a");
+  EXPECT_FALSE(service.Restart("alice", "alpha", "x"));  // deleting: nothing changes
+  EXPECT_EQ(notifier.Version("spark-a"), v);
 }
 
 }  // namespace

@@ -175,6 +175,10 @@ CREATE TABLE observed_containers (
   PRIMARY KEY (instance_id, node_index)
 );
 )sql",
+      // 3: hosts that must get no new instances (case C13), and why.
+      R"sql(
+ALTER TABLE hosts ADD COLUMN degraded_reason TEXT NOT NULL DEFAULT '';
+)sql",
   };
   return kMigrations;
 }

@@ -2,6 +2,9 @@
 // (no container engine here; the agent's own tests drive the real one)..
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "tests/integration/server_fixture.h"
 #include "tests/support/ssh_keygen.h"
 
@@ -200,6 +203,93 @@ TEST_F(InstancesApiTest, SilentHostMakesInstanceUnknownAndBack) {
   EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "unknown");
   Sync(token, json::array({Container(id, "running", true, 0)}));
   EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["status"], "running");
+}
+
+// The agent's long poll: a watch with the sync's desired_version returns as soon as an instance
+// is created on the host (not after its wait), and with the version unchanged after the wait.
+TEST_F(InstancesApiTest, WatchReturnsWhenTheHostsDesiredStateChanges) {
+  const std::string token = AddHost("spark-a");
+  auto first = Sync(token);
+  ASSERT_EQ(first.status, 200);
+  const std::string version = first.Json()["desired_version"];
+  ASSERT_FALSE(version.empty());
+
+  HttpResult watched;
+  auto started = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration took{};
+  std::thread watcher([&] {
+    HttpClient agent(app_->base_url());
+    agent.SetBearer(token);
+    watched = agent.Get("/api/v1/agent/watch?version=" + version + "&wait_seconds=20");
+    took = std::chrono::steady_clock::now() - started;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the watch wait
+  ASSERT_EQ(Create(*alice_, "alpha", key_id_).status, 201);
+  watcher.join();
+  ASSERT_EQ(watched.status, 200) << watched.body;
+  EXPECT_NE(watched.Json()["version"], version);
+  EXPECT_LT(took, std::chrono::seconds(10));
+  // The next sync carries the new version and the new desired entry.
+  auto next = Sync(token).Json();
+  EXPECT_EQ(next["desired_version"], watched.Json()["version"]);
+  EXPECT_EQ(next["desired"].size(), 1u);
+
+  // Nothing changes: the watch answers after its wait with the same version.
+  HttpClient agent(app_->base_url());
+  agent.SetBearer(token);
+  auto idle =
+      agent.Get("/api/v1/agent/watch?version=" + next["desired_version"].get<std::string>() +
+                "&wait_seconds=1");
+  ASSERT_EQ(idle.status, 200);
+  EXPECT_EQ(idle.Json()["version"], next["desired_version"]);
+}
+
+TEST_F(InstancesApiTest, WatchRefusesBadInputAndStrangers) {
+  const std::string token = AddHost("spark-a");
+  HttpClient agent(app_->base_url());
+  agent.SetBearer(token);
+  EXPECT_EQ(agent.Get("/api/v1/agent/watch").Json()["code"], "invalid_version");
+  EXPECT_EQ(agent.Get("/api/v1/agent/watch?version=abc").Json()["code"], "invalid_version");
+  EXPECT_EQ(agent.Get("/api/v1/agent/watch?version=1&wait_seconds=0").Json()["code"],
+            "invalid_wait");
+  EXPECT_EQ(agent.Get("/api/v1/agent/watch?version=1&wait_seconds=56").status, 400);
+  HttpClient stranger(app_->base_url());
+  stranger.SetBearer("gwh_not-a-host");
+  EXPECT_EQ(stranger.Get("/api/v1/agent/watch?version=1").status, 401);
+  // A person's session is not a host token.
+  EXPECT_EQ(alice_->Get("/api/v1/agent/watch?version=1").status, 401);
+}
+
+// C13 over the API: a host whose GPU runtime failed a create shows why and takes no instance.
+TEST_F(InstancesApiTest, C13_DegradedHostIsShownAndAvoided) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  auto created = Create(*alice_, "alpha", key_id_);
+  ASSERT_EQ(created.status, 201);
+  const std::string id = created.Json()["id"];
+  HttpClient agent(app_->base_url());
+  agent.SetBearer(token);
+  auto r = agent.PostJson(
+      "/api/v1/agent/sync",
+      {{"inventory", {{"cpus", 2}}},
+       {"engine", {{"ok", true}, {"error", ""}}},
+       {"containers", json::array()},
+       {"failures",
+        json::array({{{"instance_id", id},
+                      {"node_index", 0},
+                      {"code", "engine_error"},
+                      {"message", "start: unknown or invalid runtime name: nvidia"}}})}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto shown = alice_->Get("/api/v1/instances/" + id).Json();
+  EXPECT_EQ(shown["status"], "failed");
+  EXPECT_NE(shown["status_reason"].get<std::string>().find("runtime"), std::string::npos);
+  auto hosts = op_->Get("/api/v1/admin/hosts").Json()["items"];
+  EXPECT_NE(hosts[0]["degraded_reason"].get<std::string>().find("GPU runtime failed"),
+            std::string::npos);
+  EXPECT_TRUE(hosts[0]["instance_id"].is_null());
+  auto again = Create(*alice_, "beta", key_id_);
+  EXPECT_EQ(again.status, 409);
+  EXPECT_EQ(again.Json()["code"], "no_capacity");
 }
 
 }  // namespace
