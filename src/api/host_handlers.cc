@@ -73,6 +73,26 @@ void RegisterHostRoutes(Router& router, ApiContext& ctx) {
     });
   });
 
+  // Drain: the host gets no new instances (those on it keep running). Undrain: it takes new ones
+  // again, and a degraded host is declared fixed (C13).
+  for (const bool drain : {true, false}) {
+    router.Add("POST",
+               drain ? "/api/v1/admin/hosts/{name}/drain" : "/api/v1/admin/hosts/{name}/undrain",
+               [&ctx, drain](Request& req) {
+                 return AsOperator(ctx, req, [&](const auth::Principal& who) {
+                   const std::string& name = req.path_params["name"];
+                   auto done = ctx.hosts.SetDrained(who.person_id, name, drain, req.remote_address);
+                   if (!done) return ErrorResponse(done.error());
+                   auto hosts = ctx.hosts.List();
+                   if (!hosts) return ErrorResponse(hosts.error());
+                   for (const auto& h : *hosts) {
+                     if (h.name == name) return Response::Json(200, HostJson(h));
+                   }
+                   return ErrorResponse(core::NotFound("Host").error());
+                 });
+               });
+  }
+
   router.Add("GET", "/api/v1/admin/hosts", [&ctx](Request& req) {
     return AsOperator(ctx, req, [&](const auth::Principal&) {
       auto hosts = ctx.hosts.List();

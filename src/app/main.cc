@@ -69,7 +69,10 @@ core::Result<ServerConfig> ResolveConfig(CLI::App& cmd, const ServerConfig& flag
   }
   if (!file.empty()) GPUWERK_TRY(LoadConfigFile(file, c));
   GPUWERK_TRY(ApplyEnvironment(c));
-  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  // Options that only some subcommands have (e.g. --engine, `up` only) count as not given.
+  auto given = [&](const char* name) {
+    return cmd.get_option_no_throw(name) != nullptr && cmd.count(name) > 0;
+  };
   if (given("--data")) c.data_dir = flags.data_dir;
   if (given("--listen")) c.listen = flags.listen;
   if (given("--public-url")) c.public_url = flags.public_url;

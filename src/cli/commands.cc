@@ -857,6 +857,24 @@ core::Result<void> AdminHostsAddVerb(Context& ctx) {
   return {};
 }
 
+core::Result<void> AdminHostsDrainVerb(Context& ctx, bool drain) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json host,
+                           session.Ok("POST", "/api/v1/admin/hosts/" + PathEscape(ctx.opt.name) +
+                                                  (drain ? "/drain" : "/undrain")));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, host);
+    return {};
+  }
+  Print(ctx, drain ? "Drained " + SafeText(Str(host, "name")) +
+                         ": it gets no new instances; those on it keep running.\n"
+                   : "Undrained " + SafeText(Str(host, "name")) + ": it takes new instances.\n");
+  return {};
+}
+
+core::Result<void> AdminHostsDrainOnlyVerb(Context& ctx) { return AdminHostsDrainVerb(ctx, true); }
+core::Result<void> AdminHostsUndrainVerb(Context& ctx) { return AdminHostsDrainVerb(ctx, false); }
+
 core::Result<void> AdminHostsLsVerb(Context& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json hosts, session.Ok("GET", "/api/v1/admin/hosts"));
@@ -1027,6 +1045,16 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   target_options(hosts_ls);
   json_flag(hosts_ls);
   hosts_ls->callback(runs(&AdminHostsLsVerb));
+  for (const bool drain : {true, false}) {
+    CLI::App* cmd = admin_hosts->add_subcommand(
+        drain ? "drain" : "undrain",
+        drain ? "Give a host no new instances (those on it keep running)"
+              : "Let a drained or degraded host take new instances again");
+    cmd->add_option("NAME", o.name, "the host's name")->required();
+    target_options(cmd);
+    json_flag(cmd);
+    cmd->callback(runs(drain ? &AdminHostsDrainOnlyVerb : &AdminHostsUndrainVerb));
+  }
 }
 
 }  // namespace gpuwerk::cli

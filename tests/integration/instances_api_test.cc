@@ -292,5 +292,20 @@ TEST_F(InstancesApiTest, C13_DegradedHostIsShownAndAvoided) {
   EXPECT_EQ(again.Json()["code"], "no_capacity");
 }
 
+TEST_F(InstancesApiTest, OperatorDrainsAndUndrainsAHost) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  auto drained = op_->PostJson("/api/v1/admin/hosts/spark-a/drain", json::object());
+  ASSERT_EQ(drained.status, 200) << drained.body;
+  EXPECT_EQ(drained.Json()["drained"], true);
+  EXPECT_EQ(Create(*alice_, "alpha", key_id_).Json()["code"], "no_capacity");
+  EXPECT_EQ(alice_->PostJson("/api/v1/admin/hosts/spark-a/undrain", json::object()).status, 403);
+  EXPECT_EQ(op_->PostJson("/api/v1/admin/hosts/nope/undrain", json::object()).status, 404);
+  auto undrained = op_->PostJson("/api/v1/admin/hosts/spark-a/undrain", json::object());
+  ASSERT_EQ(undrained.status, 200);
+  EXPECT_EQ(undrained.Json()["drained"], false);
+  EXPECT_EQ(Create(*alice_, "alpha", key_id_).status, 201);
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing
