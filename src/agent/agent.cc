@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <system_error>
 #include <thread>
@@ -16,6 +17,7 @@
 
 #include "agent/authorized_keys.h"
 #include "agent/login_probe.h"
+#include "core/encoding.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -23,8 +25,17 @@ namespace {
 using Steady = std::chrono::steady_clock;
 
 constexpr const char* kStateFile = "agent-state.json";
+/// Transient create failures in a row before the create is reported as failed for good.
+constexpr int kCreateAttempts = 3;
 
 std::string Describe(const core::Error& e) { return e.api_code + ": " + e.message; }
+
+/// The digest of a container's key lines, to tell whether its authorized_keys is current.
+std::string KeysDigest(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  return core::HexEncode(core::Sha256(all));
+}
 
 }  // namespace
 
@@ -37,8 +48,19 @@ Agent::Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, 
 std::map<std::string, std::string> Agent::LabelFilter() const {
   auto filter = options_.extra_labels;
   filter[std::string(kInstanceLabel)] = "";
-  filter[std::string(kHostLabel)] = host_id_;
   return filter;
+}
+
+bool Agent::Owns(const ContainerInfo& c) const {
+  auto host = c.labels.find(std::string(kHostLabel));
+  if (host != c.labels.end()) return host->second == host_id_;
+  // Made before containers carried kHostLabel: ours when a desired entry of this host names it
+  // (adopted as it is, files kept); otherwise it may be another host's, and is left alone.
+  auto instance = c.labels.find(std::string(kInstanceLabel));
+  return instance != c.labels.end() &&
+         std::any_of(desired_.begin(), desired_.end(), [&](const DesiredContainer& d) {
+           return d.container_name == c.name && d.instance_id == instance->second;
+         });
 }
 
 void Agent::LoadState() {
@@ -55,6 +77,11 @@ void Agent::LoadState() {
   for (const auto& [id, gen] : gens->items()) {
     if (gen.is_number_integer()) applied_[id] = gen.get<int64_t>();
   }
+  if (auto keys = j.find("authorized_keys_sha256"); keys != j.end() && keys->is_object()) {
+    for (const auto& [id, digest] : keys->items()) {
+      if (digest.is_string()) keys_written_[id] = digest.get<std::string>();
+    }
+  }
 }
 
 void Agent::SaveState() {
@@ -65,7 +92,10 @@ void Agent::SaveState() {
   const auto tmp = options_.state_dir / (std::string(kStateFile) + ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"restart_generations", applied_}}.dump() << "\n";
+    out << nlohmann::json{{"restart_generations", applied_},
+                          {"authorized_keys_sha256", keys_written_}}
+               .dump()
+        << "\n";
     if (!out) {
       spdlog::error("agent: cannot write {}", tmp.string());
       return;
@@ -131,6 +161,7 @@ void Agent::Observe() {
   engine_error_.clear();
   std::vector<ContainerInfo> observed;
   for (const auto& c : *list) {
+    if (!Owns(c)) continue;
     auto info = engine_.InspectContainer(c.id, options_.engine_timeout);
     if (info) {
       observed.push_back(std::move(*info));
@@ -151,6 +182,16 @@ void Agent::Observe() {
       ++it;
     } else {
       it = applied_.erase(it);
+      pruned = true;
+    }
+  }
+  for (auto it = keys_written_.begin(); it != keys_written_.end();) {
+    const bool exists = std::any_of(observed_.begin(), observed_.end(),
+                                    [&](const ContainerInfo& c) { return c.id == it->first; });
+    if (exists) {
+      ++it;
+    } else {
+      it = keys_written_.erase(it);
       pruned = true;
     }
   }
@@ -217,7 +258,25 @@ void Agent::Create(const DesiredContainer& d) {
   spec.memory_bytes = d.memory_bytes;
   spec.gpu = d.gpu && !inventory_.gpus.empty();
   spec.ssh_bind_address = options_.ssh_bind_address;
+  const std::string attempt_key = d.instance_id + "/" + std::to_string(d.node_index);
   auto fail = [&](const core::Error& e, const std::string& step) {
+    // An engine that is busy or hiccups (a 5xx, a timeout) gets another try at the next round;
+    // a create that cannot work (no image, a bad spec) or a GPU runtime failure (C13) is
+    // reported at once, and so is the kCreateAttempts-th transient failure in a row.
+    std::string lower = e.message;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const bool gpu_runtime =
+        lower.find("nvidia") != std::string::npos || lower.find("nvml") != std::string::npos;
+    const bool transient = !gpu_runtime && (e.code == core::ErrorCode::kUnavailable ||
+                                            e.code == core::ErrorCode::kDeadlineExceeded);
+    const int attempts = ++create_attempts_[attempt_key];
+    if (transient && attempts < kCreateAttempts) {
+      spdlog::warn("agent: {} of {} (instance {} node {}) failed, attempt {} of {}; retrying: {}",
+                   step, d.container_name, d.instance_id, d.node_index, attempts, kCreateAttempts,
+                   Describe(e));
+      return;
+    }
+    create_attempts_.erase(attempt_key);
     spdlog::error("agent: {} of {} (instance {} node {}) failed: {}", step, d.container_name,
                   d.instance_id, d.node_index, Describe(e));
     failures_.push_back({d.instance_id, d.node_index, e.api_code, step + ": " + e.message});
@@ -236,8 +295,48 @@ void Agent::Create(const DesiredContainer& d) {
     }
     return;
   }
+  create_attempts_.erase(attempt_key);
+  keys_written_[*id] = KeysDigest(d.authorized_keys);
+  SaveState();
   spdlog::info("agent: created and started {} (instance {} node {}, generation {})",
                d.container_name, d.instance_id, d.node_index, d.restart_generation);
+}
+
+bool Agent::SyncAuthorizedKeys() {
+  bool wrote = false;
+  for (const auto& c : observed_) {
+    if (c.state != ContainerState::kRunning && c.state != ContainerState::kCreated &&
+        c.state != ContainerState::kExited) {
+      continue;
+    }
+    auto instance = c.labels.find(std::string(kInstanceLabel));
+    auto node = c.labels.find(std::string(kNodeLabel));
+    if (instance == c.labels.end() || node == c.labels.end()) continue;
+    for (const auto& d : desired_) {
+      if (d.instance_id != instance->second || std::to_string(d.node_index) != node->second) {
+        continue;
+      }
+      const std::string digest = KeysDigest(d.authorized_keys);
+      auto written = keys_written_.find(c.id);
+      if (written != keys_written_.end() && written->second == digest) break;
+      auto put = engine_.PutArchive(c.id, kAuthorizedKeysArchiveRoot,
+                                    AuthorizedKeysTar(d.authorized_keys), options_.engine_timeout);
+      if (!put) {
+        spdlog::error("agent: rewriting authorized_keys of {} failed: {}", c.name,
+                      Describe(put.error()));
+        break;
+      }
+      // Adopted containers (no digest yet) get the file rewritten once: same content, no harm.
+      spdlog::info("agent: authorized_keys of {} (instance {}) now has {} key(s)", c.name,
+                   d.instance_id, d.authorized_keys.size());
+      keys_written_[c.id] = digest;
+      proven_.erase(c.id);  // prove the person's login again with the new file
+      wrote = true;
+      break;
+    }
+  }
+  if (wrote) SaveState();
+  return wrote;
 }
 
 bool Agent::Apply(const std::vector<Action>& actions) {
@@ -317,7 +416,9 @@ core::Result<bool> Agent::RunOnce() {
   if (know_host) {
     Observe();
     if (have_desired_ && engine_ok_) {
-      if (Apply(Reconcile(desired_, observed_, applied_))) Observe();
+      const bool acted = Apply(Reconcile(desired_, observed_, applied_));
+      if (acted) Observe();
+      if (SyncAuthorizedKeys()) Observe();
     }
   }
   last_request_ = BuildRequest();

@@ -61,10 +61,15 @@ struct CreateFailure {
 ///
 /// Engine trouble (socket gone, timeout: case C11) never stops the agent: the round reports
 /// engine {ok:false, error} and the last known containers with state "unknown", takes no step,
-/// and the next round tries again. A create that fails (image_not_found, a runtime error at
-/// start) leaves no container behind (it is removed) and is reported in `failures`. Restart
+/// and the next round tries again. A create that fails leaves no container behind (it is
+/// removed); it is reported in `failures` at once when it cannot work (image_not_found, a bad
+/// spec, a GPU runtime error: C13), and after 3 tries in a row when the engine failed in passing
+/// (a 5xx, a timeout). Restart
 /// generations applied at create live in the container's kGenerationLabel; those applied by
-/// restart in memory and in `state_dir/agent-state.json`.
+/// restart in memory and in `state_dir/agent-state.json`, beside the digest of the
+/// authorized_keys each container was last given: when the desired key lines change (a relay key
+/// added, a person's access removed, C09), the agent rewrites the file in the container (running
+/// or not) without restarting it.
 ///
 /// Thread-safety: RunOnce and Run must be called from one thread; Stop may be called from any
 /// thread at any time. `engine` and `client` must outlive the Agent.
@@ -108,11 +113,18 @@ class Agent {
   void WatchLoop();
   bool Apply(const std::vector<Action>& actions);
   void Create(const DesiredContainer& d);
+  /// Rewrites authorized_keys of the running or created containers whose desired key lines
+  /// changed since they were last written (a relay key added, a person's access removed: C09).
+  /// Returns whether it wrote any.
+  bool SyncAuthorizedKeys();
   void RecordGeneration(const std::string& id, int64_t generation);
   void SaveState();
   nlohmann::json BuildRequest() const;
   nlohmann::json InventoryJson() const;
   std::map<std::string, std::string> LabelFilter() const;
+  /// Whether a listed container is this agent's: it carries this host's kHostLabel, or no host
+  /// label and a name a desired entry of this host gives (made by an agent before host labels).
+  bool Owns(const ContainerInfo& c) const;
 
   AgentOptions options_;
   ContainerEngine& engine_;
@@ -126,7 +138,9 @@ class Agent {
   std::map<std::string, std::string> proven_;  // container id → started_at of the proven login
   std::map<std::string, std::string> login_errors_;  // by container id, this round
   AppliedGenerations applied_;                       // by restart, by container id
+  std::map<std::string, std::string> keys_written_;  // container id → SHA-256 of its key lines
   std::vector<CreateFailure> failures_;              // since the last successful sync
+  std::map<std::string, int> create_attempts_;  // "instance/node" → transient failures in a row
   bool have_desired_ = false;
   std::string host_id_;  // from the sync answer; "" until the first one
   std::vector<DesiredContainer> desired_;

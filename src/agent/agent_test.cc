@@ -214,6 +214,60 @@ auto RunningReady(const std::string& inst) {
   };
 }
 
+// The desired key lines change while the container runs (a relay key added, a person's access
+// removed: C09): the agent rewrites authorized_keys in place, without a restart, so the new key
+// logs in and the removed one is refused.
+TEST_F(AgentTest, C09_AuthorizedKeysFollowTheDesiredKeysWithoutARestart) {
+  Output second =
+      Shell("ssh-keygen -q -t ed25519 -N '' -C second -f " + (dir_ / "second").string());
+  ASSERT_EQ(second.rc, 0) << second.text;
+  std::string second_key;
+  std::getline(std::ifstream(dir_ / "second.pub"), second_key);
+  auto ssh_with = [&](const std::string& key, int port) {
+    return Shell("ssh -i " + (dir_ / key).string() + " -p " + std::to_string(port) +
+                 " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
+                 " -o ConnectTimeout=5 -o LogLevel=ERROR root@127.0.0.1 true");
+  };
+  plane_.SetDesired({Entry("ins_k", 0)});
+  StartAgent();
+  nlohmann::json report = WaitFor(RunningReady("ins_k"));
+  const auto* c = Container(report, "ins_k");
+  ASSERT_NE(c, nullptr);
+  const int port = (*c)["ssh_port"];
+  const std::string started = (*c)["started_at"];
+  EXPECT_EQ(ssh_with("id_ed25519", port).rc, 0);
+  EXPECT_NE(ssh_with("second", port).rc, 0);
+
+  nlohmann::json both = Entry("ins_k", 0);
+  both["authorized_keys"] = {public_key_, second_key};
+  plane_.SetDesired({both});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ssh_with("second", port).rc != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  EXPECT_EQ(ssh_with("second", port).rc, 0);
+  EXPECT_EQ(ssh_with("id_ed25519", port).rc, 0);
+
+  nlohmann::json only_second = Entry("ins_k", 0);
+  only_second["authorized_keys"] = {second_key};
+  plane_.SetDesired({only_second});
+  while (ssh_with("id_ed25519", port).rc == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  EXPECT_NE(ssh_with("id_ed25519", port).rc, 0);
+  EXPECT_EQ(ssh_with("second", port).rc, 0);
+  // Modes stay right (C05) and the container was never restarted.
+  report = WaitFor(RunningReady("ins_k"));
+  c = Container(report, "ins_k");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["started_at"], started);
+  Output modes = Shell("ssh -i " + (dir_ / "second").string() + " -p " + std::to_string(port) +
+                       " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o "
+                       "BatchMode=yes -o LogLevel=ERROR root@127.0.0.1 "
+                       "'stat -c %a /root/.ssh /root/.ssh/authorized_keys'");
+  EXPECT_EQ(modes.text, "700\n600\n");
+}
+
 TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
   plane_.SetDesired({Entry("ins_a", 0)});
   StartAgent();
