@@ -14,7 +14,7 @@ packages=(
   libarchive-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev openssh-client openssh-server python3-aiosmtpd
-  putty-tools wrk jq curl ca-certificates procps iproute2
+  putty-tools wrk jq curl ca-certificates procps iproute2 tmux rsync
   # the container engine and the instance image (shared/notes/container-engine.md)
   podman runc conmon containernetworking-plugins iptables debootstrap debian-archive-keyring
   util-linux tar

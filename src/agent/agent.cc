@@ -284,8 +284,8 @@ void Agent::Create(const DesiredContainer& d) {
   auto id = engine_.CreateContainer(spec, options_.engine_timeout);
   if (!id) return fail(id.error(), "create");
   // The keys go in before the first start (C05); then start. Either failing: nothing left.
-  auto put = engine_.PutArchive(*id, kAuthorizedKeysArchiveRoot,
-                                AuthorizedKeysTar(d.authorized_keys), options_.engine_timeout);
+  auto put = engine_.PutArchive(*id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(KeyLines(d)),
+                                options_.engine_timeout);
   auto started = put ? engine_.StartContainer(*id, options_.engine_timeout) : put;
   if (!started) {
     fail(started.error(), put ? "start" : "writing authorized_keys");
@@ -296,10 +296,17 @@ void Agent::Create(const DesiredContainer& d) {
     return;
   }
   create_attempts_.erase(attempt_key);
-  keys_written_[*id] = KeysDigest(d.authorized_keys);
+  keys_written_[*id] = KeysDigest(KeyLines(d));
   SaveState();
   spdlog::info("agent: created and started {} (instance {} node {}, generation {})",
                d.container_name, d.instance_id, d.node_index, d.restart_generation);
+}
+
+std::vector<std::string> Agent::KeyLines(const DesiredContainer& d) const {
+  std::vector<std::string> lines = d.authorized_keys;
+  lines.insert(lines.end(), options_.relay_authorized_keys.begin(),
+               options_.relay_authorized_keys.end());
+  return lines;
 }
 
 bool Agent::SyncAuthorizedKeys() {
@@ -316,11 +323,12 @@ bool Agent::SyncAuthorizedKeys() {
       if (d.instance_id != instance->second || std::to_string(d.node_index) != node->second) {
         continue;
       }
-      const std::string digest = KeysDigest(d.authorized_keys);
+      const std::vector<std::string> lines = KeyLines(d);
+      const std::string digest = KeysDigest(lines);
       auto written = keys_written_.find(c.id);
       if (written != keys_written_.end() && written->second == digest) break;
-      auto put = engine_.PutArchive(c.id, kAuthorizedKeysArchiveRoot,
-                                    AuthorizedKeysTar(d.authorized_keys), options_.engine_timeout);
+      auto put = engine_.PutArchive(c.id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(lines),
+                                    options_.engine_timeout);
       if (!put) {
         spdlog::error("agent: rewriting authorized_keys of {} failed: {}", c.name,
                       Describe(put.error()));
@@ -328,7 +336,7 @@ bool Agent::SyncAuthorizedKeys() {
       }
       // Adopted containers (no digest yet) get the file rewritten once: same content, no harm.
       spdlog::info("agent: authorized_keys of {} (instance {}) now has {} key(s)", c.name,
-                   d.instance_id, d.authorized_keys.size());
+                   d.instance_id, lines.size());
       keys_written_[c.id] = digest;
       proven_.erase(c.id);  // prove the person's login again with the new file
       wrote = true;

@@ -43,6 +43,9 @@ struct AgentOptions {
   /// per run, so that agents on one engine never touch each other's containers).
   std::map<std::string, std::string> extra_labels;
   std::string agent_version = "0.1.0";
+  /// authorized_keys lines added to every container's after the desired ones: the SSH relay's
+  /// credential (docs/ssh.md), e.g. `from="10.0.0.2" ssh-ed25519 AAAA… gpuwerk-relay`.
+  std::vector<std::string> relay_authorized_keys;
 };
 
 /// A create that failed for good, for the sync request's `failures`.
@@ -117,6 +120,8 @@ class Agent {
   /// changed since they were last written (a relay key added, a person's access removed: C09).
   /// Returns whether it wrote any.
   bool SyncAuthorizedKeys();
+  /// The key lines a container of `d` gets: the desired ones, then the relay's.
+  std::vector<std::string> KeyLines(const DesiredContainer& d) const;
   void RecordGeneration(const std::string& id, int64_t generation);
   void SaveState();
   nlohmann::json BuildRequest() const;

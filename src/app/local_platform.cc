@@ -19,6 +19,8 @@
 #include "agent/docker_engine.h"
 #include "agent/inventory.h"
 #include "app/containers_conf.h"
+#include "app/store_relay_access.h"
+#include "relay/relay.h"
 
 extern char** environ;
 
@@ -34,6 +36,11 @@ struct LocalPlatform::Impl {
   std::string host_name;
   bool has_gpu = false;
   pid_t podman_pid = -1;  ///< the podman service we own, -1 when none
+  std::unique_ptr<StoreRelayAuthorizer> relay_authorizer;
+  std::unique_ptr<AuditRelaySessionLog> relay_log;
+  std::unique_ptr<relay::Relay> relay;
+  std::string ssh_address;
+  uint16_t ssh_port = 0;
   std::unique_ptr<agent::DockerEngine> engine;
   std::unique_ptr<agent::AgentClient> client;
   std::unique_ptr<agent::Agent> agent;
@@ -222,6 +229,41 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
                           options.instance_image + "   (bash scripts/up.sh does this)");
   }
 
+  if (!options.ssh_listen.empty()) {
+    const size_t colon = options.ssh_listen.rfind(':');
+    int port = -1;
+    if (colon != std::string::npos) {
+      try {
+        port = std::stoi(options.ssh_listen.substr(colon + 1));
+      } catch (const std::exception&) {
+        port = -1;
+      }
+    }
+    if (colon == std::string::npos || port < 0 || port > 65535) {
+      return core::InvalidArgument(
+          "invalid_ssh_listen", "--ssh-listen must be ADDR:PORT, got '" + options.ssh_listen + "'");
+    }
+    relay::RelayOptions relay_options;
+    relay_options.listen_address = options.ssh_listen.substr(0, colon);
+    if (relay_options.listen_address.starts_with('[')) {  // [::1]:2222
+      relay_options.listen_address =
+          relay_options.listen_address.substr(1, relay_options.listen_address.size() - 2);
+    }
+    relay_options.listen_port = static_cast<uint16_t>(port);
+    const fs::path relay_dir = (fs::absolute(options.data_dir) / "relay").lexically_normal();
+    relay_options.host_key_path = relay_dir / "host_key";
+    relay_options.relay_key_path = relay_dir / "relay_key";
+    relay_options.reauthorize_interval = std::chrono::seconds(1);
+    p.relay_authorizer =
+        std::make_unique<StoreRelayAuthorizer>(server.database(), server.instances());
+    p.relay_log =
+        std::make_unique<AuditRelaySessionLog>(server.database(), server.clock(), server.rng());
+    GPUWERK_ASSIGN_OR_RETURN(p.relay,
+                             relay::Relay::Start(relay_options, *p.relay_authorizer, *p.relay_log));
+    p.ssh_address = relay_options.listen_address;
+    p.ssh_port = p.relay->port();
+  }
+
   agent::Inventory inventory = agent::DiscoverInventory();
   p.has_gpu = !inventory.gpus.empty();
   p.host_name = options.host_name;
@@ -232,6 +274,7 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   agent::AgentOptions agent_options;
   agent_options.ssh_bind_address = "127.0.0.1";
   agent_options.state_dir = (fs::absolute(options.data_dir) / "agent").lexically_normal();
+  if (p.relay) agent_options.relay_authorized_keys = {p.relay->relay_key_public_line()};
   spdlog::info("up: local agent for host {} ({} GPU(s), nvml {}), engine {} ({})", p.host_name,
                inventory.gpus.size(), inventory.nvml, p.engine_url, p.engine_origin);
   p.agent =
@@ -245,12 +288,15 @@ const std::string& LocalPlatform::engine_url() const { return impl_->engine_url;
 const std::string& LocalPlatform::engine_origin() const { return impl_->engine_origin; }
 const std::string& LocalPlatform::host_name() const { return impl_->host_name; }
 bool LocalPlatform::has_gpu() const { return impl_->has_gpu; }
+const std::string& LocalPlatform::ssh_address() const { return impl_->ssh_address; }
+uint16_t LocalPlatform::ssh_port() const { return impl_->ssh_port; }
 
 void LocalPlatform::Stop() {
   if (!impl_ || impl_->stopped) return;
   impl_->stopped = true;
   if (impl_->agent) impl_->agent->Stop();
   if (impl_->agent_thread.joinable()) impl_->agent_thread.join();
+  if (impl_->relay) impl_->relay->Stop();  // open relay sessions end with "relay stopping"
   if (impl_->podman_pid > 0) {
     // A child of ours can be reaped; one adopted from an earlier run cannot.
     const bool child = ::waitpid(impl_->podman_pid, nullptr, WNOHANG) == 0;

@@ -23,12 +23,14 @@ struct LocalPlatformOptions {
   std::string gpu_type = "spark-1x";
   /// The image instances run; checked at start so a missing one is said at once.
   std::string instance_image;
+  /// Where the SSH relay listens, "ADDR:PORT" (numeric address); empty: no relay.
+  std::string ssh_listen = "127.0.0.1:2222";
 };
 
-/// The local engine and agent of `gpuwerk up`. Start order: engine, host registration, agent;
-/// Stop order: agent, then the podman service if we started it. Containers are not touched by
-/// Stop: they keep running, and the next `gpuwerk up` adopts them (the agent's adoption rules,
-/// docs/agent-protocol.md).
+/// The local engine, SSH relay and agent of `gpuwerk up`. Start order: engine, relay, host
+/// registration, agent; Stop order: agent, relay, then the podman service if we started it.
+/// Containers are not touched by Stop: they keep running, and the next `gpuwerk up` adopts them
+/// (the agent's adoption rules, docs/agent-protocol.md).
 class LocalPlatform {
  public:
   /// Finds or starts the engine, registers this machine (or gives its registration a fresh agent
@@ -42,6 +44,12 @@ class LocalPlatform {
   /// containers.conf (the project's config/containers.conf, compiled in), log in
   /// DATA/engine/podman.log, pid in DATA/engine/podman.pid. One left running by a `gpuwerk up`
   /// that was killed is adopted when it answers.
+  ///
+  /// The relay (docs/ssh.md) runs in this process with the store as its authorizer
+  /// (StoreRelayAuthorizer, re-checking open relay sessions every second so a deleted instance's
+  /// are closed within about a second) and the audit log as its session log; its host key and
+  /// relay key live in DATA/relay/ (created once, 0600). The agent adds the relay key's public
+  /// line to every container's authorized_keys.
   ///
   /// Errors: kUnavailable "engine_unavailable" (no engine found and podman missing or not
   /// answering within 30 s; the message says what to install or pass), kFailedPrecondition
@@ -58,6 +66,9 @@ class LocalPlatform {
   /// The registered host's name and whether it has a GPU.
   const std::string& host_name() const;
   bool has_gpu() const;
+  /// The relay's address as "ADDR" and port (0 when no relay runs).
+  const std::string& ssh_address() const;
+  uint16_t ssh_port() const;
 
   /// Stops the agent and then the podman service we started (SIGTERM, SIGKILL after 10 s).
   /// Idempotent.

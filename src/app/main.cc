@@ -94,6 +94,7 @@ core::Result<ServerConfig> ResolveConfig(CLI::App& cmd, const ServerConfig& flag
     c.sign_in_failures_per_address = flags.sign_in_failures_per_address;
   if (given("--sign-in-window-seconds")) c.sign_in_window_seconds = flags.sign_in_window_seconds;
   if (given("--engine")) c.engine = flags.engine;
+  if (given("--ssh-listen")) c.ssh_listen = flags.ssh_listen;
   GPUWERK_TRY(Validate(c));
   return c;
 }
@@ -138,7 +139,8 @@ int RunServer(const ServerConfig& config, bool up) {
 #ifdef GPUWERK_WITH_AGENT
     auto started = LocalPlatform::Start({.engine = config.engine,
                                          .data_dir = config.data_dir,
-                                         .instance_image = config.instance_image},
+                                         .instance_image = config.instance_image,
+                                         .ssh_listen = config.ssh_listen},
                                         **server);
     if (!started) {
       std::fprintf(stderr, "gpuwerk: %s\n", started.error().message.c_str());
@@ -170,9 +172,16 @@ int RunServer(const ServerConfig& config, bool up) {
     const std::string engine = platform->engine_url() + " (" + platform->engine_origin() + ")";
     const std::string host =
         platform->host_name() + ", spark-1x" + (platform->has_gpu() ? "" : ", no GPU attached");
+    const std::string ssh =
+        platform->ssh_port() == 0
+            ? std::string("(no relay)")
+            : platform->ssh_address() + ":" + std::to_string(platform->ssh_port()) +
+                  " (relay; log in with: ssh -p " + std::to_string(platform->ssh_port()) +
+                  " <instance hostname>@" + platform->ssh_address() + ")";
 #else
     const std::string engine = "(this build has no agent: GPUWERK_AGENT=OFF)";
     const std::string host = "none";
+    const std::string ssh = "(no relay)";
 #endif
     std::printf(
         "gpuwerk is up.\n"
@@ -181,12 +190,13 @@ int RunServer(const ServerConfig& config, bool up) {
         "  CLI:        %s login --url %s --email %s\n"
         "  engine:     %s\n"
         "  host:       %s\n"
+        "  ssh:        %s\n"
         "  data:       %s\n"
         "  mail:       %s\n"
         "Press Ctrl-C to stop.\n",
         (*server)->base_url().c_str(), email.c_str(), shown.c_str(), ec ? "gpuwerk" : self.c_str(),
-        (*server)->base_url().c_str(), email.c_str(), engine.c_str(), host.c_str(), data.c_str(),
-        mail.c_str());
+        (*server)->base_url().c_str(), email.c_str(), engine.c_str(), host.c_str(), ssh.c_str(),
+        data.c_str(), mail.c_str());
     std::fflush(stdout);
   }
   int sig = 0;
@@ -220,6 +230,8 @@ int main(int argc, char** argv) {
   std::string up_config_file;
   auto* up = app.add_subcommand("up", "run the whole platform on this machine");
   app::AddServerOptions(*up, up_flags, up_config_file);
+  up->add_option("--ssh-listen", up_flags.ssh_listen,
+                 "SSH relay address ADDR:PORT (default 127.0.0.1:2222; port 0 picks one)");
   up->add_option("--engine", up_flags.engine,
                  "container engine unix:///PATH (default: Docker's socket, else a podman service)");
 

@@ -221,6 +221,11 @@ core::Result<std::string> ServerApp::RegisterLocalHost(const std::string& name,
   return host.token;
 }
 
+store::Database& ServerApp::database() { return *parts_->db; }
+sched::InstanceService& ServerApp::instances() { return *parts_->instances; }
+core::Clock& ServerApp::clock() { return *parts_->clock; }
+core::Rng& ServerApp::rng() { return *parts_->rng; }
+
 core::Result<int> ServerApp::DeliverMailNow() { return parts_->outbox_worker->DeliverDue(); }
 
 void ServerApp::Stop() {

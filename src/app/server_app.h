@@ -7,6 +7,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "sched/instance_service.h"
+#include "store/database.h"
 
 namespace gpuwerk::app {
 
@@ -34,6 +36,12 @@ class ServerApp {
   /// as actor), and returns the agent token. Errors: the registry's.
   core::Result<std::string> RegisterLocalHost(const std::string& name, const std::string& gpu_type,
                                               bool gpu_required);
+  /// The parts an in-process relay (`gpuwerk up`) reads: the store, the instances, the clock and
+  /// the random source. Valid until the app is destroyed.
+  store::Database& database();
+  sched::InstanceService& instances();
+  core::Clock& clock();
+  core::Rng& rng();
   /// Delivers due outbox mails now (tests).
   core::Result<int> DeliverMailNow();
 

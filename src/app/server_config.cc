@@ -71,6 +71,7 @@ const std::map<std::string, Setter>& Options() {
       {"operator_email", Text(&ServerConfig::operator_email)},
       {"operator_password", Text(&ServerConfig::operator_password)},
       {"engine", Text(&ServerConfig::engine)},
+      {"ssh_listen", Text(&ServerConfig::ssh_listen)},
   };
   return kOptions;
 }

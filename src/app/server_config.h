@@ -43,6 +43,9 @@ struct ServerConfig {
   std::string operator_password;
   /// `gpuwerk up` only: the container engine, `unix:///PATH`; empty: find or start one.
   std::string engine;
+  /// `gpuwerk up` only: where the SSH relay listens, "ADDR:PORT" (numeric address); port 0
+  /// picks a free one.
+  std::string ssh_listen = "127.0.0.1:2222";
 };
 
 /// Reads `path` (TOML, parsed by toml++) into `config`; keys not given keep their values.

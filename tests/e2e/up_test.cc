@@ -70,22 +70,23 @@ class UpTest : public ::testing::Test {
   /// Starts `gpuwerk up` and waits for its banner; returns the banner's dashboard URL.
   std::string StartUp() {
     const fs::path log = dir_.path() / ("up-" + std::to_string(++starts_) + ".log");
-    std::vector<std::string> argv = {GpuwerkBinary(),
-                                     "up",
-                                     "--data",
-                                     data_.string(),
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--password-hash-cost",
+    std::vector<std::string> argv = {GpuwerkBinary(),    "up",          "--data",
+                                     data_.string(),     "--listen",    "127.0.0.1:0",
+                                     "--ssh-listen",     "127.0.0.1:0", "--password-hash-cost",
                                      "test-only-minimum"};
     // No inherited CONTAINERS_CONF: `up` must bring its own engine settings.
     EXPECT_TRUE(up_.Start(argv, {{"CONTAINERS_CONF", ""}}, log)) << up_.error();
     const std::regex dashboard(R"(dashboard:\s+(http://127\.0\.0\.1:[0-9]+)/)");
+    const std::regex relay(R"(ssh:\s+127\.0\.0\.1:([0-9]+) \(relay)");
     const auto deadline = std::chrono::steady_clock::now() + seconds(90);
     while (std::chrono::steady_clock::now() < deadline) {
       banner_ = ReadFile(log);
       std::smatch m;
-      if (std::regex_search(banner_, m, dashboard)) return m[1];
+      if (std::regex_search(banner_, m, dashboard)) {
+        std::smatch r;
+        if (std::regex_search(banner_, r, relay)) relay_port_ = std::stoi(r[1]);
+        return m[1];
+      }
       if (!up_.Running()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -124,6 +125,18 @@ class UpTest : public ::testing::Test {
                           command + "'");
   }
 
+  /// A stock ssh through the relay, with the instance's hostname as the user name (docs/ssh.md).
+  CommandResult SshViaRelay(const json& in, const std::string& command,
+                            const std::string& known_hosts = "/dev/null") {
+    return RunCommand(
+        dir_.path(),
+        "ssh -p " + std::to_string(relay_port_) + " -i '" + key_.private_path.string() +
+            "' -o StrictHostKeyChecking=" + (known_hosts == "/dev/null" ? "no" : "yes") +
+            " -o UserKnownHostsFile=" + known_hosts +
+            " -o HostKeyAlias=gpuwerk-relay -o BatchMode=yes -o LogLevel=ERROR " +
+            in.value("hostname", "") + "@127.0.0.1 '" + command + "'");
+  }
+
   std::string StartedAt() {
     return Trim(
         RunCommand(dir_.path(),
@@ -136,6 +149,7 @@ class UpTest : public ::testing::Test {
   fs::path data_;
   ChildProcess up_;
   int starts_ = 0;
+  int relay_port_ = 0;
   std::string banner_;
   std::string instance_id_;
   GeneratedKey key_;
@@ -181,6 +195,22 @@ TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
   const std::string started = StartedAt();
   ASSERT_FALSE(started.empty());
 
+  // The same through the relay, as `gpuwerk up` prints it: output and exit status come back.
+  ASSERT_GT(relay_port_, 0) << banner_;
+  CommandResult relayed = SshViaRelay(in, "hostname; exit 7");
+  EXPECT_EQ(relayed.exit_code, 7) << relayed.err;
+  EXPECT_EQ(Trim(relayed.out), in["hostname"]);
+  // Record the relay's host key (known_hosts written on this first connection) for later.
+  const std::string known_hosts = (dir_.path() / "known_hosts").string();
+  // (Under the alias "gpuwerk-relay": the test's relay port changes between starts.)
+  ASSERT_EQ(RunCommand(dir_.path(), "ssh-keyscan -p " + std::to_string(relay_port_) +
+                                        " -t ed25519 127.0.0.1 2>/dev/null | sed "
+                                        "'s/^[^ ]* /gpuwerk-relay /' > " +
+                                        known_hosts)
+                .exit_code,
+            0);
+  ASSERT_NE(ReadFile(known_hosts).find("gpuwerk-relay ssh-ed25519 "), std::string::npos);
+
   // Ctrl-C: everything of up stops cleanly; the instance keeps running.
   std::ifstream pid_file(data_ / "engine" / "podman.pid");
   pid_t podman = -1;
@@ -211,9 +241,25 @@ TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
   CommandResult marker = Ssh(in, "cat /root/marker");
   ASSERT_EQ(marker.exit_code, 0) << marker.err;
   EXPECT_EQ(marker.out, "kept\n");
+  // C08: the relay presents the same host key after the restart (StrictHostKeyChecking=yes).
+  CommandResult strict = SshViaRelay(in, "cat /root/marker", known_hosts);
+  EXPECT_EQ(strict.exit_code, 0) << strict.err;
+  EXPECT_EQ(strict.out, "kept\n");
+
+  // Delete ends an open relay session within about a second (R-10).
+  ChildProcess shell;
+  ASSERT_TRUE(shell.Start(
+      {"/usr/bin/ssh", "-p", std::to_string(relay_port_), "-i", key_.private_path.string(), "-o",
+       "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+       in.value("hostname", "") + "@127.0.0.1", "sleep 60"},
+      {}, dir_.path() / "shell.log"));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ASSERT_TRUE(shell.Running()) << ReadFile(dir_.path() / "shell.log");
 
   // Delete: the container goes, the name is free again.
   ASSERT_EQ(op2->Delete("/api/v1/instances/" + instance_id_).status, 204);
+  EXPECT_TRUE(shell.Wait(std::chrono::milliseconds(3000)).has_value())
+      << "the relay session outlived the instance's deletion";
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
          op2->Get("/api/v1/instances/" + instance_id_).status != 404) {

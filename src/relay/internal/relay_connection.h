@@ -1,0 +1,53 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "relay/internal/source_limiter.h"
+#include "relay/relay.h"
+
+// libssh types, kept out of the public headers.
+struct ssh_session_struct;
+
+namespace gpuwerk::relay::internal {
+
+/// What the Relay (other threads) knows about one connection and how it asks it to end.
+struct ConnectionControl {
+  uint64_t id = 0;
+  std::string source_address;
+  int wake_fd = -1;  ///< eventfd the connection's loop polls; owned by the Relay's registry
+
+  std::atomic<bool> close_requested{false};
+  std::atomic<bool> authenticated{false};
+  std::atomic<bool> finished{false};
+
+  std::mutex mu;  ///< guards the fields below
+  std::string close_reason;
+  std::string instance_id;
+  std::string person_id;
+  int client_fd = -1;  ///< valid while the connection holds its socket (-1 after)
+
+  /// Asks the connection to end (thread-safe, idempotent); it tells the client `reason`.
+  void RequestClose(const std::string& reason);
+  /// Shuts the client socket down (unblocks a handshake in progress). Thread-safe.
+  void ShutdownSocket();
+};
+
+/// Everything a connection needs from its Relay; the pointers outlive the connection.
+struct ConnectionContext {
+  const RelayOptions* options = nullptr;
+  RelayAuthorizer* authorizer = nullptr;
+  RelaySessionLog* log = nullptr;
+  const std::string* relay_key_private = nullptr;  ///< OpenSSH private key text
+  SourceLimiter* limiter = nullptr;
+};
+
+/// Serves one accepted client until it ends: key exchange, public-key authentication through the
+/// authorizer, the upstream login, then channel forwarding. Runs on its own thread; takes
+/// ownership of `client` (frees it).
+void RunConnection(ssh_session_struct* client, const ConnectionContext& context,
+                   ConnectionControl& control);
+
+}  // namespace gpuwerk::relay::internal

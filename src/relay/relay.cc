@@ -1,0 +1,303 @@
+#include "relay/relay.h"
+
+#include <arpa/inet.h>
+#include <libssh/libssh.h>
+#include <libssh/server.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "relay/internal/relay_connection.h"
+#include "relay/internal/source_limiter.h"
+#include "relay/ssh_key_file.h"
+
+namespace gpuwerk::relay {
+
+using core::ErrorCode;
+using core::Fail;
+
+struct Relay::Impl {
+  Impl(RelayOptions o, RelayAuthorizer& a, RelaySessionLog& l)
+      : options(std::move(o)),
+        authorizer(a),
+        log(l),
+        limiter(options.max_connections, options.max_connections_per_source,
+                options.max_auth_failures_per_source, options.auth_failure_window) {}
+
+  RelayOptions options;
+  RelayAuthorizer& authorizer;
+  RelaySessionLog& log;
+  internal::SourceLimiter limiter;
+  SshKeyFile host_key;
+  SshKeyFile relay_key;
+  int listen_fd = -1;
+  int stop_fd = -1;  // eventfd: wakes the accept loop
+  uint16_t port = 0;
+  ssh_bind bind = nullptr;
+  std::thread accept_thread;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> next_id{1};
+
+  struct Entry {
+    std::shared_ptr<internal::ConnectionControl> control;
+    std::thread thread;
+  };
+  mutable std::mutex mu;
+  std::map<uint64_t, Entry> connections;
+  std::mutex stop_mu;
+  bool stopped = false;
+
+  void AcceptLoop();
+  void Reap(bool all);
+  void Serve(int fd, std::string source);
+  template <class Pred>
+  int CloseWhere(Pred pred, const std::string& reason);
+};
+
+namespace {
+
+std::string NumericAddress(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(ss).sin_addr, buf, sizeof buf);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto& a6 = reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+      ::inet_ntop(AF_INET, &a6.s6_addr[12], buf, sizeof buf);
+    } else {
+      ::inet_ntop(AF_INET6, &a6, buf, sizeof buf);
+    }
+  }
+  return buf;
+}
+
+}  // namespace
+
+void Relay::Impl::Reap(bool all) {
+  std::vector<Entry> done;
+  {
+    std::lock_guard lock(mu);
+    for (auto it = connections.begin(); it != connections.end();) {
+      if (all || it->second.control->finished) {
+        done.push_back(std::move(it->second));
+        it = connections.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& e : done) {
+    if (e.thread.joinable()) e.thread.join();
+    if (e.control->wake_fd >= 0) ::close(e.control->wake_fd);
+  }
+}
+
+void Relay::Impl::Serve(int fd, std::string source) {
+  if (!limiter.TryAcquire(source)) {
+    spdlog::warn("relay: dropped a connection from {} (connection or failed-login limit)", source);
+    ::close(fd);
+    return;
+  }
+  ssh_session session = ssh_new();
+  if (session == nullptr || ssh_bind_accept_fd(bind, session, fd) != SSH_OK) {
+    spdlog::error("relay: cannot set up an SSH session: {}",
+                  session ? ssh_get_error(bind) : "out of memory");
+    if (session != nullptr) ssh_free(session);
+    ::close(fd);
+    limiter.Release(source);
+    return;
+  }
+  int one = 1;  // small packets (window adjusts, keystrokes) must not wait for Nagle
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // A client whose network vanished (no FIN) is noticed after about two minutes, not hours.
+  int idle = 60, interval = 15, count = 4;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  auto control = std::make_shared<internal::ConnectionControl>();
+  control->id = next_id++;
+  control->source_address = source;
+  control->client_fd = fd;
+  control->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  internal::ConnectionContext ctx;
+  ctx.options = &options;
+  ctx.authorizer = &authorizer;
+  ctx.log = &log;
+  ctx.relay_key_private = &relay_key.private_openssh;
+  ctx.limiter = &limiter;
+  std::lock_guard lock(mu);
+  Entry& e = connections[control->id];
+  e.control = control;
+  e.thread = std::thread([this, session, ctx, control] {
+    internal::RunConnection(session, ctx, *control);
+    limiter.Release(control->source_address);
+    control->finished = true;
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(stop_fd, &one, sizeof one);  // let the accept loop reap
+  });
+}
+
+void Relay::Impl::AcceptLoop() {
+  while (!stopping) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    int rc = ::poll(fds, 2, 1000);
+    if (rc < 0 && errno != EINTR) {
+      spdlog::error("relay: poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] auto n = ::read(stop_fd, &v, sizeof v);
+    }
+    Reap(false);
+    if (stopping) break;
+    if (fds[0].revents & POLLIN) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      Serve(fd, NumericAddress(ss));
+    }
+  }
+}
+
+template <class Pred>
+int Relay::Impl::CloseWhere(Pred pred, const std::string& reason) {
+  int n = 0;
+  std::lock_guard lock(mu);
+  for (auto& [id, e] : connections) {
+    bool match = false;
+    {
+      std::lock_guard l2(e.control->mu);
+      match = e.control->authenticated && pred(*e.control);
+    }
+    if (match && !e.control->finished) {
+      e.control->RequestClose(reason);
+      ++n;
+    }
+  }
+  return n;
+}
+
+core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAuthorizer& authorizer,
+                                                  RelaySessionLog& log) {
+  auto impl = std::make_unique<Impl>(std::move(options), authorizer, log);
+  GPUWERK_ASSIGN_OR_RETURN(
+      impl->host_key, LoadOrCreateEd25519Key(impl->options.host_key_path, "gpuwerk-relay-host"));
+  GPUWERK_ASSIGN_OR_RETURN(impl->relay_key,
+                           LoadOrCreateEd25519Key(impl->options.relay_key_path, "gpuwerk-relay"));
+
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  const std::string& addr = impl->options.listen_address;
+  if (auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+      ::inet_pton(AF_INET, addr.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(impl->options.listen_port);
+    len = sizeof(sockaddr_in);
+  } else if (auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+             ::inet_pton(AF_INET6, addr.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(impl->options.listen_port);
+    len = sizeof(sockaddr_in6);
+  } else {
+    return Fail(ErrorCode::kInvalidArgument, "invalid_listen_address",
+                "the relay's listen address must be a numeric IP address, got \"" + addr + "\"");
+  }
+  const std::string where = addr + ":" + std::to_string(impl->options.listen_port);
+  impl->listen_fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(impl->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (impl->listen_fd < 0 || ::bind(impl->listen_fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      ::listen(impl->listen_fd, 128) != 0) {
+    std::string err = std::strerror(errno);
+    if (impl->listen_fd >= 0) ::close(impl->listen_fd);
+    impl->listen_fd = -1;
+    return Fail(ErrorCode::kUnavailable, "listen_failed",
+                "the relay cannot listen on " + where + ": " + err);
+  }
+  sockaddr_storage bound{};
+  socklen_t blen = sizeof bound;
+  ::getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&bound), &blen);
+  impl->port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in&>(bound).sin_port
+                                                : reinterpret_cast<sockaddr_in6&>(bound).sin6_port);
+
+  impl->bind = ssh_bind_new();
+  ssh_bind_options_set(impl->bind, SSH_BIND_OPTIONS_HOSTKEY, impl->options.host_key_path.c_str());
+  impl->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  spdlog::info("relay: listening on {}:{}, host key {}", addr, impl->port,
+               impl->host_key.fingerprint);
+  Impl* raw = impl.get();
+  impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
+  return std::unique_ptr<Relay>(new Relay(std::move(impl)));
+}
+
+Relay::Relay(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Relay::~Relay() { Stop(); }
+
+void Relay::Stop() {
+  std::lock_guard stop_lock(impl_->stop_mu);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->stopping = true;
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(impl_->stop_fd, &one, sizeof one);
+  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  {
+    std::lock_guard lock(impl_->mu);
+    for (auto& [id, e] : impl_->connections) {
+      e.control->RequestClose("relay stopping");
+      if (!e.control->authenticated) e.control->ShutdownSocket();
+    }
+  }
+  impl_->Reap(true);
+  if (impl_->bind != nullptr) ssh_bind_free(impl_->bind);
+  impl_->bind = nullptr;
+  if (impl_->listen_fd >= 0) ::close(impl_->listen_fd);
+  impl_->listen_fd = -1;
+  if (impl_->stop_fd >= 0) ::close(impl_->stop_fd);
+  impl_->stop_fd = -1;
+}
+
+uint16_t Relay::port() const { return impl_->port; }
+const std::string& Relay::host_key_public_line() const { return impl_->host_key.public_line; }
+const std::string& Relay::relay_key_public_line() const { return impl_->relay_key.public_line; }
+
+int Relay::CloseRelaySessionsFor(const std::string& instance_id, const std::string& reason) {
+  return impl_->CloseWhere(
+      [&](const internal::ConnectionControl& c) { return c.instance_id == instance_id; },
+      reason.empty() ? "instance " + instance_id + " is no longer available to you" : reason);
+}
+
+int Relay::CloseRelaySessionsForPerson(const std::string& person_id, const std::string& reason) {
+  return impl_->CloseWhere(
+      [&](const internal::ConnectionControl& c) { return c.person_id == person_id; },
+      reason.empty() ? "your access to this instance has ended" : reason);
+}
+
+RelayStats Relay::Stats() const {
+  RelayStats s;
+  std::lock_guard lock(impl_->mu);
+  for (auto& [id, e] : impl_->connections) {
+    if (e.control->finished) continue;
+    ++s.open_connections;
+    if (e.control->authenticated) ++s.open_relay_sessions;
+  }
+  return s;
+}
+
+}  // namespace gpuwerk::relay

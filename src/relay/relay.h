@@ -1,0 +1,100 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "relay/relay_authorizer.h"
+#include "relay/relay_session_log.h"
+
+namespace gpuwerk::relay {
+
+/// How a Relay listens, whom it lets in, and its limits.
+struct RelayOptions {
+  std::string listen_address = "127.0.0.1";  ///< numeric IPv4 or IPv6 address
+  uint16_t listen_port = 2222;               ///< 0: pick a free port (see Relay::port())
+  std::filesystem::path host_key_path;       ///< the relay's SSH host key (created once)
+  std::filesystem::path
+      relay_key_path;  ///< the credential the relay logs in upstream with (created once)
+
+  /// From TCP accept to the end of key exchange (RFC 4253 §7); a client that stalls is dropped.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  /// From TCP accept to a successful login (like sshd's LoginGraceTime).
+  std::chrono::milliseconds login_grace{30'000};
+  /// Connecting and authenticating to the instance's sshd.
+  std::chrono::milliseconds upstream_timeout{10'000};
+
+  /// How often an open relay session asks the authorizer again with the same user name and key;
+  /// a refusal or another target ends it (a safety net behind CloseRelaySessionsFor, which is the
+  /// immediate path). An authorizer error keeps the relay session open. Zero: never.
+  std::chrono::milliseconds reauthorize_interval{60'000};
+
+  int max_connections = 1000;           ///< open TCP connections, all sources together
+  int max_connections_per_source = 20;  ///< open TCP connections from one IP address
+  int max_auth_tries = 6;               ///< failed authentication requests per connection
+  /// Failed authentications from one IP address within `auth_failure_window` after which new
+  /// connections from it are dropped at accept until the window has passed.
+  int max_auth_failures_per_source = 30;
+  std::chrono::seconds auth_failure_window{60};
+};
+
+/// Counts of what the relay holds now (for /metrics and tests).
+struct RelayStats {
+  int open_connections = 0;     ///< TCP connections being served, authenticated or not
+  int open_relay_sessions = 0;  ///< authenticated and connected upstream
+};
+
+/// The SSH front door (DESIGN.md; docs/ssh.md): an SSH server (libssh 0.10) that takes
+/// public-key logins only, asks the RelayAuthorizer where each goes, logs in to that instance's
+/// sshd with the relay's own key, and forwards session channels (pty, env, shell, exec,
+/// subsystems such as sftp, window changes, signals, exit status and exit signal, EOF in each
+/// direction; RFC 4254 §6) and direct-tcpip channels (`ssh -L`, `-W`; RFC 4254 §7.2).
+///
+/// Threading: one accept thread, and one thread per TCP connection that runs both SSH sessions
+/// (client side and upstream) on one ssh_event. A slow or stalled client blocks only its own
+/// thread. The public methods are thread-safe.
+class Relay {
+ public:
+  /// Loads (or creates, once) the host key and the relay key, binds the listening socket and
+  /// starts accepting. `authorizer` and `log` must outlive the Relay.
+  /// Errors: those of LoadOrCreateEd25519Key; kUnavailable `listen_failed` when the address cannot
+  /// be bound (the message names it); kInvalidArgument `invalid_listen_address`.
+  static core::Result<std::unique_ptr<Relay>> Start(RelayOptions options,
+                                                    RelayAuthorizer& authorizer,
+                                                    RelaySessionLog& log);
+
+  /// Stops accepting, ends every connection (their relay sessions end with "relay stopping") and
+  /// joins all threads. Idempotent; the destructor calls it.
+  void Stop();
+  ~Relay();
+
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  /// The bound TCP port (useful with listen_port 0).
+  uint16_t port() const;
+  /// The host key's public line ("ssh-ed25519 AAAA… gpuwerk-relay-host\n") for known_hosts.
+  const std::string& host_key_public_line() const;
+  /// The relay key's public line, to be installed (with `from="<relay address>"`) in each
+  /// instance's authorized_keys by the agent.
+  const std::string& relay_key_public_line() const;
+
+  /// Ends, within a second, every open relay session to `instance_id` (the instance was deleted or
+  /// is being re-created). The client is told why on its open channels' stderr. Returns how many
+  /// were asked to close. New logins are the authorizer's business: it must refuse them first.
+  int CloseRelaySessionsFor(const std::string& instance_id, const std::string& reason = "");
+  /// The same for every relay session of one person (their access ended: case C09).
+  int CloseRelaySessionsForPerson(const std::string& person_id, const std::string& reason = "");
+
+  RelayStats Stats() const;
+
+ private:
+  struct Impl;
+  explicit Relay(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuwerk::relay

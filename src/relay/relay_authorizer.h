@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gpuwerk::relay {
+
+/// What the relay knows about one client's login attempt when it asks whether to let it through.
+/// The key has already been proven: the relay asks only after the client's signature over the
+/// session identifier verified (RFC 4252 §7), so listing this key's instances in a refusal shows
+/// them only to the key's holder.
+struct AuthorizeRequest {
+  std::string user;             ///< the SSH user name exactly as the client sent it
+  std::string key_type;         ///< e.g. "ssh-ed25519"
+  std::string key_blob_base64;  ///< the public key blob (RFC 4253 §6.6), base64
+  std::string key_fingerprint;  ///< "SHA256:…" as `ssh-keygen -l` prints it
+  std::string source_address;   ///< the client's IP address, numeric, no port
+};
+
+/// Where an authorized login goes.
+struct RelayTarget {
+  std::string instance_id;
+  std::string instance_name;    ///< the person's name for it, e.g. "alpha"
+  std::string hostname;         ///< globally unique, e.g. "alpha-k3x7q"
+  std::string upstream_host;    ///< the instance's sshd: host name or IP address
+  uint16_t upstream_port = 22;  ///< and its TCP port
+  std::string login;            ///< the Linux login inside the instance, e.g. "root"
+  std::string person_id;        ///< who is logging in (for revocation and the relay session log)
+  /// The instance sshd's host key as "SHA256:…"; when set the relay refuses an upstream that
+  /// presents another key. Empty: not checked (the upstream is reached over the host's network).
+  std::string upstream_host_key_fingerprint;
+};
+
+/// The authorizer's answer: exactly one of `target` (let through) or `refusal` (a message for the
+/// person, shown by their SSH client as an authentication banner; one or more lines, no
+/// secrets, never another person's instance names).
+struct AuthorizeDecision {
+  std::optional<RelayTarget> target;
+  std::string refusal;
+
+  static AuthorizeDecision Allow(RelayTarget t) { return {std::move(t), {}}; }
+  static AuthorizeDecision Refuse(std::string message) {
+    return {std::nullopt, std::move(message)};
+  }
+};
+
+/// The relay's routing and access decision (DESIGN.md; cases C06, C09): given the SSH
+/// user name, the proven public key and the source address, either a target or a refusal. The user
+/// name scheme is in docs/ssh.md (`<hostname>`, `<login>+<hostname>`, or a bare `<login>` when the
+/// key reaches exactly one live instance). The server-backed implementation asks `POST
+/// /api/v1/relay/authorize`.
+///
+/// Thread-safety: implementations are called concurrently from every relay session's thread.
+/// Errors: an Error (e.g. kUnavailable when the server cannot be reached) refuses the login with a
+/// "try again" message; it is never taken as a permission.
+class RelayAuthorizer {
+ public:
+  virtual ~RelayAuthorizer() = default;
+  virtual core::Result<AuthorizeDecision> Authorize(const AuthorizeRequest& request) = 0;
+};
+
+}  // namespace gpuwerk::relay

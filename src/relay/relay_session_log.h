@@ -1,0 +1,56 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace gpuwerk::relay {
+
+/// One relay session (DESIGN.md R-10): who came in with which key, from where, to which instance,
+/// when, and how many bytes went each way. Bytes are SSH channel payload bytes (what the
+/// programs on either end read and wrote), not TCP bytes.
+struct RelaySessionRecord {
+  uint64_t relay_session_id = 0;  ///< unique within this relay process
+  std::string person_id;
+  std::string key_fingerprint;  ///< "SHA256:…"
+  std::string instance_id;
+  std::string hostname;
+  std::string login;
+  std::string source_address;  ///< the client's IP address
+  std::chrono::system_clock::time_point started_at;
+  std::chrono::system_clock::time_point ended_at;  ///< unset (epoch) in OnStart
+  uint64_t bytes_from_client = 0;                  ///< client → instance
+  uint64_t bytes_to_client = 0;                    ///< instance → client
+  std::string end_reason;  ///< "client closed", "instance closed", "revoked: …", "relay stopping"
+};
+
+/// A login the relay refused after the client proved its key, or could not carry upstream
+/// (case C07). `code` is stable: `not_authorized` (the authorizer refused),
+/// `authorizer_unavailable`, `upstream_unreachable`, `upstream_auth_failed`,
+/// `upstream_host_key_mismatch`.
+struct RelayRefusalRecord {
+  std::string code;
+  std::string message;
+  std::string user;  ///< the SSH user name as sent
+  std::string key_fingerprint;
+  std::string person_id;    ///< empty unless the authorizer had let it through
+  std::string instance_id;  ///< empty unless the authorizer had let it through
+  std::string source_address;
+  std::chrono::system_clock::time_point at;
+};
+
+/// Receives the relay's audit records. Called from relay session threads, concurrently:
+/// implementations must be thread-safe and quick (queue the write; a slow sink delays that relay
+/// session only).
+class RelaySessionLog {
+ public:
+  virtual ~RelaySessionLog() = default;
+  /// After the client authenticated and the upstream accepted the relay's credential.
+  virtual void OnStart(const RelaySessionRecord& record) = 0;
+  /// Exactly once per OnStart, when the relay session has ended (its byte counts are final).
+  virtual void OnEnd(const RelaySessionRecord& record) = 0;
+  /// A refused login after key proof (see RelayRefusalRecord).
+  virtual void OnRefused(const RelayRefusalRecord& record) = 0;
+};
+
+}  // namespace gpuwerk::relay

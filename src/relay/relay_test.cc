@@ -1,0 +1,752 @@
+// The relay against a real OpenSSH sshd upstream, driven by the stock ssh, scp and sftp clients.
+#include "relay/relay.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "relay/in_memory_relay_authorizer.h"
+#include "relay/in_memory_relay_session_log.h"
+#include "relay/ssh_key_file.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuwerk::relay {
+namespace {
+
+namespace fs = std::filesystem;
+using gpuwerk::testing::CommandResult;
+using gpuwerk::testing::GeneratedKey;
+using gpuwerk::testing::GenerateKey;
+using gpuwerk::testing::ReadFile;
+using gpuwerk::testing::RunCommand;
+using gpuwerk::testing::SshKeygenFingerprint;
+using gpuwerk::testing::TempDir;
+using namespace std::chrono_literals;
+
+uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+int Connect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Reads until the peer closes or `limit` passes; returns how long it took (or limit).
+std::chrono::milliseconds WaitForClose(int fd, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  char buf[4096];
+  while (true) {
+    auto left = limit - std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - t0);
+    if (left <= 0ms) return limit;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - t0);
+    }
+  }
+}
+
+/// A real OpenSSH sshd on a free loopback port, its own host key, and an authorized_keys file in
+/// `dir` (the instance's sshd as the relay sees it). Logins as the test's user (root here).
+/// `SetEnv SHLVL=1` keeps bash from reading the login user's ~/.bashrc for commands run over SSH
+/// (Debian's bash does when SHLVL < 2): this machine's root .bashrc runs `pyenv rehash`, which is
+/// slow and leaves a stale lock behind when a test kills the session mid-way.
+class Sshd {
+ public:
+  Sshd(const fs::path& dir, const std::string& authorized_keys) : dir_(dir) {
+    fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace);
+    fs::create_directories("/run/sshd");
+    std::system(("ssh-keygen -q -N '' -t ed25519 -f '" + (dir_ / "host_key").string() +
+                 "' </dev/null >/dev/null 2>&1")
+                    .c_str());
+    { std::ofstream(dir_ / "authorized_keys") << authorized_keys; }
+    fs::permissions(dir_ / "authorized_keys", fs::perms::owner_read | fs::perms::owner_write,
+                    fs::perm_options::replace);
+    port_ = FreePort();
+    const fs::path config = dir_ / "sshd_config";
+    std::ofstream(config) << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey "
+                          << (dir_ / "host_key").string() << "\nAuthorizedKeysFile "
+                          << (dir_ / "authorized_keys").string()
+                          << "\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                             "UsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+                             "PidFile none\nAllowTcpForwarding yes\nAcceptEnv LANG "
+                             "GPUWERK_*\nMaxStartups 100\nSetEnv SHLVL=1\n"
+                             "Subsystem sftp /usr/lib/openssh/sftp-server\nLogLevel ERROR\n";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = (dir_ / "sshd.log").string();
+      std::freopen(log.c_str(), "w", stderr);
+      ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", config.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      int fd = Connect(port_);
+      if (fd >= 0) {
+        ::close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    ADD_FAILURE() << "sshd did not start: " << ReadFile(dir_ / "sshd.log");
+  }
+  ~Sshd() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  fs::path dir_;
+  uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+RelayInstance Instance(const std::string& id, const std::string& name, const std::string& host,
+                       const std::string& person, uint16_t port, const std::string& fp) {
+  RelayInstance i;
+  i.instance_id = id;
+  i.name = name;
+  i.hostname = host;
+  i.person_id = person;
+  i.upstream_host = "127.0.0.1";
+  i.upstream_port = port;
+  i.key_fingerprints = {fp};
+  return i;
+}
+
+class RelayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    alice_ = GenerateKey(dir_.path(), "alice");
+    bob_ = GenerateKey(dir_.path(), "bob");
+    stranger_ = GenerateKey(dir_.path(), "stranger");
+    ASSERT_FALSE(alice_.public_line.empty());
+    // The relay key is created by the relay; create it first here so the instance's
+    // authorized_keys can hold its public line (the agent's job in production).
+    relay_key_path_ = dir_.path() / "relay" / "relay_key";
+    host_key_path_ = dir_.path() / "relay" / "host_key";
+    auto relay_key = LoadOrCreateEd25519Key(relay_key_path_, "gpuwerk-relay");
+    ASSERT_TRUE(relay_key);
+    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", relay_key->public_line);
+    // An instance whose authorized_keys lacks the relay key (case C07).
+    sshd_without_relay_key_ = std::make_unique<Sshd>(dir_.path() / "instance2", "");
+
+    const std::string alice_fp = SshKeygenFingerprint(alice_.private_path.string() + ".pub");
+    const std::string bob_fp = SshKeygenFingerprint(bob_.private_path.string() + ".pub");
+    authz_.Put(Instance("i-alpha", "alpha", "alpha-aaaaa", "alice", sshd_->port(), alice_fp));
+    authz_.Put(Instance("i-beta", "beta", "beta-bbbbb", "alice", sshd_->port(), alice_fp));
+    authz_.Put(Instance("i-gamma", "gamma", "gamma-ccccc", "bob", sshd_->port(), bob_fp));
+    authz_.Put(Instance("i-delta", "delta", "delta-ddddd", "bob", sshd_without_relay_key_->port(),
+                        bob_fp));
+    StartRelay(0);
+  }
+
+  void StartRelay(uint16_t port, std::chrono::milliseconds reauthorize = 60s) {
+    RelayOptions o;
+    o.reauthorize_interval = reauthorize;
+    o.listen_address = "127.0.0.1";
+    o.listen_port = port;
+    o.host_key_path = host_key_path_;
+    o.relay_key_path = relay_key_path_;
+    o.handshake_timeout = 2s;
+    o.login_grace = 10s;
+    auto r = Relay::Start(o, authz_, log_);
+    ASSERT_TRUE(r) << r.error().message;
+    relay_ = std::move(*r);
+  }
+
+  /// The stock ssh client pointed at the relay: no user config, no agent, only `key`.
+  std::string Ssh(const GeneratedKey& key, const std::string& user, const std::string& opts = "",
+                  const std::string& strict = "accept-new") {
+    // `opts` first: for options given twice, ssh keeps the first.
+    return "ssh -F /dev/null " + opts + " -p " + std::to_string(relay_->port()) + " -i " +
+           key.private_path.string() +
+           " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+           " -o StrictHostKeyChecking=" +
+           strict + " -o UserKnownHostsFile=" + (dir_.path() / "known_hosts").string() +
+           " -o ConnectTimeout=10 " + user + "@127.0.0.1";
+  }
+  std::string ScpSftpOpts(const GeneratedKey& key) {
+    return "-F /dev/null -P " + std::to_string(relay_->port()) + " -i " +
+           key.private_path.string() +
+           " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+           " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+           (dir_.path() / "known_hosts").string();
+  }
+
+  /// A fresh working folder for a command that runs beside others (RunCommand keeps its
+  /// stdin/stdout/stderr files in the folder it runs in).
+  fs::path Subdir(const std::string& name) {
+    fs::create_directories(dir_.path() / name);
+    return dir_.path() / name;
+  }
+
+  std::string Sha256(const fs::path& p) {
+    auto r = RunCommand(dir_.path(), "sha256sum " + p.string());
+    return r.out.substr(0, 64);
+  }
+
+  bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5s) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (cond()) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return cond();
+  }
+
+  TempDir dir_;
+  GeneratedKey alice_, bob_, stranger_;
+  fs::path relay_key_path_, host_key_path_;
+  std::unique_ptr<Sshd> sshd_, sshd_without_relay_key_;
+  InMemoryRelayAuthorizer authz_;
+  InMemoryRelaySessionLog log_;
+  std::unique_ptr<Relay> relay_;
+};
+
+TEST_F(RelayTest, ExecReturnsOutputAndExitCode) {
+  auto r = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") +
+                                       " 'echo hello; echo oops >&2; echo $GPUWERK_X; exit 7'");
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out, "hello\n\n");
+  EXPECT_NE(r.err.find("oops"), std::string::npos);
+  // env (RFC 4254 §6.4) goes through when the instance's sshd accepts it.
+  auto env = RunCommand(dir_.path(), "GPUWERK_X=forty-two " +
+                                         Ssh(alice_, "alpha-aaaaa", "-o SendEnv=GPUWERK_X") +
+                                         " 'echo $GPUWERK_X'");
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_EQ(env.out, "forty-two\n");
+  // Half-close (RFC 4254 §5.3): the client's EOF reaches `cat`, and output after it still arrives.
+  auto half =
+      RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'cat; echo :after-eof'", "abc");
+  EXPECT_EQ(half.exit_code, 0) << half.err;
+  EXPECT_EQ(half.out, "abc:after-eof\n");
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 3; }));
+  const auto rec = log_.Ended().front();
+  EXPECT_EQ(rec.instance_id, "i-alpha");
+  EXPECT_EQ(rec.person_id, "alice");
+  EXPECT_EQ(rec.login, "root");
+  EXPECT_EQ(rec.source_address, "127.0.0.1");
+  EXPECT_EQ(rec.key_fingerprint, SshKeygenFingerprint(alice_.private_path.string() + ".pub"));
+  EXPECT_EQ(rec.bytes_to_client, 6u + 1u + 5u);  // "hello\n", "\n", "oops\n"
+  EXPECT_LE(rec.started_at, rec.ended_at);
+}
+
+TEST_F(RelayTest, ExitSignalIsForwarded) {
+  // OpenSSH 9.2 exits 255 on exit-signal and says so only in its debug output.
+  auto r = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "-v") + " 'kill -TERM $$'");
+  EXPECT_EQ(r.exit_code, 255) << r.err;
+  EXPECT_NE(r.err.find("rtype exit-signal"), std::string::npos) << r.err;
+}
+
+TEST_F(RelayTest, PtyShellWorks) {
+  auto r = RunCommand(dir_.path(), Ssh(alice_, "root+alpha-aaaaa", "-tt"),
+                      "tty; echo $((6*7)); exit 3\n");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.out.find("/dev/pts/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("42"), std::string::npos) << r.out;
+}
+
+TEST_F(RelayTest, PtyWindowChangeReachesTheInstance) {
+  // A real terminal is needed for the client to send window-change (RFC 4254 §6.7): tmux gives
+  // it one and resizes it.
+  if (RunCommand(dir_.path(), "command -v tmux").exit_code != 0) {
+    GTEST_SKIP() << "tmux is not installed (apt-get install tmux)";
+  }
+  const std::string tmux = "tmux -L " + dir_.path().filename().string();
+  const auto out = dir_.path() / "winsize.out";
+  auto started = RunCommand(dir_.path(), tmux + " new-session -d -s ws -x 100 -y 30 \"" +
+                                             Ssh(alice_, "root+alpha-aaaaa", "-tt") +
+                                             " 'stty size; sleep 1.5; stty size' > " +
+                                             out.string() + " 2>/dev/null\"");
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  std::this_thread::sleep_for(1000ms);
+  RunCommand(dir_.path(), tmux + " resize-window -t ws -x 120 -y 40");
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("40 120") != std::string::npos; }, 5s))
+      << ReadFile(out);
+  EXPECT_EQ(ReadFile(out), "30 100\r\n40 120\r\n");
+  RunCommand(dir_.path(), tmux + " kill-server");
+}
+
+TEST_F(RelayTest, LargeStreamKeepsItsSha256BothWays) {
+  // 100 MiB, through stdin to `cat` on the instance and back to the client.
+  const int mib = 100;
+  const auto in = dir_.path() / "big.in";
+  const auto out = dir_.path() / "big.out";
+  ASSERT_EQ(
+      RunCommand(dir_.path(), "head -c " + std::to_string(mib) + "M /dev/urandom > " + in.string())
+          .exit_code,
+      0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunCommand(dir_.path(),
+                      Ssh(alice_, "alpha-aaaaa") + " cat < " + in.string() + " > " + out.string());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Sha256(in), Sha256(out));
+  // For comparison (information only, no assertion: these machines are shared): the same
+  // round trip straight to the instance's sshd, logged in with the relay's key.
+  const auto t1 = std::chrono::steady_clock::now();
+  auto direct = RunCommand(
+      dir_.path(), "ssh -F /dev/null -p " + std::to_string(sshd_->port()) + " -i " +
+                       relay_key_path_.string() +
+                       " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                       " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1"
+                       " cat < " +
+                       in.string() + " > " + (dir_.path() / "big.direct").string());
+  const double direct_secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  EXPECT_EQ(direct.exit_code, 0) << direct.err;
+  std::printf(
+      "[ info ] %d MiB up and back: through the relay %.2f s (%.0f MB/s each way), directly "
+      "%.2f s (%.0f MB/s)\n",
+      mib, secs, mib * 1.048576 / secs, direct_secs, mib * 1.048576 / direct_secs);
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 1; }));
+  EXPECT_EQ(log_.Ended()[0].bytes_from_client, static_cast<uint64_t>(mib) << 20);
+  EXPECT_EQ(log_.Ended()[0].bytes_to_client, static_cast<uint64_t>(mib) << 20) << r.err;
+}
+
+TEST_F(RelayTest, ScpBothWaysAndSftpKeepChecksums) {
+  const auto src = dir_.path() / "file.bin";
+  ASSERT_EQ(RunCommand(dir_.path(), "head -c 3M /dev/urandom > " + src.string()).exit_code, 0);
+  const auto remote = dir_.path() / "remote";
+  fs::create_directories(remote);
+  const std::string target = "alpha-aaaaa@127.0.0.1:";
+  // scp over the sftp protocol (OpenSSH 9's default) and the legacy scp protocol (-O, exec).
+  for (const std::string mode : {"", "-O"}) {
+    const auto up = remote / ("up" + mode);
+    const auto down = dir_.path() / ("down" + mode);
+    auto r1 = RunCommand(dir_.path(), "scp " + mode + " " + ScpSftpOpts(alice_) + " " +
+                                          src.string() + " " + target + up.string());
+    ASSERT_EQ(r1.exit_code, 0) << r1.err;
+    auto r2 = RunCommand(dir_.path(), "scp " + mode + " " + ScpSftpOpts(alice_) + " " + target +
+                                          up.string() + " " + down.string());
+    ASSERT_EQ(r2.exit_code, 0) << r2.err;
+    EXPECT_EQ(Sha256(src), Sha256(up)) << mode;
+    EXPECT_EQ(Sha256(src), Sha256(down)) << mode;
+  }
+  const auto batch = dir_.path() / "sftp.batch";
+  std::ofstream(batch) << "put " << src.string() << " " << (remote / "via-sftp").string()
+                       << "\nget " << (remote / "via-sftp").string() << " "
+                       << (dir_.path() / "back-sftp").string() << "\n";
+  auto r3 = RunCommand(dir_.path(), "sftp " + ScpSftpOpts(alice_) + " -b " + batch.string() +
+                                        " alpha-aaaaa@127.0.0.1");
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  EXPECT_EQ(Sha256(src), Sha256(remote / "via-sftp"));
+  EXPECT_EQ(Sha256(src), Sha256(dir_.path() / "back-sftp"));
+}
+
+/// A TCP server on the "instance side" that answers one line with "echo:<line>" and closes.
+class EchoServer {
+ public:
+  EchoServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 8);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        std::string line;
+        char ch;
+        while (::read(c, &ch, 1) == 1 && ch != '\n') line += ch;
+        std::string reply = "echo:" + line + "\n";
+        [[maybe_unused]] auto n = ::write(c, reply.data(), reply.size());
+        ::close(c);
+      }
+    });
+  }
+  ~EchoServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_;
+  std::thread thread_;
+};
+
+TEST_F(RelayTest, DirectTcpipReachesAPortOnTheInstanceSide) {
+  EchoServer echo;
+  // -W: stdio over one direct-tcpip channel (RFC 4254 §7.2).
+  auto w = RunCommand(dir_.path(),
+                      Ssh(alice_, "alpha-aaaaa", "-W 127.0.0.1:" + std::to_string(echo.port())),
+                      "ping\n");
+  EXPECT_EQ(w.out, "echo:ping\n") << w.err;
+  // -L: a local listener whose connections become direct-tcpip channels.
+  const uint16_t local = FreePort();
+  CommandResult fwd;
+  std::thread t([&] {
+    fwd = RunCommand(dir_.path(),
+                     Ssh(alice_, "alpha-aaaaa",
+                         "-o ExitOnForwardFailure=yes -L 127.0.0.1:" + std::to_string(local) +
+                             ":127.0.0.1:" + std::to_string(echo.port())) +
+                         " 'sleep 3'");
+  });
+  int fd = -1;
+  ASSERT_TRUE(WaitFor([&] { return (fd = Connect(local)) >= 0; }));
+  const std::string ping = "pong\n";
+  [[maybe_unused]] auto n = ::write(fd, ping.data(), ping.size());
+  std::string reply;
+  char ch;
+  while (::read(fd, &ch, 1) == 1) reply += ch;
+  ::close(fd);
+  t.join();
+  EXPECT_EQ(reply, "echo:pong\n");
+  EXPECT_EQ(fwd.exit_code, 0) << fwd.err;
+}
+
+TEST_F(RelayTest, RemoteForwardExposesALocalPortToTheInstance) {
+  EchoServer echo;  // "on the person's laptop"
+  const uint16_t remote = FreePort();
+  // On the instance: connect to the -R listener with bash's /dev/tcp and read the answer.
+  auto r = RunCommand(dir_.path(),
+                      Ssh(alice_, "alpha-aaaaa",
+                          "-o ExitOnForwardFailure=yes -R 127.0.0.1:" + std::to_string(remote) +
+                              ":127.0.0.1:" + std::to_string(echo.port())) +
+                          " \"bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(remote) +
+                          "; echo hi >&3; cat <&3'\"");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "echo:hi\n") << r.err;
+}
+
+TEST_F(RelayTest, AgentForwardingReachesThePersonsAgent) {
+  const auto sock = dir_.path() / "agent.sock";
+  auto agent = RunCommand(dir_.path(), "ssh-agent -a " + sock.string() + " > agent.env && " +
+                                           "SSH_AUTH_SOCK=" + sock.string() + " ssh-add " +
+                                           bob_.private_path.string());
+  ASSERT_EQ(agent.exit_code, 0) << agent.err;
+  auto r = RunCommand(
+      dir_.path(),
+      Ssh(alice_, "alpha-aaaaa", "-o IdentityAgent=" + sock.string() + " -o ForwardAgent=yes") +
+          " 'ssh-add -l'");
+  RunCommand(dir_.path(), ". ./agent.env >/dev/null && ssh-agent -k >/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(SshKeygenFingerprint(bob_.private_path.string() + ".pub")),
+            std::string::npos)
+      << r.out << r.err;
+}
+
+TEST_F(RelayTest, C06_ShownCommandLandsOnThatInstanceAndAmbiguousLoginIsRefused) {
+  for (const std::string host : {"beta-bbbbb", "alpha-aaaaa", "beta-bbbbb"}) {
+    auto r = RunCommand(dir_.path(), Ssh(alice_, host) + " true");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  ASSERT_TRUE(WaitFor([&] { return log_.Started().size() == 3; }));
+  EXPECT_EQ(log_.Started()[0].instance_id, "i-beta");
+  EXPECT_EQ(log_.Started()[1].instance_id, "i-alpha");
+  EXPECT_EQ(log_.Started()[2].instance_id, "i-beta");
+
+  auto amb = RunCommand(dir_.path(), Ssh(alice_, "root") + " true");
+  EXPECT_EQ(amb.exit_code, 255);
+  EXPECT_NE(amb.err.find("ambiguous"), std::string::npos) << amb.err;
+  EXPECT_NE(amb.err.find("alpha-aaaaa"), std::string::npos) << amb.err;
+  EXPECT_NE(amb.err.find("beta-bbbbb"), std::string::npos) << amb.err;
+  EXPECT_EQ(amb.err.find("gamma"), std::string::npos) << amb.err;  // bob's
+  // bob has one instance behind this relay's good sshd and one behind the other: still ambiguous.
+  // With exactly one instance a bare login is enough:
+  authz_.Remove("i-delta");
+  auto single = RunCommand(dir_.path(), Ssh(bob_, "root") + " 'echo on-gamma'");
+  EXPECT_EQ(single.exit_code, 0) << single.err;
+  EXPECT_EQ(single.out, "on-gamma\n");
+}
+
+TEST_F(RelayTest, C07_RelayCredentialMissingUpstreamGivesADistinctMessage) {
+  auto r = RunCommand(dir_.path(), Ssh(bob_, "delta-ddddd") + " true");
+  EXPECT_EQ(r.exit_code, 255);
+  EXPECT_NE(r.err.find("instance delta (delta-ddddd) is not accepting connections yet"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("relay credential is missing"), std::string::npos) << r.err;
+  const auto refused = log_.Refused();
+  ASSERT_FALSE(refused.empty());
+  EXPECT_EQ(refused.back().code, "upstream_auth_failed");
+  EXPECT_EQ(refused.back().instance_id, "i-delta");
+  EXPECT_EQ(refused.back().person_id, "bob");
+}
+
+TEST_F(RelayTest, C08_HostKeyStableAcrossRelayRestart) {
+  auto first = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " true");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string known = ReadFile(dir_.path() / "known_hosts");
+  const std::string host_line = relay_->host_key_public_line();
+  const std::string blob = host_line.substr(12, host_line.find(' ', 12) - 12);
+  EXPECT_NE(known.find(blob), std::string::npos);
+  const uint16_t port = relay_->port();
+  relay_.reset();
+  StartRelay(port);
+  auto again = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "", "yes") + " true");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(relay_->host_key_public_line(), host_line);
+}
+
+TEST_F(RelayTest, RefusalsDoNotDisturbAParallelRelaySession) {
+  // A healthy relay session that spans all the refusals below.
+  CommandResult healthy;
+  std::thread t([&] {
+    healthy =
+        RunCommand(Subdir("healthy"), Ssh(alice_, "alpha-aaaaa") + " 'sleep 6; echo still-here'");
+  });
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));
+
+  // A key attached to nothing.
+  auto stranger = RunCommand(dir_.path(), Ssh(stranger_, "alpha-aaaaa") + " true");
+  EXPECT_EQ(stranger.exit_code, 255);
+  EXPECT_NE(stranger.err.find("not attached to any live instance"), std::string::npos)
+      << stranger.err;
+  EXPECT_NE(stranger.err.find("Permission denied (publickey)"), std::string::npos);
+  // Another person's instance: refused, and bob's instance names are not shown to alice.
+  auto other = RunCommand(dir_.path(), Ssh(alice_, "gamma-ccccc") + " true");
+  EXPECT_EQ(other.exit_code, 255);
+  EXPECT_NE(other.err.find("no instance \"gamma-ccccc\" that this key can reach"),
+            std::string::npos)
+      << other.err;
+  EXPECT_EQ(other.err.find("delta"), std::string::npos) << other.err;
+  // A password attempt (SSH_ASKPASS answers), offered only password and keyboard-interactive.
+  const auto askpass = dir_.path() / "askpass.sh";
+  std::ofstream(askpass) << "#!/bin/sh\necho hunter2\n";
+  fs::permissions(askpass, fs::perms::owner_all);
+  auto password = RunCommand(
+      dir_.path(), "SSH_ASKPASS=" + askpass.string() + " SSH_ASKPASS_REQUIRE=force DISPLAY=:0 " +
+                       Ssh(alice_, "alpha-aaaaa",
+                           "-o BatchMode=no -o PubkeyAuthentication=no "
+                           "-o PreferredAuthentications=password,keyboard-interactive") +
+                       " true </dev/null");
+  EXPECT_EQ(password.exit_code, 255);
+  EXPECT_NE(password.err.find("Permission denied (publickey)"), std::string::npos) << password.err;
+  // A deleted instance.
+  authz_.Remove("i-beta");
+  auto deleted = RunCommand(dir_.path(), Ssh(alice_, "beta-bbbbb") + " true");
+  EXPECT_EQ(deleted.exit_code, 255);
+  // 1,000 junk bytes instead of a banner: the relay hangs up.
+  int junk = Connect(relay_->port());
+  ASSERT_GE(junk, 0);
+  std::string bytes(1000, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7919) & 0xff);
+  [[maybe_unused]] auto n = ::write(junk, bytes.data(), bytes.size());
+  EXPECT_LT(WaitForClose(junk, 5s), 5s);
+  ::close(junk);
+  // A client that stops mid-handshake (banner sent, no key exchange): dropped after the 2 s
+  // handshake timeout.
+  int stall = Connect(relay_->port());
+  ASSERT_GE(stall, 0);
+  const std::string banner = "SSH-2.0-OpenSSH_9.2\r\n";
+  n = ::write(stall, banner.data(), banner.size());
+  const auto waited = WaitForClose(stall, 6s);
+  EXPECT_GE(waited, 1500ms);
+  EXPECT_LT(waited, 6s);
+  ::close(stall);
+
+  t.join();
+  EXPECT_EQ(healthy.exit_code, 0) << healthy.err;
+  EXPECT_EQ(healthy.out, "still-here\n");
+  // And the relay still serves new logins.
+  auto after = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo ok'");
+  EXPECT_EQ(after.out, "ok\n") << after.err;
+}
+
+TEST_F(RelayTest, C09_CloseRelaySessionsForEndsAnOpenShellWithinASecond) {
+  CommandResult shell;
+  std::thread t(
+      [&] { shell = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "-tt") + " 'sleep 20'"); });
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));
+  std::this_thread::sleep_for(200ms);  // the pty and `sleep` are up
+  EXPECT_EQ(relay_->CloseRelaySessionsFor("i-beta"), 0);
+  authz_.Remove("i-alpha");  // the instance is deleted: new logins are refused first
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(relay_->CloseRelaySessionsFor("i-alpha"), 1);
+  t.join();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 1s);
+  std::printf(
+      "[ info ] CloseRelaySessionsFor → ssh exited in %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_EQ(shell.exit_code, 255);
+  EXPECT_NE(shell.err.find("relay session closed"), std::string::npos) << shell.err;
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 1; }));
+  EXPECT_NE(log_.Ended()[0].end_reason.find("no longer available"), std::string::npos);
+  // Per person too (once alice's relay session has fully ended, so the count below is bob's).
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 0; }));
+  std::thread t2(
+      [&] { shell = RunCommand(dir_.path(), Ssh(bob_, "gamma-ccccc") + " 'sleep 20'"); });
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_EQ(relay_->CloseRelaySessionsForPerson("bob"), 1);
+  t2.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 1s);
+  EXPECT_EQ(shell.exit_code, 255);
+}
+
+TEST_F(RelayTest, C09_ReauthorizationEndsARelaySessionWhoseAccessWasRemoved) {
+  // The safety net behind CloseRelaySessionsFor: the relay asks again every interval.
+  relay_.reset();
+  StartRelay(0, 300ms);
+  CommandResult shell;
+  std::thread t([&] { shell = RunCommand(dir_.path(), Ssh(bob_, "gamma-ccccc") + " 'sleep 20'"); });
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));
+  std::this_thread::sleep_for(700ms);  // survives re-checks while access lasts
+  EXPECT_EQ(relay_->Stats().open_relay_sessions, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  authz_.Remove("i-gamma");
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_EQ(shell.exit_code, 255);
+  EXPECT_NE(shell.err.find("your access to instance gamma-ccccc has ended"), std::string::npos)
+      << shell.err;
+}
+
+TEST_F(RelayTest, ManyRelaySessionsAtOnceAndAStalledReaderDoNotBlockEachOther) {
+  // A client that never reads: the instance side fills the windows and the TCP buffers, and
+  // that relay session stalls; nobody else does.
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const std::string stalled_cmd = "exec " + Ssh(alice_, "alpha-aaaaa") + " 'cat /dev/zero'";
+  pid_t stalled = ::fork();
+  if (stalled == 0) {
+    ::dup2(pipefd[1], 1);
+    ::close(pipefd[0]);
+    ::execl("/bin/sh", "sh", "-c", stalled_cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));
+  std::this_thread::sleep_for(300ms);  // let it fill up
+
+  constexpr int kParallel = 12;
+  std::vector<CommandResult> results(kParallel);
+  std::vector<std::thread> threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kParallel; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = RunCommand(
+          Subdir("p" + std::to_string(i)),
+          Ssh(alice_, i % 2 ? "alpha-aaaaa" : "beta-bbbbb") + " 'echo " + std::to_string(i) + "'");
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < kParallel; ++i) {
+    EXPECT_EQ(results[i].exit_code, 0) << results[i].err;
+    EXPECT_EQ(results[i].out, std::to_string(i) + "\n");
+  }
+  std::printf("[ info ] %d parallel logins beside a stalled reader: %.2f s\n", kParallel, secs);
+  ::kill(stalled, SIGTERM);
+  ::waitpid(stalled, nullptr, 0);
+  ::close(pipefd[0]);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 0; }));
+}
+
+TEST_F(RelayTest, PerSourceConnectionLimitDropsExtraConnectionsAtOnce) {
+  relay_.reset();
+  RelayOptions o;
+  o.listen_address = "127.0.0.1";
+  o.host_key_path = host_key_path_;
+  o.relay_key_path = relay_key_path_;
+  o.listen_port = 0;
+  o.max_connections_per_source = 2;
+  o.handshake_timeout = 5s;
+  auto r = Relay::Start(o, authz_, log_);
+  ASSERT_TRUE(r) << r.error().message;
+  relay_ = std::move(*r);
+  int a = Connect(relay_->port());
+  int b = Connect(relay_->port());
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 2; }));
+  int c = Connect(relay_->port());
+  EXPECT_LT(WaitForClose(c, 2s), 1s);  // the third from 127.0.0.1 is closed at accept
+  ::close(c);
+  ::close(a);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 1; }));
+  // A slot is free again: a real login works while `b` still idles.
+  auto ok = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo ok'");
+  EXPECT_EQ(ok.out, "ok\n") << ok.err;
+  ::close(b);
+}
+
+TEST_F(RelayTest, RepeatedFailedLoginsFromOneSourceAreCutOff) {
+  relay_.reset();
+  RelayOptions o;
+  o.listen_address = "127.0.0.1";
+  o.host_key_path = host_key_path_;
+  o.relay_key_path = relay_key_path_;
+  o.listen_port = 0;
+  o.max_auth_failures_per_source = 3;
+  auto r = Relay::Start(o, authz_, log_);
+  ASSERT_TRUE(r) << r.error().message;
+  relay_ = std::move(*r);
+  for (int i = 0; i < 3; ++i) {
+    auto refused = RunCommand(dir_.path(), Ssh(stranger_, "alpha-aaaaa") + " true");
+    EXPECT_NE(refused.err.find("not attached"), std::string::npos) << refused.err;
+  }
+  // Now even the right key is turned away from this address until the window passes.
+  auto cut = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " true");
+  EXPECT_EQ(cut.exit_code, 255);
+  EXPECT_EQ(cut.err.find("not attached"), std::string::npos) << cut.err;
+}
+
+TEST_F(RelayTest, StopEndsOpenRelaySessionsAndTellsThePerson) {
+  CommandResult shell;
+  std::thread t(
+      [&] { shell = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "-tt") + " 'sleep 20'"); });
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));
+  int idle = Connect(relay_->port());  // and one still in its handshake
+  const auto t0 = std::chrono::steady_clock::now();
+  relay_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  t.join();
+  EXPECT_EQ(shell.exit_code, 255);
+  EXPECT_NE(shell.err.find("relay session closed: relay stopping"), std::string::npos) << shell.err;
+  EXPECT_LT(WaitForClose(idle, 2s), 2s);
+  ::close(idle);
+  ASSERT_EQ(log_.Ended().size(), 1u);
+  EXPECT_EQ(log_.Ended()[0].end_reason, "relay stopping");
+}
+
+}  // namespace
+}  // namespace gpuwerk::relay
