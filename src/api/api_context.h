@@ -1,6 +1,8 @@
 #pragma once
 
 #include "api/authenticator.h"
+#include "api/idempotency.h"
+#include "api/ssh_command.h"
 #include "auth/account_service.h"
 #include "core/clock.h"
 #include "keys/ssh_key_registry.h"
@@ -8,6 +10,7 @@
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
+#include "sched/queue_service.h"
 
 namespace gpuwerk::api {
 
@@ -21,6 +24,9 @@ struct ApiContext {
   sched::InstanceService& instances;
   sched::AgentSync& agent_sync;
   sched::DesiredStateNotifier& desired_state;
+  sched::QueueService& queue;
+  IdempotencyKeys& idempotency;
+  SshCommandFormat& ssh_command;
 };
 
 class Router;
@@ -33,6 +39,8 @@ void RegisterSshKeyRoutes(Router& router, ApiContext& ctx);
 void RegisterInstanceRoutes(Router& router, ApiContext& ctx);
 /// /api/v1/admin/hosts (operators), /api/v1/agent/sync and /api/v1/agent/watch (host agents).
 void RegisterHostRoutes(Router& router, ApiContext& ctx);
+/// /api/v1/queue-entries and /api/v1/usage/queue.
+void RegisterQueueRoutes(Router& router, ApiContext& ctx);
 void RegisterAuthPages(Router& router, ApiContext& ctx);
 /// "/" and "/home.js": the sign-in and SSH-key page served until the dashboard lands.
 void RegisterHomePage(Router& router);
@@ -44,6 +52,7 @@ inline void RegisterApiRoutes(Router& router, ApiContext& ctx) {
   RegisterSshKeyRoutes(router, ctx);
   RegisterInstanceRoutes(router, ctx);
   RegisterHostRoutes(router, ctx);
+  RegisterQueueRoutes(router, ctx);
   RegisterAuthPages(router, ctx);
   RegisterHomePage(router);
 }

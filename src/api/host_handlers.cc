@@ -83,6 +83,11 @@ void RegisterHostRoutes(Router& router, ApiContext& ctx) {
                    const std::string& name = req.path_params["name"];
                    auto done = ctx.hosts.SetDrained(who.person_id, name, drain, req.remote_address);
                    if (!done) return ErrorResponse(done.error());
+                   if (!drain) {
+                     // An undrained host is capacity the queue may be waiting for.
+                     // A failure here is retried by the periodic drain; the undrain stands.
+                     (void)ctx.queue.DrainAll();
+                   }
                    auto hosts = ctx.hosts.List();
                    if (!hosts) return ErrorResponse(hosts.error());
                    for (const auto& h : *hosts) {

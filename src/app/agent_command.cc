@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/agent_client.h"
@@ -25,6 +26,7 @@ struct AgentFlags {
   std::string state_dir = "/var/lib/gpuwerk/agent";
   int sync_interval_seconds = 2;
   std::string log_level = "info";
+  std::vector<std::string> relay_keys;
 };
 
 int RunAgent(const AgentFlags& f) {
@@ -51,6 +53,7 @@ int RunAgent(const AgentFlags& f) {
   options.ssh_bind_address = f.ssh_bind;
   options.state_dir = f.state_dir;
   options.sync_interval = std::chrono::seconds(f.sync_interval_seconds);
+  options.relay_authorized_keys = f.relay_keys;
   agent::Inventory inventory = agent::DiscoverInventory();
   spdlog::info("agent: {} GPU(s), nvml {}, {} CPUs; server {}, engine {}", inventory.gpus.size(),
                inventory.nvml, inventory.cpus, f.server, f.engine);
@@ -88,6 +91,10 @@ void AddAgentCommand(CLI::App& app, int& exit_code) {
       ->envname("GPUWERK_SYNC_INTERVAL_SECONDS");
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn or error")
       ->envname("GPUWERK_LOG_LEVEL");
+  cmd->add_option("--relay-key", flags->relay_keys,
+                  "an SSH relay's public key line (printed by `gpuwerk relay` at start), added "
+                  "to every instance's authorized_keys; repeat for several relays")
+      ->envname("GPUWERK_RELAY_KEYS");
   cmd->callback([flags, &exit_code] { exit_code = RunAgent(*flags); });
 }
 

@@ -12,6 +12,7 @@
 #include "app/agent_command.h"
 #include "app/local_platform.h"
 #endif
+#include "app/relay_subcommand.h"
 #include "app/server_app.h"
 #include "app/server_config.h"
 #include "cli/commands.h"
@@ -148,6 +149,9 @@ int RunServer(const ServerConfig& config, bool up) {
       return 1;
     }
     platform = std::move(*started);
+    if (platform->ssh_port() != 0 && config.ssh_domain.empty()) {
+      (*server)->SetRelayAddress(platform->ssh_address(), platform->ssh_port());
+    }
 #endif
     const bool own_operator = config.operator_email.empty();
     const std::string email = own_operator ? "operator@gpuwerk.local" : config.operator_email;
@@ -240,6 +244,7 @@ int main(int argc, char** argv) {
 #ifdef GPUWERK_WITH_AGENT
   app::AddAgentCommand(app, exit_code);
 #endif
+  app::AddRelayCommand(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -13,8 +13,11 @@
 #include "api/api_context.h"
 #include "api/authenticator.h"
 #include "api/http_server.h"
+#include "api/idempotency.h"
 #include "api/metrics.h"
+#include "api/relay_routes.h"
 #include "api/router.h"
+#include "app/store_relay_access.h"
 #include "auth/account_service.h"
 #include "auth/password_hasher.h"
 #include "keys/ssh_key_registry.h"
@@ -25,6 +28,7 @@
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
+#include "sched/queue_service.h"
 #include "store/sqlite_database.h"
 
 namespace gpuwerk::app {
@@ -48,7 +52,11 @@ struct ServerApp::Parts {
   std::unique_ptr<sched::DesiredStateNotifier> desired_state;
   std::unique_ptr<sched::HostRegistry> hosts;
   std::unique_ptr<sched::InstanceService> instances;
+  std::unique_ptr<sched::QueueService> queue;
   std::unique_ptr<sched::AgentSync> agent_sync;
+  std::unique_ptr<api::IdempotencyKeys> idempotency;
+  std::unique_ptr<api::SshCommandFormat> ssh_command;
+  std::unique_ptr<StoreRelayAuthorizer> relay_authorizer;  ///< for remote relays' requests
   std::unique_ptr<api::Authenticator> authn;
   std::unique_ptr<api::ApiContext> api_context;
   std::unique_ptr<api::Metrics> metrics;
@@ -60,6 +68,13 @@ struct ServerApp::Parts {
   std::mutex worker_mu;
   std::condition_variable worker_cv;
   bool worker_stop = false;
+  // The worker that drains every GPU type's queue every few seconds, so that no entry waits on
+  // a missed event (a host that came back, a drain that failed), and forgets old idempotency
+  // keys.
+  std::thread drain_worker;
+  // The queue's eligibility rule (QueueService::CanLaunch); everyone until billing lands.
+  std::mutex eligibility_mu;
+  std::function<bool(const std::string&)> eligibility;
 };
 
 namespace {
@@ -170,13 +185,35 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->desired_state = std::make_unique<sched::DesiredStateNotifier>();
   p->instances = std::make_unique<sched::InstanceService>(*p->db, clock, rng, sched_options,
                                                           p->desired_state.get());
-  p->agent_sync = std::make_unique<sched::AgentSync>(*p->db, clock, rng, sched_options);
+  // The queue's eligibility hook: everyone may launch until billing lands (then: has a payment
+  // method, R-14); see docs/queue.md.
+  Parts* parts_for_queue = p.get();
+  p->queue = std::make_unique<sched::QueueService>(
+      *p->db, clock, rng, sched_options, *p->outbox, [worker] { worker->Wake(); },
+      p->desired_state.get(),
+      [parts_for_queue](const std::string& person_id) {
+        std::lock_guard lock(parts_for_queue->eligibility_mu);
+        return !parts_for_queue->eligibility || parts_for_queue->eligibility(person_id);
+      });
+  sched::QueueService* queue = p->queue.get();
+  p->agent_sync = std::make_unique<sched::AgentSync>(
+      *p->db, clock, rng, sched_options, [queue](const std::string& gpu_type) {
+        auto drained = queue->Drain(gpu_type);
+        if (!drained) spdlog::warn("sched: queue drain failed: {}", drained.error().message);
+      });
+  p->idempotency = std::make_unique<api::IdempotencyKeys>(*p->db, clock);
+  p->ssh_command = std::make_unique<api::SshCommandFormat>();
+  if (!config.ssh_domain.empty()) {
+    p->ssh_command->SetRelay(config.ssh_domain, "", static_cast<uint16_t>(config.ssh_port));
+  }
   p->authn = std::make_unique<api::Authenticator>(*p->accounts, account_options.public_url);
-  p->api_context = std::make_unique<api::ApiContext>(
-      api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
-                      *p->agent_sync, *p->desired_state});
+  p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
+      *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync,
+      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command});
   api::AddOperationalRoutes(*p->router, *p->metrics);
   api::RegisterApiRoutes(*p->router, *p->api_context);
+  p->relay_authorizer = std::make_unique<StoreRelayAuthorizer>(*p->db, *p->instances);
+  api::RegisterRelayRoutes(*p->router, *p->api_context, *p->relay_authorizer);
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
                          [worker] { return static_cast<double>(worker->sent_total()); });
   p->metrics->AddCounter("gpuwerk_mail_failed_attempts_total", "Failed mail delivery attempts",
@@ -192,6 +229,18 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       lock.unlock();
       auto marked = parts->instances->MarkUnknownHosts(parts->clock->NowUnix());
       if (!marked) spdlog::warn("sched: marking unknown hosts failed: {}", marked.error().message);
+      lock.lock();
+    }
+  });
+  p->drain_worker = std::thread([parts] {
+    std::unique_lock lock(parts->worker_mu);
+    while (!parts->worker_cv.wait_for(lock, std::chrono::seconds(3),
+                                      [parts] { return parts->worker_stop; })) {
+      lock.unlock();
+      auto drained = parts->queue->DrainAll();
+      if (!drained) spdlog::warn("sched: periodic queue drain failed: {}", drained.error().message);
+      auto purged = parts->idempotency->Purge();
+      if (!purged) spdlog::warn("api: purging idempotency keys failed: {}", purged.error().message);
       lock.lock();
     }
   });
@@ -221,6 +270,17 @@ core::Result<std::string> ServerApp::RegisterLocalHost(const std::string& name,
   return host.token;
 }
 
+void ServerApp::SetLaunchEligibility(std::function<bool(const std::string&)> can_launch) {
+  std::lock_guard lock(parts_->eligibility_mu);
+  parts_->eligibility = std::move(can_launch);
+}
+
+core::Result<sched::DrainResult> ServerApp::DrainQueuesNow() { return parts_->queue->DrainAll(); }
+
+void ServerApp::SetRelayAddress(const std::string& host, uint16_t port) {
+  parts_->ssh_command->SetRelay("", host, port);
+}
+
 store::Database& ServerApp::database() { return *parts_->db; }
 sched::InstanceService& ServerApp::instances() { return *parts_->instances; }
 core::Clock& ServerApp::clock() { return *parts_->clock; }
@@ -241,6 +301,7 @@ void ServerApp::Stop() {
   }
   parts_->worker_cv.notify_all();
   if (parts_->unknown_worker.joinable()) parts_->unknown_worker.join();
+  if (parts_->drain_worker.joinable()) parts_->drain_worker.join();
 }
 
 }  // namespace gpuwerk::app

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "sched/instance_service.h"
+#include "sched/queue_service.h"
 #include "store/database.h"
 
 namespace gpuwerk::app {
@@ -36,6 +38,15 @@ class ServerApp {
   /// as actor), and returns the agent token. Errors: the registry's.
   core::Result<std::string> RegisterLocalHost(const std::string& name, const std::string& gpu_type,
                                               bool gpu_required);
+  /// Replaces who may launch from the queue (sched::QueueService::CanLaunch; called inside the
+  /// drain's transaction, must be quick). Until billing lands everyone may; billing will install
+  /// "has a payment method" here, and tests install their own rule. Thread-safe.
+  void SetLaunchEligibility(std::function<bool(const std::string& person_id)> can_launch);
+  /// Drains every GPU type's queue now, as the periodic worker does (tests).
+  core::Result<sched::DrainResult> DrainQueuesNow();
+  /// Makes instances' `ssh_command` go through the relay at `host`:`port` (`gpuwerk up`, once
+  /// its relay listens); see api::SshCommandFormat.
+  void SetRelayAddress(const std::string& host, uint16_t port);
   /// The parts an in-process relay (`gpuwerk up`) reads: the store, the instances, the clock and
   /// the random source. Valid until the app is destroyed.
   store::Database& database();

@@ -72,6 +72,8 @@ const std::map<std::string, Setter>& Options() {
       {"operator_password", Text(&ServerConfig::operator_password)},
       {"engine", Text(&ServerConfig::engine)},
       {"ssh_listen", Text(&ServerConfig::ssh_listen)},
+      {"ssh_domain", Text(&ServerConfig::ssh_domain)},
+      {"ssh_port", Number(&ServerConfig::ssh_port, "ssh_port")},
   };
   return kOptions;
 }
@@ -155,6 +157,9 @@ core::Result<void> Validate(const ServerConfig& c) {
     return std::unexpected(
         ConfigError("operator_email needs operator_password of at least 12 characters (set "
                     "GPUWERK_OPERATOR_PASSWORD)"));
+  }
+  if (c.ssh_port < 1 || c.ssh_port > 65535) {
+    return std::unexpected(ConfigError("ssh_port must be from 1 to 65535"));
   }
   if (!c.engine.empty() && !c.engine.starts_with("unix:///")) {
     return std::unexpected(ConfigError("engine must be unix:///PATH"));

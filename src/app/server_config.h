@@ -43,6 +43,11 @@ struct ServerConfig {
   std::string operator_password;
   /// `gpuwerk up` only: the container engine, `unix:///PATH`; empty: find or start one.
   std::string engine;
+  /// The SSH domain of the relays (e.g. "ssh.example.com", a wildcard DNS name pointing at
+  /// them): instances then show `ssh <hostname>@<hostname>.<ssh_domain>` (docs/ssh.md); empty:
+  /// the direct command to the container's sshd, or under `gpuwerk up` its relay's address.
+  std::string ssh_domain;
+  int ssh_port = 22;  ///< the relays' public SSH port, with ssh_domain
   /// `gpuwerk up` only: where the SSH relay listens, "ADDR:PORT" (numeric address); port 0
   /// picks a free one.
   std::string ssh_listen = "127.0.0.1:2222";

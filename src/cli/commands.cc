@@ -711,8 +711,8 @@ core::Result<void> InstancesLsVerb(Context& ctx) {
   return {};
 }
 
-core::Result<void> InstancesCreateVerb(Context& ctx) {
-  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+/// The id of the caller's SSH key named (or with the id) ctx.opt.key.
+core::Result<std::string> ResolveKeyId(Context& ctx, Session& session) {
   GPUWERK_ASSIGN_OR_RETURN(json keys, session.All("/api/v1/ssh-keys"));
   std::string key_id;
   for (const auto& k : keys) {
@@ -725,9 +725,24 @@ core::Result<void> InstancesCreateVerb(Context& ctx) {
     return core::Fail(ErrorCode::kNotFound, "not_found",
                       "no key named " + ctx.opt.key + "; see 'gpuwerk keys ls'");
   }
+  return key_id;
+}
+
+core::Result<void> InstancesCreateVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(std::string key_id, ResolveKeyId(ctx, session));
   const json body = {
       {"name", ctx.opt.name}, {"ssh_key_id", key_id}, {"gpu_type", ctx.opt.gpu_type}};
-  GPUWERK_ASSIGN_OR_RETURN(json in, session.Ok("POST", "/api/v1/instances", &body));
+  auto created = session.Ok("POST", "/api/v1/instances", &body);
+  if (!created && created.error().api_code == "no_capacity") {
+    core::Error e = created.error();
+    e.message = "no " + ctx.opt.gpu_type + " host is free right now; wait in the queue with " +
+                "'gpuwerk queue join --gpu-type " + ctx.opt.gpu_type + " " + ctx.opt.name +
+                " --key " + ctx.opt.key + "'";
+    return core::Fail(std::move(e));
+  }
+  if (!created) return core::Fail(created.error());
+  json in = std::move(*created);
   if (ctx.opt.json) {
     PrintJson(*ctx.io.out, in);
     return {};
@@ -897,6 +912,110 @@ core::Result<void> AdminHostsLsVerb(Context& ctx) {
   return {};
 }
 
+// --- queue and usage ---------------------------------------------------------------------------
+
+std::string PositionText(const json& e) {
+  const json& pos = Field(e, "position");
+  return pos.is_number_integer() ? std::to_string(pos.get<int64_t>()) : std::string("-");
+}
+
+core::Result<void> QueueJoinVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(std::string key_id, ResolveKeyId(ctx, session));
+  const json body = {
+      {"name", ctx.opt.name}, {"ssh_key_id", key_id}, {"gpu_type", ctx.opt.gpu_type}};
+  GPUWERK_ASSIGN_OR_RETURN(json entry, session.Ok("POST", "/api/v1/queue-entries", &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, entry);
+    return {};
+  }
+  if (Str(entry, "status") == "launched") {
+    Print(ctx, "A " + SafeText(Str(entry, "gpu_type")) + " host was free: instance " +
+                   SafeText(Str(entry, "name")) + " is starting. Connect with 'gpuwerk ssh " +
+                   SafeText(Str(entry, "name")) + "' once it is running.\n");
+    return {};
+  }
+  Print(ctx, "Joined the " + SafeText(Str(entry, "gpu_type")) + " queue at position " +
+                 PositionText(entry) + " (entry " + SafeText(Str(entry, "id")) + "). Instance " +
+                 SafeText(Str(entry, "name")) +
+                 " is launched when your turn comes, and you get a mail.\n");
+  return {};
+}
+
+core::Result<void> QueueLsVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json list, session.Ok("GET", "/api/v1/queue-entries"));
+  const json& items = Field(list, "items");
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, items);
+    return {};
+  }
+  if (!items.is_array() || items.empty()) {
+    Print(ctx,
+          "You are in no queue. Join one with 'gpuwerk queue join --gpu-type TYPE NAME "
+          "--key KEY'.\n");
+    return {};
+  }
+  Table table({"ID", "GPU TYPE", "NAME", "POSITION", "ENTERED", "LAST FAILURE"});
+  for (const auto& e : items) {
+    table.AddRow({CellText(Field(e, "id")), CellText(Field(e, "gpu_type")),
+                  CellText(Field(e, "name")), PositionText(e), CellText(Field(e, "entered_at")),
+                  CellText(Field(e, "last_failure"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> QueueLeaveVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json list, session.Ok("GET", "/api/v1/queue-entries"));
+  const json* found = nullptr;
+  for (const auto& e : Field(list, "items")) {
+    if (Str(e, "id") == ctx.opt.name) found = &e;
+  }
+  for (const auto& e : Field(list, "items")) {
+    if (found == nullptr && Str(e, "name") == ctx.opt.name) found = &e;
+  }
+  if (found == nullptr) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no open queue entry " + ctx.opt.name + "; see 'gpuwerk queue ls'");
+  }
+  GPUWERK_TRY(session.Ok("DELETE", "/api/v1/queue-entries/" + PathEscape(Str(*found, "id"))));
+  Print(ctx, "Left the " + SafeText(Str(*found, "gpu_type")) + " queue (" +
+                 SafeText(Str(*found, "name")) + ").\n");
+  return {};
+}
+
+core::Result<void> UsageQueueVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json items, session.All("/api/v1/usage/queue"));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, items);
+    return {};
+  }
+  if (items.empty()) {
+    Print(ctx, "No queue history.\n");
+    return {};
+  }
+  Table table({"NAME", "GPU TYPE", "ENTERED", "LEFT", "WAIT", "OUTCOME", "INSTANCE"});
+  for (const auto& h : items) {
+    const json& wait = Field(h, "wait_seconds");
+    std::string wait_text;
+    if (wait.is_number_integer()) {
+      const int64_t w = wait.get<int64_t>();
+      wait_text = std::to_string(w / 3600) + "h" + (w / 60 % 60 < 10 ? "0" : "") +
+                  std::to_string(w / 60 % 60) + "m" + (w % 60 < 10 ? "0" : "") +
+                  std::to_string(w % 60) + "s";
+    }
+    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
+                  CellText(Field(h, "entered_at")), CellText(Field(h, "left_at")),
+                  SafeText(wait_text), CellText(Field(h, "outcome")),
+                  CellText(Field(Field(h, "instance"), "id"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
 }  // namespace
 
 ClientIo ClientIo::Process() {
@@ -1027,6 +1146,33 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   target_options(gpu_types);
   json_flag(gpu_types);
   gpu_types->callback(runs(&GpuTypesVerb));
+
+  CLI::App* queue = app.add_subcommand("queue", "Wait in a GPU type's queue for a free host");
+  queue->require_subcommand(1);
+  CLI::App* queue_join = queue->add_subcommand(
+      "join", "Join a GPU type's queue; the instance is launched when your turn comes");
+  queue_join->add_option("NAME", o.name, "the instance's name (a DNS label)")->required();
+  queue_join->add_option("--key", o.key, "the name of your SSH key to put in it")->required();
+  queue_join->add_option("--gpu-type", o.gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  target_options(queue_join);
+  json_flag(queue_join);
+  queue_join->callback(runs(&QueueJoinVerb));
+  CLI::App* queue_ls = queue->add_subcommand("ls", "List your queue entries and positions");
+  queue_ls->alias("list");
+  target_options(queue_ls);
+  json_flag(queue_ls);
+  queue_ls->callback(runs(&QueueLsVerb));
+  CLI::App* queue_leave = queue->add_subcommand("leave", "Leave a queue (free, immediate)");
+  queue_leave->add_option("ENTRY", o.name, "the entry's id or name")->required();
+  target_options(queue_leave);
+  queue_leave->callback(runs(&QueueLeaveVerb));
+
+  CLI::App* usage = app.add_subcommand("usage", "Your usage history");
+  usage->require_subcommand(1);
+  CLI::App* usage_queue = usage->add_subcommand("queue", "Your queue history: waits and outcomes");
+  target_options(usage_queue);
+  json_flag(usage_queue);
+  usage_queue->callback(runs(&UsageQueueVerb));
 
   CLI::App* admin = app.add_subcommand("admin", "Operator commands");
   admin->require_subcommand(1);

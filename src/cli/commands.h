@@ -28,6 +28,8 @@ struct ClientIo {
 ///   whoami [--json]
 ///   keys ls [--json] | keys add NAME [FILE|-] [--json] | keys rm NAME
 ///   tokens ls [--json] | tokens create NAME [--json] | tokens rm ID
+///   queue join --gpu-type T NAME --key KEY [--json] | queue ls [--json] | queue leave ID|NAME
+///   usage queue [--json]
 /// Every verb but login also takes `--url URL` and `--token TOKEN`, which override GPUWERK_URL /
 /// GPUWERK_TOKEN and the login file (see ResolveTarget). A verb's callback runs during
 /// app.parse() and sets `exit_code`: 0 on success, 1 on failure after printing one line

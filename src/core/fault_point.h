@@ -12,7 +12,10 @@ namespace gpuwerk::core {
 /// a cached flag). Never set the variable in production.
 ///
 /// Points in the code base: `instance_row_written` (sched::InstanceService::Create, after the
-/// create transaction committed, before the HTTP answer).
+/// create transaction committed, before the HTTP answer); `queue_instance_written` (inside a
+/// queue drain's transaction, after the instance row, before the commit) and
+/// `queue_drain_committed` (after the drain committed, before agents are told); see
+/// docs/queue.md.
 void FaultPoint(std::string_view name);
 
 }  // namespace gpuwerk::core

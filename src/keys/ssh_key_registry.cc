@@ -100,23 +100,33 @@ core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::str
         tx.QueryOne("SELECT name, fingerprint FROM ssh_keys WHERE id = ? AND person_id = ?",
                     {std::string(id), person_id}));
     if (!row) return core::NotFound("SSH key");
-    // a key held by a live instance cannot go (open queue entries join in issue 5).
+    // a key held by a live instance or an open queue entry cannot go; the error names them.
     GPUWERK_ASSIGN_OR_RETURN(
         auto holders, tx.Query("SELECT name FROM instances WHERE ssh_key_id = ? AND person_id = ? "
                                "AND deleted_at IS NULL ORDER BY name",
                                {std::string(id), person_id}));
-    if (!holders.empty()) {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto queued, tx.Query("SELECT id, name, gpu_type FROM queue_entries WHERE ssh_key_id = ? "
+                              "AND person_id = ? AND status = 'open' ORDER BY name",
+                              {std::string(id), person_id}));
+    if (!holders.empty() || !queued.empty()) {
       nlohmann::json names = nlohmann::json::array();
+      nlohmann::json entries = nlohmann::json::array();
       std::string list;
       for (const auto& h : holders) {
         names.push_back(h.Text(0));
-        list += (list.empty() ? "" : ", ") + h.Text(0);
+        list += (list.empty() ? "instance " : ", instance ") + h.Text(0);
       }
-      return core::Fail(
-          core::Error(core::ErrorCode::kFailedPrecondition, "key_in_use",
-                      "This key is attached to instance(s) " + list + "; delete them first.")
-              .WithDetail("instances", std::move(names))
-              .WithDetail("queue_entries", nlohmann::json::array()));
+      for (const auto& q : queued) {
+        entries.push_back({{"id", q.Text(0)}, {"name", q.Text(1)}, {"gpu_type", q.Text(2)}});
+        list += (list.empty() ? "" : ", ") + std::string("queue entry ") + q.Text(1) + " (" +
+                q.Text(2) + ")";
+      }
+      return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "key_in_use",
+                                    "This key is attached to " + list +
+                                        "; delete the instances and leave the queue first.")
+                            .WithDetail("instances", std::move(names))
+                            .WithDetail("queue_entries", std::move(entries)));
     }
     GPUWERK_TRY(tx.Exec("DELETE FROM ssh_keys WHERE id = ? AND person_id = ?",
                         {std::string(id), person_id}));

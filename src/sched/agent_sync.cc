@@ -12,6 +12,9 @@
 namespace gpuwerk::sched {
 namespace {
 
+/// Launches of one queue entry after which a failure no longer puts it back in the queue.
+constexpr int64_t kMaxQueueLaunchAttempts = 3;
+
 core::Error BadField(const std::string& field) {
   return core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
                      "The sync request's '" + field + "' has the wrong type.")
@@ -126,7 +129,9 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
     spdlog::warn("sched: host {} is degraded and gets no new instances: {}", host.name, degraded);
   }
 
-  return db_.Write([&](store::Transaction& tx) -> core::Result<nlohmann::json> {
+  bool host_free = false;
+  auto answer = db_.Write([&](store::Transaction& tx) -> core::Result<nlohmann::json> {
+    host_free = false;
     GPUWERK_TRY(
         tx.Exec("UPDATE hosts SET last_seen_at = ?, inventory = ?, engine_error = ?, "
                 "degraded_reason = ? WHERE id = ?",
@@ -175,6 +180,27 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
              .target = id,
              .source_address = "system",
              .detail = {{"name", row->Text(2)}, {"host", host.name}, {"code", code}}}));
+        // A queue launch that failed on the host: the entry goes back to its old place (its seq
+        // never changed) with the failure recorded, unless its owner joined that queue again or
+        // it failed kMaxQueueLaunchAttempts times (then it stays launched, its instance failed).
+        GPUWERK_ASSIGN_OR_RETURN(
+            int64_t requeued,
+            tx.Exec("UPDATE queue_entries SET status = 'open', left_at = NULL, last_failure = ? "
+                    "WHERE instance_id = ? AND status = 'launched' AND launch_attempts < ? AND NOT "
+                    "EXISTS "
+                    "(SELECT 1 FROM "
+                    "queue_entries o WHERE o.person_id = queue_entries.person_id AND "
+                    "o.gpu_type = queue_entries.gpu_type AND o.status = 'open')",
+                    {"launch failed on host " + host.name + ": " + reason, id,
+                     kMaxQueueLaunchAttempts}));
+        if (requeued > 0) {
+          GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                         {.actor_id = "",
+                                          .action = "queue.requeue",
+                                          .target = id,
+                                          .source_address = "system",
+                                          .detail = {{"name", row->Text(2)}, {"code", code}}}));
+        }
       }
       std::erase_if(here, [&](const auto& p) { return p.first == id; });
       instances_here.erase(id);
@@ -239,8 +265,13 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
                   {in->status, in->status_reason, id, in->status, in->status_reason}));
     }
 
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto holding, tx.QueryOne("SELECT COUNT(*) FROM placements WHERE host_id = ?", {host.id}));
+    host_free = holding->Int(0) == 0;
     return DesiredAnswer(tx, host);
   });
+  if (answer && host_free && capacity_freed_) capacity_freed_(host.gpu_type);
+  return answer;
 }
 
 }  // namespace gpuwerk::sched

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -15,16 +17,27 @@ namespace gpuwerk::sched {
 /// Thread-safe (state lives in the store).
 class AgentSync {
  public:
-  AgentSync(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options)
-      : db_(db), clock_(clock), rng_(rng), options_(std::move(options)) {}
+  /// Called with a host's GPU type after a sync that left the host free (a failure or a
+  /// finished delete freed it, or it had nothing placed): capacity may be there for the queue.
+  /// Runs on the syncing thread after the commit.
+  using CapacityFreed = std::function<void(const std::string& gpu_type)>;
+
+  AgentSync(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
+            CapacityFreed capacity_freed = {})
+      : db_(db),
+        clock_(clock),
+        rng_(rng),
+        options_(std::move(options)),
+        capacity_freed_(std::move(capacity_freed)) {}
 
   /// In one transaction: records the host's last_seen_at, inventory and engine error; stores
   /// the observed containers of instances placed on `host`; marks instances whose creation
-  /// failed `failed` (placement freed, billing session ended); finally deletes instances whose
-  /// deletion was asked and whose containers are gone; derives every live instance's status on
-  /// the host. Returns the response object: host_id, sync_interval_seconds and the desired
-  /// list. Malformed container or failure entries are skipped, never trusted.
-  /// Errors: kInvalidArgument invalid_field when `request` is not an object of the right shape.
+  /// failed `failed` (placement freed, billing session ended) and puts the queue entry they were
+  /// launched from back at its old place with the failure recorded (R-11, issue 5); finally deletes
+  /// instances whose deletion was asked and whose containers are gone; derives every live
+  /// instance's status on the host. Returns the response object: host_id, sync_interval_seconds and
+  /// the desired list. Malformed container or failure entries are skipped, never trusted. Errors:
+  /// kInvalidArgument invalid_field when `request` is not an object of the right shape.
   core::Result<nlohmann::json> Sync(const Host& host, const nlohmann::json& request);
 
  private:
@@ -35,6 +48,7 @@ class AgentSync {
   core::Clock& clock_;
   core::Rng& rng_;
   SchedOptions options_;
+  CapacityFreed capacity_freed_;
 };
 
 }  // namespace gpuwerk::sched

@@ -3,6 +3,7 @@
 #include "core/fault_point.h"
 #include "sched/host_registry.h"
 #include "sched/internal/instance_rows.h"
+#include "sched/internal/launch.h"
 #include "store/audit_log.h"
 
 namespace gpuwerk::sched {
@@ -10,24 +11,15 @@ namespace {
 
 constexpr int kPageSize = 15;
 
-/// `<name>-<5 random base32 chars>`, the name cut so the result stays a DNS label.
-std::string NewHostname(core::Rng& rng, const std::string& name) {
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-  unsigned char bytes[5];
-  rng.Fill(bytes, sizeof bytes);
-  std::string prefix = name.substr(0, 57);
-  while (!prefix.empty() && prefix.back() == '-') prefix.pop_back();
-  std::string out = prefix + "-";
-  for (unsigned char b : bytes) out += kAlphabet[b % 32];
-  return out;
-}
-
 core::Error NoCapacity(const std::string& gpu_type) {
   return core::Error(core::ErrorCode::kFailedPrecondition, "no_capacity",
                      "No " + gpu_type +
                          " host is free right now. You can join the queue for this GPU type.")
       .WithDetail("gpu_type", gpu_type)
-      .WithDetail("queue", {{"offer", true}});
+      .WithDetail("queue", {{"offer", true},
+                            {"method", "POST"},
+                            {"path", "/api/v1/queue-entries"},
+                            {"gpu_type", gpu_type}});
 }
 
 /// The live instance of `person_id` with this id or name; nullopt when none.
@@ -47,13 +39,14 @@ core::Result<std::optional<std::string>> FindLive(store::Transaction& tx,
 core::Result<Instance> InstanceService::Create(const std::string& person_id, std::string_view name,
                                                std::string_view ssh_key_id,
                                                std::string_view gpu_type,
-                                               const std::string& source_address) {
+                                               const std::string& source_address,
+                                               const InTransaction& in_tx) {
   GPUWERK_TRY(ValidateDnsLabel(name, "An instance name"));
   // The placement's UNIQUE(host_id) makes a concurrent create that took the same host lose with
   // constraint_violation; it retries once against the hosts still free.
   for (int attempt = 0;; ++attempt) {
     auto created = CreateOnce(person_id, std::string(name), std::string(ssh_key_id),
-                              std::string(gpu_type), source_address);
+                              std::string(gpu_type), source_address, in_tx);
     if (created) {
       core::FaultPoint("instance_row_written");
       WakeHost(*created);
@@ -64,83 +57,44 @@ core::Result<Instance> InstanceService::Create(const std::string& person_id, std
   }
 }
 
-core::Result<Instance> InstanceService::CreateOnce(const std::string& person_id,
-                                                   const std::string& name,
-                                                   const std::string& ssh_key_id,
-                                                   const std::string& gpu_type,
-                                                   const std::string& source_address) {
+core::Result<Instance> InstanceService::CreateOnce(
+    const std::string& person_id, const std::string& name, const std::string& ssh_key_id,
+    const std::string& gpu_type, const std::string& source_address, const InTransaction& in_tx) {
   const int64_t now = clock_.NowUnix();
   return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
-    GPUWERK_ASSIGN_OR_RETURN(auto key,
-                             tx.QueryOne("SELECT public_key, name FROM ssh_keys WHERE id = ? AND "
-                                         "person_id = ?",
-                                         {ssh_key_id, person_id}));
+    GPUWERK_ASSIGN_OR_RETURN(auto key, tx.QueryOne("SELECT id FROM ssh_keys WHERE id = ? AND "
+                                                   "person_id = ?",
+                                                   {ssh_key_id, person_id}));
     if (!key) return core::NotFound("SSH key");
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto type, tx.QueryOne("SELECT hosts_per_instance, price_minor_per_hour, currency FROM "
-                               "gpu_types WHERE name = ?",
-                               {gpu_type}));
-    if (!type) {
-      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "unknown_gpu_type",
-                                    "There is no GPU type by that name; see gpuwerk gpu-types.")
-                            .WithDetail("gpu_type", gpu_type));
+    GPUWERK_ASSIGN_OR_RETURN(internal::TypeRow type, internal::LoadType(tx, gpu_type));
+    GPUWERK_TRY(internal::CheckNameFree(tx, person_id, name));
+    // People already waiting for this type come first: a host is only free for a direct
+    // create when more instances fit than there are open entries (docs/queue.md).
+    GPUWERK_ASSIGN_OR_RETURN(auto waiting,
+                             tx.QueryOne("SELECT COUNT(*) FROM queue_entries WHERE gpu_type = ? "
+                                         "AND status = 'open'",
+                                         {gpu_type}));
+    const int64_t hosts_needed = type.hosts_per_instance;
+    const int64_t ahead = waiting->Int(0) * hosts_needed;
+    GPUWERK_ASSIGN_OR_RETURN(auto hosts,
+                             internal::FreeHosts(tx, gpu_type, ahead + hosts_needed, now,
+                                                 options_.host_unknown_after_seconds));
+    if (static_cast<int64_t>(hosts.size()) < ahead + hosts_needed) {
+      return core::Fail(NoCapacity(gpu_type));
     }
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto clash, tx.QueryOne("SELECT id FROM instances WHERE person_id = ? AND name = ? AND "
-                                "deleted_at IS NULL",
-                                {person_id, name}));
-    if (clash) {
-      return core::Fail(core::ErrorCode::kAlreadyExists, "name_taken",
-                        "You already have an instance named '" + name + "'.");
-    }
-    const int64_t hosts_needed = type->Int(0);
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto hosts, tx.Query("SELECT h.id FROM hosts h WHERE h.gpu_type = ? AND h.drained = 0 AND "
-                             "h.degraded_reason = '' AND h.engine_error = '' AND "
-                             "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM placements p WHERE "
-                             "p.host_id = h.id) ORDER BY h.name LIMIT ?",
-                             {gpu_type, now - options_.host_unknown_after_seconds, hosts_needed}));
-    if (static_cast<int64_t>(hosts.size()) < hosts_needed) return core::Fail(NoCapacity(gpu_type));
-
-    std::string hostname;
-    for (int i = 0;; ++i) {
-      hostname = NewHostname(rng_, name);
-      GPUWERK_ASSIGN_OR_RETURN(
-          auto taken, tx.QueryOne("SELECT id FROM instances WHERE hostname = ?", {hostname}));
-      if (!taken) break;
-      if (i > 20) return core::Internal("could not find a free hostname");
-    }
-    const std::string id = core::NewId(rng_, "ins");
-    const std::string session_id = core::NewId(rng_, "bil");
-    GPUWERK_TRY(tx.Exec(
-        "INSERT INTO instances (id, person_id, name, ssh_key_id, public_key, gpu_type, hostname, "
-        "image, desired, restart_generation, status, status_reason, created_at, "
-        "billing_session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', 0, 'provisioning', '', "
-        "?, ?)",
-        {id, person_id, name, ssh_key_id, key->Text(0), gpu_type, hostname, options_.instance_image,
-         now, session_id}));
-    for (size_t node = 0; node < hosts.size(); ++node) {
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO placements (instance_id, host_id, node_index) VALUES "
-                  "(?, ?, ?)",
-                  {id, hosts[node].Text(0), static_cast<int64_t>(node)}));
-    }
-    GPUWERK_TRY(tx.Exec(
-        "INSERT INTO billing_sessions (id, instance_id, person_id, instance_name, gpu_type, "
-        "price_minor_per_hour, currency, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        {session_id, id, person_id, name, gpu_type, type->Int(1), type->Text(2), now}));
-    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
-                                   {.actor_id = person_id,
-                                    .action = "instance.create",
-                                    .target = id,
-                                    .source_address = source_address,
-                                    .detail = {{"name", name},
-                                               {"gpu_type", gpu_type},
-                                               {"hostname", hostname},
-                                               {"ssh_key_id", ssh_key_id},
-                                               {"billing_session_id", session_id}}}));
+    hosts.erase(hosts.begin(), hosts.begin() + ahead);
+    GPUWERK_ASSIGN_OR_RETURN(std::string id,
+                             internal::InsertInstance(tx, clock_, rng_, options_,
+                                                      {.person_id = person_id,
+                                                       .name = name,
+                                                       .ssh_key_id = ssh_key_id,
+                                                       .gpu_type = gpu_type,
+                                                       .host_ids = std::move(hosts),
+                                                       .actor_id = person_id,
+                                                       .source_address = source_address}));
     GPUWERK_ASSIGN_OR_RETURN(
         auto out, internal::LoadInstance(tx, id, now, options_.host_unknown_after_seconds));
+    if (in_tx) GPUWERK_TRY(in_tx(tx, *out));
     return std::move(*out);
   });
 }
@@ -274,7 +228,9 @@ core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {
                  "h.last_seen_at >= ?), (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name "
                  "AND h.drained = 0 AND h.degraded_reason = '' AND h.engine_error = '' AND "
                  "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM "
-                 "placements p WHERE p.host_id = h.id)) FROM gpu_types g ORDER BY g.name",
+                 "placements p WHERE p.host_id = h.id)), (SELECT COUNT(*) FROM queue_entries q "
+                 "WHERE q.gpu_type = g.name AND q.status = 'open') FROM gpu_types g ORDER BY "
+                 "g.name",
                  {since, since}));
     std::vector<GpuType> out;
     for (const auto& r : rows) {
@@ -284,8 +240,9 @@ core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {
                             .hosts_per_instance = r.Int(2),
                             .price_minor_per_hour = r.Int(3),
                             .currency = r.Text(4),
-                            .free_instances = r.Int(6) / per,
-                            .online_hosts = r.Int(5)});
+                            .free_instances = std::max<int64_t>(0, r.Int(6) / per - r.Int(7)),
+                            .online_hosts = r.Int(5),
+                            .queued = r.Int(7)});
     }
     return out;
   });

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,8 +55,11 @@ struct GpuType {
   int64_t hosts_per_instance = 1;
   int64_t price_minor_per_hour = 0;
   std::string currency;
-  int64_t free_instances = 0;  ///< how many instances could be created right now
-  int64_t online_hosts = 0;    ///< hosts heard from recently, drained or not
+  /// How many instances a direct create could get right now: free hosts / hosts per instance,
+  /// less the open queue entries of the type (they come first), never below 0.
+  int64_t free_instances = 0;
+  int64_t online_hosts = 0;  ///< hosts heard from recently, drained or not
+  int64_t queued = 0;        ///< open queue entries of the type
 };
 
 /// A person's instances: create (placing them on free hosts atomically), list, show, restart,
@@ -63,6 +67,9 @@ struct GpuType {
 /// is audited. Thread-safe (state lives in the store).
 class InstanceService {
  public:
+  /// Work done inside a create's write transaction, after the instance is written.
+  using InTransaction = std::function<core::Result<void>(store::Transaction&, const Instance&)>;
+
   /// `notifier` (optional, must outlive the service) is told about every host whose desired
   /// state a create, restart or delete changed, after the change is committed.
   InstanceService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
@@ -72,11 +79,17 @@ class InstanceService {
   /// Creates an instance and places it, in one transaction: instance, placements (one host per
   /// node, UNIQUE(host_id) so no host is ever given twice, C15), billing session, audit.
   /// Errors: invalid_name (not a DNS label); not_found (no such key of this person);
-  /// kInvalidArgument unknown_gpu_type; kAlreadyExists name_taken (a live instance has it);
-  /// kFailedPrecondition no_capacity (details: gpu_type, queue {"offer": true}).
+  /// kInvalidArgument unknown_gpu_type; kAlreadyExists name_taken (a live instance or an open queue
+  /// entry has it, R-6); kFailedPrecondition no_capacity (details: gpu_type, queue {"offer":
+  /// true}).
+  ///
+  /// A host is only free for a direct create when more instances of the type fit than there are
+  /// open queue entries for it: the people waiting come first (R-11, docs/queue.md).
+  /// `in_tx`, when set, runs inside the create's write transaction with the new instance (e.g.
+  /// to store an idempotency record); its error rolls the create back and is returned.
   core::Result<Instance> Create(const std::string& person_id, std::string_view name,
                                 std::string_view ssh_key_id, std::string_view gpu_type,
-                                const std::string& source_address);
+                                const std::string& source_address, const InTransaction& in_tx = {});
   /// The person's live instances (not yet finally deleted), 15 a page, oldest first.
   /// Errors: invalid_page.
   core::Result<InstancePage> List(const std::string& person_id, int page);
@@ -104,7 +117,7 @@ class InstanceService {
  private:
   core::Result<Instance> CreateOnce(const std::string& person_id, const std::string& name,
                                     const std::string& ssh_key_id, const std::string& gpu_type,
-                                    const std::string& source_address);
+                                    const std::string& source_address, const InTransaction& in_tx);
   void WakeHost(const Instance& instance);
 
   store::Database& db_;

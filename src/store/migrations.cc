@@ -179,6 +179,48 @@ CREATE TABLE observed_containers (
       R"sql(
 ALTER TABLE hosts ADD COLUMN degraded_reason TEXT NOT NULL DEFAULT '';
 )sql",
+      // 4: the queue (issue 5, R-11, R-12) and idempotent creates. `seq` orders a GPU type's
+      // queue strictly FIFO and never changes, so an entry put back after a failed launch keeps
+      // its place; UNIQUE (gpu_type, seq) makes two concurrent joins that drew the same number
+      // conflict (one retries) instead of sharing a place. At most one open entry per person
+      // and type, and open entries' names are unique per person (R-6, with instances checked
+      // in the same transaction by the services).
+      R"sql(
+CREATE TABLE queue_entries (
+  id TEXT PRIMARY KEY,
+  person_id TEXT NOT NULL REFERENCES persons(id),
+  gpu_type TEXT NOT NULL REFERENCES gpu_types(name),
+  seq BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  ssh_key_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  entered_at BIGINT NOT NULL,
+  left_at BIGINT,
+  instance_id TEXT,
+  last_failure TEXT NOT NULL DEFAULT '',
+  launch_attempts BIGINT NOT NULL DEFAULT 0,
+  passed_over_at BIGINT,
+  UNIQUE (gpu_type, seq)
+);
+CREATE UNIQUE INDEX queue_entries_open_per_type ON queue_entries(person_id, gpu_type)
+  WHERE status = 'open';
+CREATE UNIQUE INDEX queue_entries_open_name ON queue_entries(person_id, name)
+  WHERE status = 'open';
+CREATE INDEX queue_entries_drain ON queue_entries(gpu_type, status, seq);
+CREATE INDEX queue_entries_by_person ON queue_entries(person_id, entered_at, id);
+CREATE INDEX queue_entries_by_key ON queue_entries(ssh_key_id, status);
+CREATE INDEX queue_entries_by_instance ON queue_entries(instance_id);
+CREATE TABLE idempotency_keys (
+  person_id TEXT NOT NULL REFERENCES persons(id),
+  idem_key TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  status BIGINT NOT NULL,
+  response TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (person_id, idem_key)
+);
+CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
+)sql",
   };
   return kMigrations;
 }

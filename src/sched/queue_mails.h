@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string_view>
+
+#include "mail/mail.h"
+
+namespace gpuwerk::sched {
+
+/// The mail to a queue entry's owner when the entry was launched as instance `name`
+/// (hostname `hostname`) of `gpu_type`: how to connect once it is running.
+mail::Mail QueueLaunchMail(std::string_view to, std::string_view name, std::string_view hostname,
+                           std::string_view gpu_type);
+
+/// The mail to an entry's owner whose turn came while they could not launch (no payment method
+/// once billing lands): the entry keeps its place.
+mail::Mail QueuePassedOverMail(std::string_view to, std::string_view name,
+                               std::string_view gpu_type);
+
+}  // namespace gpuwerk::sched

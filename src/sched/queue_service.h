@@ -1,0 +1,119 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "mail/outbox.h"
+#include "sched/desired_state_notifier.h"
+#include "sched/sched_options.h"
+#include "store/database.h"
+
+namespace gpuwerk::sched {
+
+/// A person's place in a GPU type's queue, with the name and key to launch with.
+struct QueueEntry {
+  std::string id;  ///< "qen_…"
+  std::string gpu_type;
+  std::string name;
+  std::string ssh_key_id;
+  std::string ssh_key_name;        ///< "" when the key row is gone
+  std::string status;              ///< "open", "launched" or "cancelled"
+  int64_t position = 0;            ///< 1-based place among the type's open entries; 0 unless open
+  int64_t entered_at = 0;          ///< Unix seconds
+  std::optional<int64_t> left_at;  ///< Unix seconds: launched or cancelled; none while open
+  std::string instance_id;         ///< the launched instance ("ins_…"); "" when none
+  std::string last_failure;        ///< why the last launch failed or was passed over; "" when none
+};
+
+/// One row of a person's queue history: the wait and the outcome.
+struct QueueHistoryRow {
+  QueueEntry entry;
+  int64_t wait_seconds = 0;  ///< left_at (or now while open) − entered_at, seconds
+  std::string outcome;       ///< "launched", "cancelled" or "waiting"
+};
+
+/// One page of queue history, 15 rows, oldest entry first (a stable order: new entries only
+/// ever land on the last page).
+struct QueueHistoryPage {
+  std::vector<QueueHistoryRow> items;
+  int page = 1;
+  int pages = 1;
+  int64_t total = 0;
+};
+
+/// What one drain did.
+struct DrainResult {
+  std::vector<std::string> launched;     ///< queue entry ids, in launch order
+  std::vector<std::string> passed_over;  ///< entries skipped because their owner cannot launch
+};
+
+/// The queue: one strictly FIFO queue per GPU type, drained into instances whenever
+/// capacity may have freed. Thread-safe (state lives in the store); every change is audited.
+///
+/// Order: each entry takes the next `seq` of its GPU type when it joins and keeps it for life;
+/// an entry put back after a failed launch keeps its old `seq`, so its old place. Drain walks
+/// the open entries of a type by `seq` and launches, in one write transaction, each one whose
+/// owner may launch (`can_launch`) while free hosts remain; an entry whose owner may not is
+/// passed over, keeps its place and is launched ahead of later entries once its owner may
+/// (its owner is mailed once per time it is passed over). See docs/queue.md.
+class QueueService {
+ public:
+  /// Whether a person may launch now. The placeholder (the default) says yes to everyone until
+  /// billing lands (R-14: then, "has a payment method"). Called inside the drain's write
+  /// transaction: must be quick and must not touch the store through another connection.
+  using CanLaunch = std::function<bool(const std::string& person_id)>;
+
+  /// References must outlive the service. `outbox` stores the launch mails in the drain's
+  /// transaction; `mail_wake` (optional) is called after a drain that enqueued mail commits;
+  /// `notifier` (optional) is told about the hosts that got an instance.
+  QueueService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
+               mail::Outbox& outbox, std::function<void()> mail_wake = {},
+               DesiredStateNotifier* notifier = nullptr, CanLaunch can_launch = {});
+
+  /// Work done inside a join's write transaction, after the entry is written.
+  using InTransaction = std::function<core::Result<void>(store::Transaction&, const QueueEntry&)>;
+
+  /// Enters the queue of `gpu_type` with the name and key to launch with, then drains that type
+  /// (so an entry that finds a free host is launched at once; the returned entry is then
+  /// `launched` with its instance id). A type with no host online is joined all the same.
+  /// Errors: invalid_name (not a DNS label); not_found (no such key of this person);
+  /// kInvalidArgument unknown_gpu_type; kAlreadyExists already_queued (an open entry for this
+  /// type; details: queue_entry_id); kAlreadyExists name_taken (a live instance or an open
+  /// entry has the name, R-6); errors of `in_tx`; the store's.
+  core::Result<QueueEntry> Join(const std::string& person_id, std::string_view gpu_type,
+                                std::string_view name, std::string_view ssh_key_id,
+                                const std::string& source_address, const InTransaction& in_tx = {});
+  /// Leaves the queue: the open entry (by id, or by name) becomes `cancelled` now. Free.
+  /// Errors: not_found (also another person's entry, or one no longer open).
+  core::Result<QueueEntry> Leave(const std::string& person_id, std::string_view id_or_name,
+                                 const std::string& source_address);
+  /// The person's open entries with their positions, oldest first.
+  core::Result<std::vector<QueueEntry>> List(const std::string& person_id);
+  /// The person's queue history, 15 a page (1-based). Errors: invalid_page.
+  core::Result<QueueHistoryPage> History(const std::string& person_id, int page);
+  /// Launches queued entries of `gpu_type` onto free hosts, oldest eligible first, in one write
+  /// transaction (instance, placement, billing session, entry `launched`, owner's mail, audit),
+  /// then wakes the hosts' agents and the mail worker. Returns what it did; a type with no
+  /// open entries costs one read. Errors: unknown_gpu_type; the store's.
+  core::Result<DrainResult> Drain(const std::string& gpu_type);
+  /// Drain() for every GPU type (the periodic worker). Errors: the first failure's.
+  core::Result<DrainResult> DrainAll();
+
+ private:
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  SchedOptions options_;
+  mail::Outbox& outbox_;
+  std::function<void()> mail_wake_;
+  DesiredStateNotifier* notifier_;
+  CanLaunch can_launch_;
+};
+
+}  // namespace gpuwerk::sched

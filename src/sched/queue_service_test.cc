@@ -1,0 +1,154 @@
+// Hermetic tests of the queue against a real SQLite store in a temp dir, with a FakeClock: FIFO
+// drains, passed-over entries, several launches in one drain, 2-host types.
+#include "sched/queue_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "core/logging.h"
+#include "mail/outbox.h"
+#include "sched/agent_sync.h"
+#include "sched/host_registry.h"
+#include "store/sqlite_database.h"
+
+namespace gpuwerk::sched {
+namespace {
+
+using nlohmann::json;
+
+class QueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    core::InitCrypto();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpuwerk-queue-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
+    ASSERT_TRUE(db) << db.error().message;
+    db_ = std::move(*db);
+    ASSERT_TRUE(store::Migrate(*db_));
+    hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
+    outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
+    queue_ = std::make_unique<QueueService>(
+        *db_, clock_, rng_, options_, *outbox_, [this] { ++mail_wakes_; }, nullptr,
+        [this](const std::string& person) { return person != blocked_; });
+    sync_ = std::make_unique<AgentSync>(*db_, clock_, rng_, options_);
+    for (const char* p : {"p0", "p1", "p2", "p3"}) AddPerson(p);
+  }
+  void TearDown() override {
+    queue_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void AddPerson(const std::string& id) {
+    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(
+          tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES (?, ?, ?, 0)",
+                  {id, id + "@example.test", id + "@example.test"}));
+      GPUWERK_TRY(
+          tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, "
+                  "fingerprint, created_at) VALUES (?, ?, 'laptop', 'ssh-ed25519', 256, ?, ?, 0)",
+                  {"key_" + id, id, "ssh-ed25519 AAAA" + id + " laptop\n", "SHA256:" + id}));
+      return {};
+    }));
+  }
+  void AddHost(const std::string& name, const std::string& type = "spark-1x") {
+    auto h = hosts_->Add("op", name, type, true, "127.0.0.1");
+    ASSERT_TRUE(h) << h.error().message;
+    auto authed = hosts_->AuthenticateAgent(h->token);
+    ASSERT_TRUE(authed);
+    ASSERT_TRUE(sync_->Sync(*authed, {{"containers", json::array()}}));
+  }
+  std::string Join(const std::string& person, const std::string& type = "spark-1x") {
+    auto e = queue_->Join(person, type, "job-" + person, "key_" + person, "127.0.0.1");
+    EXPECT_TRUE(e) << e.error().message;
+    return e ? e->id : "";
+  }
+  std::string Status(const std::string& person) {
+    auto list = queue_->History(person, 1);
+    EXPECT_TRUE(list);
+    return list->items.empty() ? "" : list->items.back().entry.status;
+  }
+
+  std::filesystem::path dir_;
+  core::FakeClock clock_;
+  core::SodiumRng rng_;
+  SchedOptions options_;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<HostRegistry> hosts_;
+  std::unique_ptr<mail::Outbox> outbox_;
+  std::unique_ptr<QueueService> queue_;
+  std::unique_ptr<AgentSync> sync_;
+  std::string blocked_;
+  std::atomic<int> mail_wakes_{0};
+};
+
+TEST_F(QueueTest, DrainLaunchesInJoinOrderWhileHostsLast) {
+  for (const char* p : {"p0", "p1", "p2"}) Join(p);
+  auto listed = queue_->List("p2");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->at(0).position, 3);
+  AddHost("h1");
+  AddHost("h2");
+  auto drained = queue_->Drain("spark-1x");
+  ASSERT_TRUE(drained) << drained.error().message;
+  EXPECT_EQ(drained->launched.size(), 2u);
+  EXPECT_EQ(Status("p0"), "launched");
+  EXPECT_EQ(Status("p1"), "launched");
+  EXPECT_EQ(Status("p2"), "open");
+  EXPECT_EQ(queue_->List("p2")->at(0).position, 1);
+  EXPECT_GT(mail_wakes_.load(), 0);
+  // Nothing left to do: an empty result.
+  auto again = queue_->Drain("spark-1x");
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->launched.empty());
+}
+
+TEST_F(QueueTest, PassedOverEntryKeepsItsPlace) {
+  blocked_ = "p0";
+  Join("p0");
+  Join("p1");
+  Join("p2");
+  AddHost("h1");
+  ASSERT_TRUE(queue_->Drain("spark-1x"));
+  EXPECT_EQ(Status("p0"), "open");
+  EXPECT_EQ(Status("p1"), "launched");
+  EXPECT_EQ(queue_->List("p0")->at(0).position, 1);
+  EXPECT_NE(queue_->List("p0")->at(0).last_failure.find("passed over"), std::string::npos);
+  blocked_.clear();
+  AddHost("h2");
+  ASSERT_TRUE(queue_->Drain("spark-1x"));
+  EXPECT_EQ(Status("p0"), "launched");  // ahead of p2, who joined later
+  EXPECT_EQ(Status("p2"), "open");
+}
+
+TEST_F(QueueTest, TwoHostTypeWaitsForTwoFreeHosts) {
+  Join("p0", "spark-2x");
+  AddHost("h1", "spark-2x");
+  ASSERT_TRUE(queue_->Drain("spark-2x"));
+  EXPECT_EQ(Status("p0"), "open");
+  AddHost("h2", "spark-2x");
+  ASSERT_TRUE(queue_->Drain("spark-2x"));
+  EXPECT_EQ(Status("p0"), "launched");
+}
+
+TEST_F(QueueTest, LeftEntryIsNeverLaunched) {
+  Join("p0");
+  Join("p1");
+  auto left = queue_->Leave("p0", "job-p0", "127.0.0.1");
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->status, "cancelled");
+  EXPECT_EQ(queue_->Leave("p1", left->id, "127.0.0.1").error().api_code, "not_found");
+  AddHost("h1");
+  ASSERT_TRUE(queue_->Drain("spark-1x"));
+  EXPECT_EQ(Status("p0"), "cancelled");
+  EXPECT_EQ(Status("p1"), "launched");
+}
+
+}  // namespace
+}  // namespace gpuwerk::sched

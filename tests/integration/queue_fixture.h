@@ -1,0 +1,94 @@
+#pragma once
+
+// A control plane with an operator, fake agents (hosts that sync over HTTP) and helpers for
+// people, keys, instances and queue entries: shared by the queue and capacity tests.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tests/integration/server_fixture.h"
+#include "tests/support/ssh_keygen.h"
+
+namespace gpuwerk::testing {
+
+class QueueFixture : public ServerTest {
+ protected:
+  using json = nlohmann::json;
+
+  void SetUp() override {
+    ServerTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+    op_ = Browser();
+    auto login = op_->PostJson("/api/v1/auth/login",
+                               {{"email", "op@example.test"}, {"password", "operator password 1"}});
+    ASSERT_EQ(login.status, 200) << login.body;
+    public_key_ = GenerateKey(dir_.path(), "shared").public_line;
+  }
+
+  /// A person signed up as `email` with one SSH key named "laptop".
+  struct Person {
+    std::string email;
+    std::unique_ptr<HttpClient> browser;
+    std::string key_id;
+  };
+  Person NewPerson(const std::string& email) {
+    Person p{email, Browser(), ""};
+    SignUp(*p.browser, email);
+    auto r =
+        p.browser->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", public_key_}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    p.key_id = r.Json().value("id", "");
+    return p;
+  }
+
+  /// Registers a spark-1x host as the operator and brings it online with one sync.
+  std::string AddHost(const std::string& name) {
+    auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", name}, {"gpu_type", "spark-1x"}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    std::string token = r.Json().value("token", "");
+    tokens_[name] = token;
+    EXPECT_EQ(Sync(name).status, 200);
+    return token;
+  }
+  /// One fake agent round of host `name`, reporting `containers` and `failures`.
+  HttpResult Sync(const std::string& name, json containers = json::array(),
+                  json failures = json::array()) {
+    HttpClient agent(app_->base_url());
+    agent.SetBearer(tokens_[name]);
+    return agent.PostJson("/api/v1/agent/sync",
+                          {{"agent_version", "0.1.0"},
+                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
+                           {"engine", {{"ok", true}, {"error", ""}}},
+                           {"containers", containers},
+                           {"failures", failures}});
+  }
+  /// The instance id host `name` holds, "" when free.
+  std::string InstanceOn(const std::string& name) {
+    const json hosts = op_->Get("/api/v1/admin/hosts").Json();
+    for (const auto& h : hosts["items"]) {
+      if (h["name"] == name && h["instance_id"].is_string()) return h["instance_id"];
+    }
+    return "";
+  }
+
+  HttpResult Create(Person& p, const std::string& name, std::vector<std::string> headers = {}) {
+    return p.browser->PostJson("/api/v1/instances",
+                               {{"name", name}, {"ssh_key_id", p.key_id}, {"gpu_type", "spark-1x"}},
+                               std::move(headers));
+  }
+  HttpResult Join(Person& p, const std::string& name, const std::string& type = "spark-1x",
+                  std::vector<std::string> headers = {}) {
+    return p.browser->PostJson("/api/v1/queue-entries",
+                               {{"name", name}, {"ssh_key_id", p.key_id}, {"gpu_type", type}},
+                               std::move(headers));
+  }
+
+  std::unique_ptr<HttpClient> op_;
+  std::string public_key_;
+  std::map<std::string, std::string> tokens_;
+};
+
+}  // namespace gpuwerk::testing
