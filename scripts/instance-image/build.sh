@@ -73,6 +73,8 @@ PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UseDNS no
+# Every relay session is one connection from the relay: allow many logins at once.
+MaxStartups 100:30:200
 CONF
 # pam_loginuid cannot write /proc/self/loginuid in a container; do not fail the session on it.
 if [[ -f $rootfs/etc/pam.d/sshd ]]; then

@@ -204,6 +204,29 @@ void Agent::Observe() {
     if (auto it = proven_.find(c.id); it != proven_.end()) proven.insert(*it);
   }
   proven_ = std::move(proven);  // forget containers that are gone or stopped
+  std::erase_if(starts_, [&](const auto& kv) {
+    return std::none_of(observed_.begin(), observed_.end(),
+                        [&](const ContainerInfo& c) { return c.id == kv.first; });
+  });
+  std::erase_if(relay_checked_, [&](const auto& kv) { return !proven_.contains(kv.first); });
+}
+
+void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
+  if (options_.relay_authorized_keys.empty()) return;
+  const auto now = Steady::now();
+  auto& checked = relay_checked_[c.id];
+  if (!force && now - checked < std::chrono::seconds(30)) return;
+  checked = now;
+  const LoginProbe probe =
+      ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root",
+                 options_.relay_authorized_keys.front(), options_.ssh_probe_timeout);
+  if (probe != LoginProbe::kRefused) return;
+  spdlog::warn(
+      "agent: sshd of {} refuses the relay key (authorized_keys edited?); writing it again",
+      c.name);
+  keys_written_.erase(c.id);  // SyncAuthorizedKeys writes the file again this round
+  login_errors_[c.id] =
+      "the relay's key was missing from /root/.ssh/authorized_keys; it is being put back";
 }
 
 bool Agent::ContainerReady(const ContainerInfo& c) {
@@ -212,7 +235,10 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
     return it == c.labels.end() ? std::string() : it->second;
   };
   if (auto it = proven_.find(c.id); it != proven_.end() && it->second == c.started_at) {
-    return SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+    const bool up =
+        SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
+    if (up) CheckRelayKey(c, /*force=*/false);
+    return up;
   }
   const std::string instance = label(kInstanceLabel);
   const std::string node = label(kNodeLabel);
@@ -230,6 +256,7 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
       spdlog::info("agent: login to {} (instance {}) proven with the person's key", c.name,
                    instance);
       proven_[c.id] = c.started_at;
+      CheckRelayKey(c, /*force=*/true);
       return true;
     case LoginProbe::kRefused:
       login_errors_[c.id] =
@@ -353,7 +380,17 @@ bool Agent::Apply(const std::vector<Action>& actions) {
       case ActionKind::kCreate:
         Create(a.desired);
         break;
-      case ActionKind::kStart:
+      case ActionKind::kStart: {
+        // A container that keeps exiting right after its start (a broken sshd_config, a full
+        // disk) is started again with a growing pause (2 s … 60 s), not in a tight loop.
+        auto& h = starts_[a.container_id];
+        const auto now = Steady::now();
+        if (now < h.next_allowed) break;
+        h.in_a_row =
+            (h.in_a_row > 0 && now - h.last < std::chrono::seconds(60)) ? h.in_a_row + 1 : 1;
+        h.last = now;
+        const int pause = h.in_a_row <= 1 ? 0 : std::min(60, 1 << std::min(h.in_a_row - 1, 6));
+        h.next_allowed = now + std::chrono::seconds(pause);
         if (auto r = engine_.StartContainer(a.container_id, options_.engine_timeout); r) {
           spdlog::info("agent: started {} (instance {})", a.container_id, a.desired.instance_id);
           RecordGeneration(a.container_id, a.generation);
@@ -361,6 +398,7 @@ bool Agent::Apply(const std::vector<Action>& actions) {
           spdlog::error("agent: start of {} failed: {}", a.container_id, Describe(r.error()));
         }
         break;
+      }
       case ActionKind::kRestart:
         if (auto r = engine_.RestartContainer(a.container_id, options_.restart_stop_timeout_seconds,
                                               options_.engine_timeout);
@@ -400,6 +438,13 @@ nlohmann::json Agent::BuildRequest() const {
                         ready != ssh_ready_.end() && ready->second, engine_ok_, engine_error_);
     if (auto e = login_errors_.find(c.id); e != login_errors_.end() && report.error.empty()) {
       report.error = e->second;
+    }
+    if (auto h = starts_.find(c.id); h != starts_.end() && h->second.in_a_row >= 3 &&
+                                     c.state != ContainerState::kRunning && report.error.empty()) {
+      report.error = "the container keeps exiting right after it starts (exit code " +
+                     std::to_string(c.exit_code) + ", started " +
+                     std::to_string(h->second.in_a_row) +
+                     " times in a row); check its sshd configuration, or restart or delete it";
     }
     containers.push_back(ToJson(report));
   }

@@ -112,6 +112,10 @@ class Agent {
   /// checked by banner; without a desired entry or a key line libssh can read, by banner only.
   /// Sets `login_errors_` when sshd refuses the key.
   bool ContainerReady(const ContainerInfo& c);
+  /// Whether the container's sshd still accepts the relay key for root (the person may have
+  /// edited authorized_keys); when not, forgets that the file is current so that this round
+  /// writes it again, and says so in the container's error. Checked at most every 30 s.
+  void CheckRelayKey(const ContainerInfo& c, bool force);
   void Observe();
   void WatchLoop();
   bool Apply(const std::vector<Action>& actions);
@@ -142,6 +146,16 @@ class Agent {
   std::map<std::string, bool> ssh_ready_;      // by container id
   std::map<std::string, std::string> proven_;  // container id → started_at of the proven login
   std::map<std::string, std::string> login_errors_;  // by container id, this round
+  /// When each container's relay key was last checked (CheckRelayKey).
+  std::map<std::string, std::chrono::steady_clock::time_point> relay_checked_;
+  /// Starts of containers that keep exiting: the last start, starts in a row, and the earliest
+  /// next one (back-off), by container id.
+  struct StartHistory {
+    std::chrono::steady_clock::time_point last;
+    int in_a_row = 0;
+    std::chrono::steady_clock::time_point next_allowed;
+  };
+  std::map<std::string, StartHistory> starts_;
   AppliedGenerations applied_;                       // by restart, by container id
   std::map<std::string, std::string> keys_written_;  // container id → SHA-256 of its key lines
   std::vector<CreateFailure> failures_;              // since the last successful sync

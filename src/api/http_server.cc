@@ -438,8 +438,12 @@ class Session : public std::enable_shared_from_this<Session> {
     double seconds = std::chrono::duration<double>(Clock::now() - request_started_).count();
     server_.metrics().ObserveHttpRequest(route_, method_, status_, seconds);
     core::ScopedRequestId log_scope(request_id_);  // the line starts with request_id=…
-    spdlog::info("http method={} route={} status={} duration_ms={:.1f} remote={}",
-                 method_.empty() ? "-" : method_, route_, status_, seconds * 1000, peer_ip_);
+    // Host agents sync every few seconds and hold a long poll open: their successful calls are
+    // logged at debug level so that they do not bury everything else.
+    const auto level = route_.starts_with("/api/v1/agent/") && status_ < 400 ? spdlog::level::debug
+                                                                             : spdlog::level::info;
+    spdlog::log(level, "http method={} route={} status={} duration_ms={:.1f} remote={}",
+                method_.empty() ? "-" : method_, route_, status_, seconds * 1000, peer_ip_);
     state_ = State::kWriting;
     stream_.expires_after(server_.options().read_timeout);
     http::async_write(

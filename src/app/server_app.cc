@@ -138,6 +138,10 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   GPUWERK_ASSIGN_OR_RETURN(auto sqlite, store::SqliteDatabase::Open(
                                             {.path = (config.data_dir / "gpuwerk.db").string()}));
   p->db = std::move(sqlite);
+  // Password and token hashes: owner only, like the directory.
+  std::filesystem::permissions(
+      config.data_dir / "gpuwerk.db",
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   GPUWERK_TRY(store::Migrate(*p->db));
 
   GPUWERK_ASSIGN_OR_RETURN(p->mailer, MakeMailer(config));

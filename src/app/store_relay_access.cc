@@ -58,9 +58,6 @@ void AuditRelaySessionLog::Write(const std::string& actor, const std::string& ac
 }
 
 void AuditRelaySessionLog::OnStart(const relay::RelaySessionRecord& r) {
-  spdlog::info("relay: session {} started: person {} key {} instance {} ({}) login {} from {}",
-               r.relay_session_id, r.person_id, r.key_fingerprint, r.instance_id, r.hostname,
-               r.login, r.source_address);
   Write(r.person_id, "relay_session.start", r.instance_id, r.source_address,
         {{"relay_session_id", r.relay_session_id},
          {"key_fingerprint", r.key_fingerprint},
@@ -70,8 +67,6 @@ void AuditRelaySessionLog::OnStart(const relay::RelaySessionRecord& r) {
 }
 
 void AuditRelaySessionLog::OnEnd(const relay::RelaySessionRecord& r) {
-  spdlog::info("relay: session {} ended ({}): {} bytes in, {} bytes out", r.relay_session_id,
-               r.end_reason, r.bytes_from_client, r.bytes_to_client);
   Write(r.person_id, "relay_session.end", r.instance_id, r.source_address,
         {{"relay_session_id", r.relay_session_id},
          {"key_fingerprint", r.key_fingerprint},
@@ -85,8 +80,6 @@ void AuditRelaySessionLog::OnEnd(const relay::RelaySessionRecord& r) {
 }
 
 void AuditRelaySessionLog::OnRefused(const relay::RelayRefusalRecord& r) {
-  spdlog::info("relay: refused {} from {} (key {}): {}", r.user, r.source_address,
-               r.key_fingerprint, r.code);
   Write(r.person_id, "relay_session.refused", r.instance_id, r.source_address,
         {{"code", r.code}, {"user", r.user}, {"key_fingerprint", r.key_fingerprint}});
 }

@@ -237,6 +237,8 @@ core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAut
 
   impl->bind = ssh_bind_new();
   ssh_bind_options_set(impl->bind, SSH_BIND_OPTIONS_HOSTKEY, impl->options.host_key_path.c_str());
+  // "SSH-2.0-gpuwerk" rather than the library and its version (RFC 4253 §4.2 softwareversion).
+  ssh_bind_options_set(impl->bind, SSH_BIND_OPTIONS_BANNER, "gpuwerk");
   impl->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   spdlog::info("relay: listening on {}:{}, host key {}", addr, impl->port,
                impl->host_key.fingerprint);

@@ -280,7 +280,14 @@ class Connection {
       DropUpstream();
       const std::string name = t.instance_name.empty() ? t.hostname : t.instance_name;
       std::string message;
-      if (code == "upstream_auth_failed") {
+      if (code == "upstream_auth_failed" && t.login != "root") {
+        // The relay credential is installed for root only (docs/ssh.md): waiting will not help.
+        message = "gpuwerk: instance " + name + " (" + t.hostname +
+                  ") does not let the relay log in as \"" + t.login +
+                  "\": the relay can log in as root only for now. Your own key was accepted; "
+                  "use " +
+                  t.hostname + " (root) as the SSH user name.";
+      } else if (code == "upstream_auth_failed") {
         message = "gpuwerk: instance " + name + " (" + t.hostname +
                   ") is not accepting connections yet: the relay credential is missing there "
                   "(login \"" +
