@@ -221,6 +221,47 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at);
 )sql",
+      // 5: linked host pairs (R-7, R-8, issue 5). A spark-2x instance takes the two hosts of one
+      // pair; each member carries its rail (fabric) address. A host belongs to at most one pair
+      // (host_id is the key), and a pair has exactly the node indexes 0 and 1.
+      R"sql(
+CREATE TABLE host_pairs (
+  id TEXT PRIMARY KEY,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE host_pair_members (
+  host_id TEXT PRIMARY KEY REFERENCES hosts(id),
+  pair_id TEXT NOT NULL REFERENCES host_pairs(id),
+  node_index BIGINT NOT NULL,
+  rail_address TEXT NOT NULL,
+  UNIQUE (pair_id, node_index)
+);
+)sql",
+      // 6: relay sessions (R-10, issue 4): one row per SSH connection through a relay, written
+      // when it starts and completed when it ends, listed for the instance's owner and the
+      // operator. `id` is given by the relay that carried it, so a remote relay's report can be
+      // retried without making a second row.
+      R"sql(
+CREATE TABLE relay_sessions (
+  id TEXT PRIMARY KEY,
+  relay TEXT NOT NULL,
+  person_id TEXT NOT NULL,
+  key_fingerprint TEXT NOT NULL,
+  instance_id TEXT NOT NULL,
+  hostname TEXT NOT NULL,
+  login TEXT NOT NULL,
+  source_address TEXT NOT NULL,
+  started_at BIGINT NOT NULL,
+  ended_at BIGINT,
+  bytes_from_client BIGINT NOT NULL DEFAULT 0,
+  bytes_to_client BIGINT NOT NULL DEFAULT 0,
+  end_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX relay_sessions_by_instance ON relay_sessions(instance_id, started_at, id);
+CREATE INDEX relay_sessions_by_person ON relay_sessions(person_id, started_at, id);
+CREATE INDEX relay_sessions_by_start ON relay_sessions(started_at, id);
+CREATE INDEX relay_sessions_open ON relay_sessions(relay, ended_at);
+)sql",
   };
   return kMigrations;
 }
