@@ -211,16 +211,45 @@ void Agent::Observe() {
   std::erase_if(relay_checked_, [&](const auto& kv) { return !proven_.contains(kv.first); });
 }
 
+bool Agent::KeysCurrent(const ContainerInfo& c) const {
+  auto instance = c.labels.find(std::string(kInstanceLabel));
+  auto node = c.labels.find(std::string(kNodeLabel));
+  auto written = keys_written_.find(c.id);
+  if (instance == c.labels.end() || node == c.labels.end() || written == keys_written_.end()) {
+    return false;
+  }
+  for (const auto& d : desired_) {
+    if (d.instance_id == instance->second && std::to_string(d.node_index) == node->second) {
+      return written->second == KeysDigest(KeyLines(d));
+    }
+  }
+  return false;
+}
+
 void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   if (options_.relay_authorized_keys.empty()) return;
+  // A file due for a rewrite this round (new key lines, e.g. other --relay-from patterns) is not
+  // checked: the rewrite follows, and the login is proven (and this checked) again after it.
+  if (!KeysCurrent(c)) return;
   const auto now = Steady::now();
   auto& checked = relay_checked_[c.id];
-  if (!force && now - checked < std::chrono::seconds(30)) return;
+  if (!force && now - checked < options_.relay_check_interval) return;
   checked = now;
-  const LoginProbe probe =
-      ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root",
-                 options_.relay_authorized_keys.front(), options_.ssh_probe_timeout);
+  const AuthorizedKeyLine relay = SplitAuthorizedKeyLine(options_.relay_authorized_keys.front());
+  const LoginProbe probe = ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root", relay.key,
+                                      options_.ssh_probe_timeout);
   if (probe != LoginProbe::kRefused) return;
+  if (!relay.options.empty()) {
+    // The line's options (from="<relay addresses>") may refuse the agent's own address: sshd
+    // cannot tell us whether the line is there, so look at the file itself.
+    auto held =
+        AuthorizedKeysHold(engine_, c.id, options_.relay_authorized_keys, options_.engine_timeout);
+    if (!held) {
+      spdlog::warn("agent: cannot check the relay key in {}: {}", c.name, Describe(held.error()));
+      return;
+    }
+    if (*held) return;
+  }
   spdlog::warn(
       "agent: sshd of {} refuses the relay key (authorized_keys edited?); writing it again",
       c.name);
@@ -354,8 +383,9 @@ bool Agent::SyncAuthorizedKeys() {
       const std::string digest = KeysDigest(lines);
       auto written = keys_written_.find(c.id);
       if (written != keys_written_.end() && written->second == digest) break;
-      auto put = engine_.PutArchive(c.id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(lines),
-                                    options_.engine_timeout);
+      // A running container's file is rewritten by an exec inside it, a stopped one's by an
+      // archive upload (WriteAuthorizedKeys says why).
+      auto put = WriteAuthorizedKeys(engine_, c.id, c.state, lines, options_.engine_timeout);
       if (!put) {
         spdlog::error("agent: rewriting authorized_keys of {} failed: {}", c.name,
                       Describe(put.error()));

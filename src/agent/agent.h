@@ -37,6 +37,9 @@ struct AgentOptions {
   /// The pause between rounds while a running container's login is not proven yet (a start or
   /// restart in progress), so that `running` is reported soon after sshd accepts.
   std::chrono::milliseconds ready_poll_interval = std::chrono::milliseconds(250);
+  /// How often the agent checks that a running container's sshd still accepts the relay key
+  /// (CheckRelayKey; also right after each proven login).
+  std::chrono::milliseconds relay_check_interval = std::chrono::seconds(30);
   /// How long one long poll of the server's watch lasts (seconds, 1–55).
   std::chrono::seconds watch_wait = std::chrono::seconds(25);
   /// Labels added to every container the agent creates and to its list filter (tests use one
@@ -44,7 +47,11 @@ struct AgentOptions {
   std::map<std::string, std::string> extra_labels;
   std::string agent_version = "0.1.0";
   /// authorized_keys lines added to every container's after the desired ones: the SSH relay's
-  /// credential (docs/ssh.md), e.g. `from="10.0.0.2" ssh-ed25519 AAAA… gpuwerk-relay`.
+  /// credential (docs/ssh.md), e.g. `from="10.0.0.2" ssh-ed25519 AAAA… gpuwerk-relay` (build the
+  /// restricted line with RestrictRelayKeyLine, authorized_keys.h). The agent checks that sshd
+  /// still accepts the first one (its key, without options) and writes the file again when not;
+  /// when that line has options and sshd refuses the agent's own address, it reads the file
+  /// instead (AuthorizedKeysHold).
   std::vector<std::string> relay_authorized_keys;
 };
 
@@ -71,8 +78,9 @@ struct CreateFailure {
 /// generations applied at create live in the container's kGenerationLabel; those applied by
 /// restart in memory and in `state_dir/agent-state.json`, beside the digest of the
 /// authorized_keys each container was last given: when the desired key lines change (a relay key
-/// added, a person's access removed, C09), the agent rewrites the file in the container (running
-/// or not) without restarting it.
+/// added, a person's access removed, C09), the agent rewrites the file in the container without
+/// restarting it (WriteAuthorizedKeys: an exec inside a running container, an archive upload into
+/// a stopped one).
 ///
 /// Thread-safety: RunOnce and Run must be called from one thread; Stop may be called from any
 /// thread at any time. `engine` and `client` must outlive the Agent.
@@ -114,8 +122,12 @@ class Agent {
   bool ContainerReady(const ContainerInfo& c);
   /// Whether the container's sshd still accepts the relay key for root (the person may have
   /// edited authorized_keys); when not, forgets that the file is current so that this round
-  /// writes it again, and says so in the container's error. Checked at most every 30 s.
+  /// writes it again, and says so in the container's error. Checked at most every
+  /// `relay_check_interval`.
   void CheckRelayKey(const ContainerInfo& c, bool force);
+  /// Whether the container's authorized_keys was last written with its desired entry's current
+  /// key lines (KeyLines); false without a desired entry or a record of a write.
+  bool KeysCurrent(const ContainerInfo& c) const;
   void Observe();
   void WatchLoop();
   bool Apply(const std::vector<Action>& actions);

@@ -2,8 +2,11 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
 
 #include "core/check.h"
@@ -84,6 +87,188 @@ std::string AuthorizedKeysTar(const std::vector<std::string>& key_lines,
   WriteEntry(a.get(), "root/.ssh/authorized_keys", AE_IFREG, 0600, &file, mtime_unix_seconds);
   GPUWERK_CHECK(archive_write_close(a.get()) == ARCHIVE_OK);
   return out;
+}
+
+namespace {
+
+/// The shell text AuthorizedKeysExec runs; the file's contents come from kAuthorizedKeysEnv.
+/// `$$` keeps two writers' temporary files apart; the trap removes ours when anything fails.
+constexpr const char* kWriteScript =
+    "set -e; umask 077; "
+    "mkdir -p /root/.ssh; chown 0:0 /root/.ssh; chmod 700 /root/.ssh; "
+    "tmp=/root/.ssh/.authorized_keys.gpuwerk.$$; trap 'rm -f \"$tmp\"' EXIT; "
+    "printf '%s' \"$GPUWERK_AUTHORIZED_KEYS\" > \"$tmp\"; "
+    "chown 0:0 \"$tmp\"; chmod 600 \"$tmp\"; "
+    "mv -f \"$tmp\" /root/.ssh/authorized_keys";
+
+/// Exits 0 when every line of kAuthorizedKeysEnv is a whole line of the file, 1 when one is not
+/// (or the file is missing).
+constexpr const char* kHoldScript =
+    "printf '%s' \"$GPUWERK_AUTHORIZED_KEYS\" | while IFS= read -r line; do "
+    "grep -qxF -e \"$line\" /root/.ssh/authorized_keys 2>/dev/null || exit 1; done";
+
+std::string Snippet(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 300)) {
+    out += (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) ? c : ' ';
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+bool StartsWithKeyType(std::string_view line) {
+  return line.starts_with("ssh-") || line.starts_with("ecdsa-") || line.starts_with("sk-");
+}
+
+bool IsPatternChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == ':' || c == '-' || c == '_' || c == '*' || c == '?' || c == '!' || c == '/' ||
+         c == '%';
+}
+
+std::string DescribeChar(char c) {
+  switch (c) {
+    case '"':
+      return "a double quote";
+    case ' ':
+      return "a blank";
+    case '\t':
+      return "a tab";
+    case '\n':
+      return "a newline";
+    case '\r':
+      return "a carriage return";
+    default:
+      break;
+  }
+  const auto u = static_cast<unsigned char>(c);
+  if (u < 0x20 || u == 0x7f) return fmt::format("the control character 0x{:02x}", u);
+  if (u >= 0x80) return fmt::format("the non-ASCII byte 0x{:02x}", u);
+  return fmt::format("'{}'", c);
+}
+
+}  // namespace
+
+ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines) {
+  return ExecSpec{
+      .cmd = {"/bin/sh", "-c", kWriteScript},
+      .env = {std::string(kAuthorizedKeysEnv) + "=" + AuthorizedKeysFile(key_lines)},
+      .user = "0",
+  };
+}
+
+core::Result<void> WriteAuthorizedKeys(ContainerEngine& engine, std::string_view id,
+                                       ContainerState state,
+                                       const std::vector<std::string>& key_lines,
+                                       std::chrono::milliseconds timeout) {
+  if (state == ContainerState::kRunning) {
+    auto ran = engine.RunExec(id, AuthorizedKeysExec(key_lines), timeout);
+    if (ran) {
+      if (ran->exit_code == 0) return {};
+      return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_write_failed",
+                        fmt::format("writing /root/.ssh/authorized_keys in container {} exited "
+                                    "with status {}: {}",
+                                    Snippet(id), ran->exit_code, Snippet(ran->err + ran->out)));
+    }
+    if (ran.error().api_code != "container_not_running") return core::Fail(ran.error());
+    // Stopped between the caller's look and the exec: a stopped container takes the archive.
+  }
+  return engine.PutArchive(id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(key_lines), timeout);
+}
+
+core::Result<bool> AuthorizedKeysHold(ContainerEngine& engine, std::string_view id,
+                                      const std::vector<std::string>& key_lines,
+                                      std::chrono::milliseconds timeout) {
+  ExecSpec spec{
+      .cmd = {"/bin/sh", "-c", kHoldScript},
+      .env = {std::string(kAuthorizedKeysEnv) + "=" + AuthorizedKeysFile(key_lines)},
+      .user = "0",
+  };
+  GPUWERK_ASSIGN_OR_RETURN(ExecResult ran, engine.RunExec(id, spec, timeout));
+  if (ran.exit_code == 0) return true;
+  if (ran.exit_code == 1) return false;
+  return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_read_failed",
+                    fmt::format("reading /root/.ssh/authorized_keys in container {} exited with "
+                                "status {}: {}",
+                                Snippet(id), ran.exit_code, Snippet(ran.err + ran.out)));
+}
+
+AuthorizedKeyLine SplitAuthorizedKeyLine(std::string_view line) {
+  while (!line.empty() && (IsBlank(line.front()) || line.front() == '\r' || line.front() == '\n')) {
+    line.remove_prefix(1);
+  }
+  while (!line.empty() && (IsBlank(line.back()) || line.back() == '\r' || line.back() == '\n')) {
+    line.remove_suffix(1);
+  }
+  if (line.empty() || StartsWithKeyType(line)) return {.options = "", .key = std::string(line)};
+  bool quoted = false;
+  size_t i = 0;
+  for (; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '\\' && i + 1 < line.size() && line[i + 1] == '"') {
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (!quoted && IsBlank(c)) {
+      break;
+    }
+  }
+  std::string_view key = line.substr(i);
+  while (!key.empty() && IsBlank(key.front())) key.remove_prefix(1);
+  return {.options = std::string(line.substr(0, i)), .key = std::string(key)};
+}
+
+core::Result<void> ValidateFromPatterns(std::string_view patterns) {
+  if (patterns.empty()) {
+    return core::InvalidArgument("invalid_relay_from", "the relay's from= pattern list is empty");
+  }
+  for (char c : patterns) {
+    if (c != ',' && !IsPatternChar(c)) {
+      return core::InvalidArgument(
+          "invalid_relay_from",
+          fmt::format("the relay's from= patterns may hold only addresses, host names, CIDR "
+                      "ranges, '*', '?' and a leading '!', separated by commas; \"{}\" has {}",
+                      Snippet(patterns), DescribeChar(c)));
+    }
+  }
+  size_t start = 0;
+  while (start <= patterns.size()) {
+    const size_t end = std::min(patterns.find(',', start), patterns.size());
+    std::string_view element = patterns.substr(start, end - start);
+    if (element.starts_with('!')) element.remove_prefix(1);
+    if (element.empty() || element.find('!') != std::string_view::npos) {
+      return core::InvalidArgument(
+          "invalid_relay_from",
+          fmt::format("the relay's from= patterns \"{}\" have an empty element or a '!' that is "
+                      "not at the start of one",
+                      Snippet(patterns)));
+    }
+    start = end + 1;
+  }
+  return {};
+}
+
+core::Result<std::string> RestrictRelayKeyLine(std::string_view line, std::string_view patterns) {
+  const AuthorizedKeyLine parts = SplitAuthorizedKeyLine(line);
+  if (parts.key.empty()) {
+    return core::InvalidArgument("invalid_relay_key",
+                                 fmt::format("\"{}\" has no public key", Snippet(line)));
+  }
+  if (patterns.empty()) {
+    return parts.options.empty() ? parts.key : parts.options + " " + parts.key;
+  }
+  GPUWERK_TRY(ValidateFromPatterns(patterns));
+  std::string lower = parts.options;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.starts_with("from=") || lower.find(",from=") != std::string::npos) {
+    return core::InvalidArgument(
+        "invalid_relay_from",
+        "the relay key line has a from= option of its own; give the addresses either there or "
+        "with --relay-from, not both");
+  }
+  std::string out = "from=\"" + std::string(patterns) + "\"";
+  if (!parts.options.empty()) out += "," + parts.options;
+  return out + " " + parts.key;
 }
 
 }  // namespace gpuwerk::agent

@@ -109,5 +109,88 @@ TEST(AuthorizedKeysTest, C05_TarExtractsWithRootOwnerAndStrictModes) {
   EXPECT_EQ(file.find('\r'), std::string::npos);
 }
 
+TEST(AuthorizedKeysTest, ExecWritesTheFileFromTheEnvironmentAsRoot) {
+  const ExecSpec spec = AuthorizedKeysExec({kKey1, std::string(kKey2) + "\r\n"});
+  ASSERT_EQ(spec.cmd.size(), 3u);
+  EXPECT_EQ(spec.cmd[0], "/bin/sh");
+  EXPECT_EQ(spec.cmd[1], "-c");
+  // The keys travel in the environment, never in the command line.
+  EXPECT_EQ(spec.cmd[2].find("AAAA"), std::string::npos) << spec.cmd[2];
+  EXPECT_NE(spec.cmd[2].find("mv -f"), std::string::npos) << spec.cmd[2];
+  ASSERT_EQ(spec.env.size(), 1u);
+  EXPECT_EQ(spec.env[0], std::string("GPUWERK_AUTHORIZED_KEYS=") + kKey1 + "\n" + kKey2 + "\n");
+  EXPECT_EQ(spec.user, "0");
+}
+
+TEST(AuthorizedKeysTest, SplitsOptionsFromTheKey) {
+  auto plain = SplitAuthorizedKeyLine(std::string("  ") + kKey1 + "\n");
+  EXPECT_EQ(plain.options, "");
+  EXPECT_EQ(plain.key, kKey1);
+  auto restricted = SplitAuthorizedKeyLine(std::string("from=\"10.0.0.2,10.1.*\",no-pty ") + kKey2);
+  EXPECT_EQ(restricted.options, "from=\"10.0.0.2,10.1.*\",no-pty");
+  EXPECT_EQ(restricted.key, kKey2);
+  // Blanks and escaped quotes inside a quoted option do not end the options.
+  auto quoted = SplitAuthorizedKeyLine(std::string(R"(command="echo \"a b\"",no-pty   )") + kKey1);
+  EXPECT_EQ(quoted.options, R"(command="echo \"a b\"",no-pty)");
+  EXPECT_EQ(quoted.key, kKey1);
+  auto ecdsa = SplitAuthorizedKeyLine("ecdsa-sha2-nistp256 AAAAE2V x");
+  EXPECT_EQ(ecdsa.options, "");
+  auto no_key = SplitAuthorizedKeyLine("no-pty");
+  EXPECT_EQ(no_key.options, "no-pty");
+  EXPECT_EQ(no_key.key, "");
+}
+
+TEST(AuthorizedKeysTest, FromPatternsAreCheckedForWhatWouldBreakTheOption) {
+  for (const char* good : {"10.0.0.2", "10.0.0.2,10.0.1.0/24", "10.*,!10.0.0.9", "relay-?.lan",
+                           "fd00::2,fe80::1%eth0", "*"}) {
+    EXPECT_TRUE(ValidateFromPatterns(good)) << good;
+  }
+  for (const char* bad :
+       {"", "10.0.0.2 10.0.0.3", "10.0.0.2\"", "10.0.0.2\n", "10.0.0.2\t", "10.0.0.2,", ",10.0.0.2",
+        "10.0.0.2,,10.0.0.3", "!", "10.!0.0.1", "a\"\ncommand=\"x", "10.0.0.2;rm"}) {
+    auto r = ValidateFromPatterns(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, core::ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().api_code, "invalid_relay_from");
+  }
+  auto quote = ValidateFromPatterns("10.0.0.2\"");
+  ASSERT_FALSE(quote);
+  EXPECT_NE(quote.error().message.find("double quote"), std::string::npos) << quote.error().message;
+  auto newline = ValidateFromPatterns("10.0.0.2\n");
+  ASSERT_FALSE(newline);
+  EXPECT_NE(newline.error().message.find("newline"), std::string::npos) << newline.error().message;
+}
+
+TEST(AuthorizedKeysTest, RelayLineGetsFromAndNoOtherRestriction) {
+  const std::string relay = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9y gpuwerk-relay";
+  auto line = RestrictRelayKeyLine(relay + "\n", "10.0.0.2,10.88.0.1");
+  ASSERT_TRUE(line) << line.error().message;
+  EXPECT_EQ(*line, "from=\"10.0.0.2,10.88.0.1\" " + relay);
+  // As sshd reads it: the options, then the key; nothing that stops ptys, forwarding or agents.
+  auto parts = SplitAuthorizedKeyLine(*line);
+  EXPECT_EQ(parts.options, "from=\"10.0.0.2,10.88.0.1\"");
+  EXPECT_EQ(parts.key, relay);
+  // In the file: one line, ending in a newline.
+  EXPECT_EQ(AuthorizedKeysFile({kKey1, *line}), std::string(kKey1) + "\n" + *line + "\n");
+  // No patterns: unchanged.
+  auto unchanged = RestrictRelayKeyLine(" " + relay, "");
+  ASSERT_TRUE(unchanged);
+  EXPECT_EQ(*unchanged, relay);
+  // A line with options of its own gets from= first among them.
+  auto with_options = RestrictRelayKeyLine("no-X11-forwarding " + relay, "10.0.0.2");
+  ASSERT_TRUE(with_options);
+  EXPECT_EQ(*with_options, "from=\"10.0.0.2\",no-X11-forwarding " + relay);
+  // Refused: bad patterns, a second from=, no key.
+  auto bad = RestrictRelayKeyLine(relay, "10.0.0.2\" command=\"sh");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().api_code, "invalid_relay_from");
+  auto twice = RestrictRelayKeyLine("from=\"10.0.0.3\" " + relay, "10.0.0.2");
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().api_code, "invalid_relay_from");
+  auto empty = RestrictRelayKeyLine("  ", "10.0.0.2");
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().api_code, "invalid_relay_key");
+}
+
 }  // namespace
 }  // namespace gpuwerk::agent

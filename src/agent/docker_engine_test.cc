@@ -312,5 +312,106 @@ TEST_F(DockerEngineTest, EngineGoneIsUnavailableQuickly) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
 }
 
+// The exec API (Docker Engine API v1.41 `POST /containers/{id}/exec`, `POST /exec/{id}/start`,
+// `GET /exec/{id}/json`) on the real engine: output, exit codes, a program that does not exist,
+// root's authorized_keys rewritten in place (the agent's way for running containers), and a
+// stopped container refused with a clear error (and written by archive instead).
+TEST_F(DockerEngineTest, ExecRunsCommandsAndRewritesAuthorizedKeysInARunningContainer) {
+  const ContainerSpec spec = Spec("exec");
+  auto id = engine_->CreateContainer(spec, kCallTimeout);
+  ASSERT_TRUE(id) << id.error().message;
+
+  // Not running yet: no exec, and a message that says why.
+  auto early = engine_->RunExec(*id, {.cmd = {"true"}}, kCallTimeout);
+  ASSERT_FALSE(early);
+  EXPECT_EQ(early.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(early.error().api_code, "container_not_running");
+  EXPECT_NE(early.error().message.find("not running"), std::string::npos) << early.error().message;
+  ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
+
+  // Output by stream, the exit status, environment values with newlines, the user.
+  auto r = engine_->RunExec(
+      *id,
+      {.cmd = {"/bin/sh", "-c", "echo out; echo err >&2; printf %s \"$GPUWERK_X\"; exit 3"},
+       .env = {"GPUWERK_X=a\nb"}},
+      kCallTimeout);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->out, "out\na\nb");
+  EXPECT_EQ(r->err, "err\n");
+  r = engine_->RunExec(*id, {.cmd = {"id", "-u"}, .user = "0"}, kCallTimeout);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->out, "0\n");
+  // A program that does not exist: the runtime's exit status and message, not an API error.
+  r = engine_->RunExec(*id, {.cmd = {"/no/such/program"}}, kCallTimeout);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->exit_code == 126 || r->exit_code == 127) << r->exit_code;
+  EXPECT_NE(r->err.find("/no/such/program"), std::string::npos) << r->err;
+  // Unknown exec ids.
+  auto missing = engine_->InspectExec("0123456789abcdef", kCallTimeout);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().api_code, "exec_not_found");
+
+  // authorized_keys written by exec into the running container: sshd takes it, modes as C05.
+  const std::string first = NewKey();
+  ASSERT_TRUE(WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {first}, kCallTimeout));
+  auto info = engine_->InspectContainer(*id, kCallTimeout);
+  ASSERT_TRUE(info) << info.error().message;
+  std::string last;
+  ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
+  Output modes = Ssh(info->ssh_port,
+                     "stat -c \"%a %u %g %n\" /root/.ssh /root/.ssh/authorized_keys; "
+                     "ls -A /root/.ssh");
+  EXPECT_EQ(modes.text,
+            "700 0 0 /root/.ssh\n600 0 0 /root/.ssh/authorized_keys\nauthorized_keys\n");
+  auto held = AuthorizedKeysHold(*engine_, *id, {first}, kCallTimeout);
+  ASSERT_TRUE(held) << held.error().message;
+  EXPECT_TRUE(*held);
+
+  // Rewritten in place with another key only: the old key is refused at once, the new one works,
+  // the container never restarted.
+  const fs::path second_path = dir_ / "second";
+  ASSERT_EQ(Shell("ssh-keygen -q -t ed25519 -N '' -C second -f " + second_path.string()).rc, 0);
+  std::string second;
+  std::getline(std::ifstream(second_path.string() + ".pub"), second);
+  ASSERT_TRUE(WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {second}, kCallTimeout));
+  EXPECT_NE(Ssh(info->ssh_port, "true").rc, 0);
+  Output with_second =
+      Shell("ssh -i " + second_path.string() + " -p " + std::to_string(info->ssh_port) +
+            " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
+            " -o ConnectTimeout=5 -o LogLevel=ERROR root@127.0.0.1 cat /root/.ssh/authorized_keys");
+  ASSERT_EQ(with_second.rc, 0) << with_second.text;
+  EXPECT_EQ(with_second.text, second + "\n");
+  held = AuthorizedKeysHold(*engine_, *id, {first}, kCallTimeout);
+  ASSERT_TRUE(held) << held.error().message;
+  EXPECT_FALSE(*held);
+  auto after = engine_->InspectContainer(*id, kCallTimeout);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->started_at, info->started_at);
+
+  // Stopped: exec is refused clearly; the write goes by archive (also when the caller still
+  // thought it running), and the next start has the file.
+  Output stopped = Podman("stop -t 1 " + spec.name);
+  ASSERT_EQ(stopped.rc, 0) << stopped.text;
+  auto refused = engine_->CreateExec(*id, {.cmd = {"true"}}, kCallTimeout);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().api_code, "container_not_running");
+  auto late = engine_->RunExec(*id, {.cmd = {"true"}}, kCallTimeout);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().api_code, "container_not_running");
+  ASSERT_TRUE(WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {first}, kCallTimeout));
+  ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
+  info = engine_->InspectContainer(*id, kCallTimeout);
+  ASSERT_TRUE(info);
+  ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
+
+  // Gone: not found.
+  ASSERT_TRUE(engine_->RemoveContainer(*id, true, kCallTimeout));
+  auto gone = engine_->CreateExec(*id, {.cmd = {"true"}}, kCallTimeout);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().api_code, "container_not_found");
+}
+
 }  // namespace
 }  // namespace gpuwerk::agent

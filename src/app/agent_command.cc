@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_client.h"
+#include "agent/authorized_keys.h"
 #include "agent/docker_engine.h"
 #include "agent/inventory.h"
 #include "core/logging.h"
@@ -27,6 +28,7 @@ struct AgentFlags {
   int sync_interval_seconds = 2;
   std::string log_level = "info";
   std::vector<std::string> relay_keys;
+  std::string relay_from;
 };
 
 int RunAgent(const AgentFlags& f) {
@@ -39,6 +41,26 @@ int RunAgent(const AgentFlags& f) {
   if (f.sync_interval_seconds <= 0) {
     std::fprintf(stderr, "gpuwerk agent: --sync-interval-seconds must be positive\n");
     return 2;
+  }
+  if (!f.relay_from.empty()) {
+    if (auto valid = agent::ValidateFromPatterns(f.relay_from); !valid) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-from: %s\n", valid.error().message.c_str());
+      return 2;
+    }
+    if (f.relay_keys.empty()) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-from needs --relay-key\n");
+      return 2;
+    }
+  }
+  // The relay's lines, restricted to the relay's addresses when --relay-from is given.
+  std::vector<std::string> relay_lines;
+  for (const std::string& key : f.relay_keys) {
+    auto line = agent::RestrictRelayKeyLine(key, f.relay_from);
+    if (!line) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-key: %s\n", line.error().message.c_str());
+      return 2;
+    }
+    relay_lines.push_back(std::move(*line));
   }
   core::InitLogging(f.log_level);
   sigset_t signals;
@@ -53,7 +75,7 @@ int RunAgent(const AgentFlags& f) {
   options.ssh_bind_address = f.ssh_bind;
   options.state_dir = f.state_dir;
   options.sync_interval = std::chrono::seconds(f.sync_interval_seconds);
-  options.relay_authorized_keys = f.relay_keys;
+  options.relay_authorized_keys = relay_lines;
   agent::Inventory inventory = agent::DiscoverInventory();
   spdlog::info("agent: {} GPU(s), nvml {}, {} CPUs; server {}, engine {}", inventory.gpus.size(),
                inventory.nvml, inventory.cpus, f.server, f.engine);
@@ -95,6 +117,10 @@ void AddAgentCommand(CLI::App& app, int& exit_code) {
                   "an SSH relay's public key line (printed by `gpuwerk relay` at start), added "
                   "to every instance's authorized_keys; repeat for several relays")
       ->envname("GPUWERK_RELAY_KEYS");
+  cmd->add_option("--relay-from", flags->relay_from,
+                  "restrict the relay key to these source addresses: sshd from= patterns, "
+                  "comma-separated (e.g. 10.0.0.2,10.0.1.0/24); default: none")
+      ->envname("GPUWERK_RELAY_FROM");
   cmd->callback([flags, &exit_code] { exit_code = RunAgent(*flags); });
 }
 

@@ -1,0 +1,470 @@
+// Issue 5, crash safety against a real engine: the real `gpuwerk server` is killed with
+// SIGKILL by a fault point (GPUWERK_FAULT_POINTS, src/core/fault_point.h) at each step of a queue
+// drain — `queue_instance_written` (inside the drain's transaction, after the instance rows) and
+// `queue_drain_committed` (after the commit, before the agents are told) — while a real
+// `gpuwerk agent` runs containers on the test's own podman API service (scripts/engine.sh) from
+// the real instance image. After a restart on the same data dir, the store (read over the API and
+// from its SQLite file) and the ENGINE (containers carrying the test host's `gpuwerk.host` label,
+// read with the test's own EngineProbe) must agree: exactly one container, for the one launched
+// entry; the entry launched exactly once and not open; the one behind it still open and never
+// launched; the host held by exactly that instance. tests/integration/queue_crash_test.cc checks
+// the store alone with a fake agent. Needs root (rootful podman).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/child_process.h"
+#include "tests/support/engine_probe.h"
+#include "tests/support/http_client.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Steady = std::chrono::steady_clock;
+
+constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
+constexpr const char* kInstanceLabel = "gpuwerk.instance";
+constexpr const char* kHostLabel = "gpuwerk.host";
+constexpr const char* kOperatorEmail = "operator@example.test";
+constexpr const char* kOperatorPassword = "operator password 1";
+constexpr const char* kPassword = "correct horse battery";
+
+std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
+
+/// The last `lines` lines of a file, for failure messages.
+std::string Tail(const fs::path& file, size_t lines = 80) {
+  const std::string text = ReadFile(file);
+  size_t pos = text.size();
+  for (size_t n = 0; n <= lines; ++n) {
+    if (pos == 0) return text;
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return text.substr(pos + 1);
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+/// Polls `pred` every 200 ms until it holds or `limit` passes; whether it held.
+bool Eventually(const std::function<bool()>& pred, milliseconds limit) {
+  const auto deadline = Steady::now() + limit;
+  while (true) {
+    if (pred()) return true;
+    if (Steady::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+}
+
+CommandResult Script(const std::string& command) {
+  return RunCommand(fs::temp_directory_path(), command);
+}
+
+/// One integer from the server's SQLite store (read-only, beside the running server): the first
+/// column of the first row of `sql` with `args` bound as text; -1 when the query fails.
+int64_t StoreCount(const fs::path& db_path, const std::string& sql,
+                   const std::vector<std::string>& args) {
+  sqlite3* db = nullptr;
+  int64_t out = -1;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+      for (size_t i = 0; i < args.size(); ++i) {
+        sqlite3_bind_text(st, static_cast<int>(i + 1), args[i].c_str(), -1, SQLITE_TRANSIENT);
+      }
+      if (sqlite3_step(st) == SQLITE_ROW) out = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+/// Suite-wide: one podman API service and the instance image.
+struct SharedEngine {
+  fs::path dir;
+  std::string socket;
+  std::string setup_error;  ///< why the suite cannot run; "" when it can
+  bool started = false;
+};
+SharedEngine* g_engine = nullptr;
+
+/// The parameter: the fault point the server dies at.
+class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
+ public:
+  static void SetUpTestSuite() {
+    g_engine = new SharedEngine();
+    if (::geteuid() != 0) {
+      g_engine->setup_error = "needs root: rootful podman and containers";
+      return;
+    }
+    std::string tmpl = (fs::temp_directory_path() / "gpuwerk-qcrash-engine-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      g_engine->setup_error = "mkdtemp failed";
+      return;
+    }
+    g_engine->dir = tmpl;
+    g_engine->socket = (g_engine->dir / "podman.sock").string();
+    ::setenv("CONTAINERS_CONF", (SourceDir() + "/config/containers.conf").c_str(), 1);
+    CommandResult started =
+        Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
+    if (started.exit_code != 0) {
+      g_engine->setup_error = "engine.sh start failed: " + started.out + started.err;
+      return;
+    }
+    g_engine->started = true;
+    CommandResult built =
+        Script(SourceDir() + "/scripts/instance-image/build.sh " + std::string(kImage));
+    if (built.exit_code != 0) {
+      g_engine->setup_error = "instance image build failed: " + built.out + built.err;
+    }
+  }
+
+  static void TearDownTestSuite() {
+    if (g_engine != nullptr && g_engine->started) {
+      Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
+    }
+    if (g_engine != nullptr && !g_engine->dir.empty()) {
+      std::error_code ec;
+      fs::remove_all(g_engine->dir, ec);
+    }
+    delete g_engine;
+    g_engine = nullptr;
+  }
+
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << g_engine->setup_error;
+    ASSERT_EQ(g_engine->setup_error, "");
+    engine_ = std::make_unique<EngineProbe>(g_engine->socket);
+    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on " << g_engine->socket;
+    data_ = dir_.path() / "data";
+  }
+
+  void TearDown() override {
+    if (agent_.Running()) agent_.Stop(seconds(20));
+    if (server_.Running()) server_.Stop(seconds(20));
+    if (HasFailure()) {
+      std::cerr << "---- server log (last lines)\n"
+                << Tail(dir_.path() / "server.log") << "\n---- agent log (last lines)\n"
+                << Tail(dir_.path() / "agent.log") << "\n----\n";
+    }
+    // Every container of this test's host, whatever happened.
+    if (engine_ && !host_id_.empty()) {
+      json list = engine_->ContainersWithLabel(kHostLabel, host_id_);
+      if (list.is_array()) {
+        for (const auto& c : list) engine_->ForceRemove(c["Id"].get<std::string>());
+      }
+    }
+  }
+
+  /// The environment of every child: none of the caller's gpuwerk settings leak in.
+  static std::map<std::string, std::string> CleanEnv() {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      std::string kv(*e);
+      if (kv.starts_with("GPUWERK_")) env[kv.substr(0, kv.find('='))] = "";
+    }
+    return env;
+  }
+
+  /// Starts `gpuwerk server` on `port_` (a free one the first time, the same one after) with
+  /// `fault_points` as GPUWERK_FAULT_POINTS, and waits until /healthz answers.
+  void StartServer(const std::string& fault_points) {
+    std::map<std::string, std::string> env = CleanEnv();
+    env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
+    env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
+    env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
+    env["GPUWERK_INSTANCE_IMAGE"] = kImage;
+    env["GPUWERK_LOG_LEVEL"] = "debug";
+    if (!fault_points.empty()) env["GPUWERK_FAULT_POINTS"] = fault_points;
+    const bool restart = port_ != 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (!restart && (port_ == 0 || attempt > 0)) port_ = FreePort();
+      url_ = "http://127.0.0.1:" + std::to_string(port_);
+      ASSERT_TRUE(server_.Start({GpuwerkBinary(), "server", "--data", data_.string(), "--listen",
+                                 "127.0.0.1:" + std::to_string(port_)},
+                                env, dir_.path() / "server.log"))
+          << server_.error();
+      HttpClient probe(url_);
+      const bool up = Eventually(
+          [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60));
+      if (up && server_.Running()) return;
+      if (!server_.Running() && !restart) continue;  // e.g. the port was taken meanwhile
+      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log");
+    }
+    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log");
+  }
+
+  std::unique_ptr<HttpClient> SignIn(const std::string& email, const std::string& password) {
+    auto c = std::make_unique<HttpClient>(url_);
+    auto r = c->PostJson("/api/v1/auth/login", {{"email", email}, {"password", password}});
+    EXPECT_EQ(r.status, 200) << email << ": " << r.body;
+    return c;
+  }
+
+  /// A new person with an ssh-keygen key; returns the client and sets `key_id`.
+  std::unique_ptr<HttpClient> Person(const std::string& name, std::string* key_id) {
+    auto who = std::make_unique<HttpClient>(url_);
+    auto r = who->PostJson("/api/v1/auth/signup",
+                           {{"email", name + "@example.test"}, {"password", kPassword}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    GeneratedKey key = GenerateKey(dir_.path(), name);
+    EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
+    auto k =
+        who->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key.public_line}});
+    EXPECT_EQ(k.status, 201) << k.body;
+    *key_id = k.Json().value("id", "");
+    return who;
+  }
+
+  /// Polls GET /api/v1/instances/{id} until `status` (≤ `limit`); the last answer.
+  json WaitStatus(HttpClient& who, const std::string& id, const std::string& status,
+                  milliseconds limit = seconds(90)) {
+    json last;
+    const bool ok = Eventually(
+        [&] {
+          auto r = who.Get("/api/v1/instances/" + id);
+          last = r.status == 200 ? r.Json() : json{{"http_status", r.status}, {"body", r.body}};
+          return r.status == 200 && last["status"] == status;
+        },
+        limit);
+    EXPECT_TRUE(ok) << "instance " << id << " never became " << status << "; last: " << last.dump();
+    return last;
+  }
+
+  /// The containers the engine has for this test's host (any state): [{Id, Labels, State}].
+  json HostContainers() { return engine_->ContainersWithLabel(kHostLabel, host_id_); }
+
+  /// The store and the engine agree: exactly one container on the host, running, for
+  /// `instance_id`; the host's only placement is that instance.
+  void ExpectOneContainerFor(const std::string& instance_id, const std::string& when) {
+    json list = HostContainers();
+    ASSERT_TRUE(list.is_array()) << when << ": the engine did not answer";
+    ASSERT_EQ(list.size(), 1u) << when << ": " << list.dump();
+    EXPECT_EQ(list[0]["Labels"][kInstanceLabel], instance_id) << when << ": " << list.dump();
+    EXPECT_EQ(list[0]["State"], "running") << when << ": " << list.dump();
+    auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+    ASSERT_EQ(hosts["items"].size(), 1u) << hosts.dump();
+    EXPECT_EQ(hosts["items"][0]["instance_id"], instance_id) << when << ": " << hosts.dump();
+    EXPECT_EQ(StoreCount(data_ / "gpuwerk.db", "SELECT COUNT(*) FROM placements WHERE host_id = ?",
+                         {host_id_}),
+              1)
+        << when;
+  }
+
+  /// Waits until the agent has synced `rounds` more times (the host's last_seen_at moved on).
+  void WaitAgentRounds(int rounds) {
+    std::string last;
+    int seen = -1;
+    const bool ok = Eventually(
+        [&] {
+          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+          if (!hosts.is_object() || hosts["items"].size() != 1) return false;
+          const json& at = hosts["items"][0]["last_seen_at"];
+          const std::string now = at.is_string() ? at.get<std::string>() : "";
+          if (now != last) {
+            last = now;
+            ++seen;
+          }
+          return seen >= rounds;
+        },
+        seconds(10 * rounds));
+    EXPECT_TRUE(ok) << "the agent did not sync " << rounds << " more times";
+  }
+
+  TempDir dir_;
+  fs::path data_;
+  int port_ = 0;
+  std::string url_;
+  std::string host_id_;
+  ChildProcess server_;
+  ChildProcess agent_;
+  std::unique_ptr<EngineProbe> engine_;
+  std::unique_ptr<HttpClient> op_;
+};
+
+// A host with alice's instance; bob, then carol, queued behind it; alice deletes, the drain
+// launches bob's entry onto the freed host and the server dies at the fault point. After a
+// restart: bob's entry launched once, its one container running on the host, carol still
+// waiting, alice's container gone.
+TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
+  const std::string fault_point = GetParam();
+  const auto t0 = Steady::now();
+  StartServer(fault_point);
+  ASSERT_FALSE(HasFatalFailure());
+  op_ = SignIn(kOperatorEmail, kOperatorPassword);
+  auto added =
+      op_->PostJson("/api/v1/admin/hosts",
+                    {{"name", "spark-qcrash"}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+  ASSERT_EQ(added.status, 201) << added.body;
+  host_id_ = added.Json().value("id", "");
+  const std::string token = added.Json().value("token", "");
+  ASSERT_FALSE(host_id_.empty());
+  ASSERT_TRUE(
+      agent_.Start({GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
+                    "unix://" + g_engine->socket, "--state-dir", (dir_.path() / "agent").string(),
+                    "--sync-interval-seconds", "1", "--log-level", "debug"},
+                   CleanEnv(), dir_.path() / "agent.log"))
+      << agent_.error();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+        return hosts.is_object() && hosts["items"].size() == 1 &&
+               hosts["items"][0]["last_seen_at"].is_string();
+      },
+      seconds(30)))
+      << "the agent never synced";
+
+  // alice holds the only host.
+  std::string alice_key, bob_key, carol_key;
+  auto alice = Person("alice", &alice_key);
+  auto created =
+      alice->PostJson("/api/v1/instances",
+                      {{"name", "first"}, {"ssh_key_id", alice_key}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string alice_instance = created.Json()["id"];
+  WaitStatus(*alice, alice_instance, "running");
+  ASSERT_FALSE(HasFailure());
+  ExpectOneContainerFor(alice_instance, "before the drain");
+
+  // bob, then carol, wait behind it (the drains their joins start find no free host).
+  auto bob = Person("bob", &bob_key);
+  auto carol = Person("carol", &carol_key);
+  auto bob_joined =
+      bob->PostJson("/api/v1/queue-entries",
+                    {{"name", "second"}, {"ssh_key_id", bob_key}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(bob_joined.status, 201) << bob_joined.body;
+  const std::string bob_entry = bob_joined.Json()["id"];
+  auto carol_joined =
+      carol->PostJson("/api/v1/queue-entries",
+                      {{"name", "third"}, {"ssh_key_id", carol_key}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(carol_joined.status, 201) << carol_joined.body;
+  const std::string carol_entry = carol_joined.Json()["id"];
+  EXPECT_EQ(carol_joined.Json()["position"], 2) << carol_joined.body;
+  ASSERT_TRUE(server_.Running()) << "the server died before any capacity freed";
+
+  // alice deletes: the agent removes her container, the host frees, the drain launches bob's
+  // entry, and the server dies at the fault point.
+  auto deleted = alice->Delete("/api/v1/instances/" + alice_instance);
+  ASSERT_TRUE(deleted.status == 204 || deleted.status == 202) << deleted.body;
+  auto ended = server_.Wait(seconds(60));
+  ASSERT_TRUE(ended.has_value()) << "the server did not die at " << fault_point;
+  EXPECT_TRUE(WIFSIGNALED(*ended) && WTERMSIG(*ended) == SIGKILL) << ChildProcess::Describe(*ended);
+  EXPECT_NE(ReadFile(dir_.path() / "server.log").find("fault point " + fault_point + " reached"),
+            std::string::npos)
+      << "the log does not name the fault point";
+
+  // Restart on the same data dir and port, without fault points; the agent reconnects by itself.
+  StartServer("");
+  ASSERT_FALSE(HasFatalFailure());
+  op_ = SignIn(kOperatorEmail, kOperatorPassword);
+  bob = SignIn("bob@example.test", kPassword);
+  carol = SignIn("carol@example.test", kPassword);
+  alice = SignIn("alice@example.test", kPassword);
+
+  // bob's entry is launched (at once after queue_drain_committed; by the next drain after
+  // queue_instance_written rolled it back) and its container runs.
+  json bob_instances;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        bob_instances = bob->Get("/api/v1/instances").Json();
+        return bob_instances.is_object() && bob_instances["total"] == 1;
+      },
+      seconds(60)))
+      << "bob's entry was never launched: " << bob_instances.dump();
+  const std::string bob_instance = bob_instances["items"][0]["id"];
+  EXPECT_EQ(bob_instances["items"][0]["name"], "second");
+  WaitStatus(*bob, bob_instance, "running");
+  // alice's instance is gone for good, in the store and on the engine.
+  EXPECT_TRUE(
+      Eventually([&] { return alice->Get("/api/v1/instances/" + alice_instance).status == 404; },
+                 seconds(30)));
+  EXPECT_EQ(engine_->ContainersWithLabel(kInstanceLabel, alice_instance), json::array());
+
+  auto check = [&](const std::string& when) {
+    SCOPED_TRACE(when);
+    ExpectOneContainerFor(bob_instance, when);
+    // bob's entry: launched once, with that instance, not open.
+    auto history = bob->Get("/api/v1/usage/queue").Json();
+    ASSERT_EQ(history["total"], 1) << history.dump();
+    EXPECT_EQ(history["items"][0]["outcome"], "launched") << history.dump();
+    EXPECT_EQ(history["items"][0]["instance"]["id"], bob_instance) << history.dump();
+    EXPECT_EQ(bob->Get("/api/v1/queue-entries").Json()["total"], 0);
+    EXPECT_EQ(bob->Get("/api/v1/instances").Json()["total"], 1);
+    const fs::path db = data_ / "gpuwerk.db";
+    EXPECT_EQ(StoreCount(db,
+                         "SELECT COUNT(*) FROM audit_events WHERE action = 'queue.launch' AND "
+                         "target = ?",
+                         {bob_entry}),
+              1);
+    EXPECT_EQ(StoreCount(db, "SELECT COUNT(*) FROM instances WHERE name = 'second'", {}), 1);
+    EXPECT_EQ(StoreCount(db,
+                         "SELECT COUNT(*) FROM queue_entries WHERE status = 'open' AND "
+                         "instance_id IS NOT NULL",
+                         {}),
+              0);
+    // carol's: still open, first in line now, never launched, no container.
+    auto open = carol->Get("/api/v1/queue-entries").Json();
+    ASSERT_EQ(open["total"], 1) << open.dump();
+    EXPECT_EQ(open["items"][0]["id"], carol_entry);
+    EXPECT_EQ(open["items"][0]["status"], "open");
+    EXPECT_EQ(open["items"][0]["position"], 1);
+    EXPECT_TRUE(open["items"][0]["instance_id"].is_null()) << open.dump();
+    EXPECT_EQ(carol->Get("/api/v1/instances").Json()["total"], 0);
+    EXPECT_EQ(StoreCount(db, "SELECT COUNT(*) FROM instances WHERE name = 'third'", {}), 0);
+  };
+  check("once bob's instance runs");
+  // And it stays so over further agent rounds and drains (the drain worker runs every 3 s).
+  WaitAgentRounds(4);
+  check("after four more agent rounds");
+  std::cout << "[ timing ] " << fault_point << ": "
+            << std::chrono::duration<double>(Steady::now() - t0).count() << " s\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(FaultPoints, QueueCrashE2eTest,
+                         ::testing::Values("queue_instance_written", "queue_drain_committed"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace gpuwerk::testing
