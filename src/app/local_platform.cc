@@ -258,6 +258,8 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
         std::make_unique<StoreRelayAuthorizer>(server.database(), server.instances());
     p.relay_log =
         std::make_unique<AuditRelaySessionLog>(server.database(), server.clock(), server.rng());
+    // Rows the last run's relay left open (killed before their end): closed as "relay restarted".
+    GPUWERK_TRY(p.relay_log->CloseLeftOpen());
     GPUWERK_ASSIGN_OR_RETURN(p.relay,
                              relay::Relay::Start(relay_options, *p.relay_authorizer, *p.relay_log));
     p.ssh_address = relay_options.listen_address;

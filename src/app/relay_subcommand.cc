@@ -1,13 +1,17 @@
 #include "app/relay_subcommand.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "core/logging.h"
 #include "relay/http_relay_authorizer.h"
+#include "relay/http_relay_session_log.h"
 #include "relay/relay_command.h"
 #include "relay/relay_session_log.h"
 
@@ -21,7 +25,15 @@ struct RelayFlags {
   std::string host_key = "/var/lib/gpuwerk/relay/host_key";
   std::string relay_key = "/var/lib/gpuwerk/relay/relay_key";
   std::string log_level = "info";
+  std::string name;  ///< empty: the machine's host name
 };
+
+/// The machine's host name, "relay" when it has none.
+std::string HostName() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "relay";
+  return buf;
+}
 
 /// Relay sessions into the relay's log, one structured line each (R-10: who, key, instance,
 /// source, start, end, bytes).
@@ -30,20 +42,41 @@ class LogRelaySessionLog final : public relay::RelaySessionLog {
   void OnStart(const relay::RelaySessionRecord& r) override {
     spdlog::info(
         "relay_session start id={} person={} key={} instance={} hostname={} login={} source={}",
-        r.relay_session_id, r.person_id, r.key_fingerprint, r.instance_id, r.hostname, r.login,
-        r.source_address);
+        r.id, r.person_id, r.key_fingerprint, r.instance_id, r.hostname, r.login, r.source_address);
   }
   void OnEnd(const relay::RelaySessionRecord& r) override {
     spdlog::info(
         "relay_session end id={} person={} instance={} source={} bytes_from_client={} "
         "bytes_to_client={} reason=\"{}\"",
-        r.relay_session_id, r.person_id, r.instance_id, r.source_address, r.bytes_from_client,
-        r.bytes_to_client, r.end_reason);
+        r.id, r.person_id, r.instance_id, r.source_address, r.bytes_from_client, r.bytes_to_client,
+        r.end_reason);
   }
   void OnRefused(const relay::RelayRefusalRecord& r) override {
     spdlog::info("relay_session refused code={} user={} key={} source={}", r.code, r.user,
                  r.key_fingerprint, r.source_address);
   }
+};
+
+/// Every record to both logs: the relay's own log lines, and the reports to the server.
+class TeeRelaySessionLog final : public relay::RelaySessionLog {
+ public:
+  TeeRelaySessionLog(relay::RelaySessionLog& a, relay::RelaySessionLog& b) : a_(a), b_(b) {}
+  void OnStart(const relay::RelaySessionRecord& r) override {
+    a_.OnStart(r);
+    b_.OnStart(r);
+  }
+  void OnEnd(const relay::RelaySessionRecord& r) override {
+    a_.OnEnd(r);
+    b_.OnEnd(r);
+  }
+  void OnRefused(const relay::RelayRefusalRecord& r) override {
+    a_.OnRefused(r);
+    b_.OnRefused(r);
+  }
+
+ private:
+  relay::RelaySessionLog& a_;
+  relay::RelaySessionLog& b_;
 };
 
 int RunRelay(const RelayFlags& f) {
@@ -69,9 +102,27 @@ int RunRelay(const RelayFlags& f) {
   options.listen_port = static_cast<uint16_t>(port);
   options.host_key_path = f.host_key;
   options.relay_key_path = f.relay_key;
+  // Open relay sessions ask the server again every second, so that a deleted instance's (or a
+  // person's whose access ended) end within about a second here too. The cost: one
+  // POST /api/v1/relay/authorize per open relay session per second (docs/ssh.md).
+  options.reauthorize_interval = std::chrono::seconds(1);
+  const std::string name = f.name.empty() ? HostName() : f.name;
+  if (name == "local") {
+    std::fprintf(stderr,
+                 "gpuwerk relay: the name 'local' belongs to gpuwerk up's own relay; pass "
+                 "--name\n");
+    return 2;
+  }
   relay::HttpRelayAuthorizer authorizer(f.server, f.token);
-  LogRelaySessionLog log;
-  return relay::RunRelayUntilSignal(options, authorizer, log);
+  relay::HttpRelaySessionLog reports(
+      {.server_url = f.server, .token = f.token, .relay_name = name});
+  LogRelaySessionLog lines;
+  TeeRelaySessionLog log(lines, reports);
+  spdlog::info("relay: reporting relay sessions to {} as relay '{}'", f.server, name);
+  reports.Start();  // announces the restart first: the server closes what this relay left open
+  const int rc = relay::RunRelayUntilSignal(options, authorizer, log);
+  reports.Stop();  // the relay has stopped: its last ends are queued; sends them (up to 5 s)
+  return rc;
 }
 
 }  // namespace
@@ -92,6 +143,10 @@ void AddRelayCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--relay-key", flags->relay_key,
                   "the key the relay logs in to instances with (created once)")
       ->envname("GPUWERK_RELAY_KEY");
+  cmd->add_option("--name", flags->name,
+                  "this relay's name in relay session records, unique per server (default: the "
+                  "machine's host name)")
+      ->envname("GPUWERK_RELAY_NAME");
   cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn or error")
       ->envname("GPUWERK_LOG_LEVEL");
   cmd->callback([flags, &exit_code] { exit_code = RunRelay(*flags); });

@@ -2,10 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "relay/in_memory_relay_authorizer.h"
 #include "store/audit_log.h"
+#include "store/relay_session_records.h"
 
 namespace gpuwerk::app {
 
@@ -41,47 +44,68 @@ int64_t UnixSeconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
+int64_t Bytes(uint64_t n) {
+  return static_cast<int64_t>(
+      std::min<uint64_t>(n, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+}
+
+store::RelaySessionRow RowOf(const relay::RelaySessionRecord& r, bool ended) {
+  store::RelaySessionRow row;
+  row.id = r.id;
+  row.relay = AuditRelaySessionLog::kRelayName;
+  row.person_id = r.person_id;
+  row.key_fingerprint = r.key_fingerprint;
+  row.instance_id = r.instance_id;
+  row.hostname = r.hostname;
+  row.login = r.login;
+  row.source_address = r.source_address;
+  row.started_at = UnixSeconds(r.started_at);
+  if (ended) {
+    row.ended_at = std::max(row.started_at, UnixSeconds(r.ended_at));
+    row.bytes_from_client = Bytes(r.bytes_from_client);
+    row.bytes_to_client = Bytes(r.bytes_to_client);
+    row.end_reason = r.end_reason;
+  }
+  return row;
+}
+
 }  // namespace
 
-void AuditRelaySessionLog::Write(const std::string& actor, const std::string& action,
-                                 const std::string& target, const std::string& source,
-                                 nlohmann::json detail) {
-  auto done = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-    return store::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = actor,
-                               .action = action,
-                               .target = target,
-                               .source_address = source,
-                               .detail = std::move(detail)});
+core::Result<int64_t> AuditRelaySessionLog::CloseLeftOpen() {
+  return db_.Write([&](store::Transaction& tx) {
+    return store::CloseOpenRelaySessions(tx, clock_, rng_, kRelayName, clock_.NowUnix());
   });
-  if (!done) spdlog::error("relay: cannot record {}: {}", action, done.error().message);
 }
 
 void AuditRelaySessionLog::OnStart(const relay::RelaySessionRecord& r) {
-  Write(r.person_id, "relay_session.start", r.instance_id, r.source_address,
-        {{"relay_session_id", r.relay_session_id},
-         {"key_fingerprint", r.key_fingerprint},
-         {"hostname", r.hostname},
-         {"login", r.login},
-         {"started_at", UnixSeconds(r.started_at)}});
+  const store::RelaySessionRow row = RowOf(r, /*ended=*/false);
+  auto done = db_.Write([&](store::Transaction& tx) {
+    return store::RecordRelaySessionStart(tx, clock_, rng_, row);
+  });
+  if (!done) spdlog::error("relay: cannot record relay session {}: {}", r.id, done.error().message);
 }
 
 void AuditRelaySessionLog::OnEnd(const relay::RelaySessionRecord& r) {
-  Write(r.person_id, "relay_session.end", r.instance_id, r.source_address,
-        {{"relay_session_id", r.relay_session_id},
-         {"key_fingerprint", r.key_fingerprint},
-         {"hostname", r.hostname},
-         {"login", r.login},
-         {"started_at", UnixSeconds(r.started_at)},
-         {"ended_at", UnixSeconds(r.ended_at)},
-         {"bytes_from_client", r.bytes_from_client},
-         {"bytes_to_client", r.bytes_to_client},
-         {"end_reason", r.end_reason}});
+  const store::RelaySessionRow row = RowOf(r, /*ended=*/true);
+  auto done = db_.Write(
+      [&](store::Transaction& tx) { return store::RecordRelaySessionEnd(tx, clock_, rng_, row); });
+  if (!done) {
+    spdlog::error("relay: cannot record the end of relay session {}: {}", r.id,
+                  done.error().message);
+  }
 }
 
 void AuditRelaySessionLog::OnRefused(const relay::RelayRefusalRecord& r) {
-  Write(r.person_id, "relay_session.refused", r.instance_id, r.source_address,
-        {{"code", r.code}, {"user", r.user}, {"key_fingerprint", r.key_fingerprint}});
+  auto done = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    return store::RecordAudit(
+        tx, clock_, rng_,
+        {.actor_id = r.person_id,
+         .action = "relay_session.refused",
+         .target = r.instance_id,
+         .source_address = r.source_address,
+         .detail = {{"code", r.code}, {"user", r.user}, {"key_fingerprint", r.key_fingerprint}}});
+  });
+  if (!done) spdlog::error("relay: cannot record relay_session.refused: {}", done.error().message);
 }
 
 }  // namespace gpuwerk::app

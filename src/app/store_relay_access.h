@@ -29,22 +29,29 @@ class StoreRelayAuthorizer final : public relay::RelayAuthorizer {
   sched::InstanceService& instances_;
 };
 
-/// Relay session records into the audit log: `relay_session.start`, `relay_session.end`
-/// (with the bytes each way and the reason it ended) and `relay_session.refused`, each with the
-/// person as actor, the instance as target, the client's address as source and the key
-/// fingerprint in the detail. Written on the calling relay thread (one small transaction); a
-/// store error is logged, never thrown. Thread-safe.
+/// Relay session records of `gpuwerk up`'s in-process relay, straight into the store:
+/// each relay session is a row of `relay_sessions` with relay "local" (store::RecordRelaySession
+/// Start / End: open at OnStart, its end, bytes each way and reason at OnEnd), and the audit log
+/// gets `relay_session.start`, `relay_session.end` (with the bytes and the reason) and
+/// `relay_session.refused`, each with the person as actor, the instance as target, the client's
+/// address as source and the key fingerprint in the detail. Each is one small transaction on the
+/// calling relay thread; a store error is logged, never thrown. Thread-safe.
 class AuditRelaySessionLog final : public relay::RelaySessionLog {
  public:
+  /// The `relay` of the rows this log writes.
+  static constexpr const char* kRelayName = "local";
+
   AuditRelaySessionLog(store::Database& db, core::Clock& clock, core::Rng& rng)
       : db_(db), clock_(clock), rng_(rng) {}
+  /// Closes the rows a previous run's relay left open (it was killed before their end) with
+  /// "relay restarted" (store::CloseOpenRelaySessions). Call it before the relay starts.
+  /// Returns how many it closed. Errors: the store's.
+  core::Result<int64_t> CloseLeftOpen();
   void OnStart(const relay::RelaySessionRecord& record) override;
   void OnEnd(const relay::RelaySessionRecord& record) override;
   void OnRefused(const relay::RelayRefusalRecord& record) override;
 
  private:
-  void Write(const std::string& actor, const std::string& action, const std::string& target,
-             const std::string& source, nlohmann::json detail);
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;

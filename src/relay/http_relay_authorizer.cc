@@ -1,14 +1,10 @@
 #include "relay/http_relay_authorizer.h"
 
 #include "core/curl_handles.h"
+#include "relay/internal/http_call.h"
 
 namespace gpuwerk::relay {
 namespace {
-
-size_t AppendBody(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
 
 core::Error BadAnswer(const std::string& why) {
   return core::Error(core::ErrorCode::kUnavailable, "bad_authorize_response",
@@ -91,34 +87,10 @@ HttpRelayAuthorizer::HttpRelayAuthorizer(std::string server_url, std::string tok
 }
 
 core::Result<AuthorizeDecision> HttpRelayAuthorizer::Authorize(const AuthorizeRequest& request) {
-  core::CurlEasy curl(curl_easy_init());
-  if (!curl) return core::Internal("curl_easy_init failed");
-  const std::string body = AuthorizeRequestJson(request).dump();
-  std::string response;
-  char error_buf[CURL_ERROR_SIZE] = {};
-  const std::string auth = "Authorization: Bearer " + token_;
-  core::CurlList headers(curl_slist_append(nullptr, "Content-Type: application/json"));
-  curl_slist_append(headers.get(), "Accept: application/json");
-  curl_slist_append(headers.get(), auth.c_str());
-  CURL* h = curl.get();
-  curl_easy_setopt(h, CURLOPT_URL, url_.c_str());
-  curl_easy_setopt(h, CURLOPT_POST, 1L);
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
-  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, AppendBody);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &response);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buf);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  const CURLcode rc = curl_easy_perform(h);
-  if (rc != CURLE_OK) {
-    return core::Fail(core::ErrorCode::kUnavailable, "server_unavailable",
-                      "cannot reach the server at " + url_ + ": " +
-                          (error_buf[0] != '\0' ? error_buf : curl_easy_strerror(rc)));
-  }
-  long status = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  GPUWERK_ASSIGN_OR_RETURN(
+      internal::HttpAnswer answer,
+      internal::CallJson("POST", url_, token_, AuthorizeRequestJson(request).dump(), timeout_));
+  const long status = answer.status;
   if (status == 401 || status == 403) {
     return core::Fail(core::ErrorCode::kUnauthenticated, "relay_token_refused",
                       "the server at " + url_ + " refused the relay's token (" +
@@ -128,7 +100,7 @@ core::Result<AuthorizeDecision> HttpRelayAuthorizer::Authorize(const AuthorizeRe
     return core::Fail(core::ErrorCode::kUnavailable, "server_error",
                       "the server at " + url_ + " answered " + std::to_string(status));
   }
-  return ParseAuthorizeDecision(nlohmann::json::parse(response, nullptr, false));
+  return ParseAuthorizeDecision(nlohmann::json::parse(answer.body, nullptr, false));
 }
 
 }  // namespace gpuwerk::relay

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/logging.h"
+#include "core/random.h"
 #include "relay/internal/relay_connection.h"
 #include "relay/internal/source_limiter.h"
 #include "relay/ssh_key_file.h"
@@ -49,6 +51,7 @@ struct Relay::Impl {
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
+  core::SodiumRng rng;  ///< relay session ids (RelaySessionRecord::id)
 
   struct Entry {
     std::shared_ptr<internal::ConnectionControl> control;
@@ -129,6 +132,7 @@ void Relay::Impl::Serve(int fd, std::string source) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
   auto control = std::make_shared<internal::ConnectionControl>();
   control->id = next_id++;
+  control->record_id = core::NewId(rng, "rls");
   control->source_address = source;
   control->client_fd = fd;
   control->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -194,6 +198,7 @@ int Relay::Impl::CloseWhere(Pred pred, const std::string& reason) {
 
 core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAuthorizer& authorizer,
                                                   RelaySessionLog& log) {
+  core::InitCrypto();  // libsodium, for relay session ids; idempotent
   auto impl = std::make_unique<Impl>(std::move(options), authorizer, log);
   GPUWERK_ASSIGN_OR_RETURN(
       impl->host_key, LoadOrCreateEd25519Key(impl->options.host_key_path, "gpuwerk-relay-host"));

@@ -10,7 +10,10 @@ namespace gpuwerk::relay {
 /// when, and how many bytes went each way. Bytes are SSH channel payload bytes (what the
 /// programs on either end read and wrote), not TCP bytes.
 struct RelaySessionRecord {
-  uint64_t relay_session_id = 0;  ///< unique within this relay process
+  /// "rls_" + 16 random base32 characters (80 bits, core::NewId): unique across relays and
+  /// restarts, so it keys the stored record (store::RelaySessionRow::id).
+  std::string id;
+  uint64_t relay_session_id = 0;  ///< the connection's number within this relay process (logs)
   std::string person_id;
   std::string key_fingerprint;  ///< "SHA256:…"
   std::string instance_id;

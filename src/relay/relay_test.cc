@@ -1,4 +1,5 @@
-// The relay against a real OpenSSH sshd upstream, driven by the stock ssh, scp and sftp clients.
+// The relay against a real OpenSSH sshd upstream, driven by the stock ssh, scp, sftp and rsync
+// clients.
 #include "relay/relay.h"
 
 #include <arpa/inet.h>
@@ -24,44 +25,23 @@
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_sshd.h"
 
 namespace gpuwerk::relay {
 namespace {
 
 namespace fs = std::filesystem;
 using gpuwerk::testing::CommandResult;
+using gpuwerk::testing::Connect;
+using gpuwerk::testing::FreePort;
 using gpuwerk::testing::GeneratedKey;
 using gpuwerk::testing::GenerateKey;
 using gpuwerk::testing::ReadFile;
 using gpuwerk::testing::RunCommand;
+using gpuwerk::testing::Sshd;
 using gpuwerk::testing::SshKeygenFingerprint;
 using gpuwerk::testing::TempDir;
 using namespace std::chrono_literals;
-
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-int Connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 /// Reads until the peer closes or `limit` passes; returns how long it took (or limit).
 std::chrono::milliseconds WaitForClose(int fd, std::chrono::milliseconds limit) {
@@ -80,65 +60,6 @@ std::chrono::milliseconds WaitForClose(int fd, std::chrono::milliseconds limit) 
     }
   }
 }
-
-/// A real OpenSSH sshd on a free loopback port, its own host key, and an authorized_keys file in
-/// `dir` (the instance's sshd as the relay sees it). Logins as the test's user (root here).
-/// `SetEnv SHLVL=1` keeps bash from reading the login user's ~/.bashrc for commands run over SSH
-/// (Debian's bash does when SHLVL < 2): this machine's root .bashrc runs `pyenv rehash`, which is
-/// slow and leaves a stale lock behind when a test kills the session mid-way.
-class Sshd {
- public:
-  Sshd(const fs::path& dir, const std::string& authorized_keys) : dir_(dir) {
-    fs::create_directories(dir_);
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace);
-    fs::create_directories("/run/sshd");
-    std::system(("ssh-keygen -q -N '' -t ed25519 -f '" + (dir_ / "host_key").string() +
-                 "' </dev/null >/dev/null 2>&1")
-                    .c_str());
-    { std::ofstream(dir_ / "authorized_keys") << authorized_keys; }
-    fs::permissions(dir_ / "authorized_keys", fs::perms::owner_read | fs::perms::owner_write,
-                    fs::perm_options::replace);
-    port_ = FreePort();
-    const fs::path config = dir_ / "sshd_config";
-    std::ofstream(config) << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey "
-                          << (dir_ / "host_key").string() << "\nAuthorizedKeysFile "
-                          << (dir_ / "authorized_keys").string()
-                          << "\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                             "UsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
-                             "PidFile none\nAllowTcpForwarding yes\nAcceptEnv LANG "
-                             "GPUWERK_*\nMaxStartups 100\nSetEnv SHLVL=1\n"
-                             "Subsystem sftp /usr/lib/openssh/sftp-server\nLogLevel ERROR\n";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string log = (dir_ / "sshd.log").string();
-      std::freopen(log.c_str(), "w", stderr);
-      ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", config.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      int fd = Connect(port_);
-      if (fd >= 0) {
-        ::close(fd);
-        return;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    ADD_FAILURE() << "sshd did not start: " << ReadFile(dir_ / "sshd.log");
-  }
-  ~Sshd() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  fs::path dir_;
-  uint16_t port_ = 0;
-  pid_t pid_ = -1;
-};
 
 RelayInstance Instance(const std::string& id, const std::string& name, const std::string& host,
                        const std::string& person, uint16_t port, const std::string& fp) {
@@ -372,6 +293,70 @@ TEST_F(RelayTest, ScpBothWaysAndSftpKeepChecksums) {
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
   EXPECT_EQ(Sha256(src), Sha256(remote / "via-sftp"));
   EXPECT_EQ(Sha256(src), Sha256(dir_.path() / "back-sftp"));
+}
+
+TEST_F(RelayTest, RsyncOverSshPushesAndPullsATreeAndItsChanges) {
+  // `rsync -e ssh` runs `ssh <user>@<relay> rsync --server …` (an exec channel) and speaks its
+  // own protocol over that channel's stdin and stdout, both ways at once.
+  const auto tree = dir_.path() / "tree";
+  fs::create_directories(tree / "sub" / "deeper");
+  fs::create_directories(tree / "empty");
+  ASSERT_EQ(RunCommand(dir_.path(),
+                       "head -c 2M /dev/urandom > tree/big.bin && "
+                       "head -c 300K /dev/urandom > tree/sub/deeper/mid.bin && "
+                       "seq 1 20000 > tree/sub/lines.txt && echo hi > tree/.hidden && "
+                       "chmod 0750 tree/sub/lines.txt && ln -s sub/lines.txt tree/link")
+                .exit_code,
+            0);
+  const std::string ssh = "ssh -F /dev/null -p " + std::to_string(relay_->port()) + " -i " +
+                          alice_.private_path.string() +
+                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+                          (dir_.path() / "known_hosts").string();
+  const std::string rsync = "rsync -a --stats -e '" + ssh + "' ";
+  const auto remote = dir_.path() / "remote-tree";
+  const auto back = dir_.path() / "back-tree";
+  // The list of every file with its checksum, mode and symlink target, relative to `root`.
+  auto manifest = [&](const fs::path& root) {
+    return RunCommand(Subdir("manifest"),
+                      "cd '" + root.string() +
+                          "' && find . | LC_ALL=C sort | while read -r f; do "
+                          "if [ -L \"$f\" ]; then echo \"$f -> $(readlink \"$f\")\"; "
+                          "elif [ -f \"$f\" ]; then echo \"$f $(stat -c %a \"$f\") "
+                          "$(sha256sum < \"$f\" | cut -c1-64)\"; else echo \"$f/\"; fi; done")
+        .out;
+  };
+  const std::string want = manifest(tree);
+  ASSERT_NE(want.find("./sub/deeper/mid.bin"), std::string::npos) << want;
+  ASSERT_NE(want.find("./link -> sub/lines.txt"), std::string::npos) << want;
+
+  auto push = RunCommand(
+      Subdir("push"), rsync + tree.string() + "/ alpha-aaaaa@127.0.0.1:" + remote.string() + "/");
+  ASSERT_EQ(push.exit_code, 0) << push.err;
+  EXPECT_EQ(manifest(remote), want);
+  auto pull = RunCommand(Subdir("pull"), rsync + "alpha-aaaaa@127.0.0.1:" + remote.string() + "/ " +
+                                             back.string() + "/");
+  ASSERT_EQ(pull.exit_code, 0) << pull.err;
+  EXPECT_EQ(manifest(back), want);
+
+  // A change to one file: rsync's delta transfer sends only what differs, and the trees agree.
+  ASSERT_EQ(RunCommand(dir_.path(),
+                       "printf 'changed' | dd of=tree/big.bin bs=1 seek=1000000 "
+                       "conv=notrunc 2>/dev/null && rm tree/.hidden")
+                .exit_code,
+            0);
+  auto again =
+      RunCommand(Subdir("again"), "rsync -a --delete --stats -e '" + ssh + "' " + tree.string() +
+                                      "/ alpha-aaaaa@127.0.0.1:" + remote.string() + "/");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("Number of regular files transferred: 1"), std::string::npos)
+      << again.out;
+  EXPECT_EQ(manifest(remote), manifest(tree));
+  EXPECT_NE(manifest(remote), want);
+  // Each rsync was one relay session, logged with its bytes.
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 3; }));
+  EXPECT_GT(log_.Ended()[0].bytes_from_client, 2u << 20);  // the push carried the tree up
+  EXPECT_GT(log_.Ended()[1].bytes_to_client, 2u << 20);    // the pull carried it down
 }
 
 /// A TCP server on the "instance side" that answers one line with "echo:<line>" and closes.

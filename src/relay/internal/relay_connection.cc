@@ -384,6 +384,7 @@ class Connection {
   void Forward() {
     ssh_set_blocking(upstream_, 0);
     ssh_event_add_session(event_, upstream_);
+    record_.id = control_.record_id;
     record_.relay_session_id = control_.id;
     record_.person_id = target_.person_id;
     record_.key_fingerprint = fingerprint_;
@@ -394,9 +395,10 @@ class Connection {
     record_.started_at = std::chrono::system_clock::now();
     ctx_.log->OnStart(record_);
     started_ = true;
-    spdlog::info("relay: relay session {} started: person {} key {} from {} to instance {} as {}",
-                 control_.id, target_.person_id, fingerprint_, control_.source_address,
-                 target_.instance_id, target_.login);
+    spdlog::info(
+        "relay: relay session {} ({}) started: person {} key {} from {} to instance {} as {}",
+        control_.id, control_.record_id, target_.person_id, fingerprint_, control_.source_address,
+        target_.instance_id, target_.login);
 
     int errors = 0;
     last_authorized_ = SteadyClock::now();

@@ -16,6 +16,7 @@ namespace gpuwerk::relay::internal {
 /// What the Relay (other threads) knows about one connection and how it asks it to end.
 struct ConnectionControl {
   uint64_t id = 0;
+  std::string record_id;  ///< RelaySessionRecord::id ("rls_…"), drawn at accept
   std::string source_address;
   int wake_fd = -1;  ///< eventfd the connection's loop polls; owned by the Relay's registry
 

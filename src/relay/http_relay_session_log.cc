@@ -1,0 +1,237 @@
+#include "relay/http_relay_session_log.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "core/time_format.h"
+#include "relay/internal/http_call.h"
+
+namespace gpuwerk::relay {
+namespace {
+
+int64_t UnixSeconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+int64_t Bytes(uint64_t n) {
+  return static_cast<int64_t>(
+      std::min<uint64_t>(n, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+}
+
+}  // namespace
+
+nlohmann::json RelaySessionReportJson(const RelaySessionRecord& r, bool ended,
+                                      const std::string& relay_name) {
+  return {{"relay", relay_name},
+          {"person_id", r.person_id},
+          {"key_fingerprint", r.key_fingerprint},
+          {"instance_id", r.instance_id},
+          {"hostname", r.hostname},
+          {"login", r.login},
+          {"source_address", r.source_address},
+          {"started_at", core::FormatRfc3339(UnixSeconds(r.started_at))},
+          {"ended_at", ended ? nlohmann::json(core::FormatRfc3339(UnixSeconds(r.ended_at)))
+                             : nlohmann::json(nullptr)},
+          {"bytes_from_client", Bytes(r.bytes_from_client)},
+          {"bytes_to_client", Bytes(r.bytes_to_client)},
+          {"end_reason", ended ? r.end_reason : std::string()}};
+}
+
+HttpRelaySessionLog::HttpRelaySessionLog(HttpRelaySessionLogOptions options)
+    : options_(std::move(options)), base_url_(options_.server_url) {
+  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
+}
+
+HttpRelaySessionLog::~HttpRelaySessionLog() { Stop(); }
+
+void HttpRelaySessionLog::Start() {
+  std::lock_guard lock(mu_);
+  if (started_ || stopping_) return;
+  started_ = true;
+  queue_.push_front(Item{.announcement = true, .ended = false, .record = {}});
+  // The thread inherits a mask that blocks every signal: SIGINT and SIGTERM must reach the
+  // thread that sigwaits for them, never this one.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  thread_ = std::thread([this] { Run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void HttpRelaySessionLog::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
+    }
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  if (!queue_.empty()) {  // never started, or left after the drain
+    spdlog::warn("relay: {} relay session report(s) not sent to the server before stopping",
+                 queue_.size());
+    stats_.dropped += queue_.size();
+    queue_.clear();
+  }
+  cv_.notify_all();
+}
+
+void HttpRelaySessionLog::OnStart(const RelaySessionRecord& record) {
+  Enqueue(Item{.announcement = false, .ended = false, .record = record});
+}
+
+void HttpRelaySessionLog::OnEnd(const RelaySessionRecord& record) {
+  Enqueue(Item{.announcement = false, .ended = true, .record = record});
+}
+
+void HttpRelaySessionLog::OnRefused(const RelayRefusalRecord&) {}
+
+void HttpRelaySessionLog::Enqueue(Item item) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) {
+      ++stats_.dropped;
+      spdlog::warn("relay: relay session {} reported after the log stopped; not sent",
+                   item.record.id);
+      return;
+    }
+    const size_t first = in_flight_ ? 1 : 0;  // the one being sent is not touched
+    if (item.ended) {
+      // Its start still waits: send the end instead (the server inserts the whole row).
+      for (size_t i = first; i < queue_.size(); ++i) {
+        Item& queued = queue_[i];
+        if (!queued.announcement && !queued.ended && queued.record.id == item.record.id) {
+          queued = std::move(item);
+          return;
+        }
+      }
+    }
+    if (queue_.size() >= std::max<size_t>(options_.max_queued, 1)) {
+      for (size_t i = first; i < queue_.size(); ++i) {
+        if (queue_[i].announcement) continue;
+        if (stats_.dropped % 1000 == 0) {
+          spdlog::warn(
+              "relay: {} relay session reports wait for the server; dropping the oldest ({} "
+              "dropped so far)",
+              queue_.size(), stats_.dropped + 1);
+        }
+        queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+        ++stats_.dropped;
+        break;
+      }
+    }
+    queue_.push_back(std::move(item));
+  }
+  cv_.notify_all();
+}
+
+HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
+  core::Result<internal::HttpAnswer> answer =
+      item.announcement
+          ? internal::CallJson("POST", base_url_ + kRestartedPath, options_.token,
+                               nlohmann::json{{"relay", options_.relay_name}}.dump(),
+                               options_.request_timeout)
+          : internal::CallJson(
+                "PUT", base_url_ + kSessionsPath + item.record.id, options_.token,
+                RelaySessionReportJson(item.record, item.ended, options_.relay_name).dump(),
+                options_.request_timeout);
+  const std::string what = item.announcement ? std::string("the restart announcement")
+                                             : "relay session " + item.record.id;
+  if (!answer) {
+    spdlog::debug("relay: cannot send {}: {}", what, answer.error().message);
+    return Outcome::kRetry;
+  }
+  const long status = answer->status;
+  if (status >= 200 && status < 300) return Outcome::kDone;
+  if (status == 401 || status == 403 || status == 408 || status == 429 || status >= 500) {
+    spdlog::debug("relay: the server answered {} to {}", status, what);
+    if (status == 401 || status == 403) {
+      spdlog::error(
+          "relay: the server refused the relay's token ({}) for {}; it must be an operator's "
+          "API token. Retrying.",
+          status, what);
+    }
+    return Outcome::kRetry;
+  }
+  spdlog::error("relay: the server refused {} for good ({}): {}", what, status,
+                answer->body.substr(0, 300));
+  return Outcome::kDrop;
+}
+
+void HttpRelaySessionLog::Run() {
+  std::unique_lock lock(mu_);
+  auto backoff = options_.initial_backoff;
+  std::optional<std::chrono::steady_clock::time_point> retry_at;
+  bool failing = false;
+  while (true) {
+    if (queue_.empty()) {
+      if (stopping_) break;
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (stopping_ && now >= drain_deadline_) break;
+    if (retry_at && now < *retry_at) {
+      auto until = *retry_at;
+      if (stopping_) until = std::min(until, drain_deadline_);
+      cv_.wait_until(lock, until);
+      continue;
+    }
+    Item item = queue_.front();
+    in_flight_ = true;
+    lock.unlock();
+    const Outcome outcome = Send(item);
+    lock.lock();
+    in_flight_ = false;
+    if (outcome == Outcome::kRetry) {
+      ++stats_.failed_attempts;
+      if (!failing) {
+        spdlog::warn(
+            "relay: cannot report relay sessions to the server at {}; retrying with back-off "
+            "({} waiting)",
+            base_url_, queue_.size());
+        failing = true;
+      }
+      retry_at = std::chrono::steady_clock::now() + backoff;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    } else {
+      if (failing) {
+        spdlog::info("relay: relay session reports reach the server again ({} waiting)",
+                     queue_.size());
+        failing = false;
+      }
+      queue_.pop_front();
+      retry_at.reset();
+      backoff = options_.initial_backoff;
+      if (outcome == Outcome::kDone) {
+        ++stats_.sent;
+        if (item.announcement) stats_.announced = true;
+      } else {
+        ++stats_.dropped;
+      }
+    }
+    cv_.notify_all();
+  }
+}
+
+HttpRelaySessionLogStats HttpRelaySessionLog::Stats() const {
+  std::lock_guard lock(mu_);
+  HttpRelaySessionLogStats s = stats_;
+  s.queued = queue_.size();
+  return s;
+}
+
+bool HttpRelaySessionLog::WaitUntilIdle(std::chrono::milliseconds limit) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, limit, [this] { return queue_.empty(); });
+}
+
+}  // namespace gpuwerk::relay

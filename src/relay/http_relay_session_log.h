@@ -1,0 +1,119 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "relay/relay_session_log.h"
+
+namespace gpuwerk::relay {
+
+/// The body of `PUT /api/v1/relay/sessions/{id}` for `record` reported by relay `relay_name`
+/// (docs/ssh.md "The remote relay's reports"): {relay, person_id, key_fingerprint, instance_id,
+/// hostname, login, source_address, started_at, ended_at (RFC 3339 UTC, null while open),
+/// bytes_from_client, bytes_to_client, end_reason}. `ended`: whether the record is an end.
+nlohmann::json RelaySessionReportJson(const RelaySessionRecord& record, bool ended,
+                                      const std::string& relay_name);
+
+/// How an HttpRelaySessionLog reaches the server and how hard it tries.
+struct HttpRelaySessionLogOptions {
+  std::string server_url;  ///< the control plane's base URL, e.g. "https://gpuwerk.example.com"
+  std::string token;       ///< an operator's API token (as for HttpRelayAuthorizer)
+  std::string relay_name;  ///< this relay's name, unique among the relays of one server
+  std::chrono::milliseconds request_timeout{5'000};  ///< per HTTP request
+  std::chrono::milliseconds initial_backoff{500};    ///< wait after the first failed attempt
+  std::chrono::milliseconds max_backoff{30'000};     ///< the wait doubles up to this
+  size_t max_queued = 10'000;  ///< reports held while the server is away; the oldest go first
+  std::chrono::milliseconds drain_timeout{5'000};  ///< how long Stop keeps sending
+};
+
+/// What an HttpRelaySessionLog has done so far (tests, logs).
+struct HttpRelaySessionLogStats {
+  uint64_t sent = 0;             ///< reports the server accepted (the announcement included)
+  uint64_t failed_attempts = 0;  ///< requests that failed and were retried
+  uint64_t dropped = 0;    ///< reports given up: queue full, refused for good, or left at Stop
+  size_t queued = 0;       ///< reports waiting now (the one in flight included)
+  bool announced = false;  ///< the server acknowledged `POST /api/v1/relay/restarted`
+};
+
+/// The RelaySessionLog of a remote `gpuwerk relay`: reports every relay session's start and end
+/// to the control plane, which stores them (store::RelaySessionRow) and lists them over the API.
+///
+/// Protocol (docs/ssh.md), with `Authorization: Bearer <token>`:
+/// - first, once per process: `POST {server}/api/v1/relay/restarted {"relay": name}`. The
+///   server closes the rows this relay left open (a crash or a kill reported no end) with the
+///   reason "relay restarted". It is sent before any report, so it never closes a row of this
+///   process.
+/// - then per record: `PUT {server}/api/v1/relay/sessions/{record.id}` with
+///   RelaySessionReportJson: at start (ended_at null), and at the end (the final bytes and
+///   reason). The server's upsert is idempotent, so a retried report never makes a second row.
+///
+/// OnStart/OnEnd only queue (a mutex and a deque; never I/O): one background thread sends in
+/// order, retrying a failed request (no answer, 401/403, 408, 429, 5xx) after a back-off that
+/// doubles from `initial_backoff` to `max_backoff` while the server is away, and resuming at once
+/// when it answers. A report the server refuses for good (another 4xx) is logged and dropped. An
+/// end whose start is still queued replaces it (one request instead of two). When `max_queued`
+/// reports wait, the oldest is dropped and counted. OnRefused is not reported (refusals stay in
+/// the relay's own log).
+///
+/// Thread-safe. The sender thread blocks every signal, so a process that waits for SIGINT with
+/// sigwait (relay::RunRelayUntilSignal) still gets it.
+class HttpRelaySessionLog final : public RelaySessionLog {
+ public:
+  explicit HttpRelaySessionLog(HttpRelaySessionLogOptions options);
+  /// Stop().
+  ~HttpRelaySessionLog() override;
+
+  HttpRelaySessionLog(const HttpRelaySessionLog&) = delete;
+  HttpRelaySessionLog& operator=(const HttpRelaySessionLog&) = delete;
+
+  /// Queues the restart announcement ahead of everything and starts the sender thread. Call it
+  /// once, before the relay starts. Records queued before Start wait for it.
+  void Start();
+  /// Sends what is queued for at most `drain_timeout` (stop the Relay first, so the last ends
+  /// are queued), then drops the rest (logged, counted) and joins the thread. Idempotent.
+  void Stop();
+
+  void OnStart(const RelaySessionRecord& record) override;
+  void OnEnd(const RelaySessionRecord& record) override;
+  void OnRefused(const RelayRefusalRecord& record) override;
+
+  HttpRelaySessionLogStats Stats() const;
+  /// Waits until nothing is queued or in flight; false when `limit` passed first (tests).
+  bool WaitUntilIdle(std::chrono::milliseconds limit) const;
+
+  static constexpr const char* kSessionsPath = "/api/v1/relay/sessions/";
+  static constexpr const char* kRestartedPath = "/api/v1/relay/restarted";
+
+ private:
+  struct Item {
+    bool announcement = false;  ///< POST …/restarted rather than a PUT of `record`
+    bool ended = false;
+    RelaySessionRecord record;
+  };
+  enum class Outcome { kDone, kRetry, kDrop };
+
+  void Enqueue(Item item);
+  void Run();
+  Outcome Send(const Item& item);
+
+  HttpRelaySessionLogOptions options_;
+  std::string base_url_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;  ///< new work, stop, or (for WaitUntilIdle) progress
+  std::deque<Item> queue_;
+  bool in_flight_ = false;  ///< queue_.front() is being sent (not to be replaced or dropped)
+  bool started_ = false;
+  bool stopping_ = false;
+  bool stopped_ = false;  ///< Stop has finished: later records are dropped
+  std::chrono::steady_clock::time_point drain_deadline_;
+  HttpRelaySessionLogStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace gpuwerk::relay

@@ -1,0 +1,700 @@
+// Relay session records over real HTTP: the lists for an instance's owner and for
+// operators, a remote relay's reports (idempotent PUTs, the restart announcement), the
+// HttpRelaySessionLog's retries while the server is away, a real Relay with the HTTP authorizer
+// and log in front of a real sshd (and deletion ending its relay session within about a second),
+// and the CLI verbs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "app/store_relay_access.h"
+#include "relay/http_relay_authorizer.h"
+#include "relay/http_relay_session_log.h"
+#include "relay/relay.h"
+#include "relay/ssh_key_file.h"
+#include "store/relay_session_records.h"
+#include "tests/integration/server_fixture.h"
+#include "tests/support/child_process.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+#include "tests/support/test_sshd.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+class RelaySessionsApiTest : public ServerTest {
+ protected:
+  void Customize(app::ServerConfig& config) override {
+    // A fixed port, so that the server can be stopped and started again at the same address.
+    port_ = FreePort();
+    config.listen = "127.0.0.1:" + std::to_string(port_);
+  }
+  void SetUp() override {
+    ServerTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+    op_ = Browser();
+    auto login = op_->PostJson("/api/v1/auth/login",
+                               {{"email", "op@example.test"}, {"password", "operator password 1"}});
+    ASSERT_EQ(login.status, 200) << login.body;
+    auto token = op_->PostJson("/api/v1/tokens", {{"name", "relay-1"}});
+    ASSERT_EQ(token.status, 201) << token.body;
+    op_token_ = token.Json()["token"].get<std::string>();
+    relay_client_ = Browser();
+    relay_client_->SetBearer(op_token_);
+    alice_ = Browser();
+    SignUp(*alice_, "alice@example.test");
+    alice_key_ = GenerateKey(dir_.path(), "alice");
+    auto key = alice_->PostJson("/api/v1/ssh-keys",
+                                {{"name", "laptop"}, {"public_key", alice_key_.public_line}});
+    ASSERT_EQ(key.status, 201) << key.body;
+    alice_key_id_ = key.Json()["id"].get<std::string>();
+    alice_fp_ = key.Json()["fingerprint"].get<std::string>();
+    auto me = alice_->Get("/api/v1/me");
+    alice_id_ = me.Json()["id"].get<std::string>();
+    bob_ = Browser();
+    SignUp(*bob_, "bob@example.test");
+    host_token_ = AddHost("spark-a");
+  }
+
+  std::string AddHost(const std::string& name) {
+    auto r = op_->PostJson("/api/v1/admin/hosts",
+                           {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    std::string token = r.Json().value("token", "");
+    EXPECT_EQ(Sync(token).status, 200);
+    return token;
+  }
+  HttpResult Sync(const std::string& token, json containers = json::array()) {
+    HttpClient agent(app_->base_url());
+    agent.SetBearer(token);
+    return agent.PostJson("/api/v1/agent/sync",
+                          {{"agent_version", "0.1.0"},
+                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
+                           {"engine", {{"ok", true}, {"error", ""}}},
+                           {"containers", containers},
+                           {"failures", json::array()}});
+  }
+  static json Container(const std::string& id, uint16_t ssh_port) {
+    return {{"instance_id", id},    {"node_index", 0},   {"container_id", "c0"},
+            {"state", "running"},   {"exit_code", 0},    {"started_at", ""},
+            {"ssh_port", ssh_port}, {"ssh_ready", true}, {"restart_generation", 0},
+            {"error", ""}};
+  }
+  /// Alice's instance `name`, running with its sshd on `ssh_port`.
+  json RunningInstance(const std::string& name, uint16_t ssh_port = 40001) {
+    auto created =
+        alice_->PostJson("/api/v1/instances",
+                         {{"name", name}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
+    EXPECT_EQ(created.status, 201) << created.body;
+    const json in = created.Json();
+    EXPECT_EQ(
+        Sync(host_token_, json::array({Container(in["id"].get<std::string>(), ssh_port)})).status,
+        200);
+    return alice_->Get("/api/v1/instances/" + in["id"].get<std::string>()).Json();
+  }
+  /// A report body as a remote relay sends it.
+  json Report(const std::string& instance_id, const std::string& started,
+              const json& ended = nullptr, const std::string& relay = "edge-1") {
+    return {{"relay", relay},
+            {"person_id", alice_id_},
+            {"key_fingerprint", alice_fp_},
+            {"instance_id", instance_id},
+            {"hostname", "alpha-xxxxx"},
+            {"login", "root"},
+            {"source_address", "203.0.113.7"},
+            {"started_at", started},
+            {"ended_at", ended},
+            {"bytes_from_client", ended.is_null() ? 0 : 100},
+            {"bytes_to_client", ended.is_null() ? 0 : 2000},
+            {"end_reason", ended.is_null() ? "" : "client closed"}};
+  }
+  HttpResult Put(const std::string& id, const json& body) {
+    return relay_client_->Send("PUT", "/api/v1/relay/sessions/" + id, body.dump(),
+                               {"Content-Type: application/json"});
+  }
+  /// Stops the server and starts it again on the same port and data directory.
+  void StopServer() {
+    app_->Stop();
+    app_.reset();
+  }
+  void StartServer() {
+    auto app = app::ServerApp::Start(config_, clock_, rng_);
+    ASSERT_TRUE(app) << app.error().message;
+    app_ = std::move(*app);
+  }
+
+  uint16_t port_ = 0;
+  std::unique_ptr<HttpClient> op_, relay_client_, alice_, bob_;
+  std::string op_token_, alice_key_id_, alice_fp_, alice_id_, host_token_;
+  GeneratedKey alice_key_;
+};
+
+TEST_F(RelaySessionsApiTest, OwnerAndOperatorListRelaySessionsNewestFirstInPages) {
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  // 17 ended relay sessions and one open one, as a remote relay reports them.
+  for (int i = 0; i < 17; ++i) {
+    char started[32], ended[32];
+    std::snprintf(started, sizeof started, "2027-01-15T10:%02d:00Z", i);
+    std::snprintf(ended, sizeof ended, "2027-01-15T10:%02d:30Z", i);
+    ASSERT_EQ(Put("rls_t" + std::to_string(100 + i), Report(id, started, ended)).status, 200);
+  }
+  ASSERT_EQ(Put("rls_open", Report(id, "2027-01-15T11:00:00Z")).status, 200);
+
+  auto page1 = alice_->Get("/api/v1/instances/" + id + "/relay-sessions");
+  ASSERT_EQ(page1.status, 200) << page1.body;
+  const json p1 = page1.Json();
+  EXPECT_EQ(p1["total"], 18);
+  EXPECT_EQ(p1["pages"], 2);
+  EXPECT_EQ(p1["page"], 1);
+  ASSERT_EQ(p1["items"].size(), 15u);
+  const json& open = p1["items"][0];
+  EXPECT_EQ(open["id"], "rls_open");
+  EXPECT_EQ(open["open"], true);
+  EXPECT_TRUE(open["ended_at"].is_null());
+  EXPECT_EQ(open["relay"], "edge-1");
+  EXPECT_FALSE(open.contains("email"));  // the owner's view
+  const json& newest_ended = p1["items"][1];
+  EXPECT_EQ(newest_ended["id"], "rls_t116");
+  EXPECT_EQ(newest_ended["started_at"], "2027-01-15T10:16:00Z");
+  EXPECT_EQ(newest_ended["ended_at"], "2027-01-15T10:16:30Z");
+  EXPECT_EQ(newest_ended["duration_seconds"], 30);
+  EXPECT_EQ(newest_ended["bytes_from_client"], 100);
+  EXPECT_EQ(newest_ended["bytes_to_client"], 2000);
+  EXPECT_EQ(newest_ended["end_reason"], "client closed");
+  EXPECT_EQ(newest_ended["open"], false);
+  EXPECT_EQ(newest_ended["key_fingerprint"], alice_fp_);
+  EXPECT_EQ(newest_ended["source_address"], "203.0.113.7");
+  EXPECT_EQ(newest_ended["person_id"], alice_id_);
+  auto p2 = alice_->Get("/api/v1/instances/" + id + "/relay-sessions?page=2").Json();
+  ASSERT_EQ(p2["items"].size(), 3u);
+  EXPECT_EQ(p2["items"][2]["id"], "rls_t100");
+  // By live name too.
+  EXPECT_EQ(alice_->Get("/api/v1/instances/alpha/relay-sessions").Json()["total"], 18);
+  ExpectProblem(alice_->Get("/api/v1/instances/" + id + "/relay-sessions?page=0"), 400,
+                "invalid_page");
+
+  // Another person: 404 as for every instance route; no admin list.
+  ExpectProblem(bob_->Get("/api/v1/instances/" + id + "/relay-sessions"), 404, "not_found");
+  ExpectProblem(bob_->Get("/api/v1/instances/alpha/relay-sessions"), 404, "not_found");
+  ExpectProblem(bob_->Get("/api/v1/admin/relay-sessions"), 403, "forbidden");
+  ExpectProblem(alice_->Get("/api/v1/admin/relay-sessions"), 403, "forbidden");
+  auto anonymous = Browser();
+  ExpectProblem(anonymous->Get("/api/v1/admin/relay-sessions"), 401, "unauthenticated");
+
+  // The operator sees everyone's, with the email, filtered by instance or person.
+  auto all = op_->Get("/api/v1/admin/relay-sessions").Json();
+  EXPECT_EQ(all["total"], 18);
+  EXPECT_EQ(all["items"][0]["email"], "alice@example.test");
+  EXPECT_EQ(
+      op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id + "&page=2").Json()["items"].size(),
+      3u);
+  EXPECT_EQ(op_->Get("/api/v1/admin/relay-sessions?instance_id=ins_other").Json()["total"], 0);
+  EXPECT_EQ(op_->Get("/api/v1/admin/relay-sessions?person_id=" + alice_id_).Json()["total"], 18);
+  EXPECT_EQ(op_->Get("/api/v1/admin/relay-sessions?person_id=per_nobody").Json()["total"], 0);
+
+  // A deleted instance's history stays listed for its owner, by id.
+  EXPECT_EQ(alice_->Delete("/api/v1/instances/" + id).status, 204);
+  Sync(host_token_);  // its container is gone: finally deleted
+  ExpectProblem(alice_->Get("/api/v1/instances/" + id), 404, "not_found");
+  auto history = alice_->Get("/api/v1/instances/" + id + "/relay-sessions");
+  ASSERT_EQ(history.status, 200) << history.body;
+  EXPECT_EQ(history.Json()["total"], 18);
+  ExpectProblem(bob_->Get("/api/v1/instances/" + id + "/relay-sessions"), 404, "not_found");
+}
+
+TEST_F(RelaySessionsApiTest, RemoteRelayReportsAreIdempotentAndCheckedAndARestartClosesOpenRows) {
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  auto first = Put("rls_a1", Report(id, "2027-01-15T10:00:00Z"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.Json()["recorded"], true);
+  EXPECT_EQ(Put("rls_a1", Report(id, "2027-01-15T10:00:00Z")).Json()["recorded"], false);
+  auto end = Put("rls_a1", Report(id, "2027-01-15T10:00:00Z", "2027-01-15T10:05:00Z"));
+  EXPECT_EQ(end.Json()["recorded"], true) << end.body;
+  EXPECT_EQ(
+      Put("rls_a1", Report(id, "2027-01-15T10:00:00Z", "2027-01-15T10:09:00Z")).Json()["recorded"],
+      false);  // the first end is final
+  auto list = alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json();
+  ASSERT_EQ(list["total"], 1);
+  EXPECT_EQ(list["items"][0]["ended_at"], "2027-01-15T10:05:00Z");
+
+  // Refusals change nothing.
+  ExpectProblem(Put("rls_a1", Report(id, "2027-01-15T10:00:00Z", nullptr, "edge-2")), 409,
+                "relay_session_conflict");
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-15T10:00:00Z", nullptr, "local")), 400,
+                "invalid_field");
+  ExpectProblem(Put("rls_x", Report(id, "yesterday")), 400, "invalid_field");
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-15T10:00:00Z", "2027-01-15T09:00:00Z")), 400,
+                "invalid_field");
+  json no_person = Report(id, "2027-01-15T10:00:00Z");
+  no_person.erase("person_id");
+  ExpectProblem(Put("rls_x", no_person), 400, "invalid_field");
+  ExpectProblem(Put("bad%20id", Report(id, "2027-01-15T10:00:00Z")), 400, "invalid_relay_session");
+  HttpClient as_alice(app_->base_url());
+  auto alice_token = alice_->PostJson("/api/v1/tokens", {{"name", "cli"}});
+  as_alice.SetBearer(alice_token.Json()["token"].get<std::string>());
+  ExpectProblem(
+      as_alice.Send("PUT", "/api/v1/relay/sessions/rls_x",
+                    Report(id, "2027-01-15T10:00:00Z").dump(), {"Content-Type: application/json"}),
+      403, "forbidden");
+  ExpectProblem(as_alice.PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}}), 403,
+                "forbidden");
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json()["total"], 1);
+
+  // edge-1 restarts: its open rows end as "relay restarted"; edge-2's stay open.
+  ASSERT_EQ(Put("rls_b1", Report(id, "2027-01-15T11:00:00Z")).status, 200);
+  ASSERT_EQ(Put("rls_b2", Report(id, "2027-01-15T11:01:00Z")).status, 200);
+  ASSERT_EQ(Put("rls_c1", Report(id, "2027-01-15T11:02:00Z", nullptr, "edge-2")).status, 200);
+  auto restarted = relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}});
+  ASSERT_EQ(restarted.status, 200) << restarted.body;
+  EXPECT_EQ(restarted.Json()["closed"], 2);
+  EXPECT_EQ(
+      relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}}).Json()["closed"],
+      0);
+  ExpectProblem(relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "local"}}), 400,
+                "invalid_field");
+  const json listed = op_->Get("/api/v1/admin/relay-sessions").Json();
+  for (const auto& row : listed["items"]) {
+    if (row["id"] == "rls_b1" || row["id"] == "rls_b2") {
+      EXPECT_EQ(row["open"], false) << row;
+      EXPECT_EQ(row["end_reason"], "relay restarted") << row;
+    }
+    if (row["id"] == "rls_c1") {
+      EXPECT_EQ(row["open"], true) << row;
+    }
+  }
+  // The audit log has the start and end once each, and the restart.
+  auto& db = app_->database();
+  auto count = [&](const std::string& action) {
+    return db
+        .Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+          GPUWERK_ASSIGN_OR_RETURN(
+              auto row,
+              tx.QueryOne("SELECT COUNT(*) FROM audit_events WHERE action = ?", {action}));
+          return row->Int(0);
+        })
+        .value_or(-1);
+  };
+  EXPECT_EQ(count("relay_session.start"), 4);  // a1, b1, b2, c1
+  EXPECT_EQ(count("relay_session.end"), 1);
+  EXPECT_EQ(count("relay.restarted"), 1);
+}
+
+TEST_F(RelaySessionsApiTest, HttpRelaySessionLogRetriesWhileTheServerIsAwayAndAnnouncesFirst) {
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  // Left open by edge-1's previous process.
+  ASSERT_EQ(Put("rls_left_open", Report(id, "2027-01-15T09:00:00Z")).status, 200);
+  StopServer();
+
+  relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:" + std::to_string(port_),
+                                  .token = op_token_,
+                                  .relay_name = "edge-1",
+                                  .request_timeout = 2s,
+                                  .initial_backoff = 100ms,
+                                  .max_backoff = 400ms});
+  log.Start();
+  relay::RelaySessionRecord a;
+  a.id = "rls_new_a";
+  a.person_id = alice_id_;
+  a.key_fingerprint = alice_fp_;
+  a.instance_id = id;
+  a.hostname = in["hostname"].get<std::string>();
+  a.login = "root";
+  a.source_address = "198.51.100.1";
+  a.started_at = std::chrono::system_clock::now();
+  relay::RelaySessionRecord b = a;
+  b.id = "rls_new_b";
+  log.OnStart(a);
+  log.OnStart(b);
+  b.ended_at = b.started_at + 3s;
+  b.bytes_from_client = 11;
+  b.bytes_to_client = 22;
+  b.end_reason = "client closed";
+  log.OnEnd(b);  // replaces b's start, still queued
+  std::this_thread::sleep_for(1s);
+  auto stats = log.Stats();
+  EXPECT_GE(stats.failed_attempts, 2u);
+  EXPECT_EQ(stats.sent, 0u);
+  EXPECT_EQ(stats.queued, 3u);  // the announcement, a's start, b's end
+  EXPECT_FALSE(stats.announced);
+
+  StartServer();
+  ASSERT_TRUE(log.WaitUntilIdle(10s));
+  stats = log.Stats();
+  EXPECT_TRUE(stats.announced);
+  EXPECT_EQ(stats.sent, 3u);
+  EXPECT_EQ(stats.dropped, 0u);
+  std::map<std::string, json> rows;
+  const json all_rows = op_->Get("/api/v1/admin/relay-sessions").Json();
+  for (const auto& row : all_rows["items"]) {
+    rows[row["id"].get<std::string>()] = row;
+  }
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows["rls_left_open"]["end_reason"], "relay restarted");
+  EXPECT_EQ(rows["rls_new_a"]["open"], true);  // announced first, so not closed by it
+  EXPECT_EQ(rows["rls_new_b"]["open"], false);
+  EXPECT_EQ(rows["rls_new_b"]["bytes_to_client"], 22);
+  EXPECT_EQ(rows["rls_new_b"]["relay"], "edge-1");
+  EXPECT_EQ(rows["rls_new_b"]["duration_seconds"], 3);
+
+  // Stop drains: an end queued just before Stop still arrives.
+  a.ended_at = a.started_at + 5s;
+  a.end_reason = "relay stopping";
+  log.OnEnd(a);
+  log.Stop();
+  EXPECT_EQ(log.Stats().sent, 4u);
+  auto a_row = op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id).Json()["items"];
+  bool found = false;
+  for (const auto& row : a_row) {
+    if (row["id"] == "rls_new_a") {
+      found = true;
+      EXPECT_EQ(row["end_reason"], "relay stopping");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(RelaySessionsApiTest, HttpRelaySessionLogBoundsItsQueueAndGivesUpAtStop) {
+  relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:1",  // nothing listens
+                                  .token = op_token_,
+                                  .relay_name = "edge-9",
+                                  .request_timeout = 1s,
+                                  .initial_backoff = 50ms,
+                                  .max_backoff = 100ms,
+                                  .max_queued = 5,
+                                  .drain_timeout = 300ms});
+  log.Start();
+  for (int i = 0; i < 8; ++i) {
+    relay::RelaySessionRecord r;
+    r.id = "rls_q" + std::to_string(i);
+    log.OnStart(r);
+  }
+  auto stats = log.Stats();
+  EXPECT_EQ(stats.queued, 5u);  // the announcement is never the one dropped
+  EXPECT_EQ(stats.dropped, 4u);
+  const auto t0 = std::chrono::steady_clock::now();
+  log.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_EQ(log.Stats().dropped, 9u);
+  EXPECT_EQ(log.Stats().queued, 0u);
+}
+
+/// A real relay in front of a real sshd, asking this server over HTTP (as `gpuwerk relay` does).
+TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsThemFast) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const json in = RunningInstance("alpha", sshd.port());
+  ASSERT_EQ(in["status"], "running") << in;
+  const std::string id = in["id"];
+  const std::string hostname = in["hostname"];
+
+  relay::HttpRelayAuthorizer authorizer(app_->base_url(), op_token_);
+  relay::HttpRelaySessionLog log(
+      {.server_url = app_->base_url(), .token = op_token_, .relay_name = "edge-1"});
+  log.Start();
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  options.reauthorize_interval = 1s;  // as `gpuwerk relay` runs
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  const std::string ssh = "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
+                          alice_key_.private_path.string() +
+                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+                          (dir_.path() / "known_hosts").string() + " " + hostname + "@127.0.0.1";
+
+  auto r = RunCommand(dir_.path(), ssh + " 'cat; echo done; exit 3'", "0123456789");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "0123456789done\n");
+  // The relay ends its side after the client has gone; then the end is queued, then sent.
+  auto relay_done = [&] {
+    for (int i = 0; i < 500 && (*relay)->Stats().open_connections > 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return (*relay)->Stats().open_connections == 0 && log.WaitUntilIdle(10s);
+  };
+  ASSERT_TRUE(relay_done());
+  auto list = alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json();
+  ASSERT_EQ(list["total"], 1) << list;
+  const json row = list["items"][0];
+  EXPECT_EQ(row["relay"], "edge-1");
+  EXPECT_EQ(row["open"], false);
+  EXPECT_EQ(row["hostname"], hostname);
+  EXPECT_EQ(row["login"], "root");
+  EXPECT_EQ(row["source_address"], "127.0.0.1");
+  EXPECT_EQ(row["key_fingerprint"], alice_fp_);
+  EXPECT_EQ(row["person_id"], alice_id_);
+  EXPECT_EQ(row["bytes_from_client"], 10);
+  EXPECT_EQ(row["bytes_to_client"], 15);
+  EXPECT_NE(row["end_reason"], "");
+  EXPECT_TRUE(row["id"].get<std::string>().starts_with("rls_")) << row;
+
+  // An open relay session shows as open; deleting the instance ends it within about a second
+  // (the relay's re-authorization every second).
+  CommandResult shell;
+  std::thread t([&] { shell = RunCommand(dir_.path(), ssh + " 'sleep 30'"); });
+  for (int i = 0; i < 500 && (*relay)->Stats().open_relay_sessions == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ((*relay)->Stats().open_relay_sessions, 1);
+  ASSERT_TRUE(log.WaitUntilIdle(10s));
+  // The second relay session: the row that is not the first (both may start in one second,
+  // and then their order is by id).
+  const std::string first_id = row["id"];
+  auto second = [&] {
+    const json l = alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json();
+    EXPECT_EQ(l["total"], 2) << l;
+    for (const auto& item : l["items"]) {
+      if (item["id"] != first_id) return item;
+    }
+    return json();
+  };
+  EXPECT_EQ(second()["open"], true);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(alice_->Delete("/api/v1/instances/" + id).status, 204);
+  t.join();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  std::printf(
+      "[ info ] deletion to the remote relay session's end: %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  EXPECT_LT(took, 2s);
+  EXPECT_EQ(shell.exit_code, 255);
+  ASSERT_TRUE(relay_done());
+  const json ended = second();
+  EXPECT_EQ(ended["open"], false) << ended;
+  EXPECT_EQ(ended["end_reason"], "your access to instance " + hostname + " has ended") << ended;
+  (*relay)->Stop();
+  log.Stop();
+  EXPECT_EQ(log.Stats().dropped, 0u);
+}
+
+/// `gpuwerk up`'s arrangement without the engine: the relay in the server's process with the
+/// store as its authorizer and its relay session log (app::AuditRelaySessionLog).
+TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpen) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const json in = RunningInstance("alpha", sshd.port());
+  const std::string id = in["id"];
+  const std::string hostname = in["hostname"];
+
+  // A row a killed earlier run left open.
+  app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
+  relay::RelaySessionRecord left;
+  left.id = "rls_left";
+  left.person_id = alice_id_;
+  left.instance_id = id;
+  left.started_at = std::chrono::system_clock::now() - 1h;
+  log.OnStart(left);
+  auto closed = log.CloseLeftOpen();
+  ASSERT_TRUE(closed) << closed.error().message;
+  EXPECT_EQ(*closed, 1);
+
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances());
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  options.reauthorize_interval = 1s;
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  auto r =
+      RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
+                                  alice_key_.private_path.string() +
+                                  " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                                  " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+                                  (dir_.path() / "known_hosts").string() + " " + hostname +
+                                  "@127.0.0.1 'head -c 100000 /dev/zero'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.size(), 100000u);
+  (*relay)->Stop();
+
+  auto list = alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json();
+  ASSERT_EQ(list["total"], 2) << list;
+  const json row = list["items"][0];
+  EXPECT_EQ(row["relay"], "local");
+  EXPECT_EQ(row["open"], false);
+  EXPECT_EQ(row["bytes_to_client"], 100000);
+  EXPECT_EQ(row["key_fingerprint"], alice_fp_);
+  EXPECT_EQ(row["source_address"], "127.0.0.1");
+  EXPECT_EQ(list["items"][1]["id"], "rls_left");
+  EXPECT_EQ(list["items"][1]["end_reason"], "relay restarted");
+  // The audit log still has the relay session's start and end.
+  auto ends = app_->database().Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto n, tx.QueryOne("SELECT COUNT(*) FROM audit_events WHERE action = 'relay_session.end' "
+                            "AND target = ?",
+                            {id}));
+    return n->Int(0);
+  });
+  EXPECT_EQ(ends.value_or(-1), 1);
+}
+
+/// The real `gpuwerk relay` binary: reports under --name, a killed relay's open row is closed
+/// when it starts again, and a SIGTERM ends open relay sessions and still reports their end.
+TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClosedAtRestart) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const json in = RunningInstance("alpha", sshd.port());
+  const std::string id = in["id"];
+  const std::string hostname = in["hostname"];
+  const uint16_t port = FreePort();
+  ChildProcess relay;
+  auto start_relay = [&] {
+    ASSERT_TRUE(
+        relay.Start({GpuwerkBinary(), "relay", "--server", app_->base_url(), "--token", op_token_,
+                     "--listen", "127.0.0.1:" + std::to_string(port), "--host-key",
+                     (dir_.path() / "relay" / "host_key").string(), "--relay-key",
+                     (dir_.path() / "relay" / "relay_key").string(), "--name", "edge-7"},
+                    {}, dir_.path() / "relay.log"))
+        << relay.error();
+    for (int i = 0; i < 500; ++i) {
+      if (int fd = Connect(port); fd >= 0) {
+        ::close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL() << "gpuwerk relay did not listen: " << ReadFile(dir_.path() / "relay.log");
+  };
+  const std::string ssh = "ssh -F /dev/null -p " + std::to_string(port) + " -i " +
+                          alice_key_.private_path.string() +
+                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+                          (dir_.path() / "known_hosts").string() + " " + hostname + "@127.0.0.1";
+  // The rows of this instance, once `done` holds for them (≤ 10 s).
+  auto rows_when = [&](const std::function<bool(const json&)>& done) {
+    json items;
+    for (int i = 0; i < 200; ++i) {
+      items = op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id).Json()["items"];
+      if (done(items)) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    return items;
+  };
+
+  ASSERT_NO_FATAL_FAILURE(start_relay());
+  CommandResult shell;
+  std::thread t([&] { shell = RunCommand(dir_.path(), ssh + " 'sleep 30'"); });
+  json items = rows_when([](const json& i) { return i.size() == 1; });
+  ASSERT_EQ(items.size(), 1u) << ReadFile(dir_.path() / "relay.log");
+  EXPECT_EQ(items[0]["relay"], "edge-7");
+  EXPECT_EQ(items[0]["open"], true);
+  const std::string killed_id = items[0]["id"];
+  relay.Kill(SIGKILL);  // no chance to report the end
+  t.join();
+  EXPECT_EQ(shell.exit_code, 255);
+  EXPECT_EQ(op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id).Json()["items"][0]["open"],
+            true);
+
+  ASSERT_NO_FATAL_FAILURE(start_relay());
+  items = rows_when([](const json& i) { return i.size() == 1 && i[0]["open"] == false; });
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0]["end_reason"], "relay restarted");
+
+  // Stopped with SIGTERM while a relay session is open: it ends, and its end is reported.
+  std::thread t2([&] { shell = RunCommand(dir_.path(), ssh + " 'sleep 30'"); });
+  items = rows_when([](const json& i) { return i.size() == 2; });
+  ASSERT_EQ(items.size(), 2u);
+  const auto status = relay.Stop(10s);
+  t2.join();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(ChildProcess::Describe(*status), "exit 0") << ReadFile(dir_.path() / "relay.log");
+  EXPECT_EQ(shell.exit_code, 255);
+  items = op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id).Json()["items"];
+  ASSERT_EQ(items.size(), 2u);
+  for (const auto& row : items) {
+    EXPECT_EQ(row["open"], false) << row;
+    EXPECT_EQ(row["end_reason"], row["id"] == killed_id ? "relay restarted" : "relay stopping")
+        << row;
+  }
+  // One log line per start and end as well.
+  const std::string stopped_id =
+      items[items[0]["id"] == killed_id ? 1 : 0]["id"].get<std::string>();
+  const std::string log = ReadFile(dir_.path() / "relay.log");
+  EXPECT_NE(log.find("relay_session start id=" + stopped_id), std::string::npos) << log;
+  EXPECT_NE(log.find("relay_session end id=" + stopped_id), std::string::npos) << log;
+}
+
+/// `gpuwerk instances relay-sessions` and `gpuwerk admin relay-sessions`, the real binary.
+TEST_F(RelaySessionsApiTest, CliListsRelaySessions) {
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  for (int i = 0; i < 16; ++i) {
+    char started[32], ended[32];
+    std::snprintf(started, sizeof started, "2027-01-15T10:%02d:00Z", i);
+    std::snprintf(ended, sizeof ended, "2027-01-15T10:%02d:05Z", i);
+    ASSERT_EQ(Put("rls_c" + std::to_string(100 + i), Report(id, started, ended)).status, 200);
+  }
+  const std::string alice_token =
+      alice_->PostJson("/api/v1/tokens", {{"name", "cli"}}).Json()["token"].get<std::string>();
+  auto gpuwerk = [&](const std::string& token, const std::string& args) {
+    return RunCommand(dir_.path(), "env -u GPUWERK_URL -u GPUWERK_TOKEN GPUWERK_CONFIG_DIR='" +
+                                       (dir_.path() / "config").string() + "' " + GpuwerkBinary() +
+                                       " " + args + " --url " + app_->base_url() + " --token " +
+                                       token);
+  };
+  auto table = gpuwerk(alice_token, "instances relay-sessions alpha");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("STARTED"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("2027-01-15T10:15:00Z"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("2027-01-15T10:00:00Z"), std::string::npos) << table.out;  // page 2
+  EXPECT_NE(table.out.find("0h00m05s"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("2.0 KiB"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("client closed"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Page 1 of 2, 16 relay sessions"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("--page 2"), std::string::npos) << table.out;
+
+  auto page2 = gpuwerk(alice_token, "instances relay-sessions alpha --page 2 --json");
+  ASSERT_EQ(page2.exit_code, 0) << page2.err;
+  const json p2 = json::parse(page2.out);
+  EXPECT_EQ(p2["page"], 2);
+  ASSERT_EQ(p2["items"].size(), 1u);
+  EXPECT_EQ(p2["items"][0]["id"], "rls_c100");
+
+  auto missing = gpuwerk(alice_token, "instances relay-sessions nope");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("not_found"), std::string::npos) << missing.err;
+  auto not_operator = gpuwerk(alice_token, "admin relay-sessions");
+  EXPECT_EQ(not_operator.exit_code, 1);
+  EXPECT_NE(not_operator.err.find("forbidden"), std::string::npos) << not_operator.err;
+
+  auto admin = gpuwerk(op_token_, "admin relay-sessions --instance " + id);
+  ASSERT_EQ(admin.exit_code, 0) << admin.err;
+  EXPECT_NE(admin.out.find("alice@example.test"), std::string::npos) << admin.out;
+  EXPECT_NE(admin.out.find("edge-1"), std::string::npos) << admin.out;
+  auto admin_json = gpuwerk(op_token_, "admin relay-sessions --page 2 --json");
+  ASSERT_EQ(admin_json.exit_code, 0) << admin_json.err;
+  EXPECT_EQ(json::parse(admin_json.out)["total"], 16);
+  auto none = gpuwerk(op_token_, "admin relay-sessions --instance ins_none");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("No relay sessions."), std::string::npos) << none.out;
+
+  // A deleted instance's history, by its id.
+  ASSERT_EQ(alice_->Delete("/api/v1/instances/" + id).status, 204);
+  Sync(host_token_);
+  auto deleted = gpuwerk(alice_token, "instances relay-sessions " + id + " --json");
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(json::parse(deleted.out)["total"], 16);
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing

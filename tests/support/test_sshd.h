@@ -1,0 +1,117 @@
+#pragma once
+
+// Test helpers around a real OpenSSH sshd (openssh-server): free loopback ports, a TCP connect,
+// and an sshd on a free port with its own host key and authorized_keys, standing in for an
+// instance's sshd. Header-only; used by src/relay/relay_test.cc and the relay integration tests.
+// Needs root: sshd logs in as the test's user.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "tests/support/ssh_keygen.h"
+
+namespace gpuwerk::testing {
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+inline uint16_t FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// A blocking TCP connection to 127.0.0.1:`port`; -1 when refused.
+inline int Connect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// A real OpenSSH sshd on a free loopback port, its own host key, and an authorized_keys file in
+/// `dir` (the instance's sshd as the relay sees it). Logins as the test's user (root here).
+/// `SetEnv SHLVL=1` keeps bash from reading the login user's ~/.bashrc for commands run over SSH
+/// (Debian's bash does when SHLVL < 2): this machine's root .bashrc runs `pyenv rehash`, which is
+/// slow and leaves a stale lock behind when a test kills the session mid-way.
+class Sshd {
+ public:
+  Sshd(const std::filesystem::path& dir, const std::string& authorized_keys) : dir_(dir) {
+    std::filesystem::create_directories(dir_);
+    std::filesystem::permissions(dir_, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace);
+    std::filesystem::create_directories("/run/sshd");
+    std::system(("ssh-keygen -q -N '' -t ed25519 -f '" + (dir_ / "host_key").string() +
+                 "' </dev/null >/dev/null 2>&1")
+                    .c_str());
+    { std::ofstream(dir_ / "authorized_keys") << authorized_keys; }
+    std::filesystem::permissions(
+        dir_ / "authorized_keys",
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+        std::filesystem::perm_options::replace);
+    port_ = FreePort();
+    const std::filesystem::path config = dir_ / "sshd_config";
+    std::ofstream(config) << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey "
+                          << (dir_ / "host_key").string() << "\nAuthorizedKeysFile "
+                          << (dir_ / "authorized_keys").string()
+                          << "\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                             "UsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+                             "PidFile none\nAllowTcpForwarding yes\nAcceptEnv LANG "
+                             "GPUWERK_*\nMaxStartups 100\nSetEnv SHLVL=1\n"
+                             "Subsystem sftp /usr/lib/openssh/sftp-server\nLogLevel ERROR\n";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = (dir_ / "sshd.log").string();
+      std::freopen(log.c_str(), "w", stderr);
+      ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", config.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      int fd = Connect(port_);
+      if (fd >= 0) {
+        ::close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "sshd did not start: " << ReadFile(dir_ / "sshd.log");
+  }
+  ~Sshd() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  std::filesystem::path dir_;
+  uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace gpuwerk::testing
