@@ -16,11 +16,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -126,6 +128,146 @@ namespace detail {
 
 class Session;
 
+/// Whether work may still be posted to the server's io_context: streams outlive their
+/// connection's threads (a producer may write after Stop), so they check this first. Cleared,
+/// under `mu`, once Stop() has joined the I/O threads.
+struct Liveness {
+  std::mutex mu;
+  bool alive = true;
+};
+
+/// The ResponseStream a streamed response writes to (see Response::stream). Shared by the
+/// producer (any thread) and the Session (its strand); the bytes in between are guarded by `mu_`.
+class StreamChannel final : public ResponseStream {
+ public:
+  StreamChannel(std::weak_ptr<Session> session, std::shared_ptr<Liveness> liveness, size_t limit)
+      : session_(std::move(session)), liveness_(std::move(liveness)), limit_(limit) {}
+
+  bool Write(std::string bytes) override {
+    std::unique_lock lock(mu_);
+    if (ended_) return false;
+    if (bytes.empty()) return true;
+    if (queued_.size() + in_flight_ + bytes.size() > limit_) {
+      aborted_ = true;
+      queued_.clear();
+      Finish(lock, "overflow");  // unlocks
+      return false;
+    }
+    queued_ += bytes;
+    const bool kick = !kick_posted_;
+    kick_posted_ = true;
+    lock.unlock();
+    if (kick) Kick();
+    return true;
+  }
+
+  void End() override {
+    std::unique_lock lock(mu_);
+    if (ended_) return;
+    end_requested_ = true;
+    Finish(lock, "end");
+  }
+
+  bool ended() const override {
+    std::lock_guard lock(mu_);
+    return ended_;
+  }
+
+  void OnEnd(std::function<void()> on_end) override {
+    if (!on_end) return;
+    {
+      std::lock_guard lock(mu_);
+      if (!ended_) {
+        on_end_.push_back(std::move(on_end));
+        return;
+      }
+    }
+    on_end();
+  }
+
+  // ---- for the Session, on its strand ----
+
+  /// What the Session should do next.
+  struct Next {
+    std::string bytes;    ///< body bytes to send now (may be empty)
+    bool finish = false;  ///< nothing more will come: send the last chunk and close
+    bool abort = false;   ///< close without sending more
+  };
+  /// Takes what is queued (counting it as in flight until Sent()).
+  Next Take() {
+    std::lock_guard lock(mu_);
+    kick_posted_ = false;
+    Next next;
+    if (aborted_) {
+      next.abort = true;
+      return next;
+    }
+    next.bytes = std::move(queued_);
+    queued_.clear();
+    in_flight_ += next.bytes.size();
+    next.finish = end_requested_ && next.bytes.empty();
+    return next;
+  }
+  /// `n` bytes taken by Take() are written to the socket.
+  void Sent(size_t n) {
+    std::lock_guard lock(mu_);
+    in_flight_ -= std::min(n, in_flight_);
+    sent_total_ += n;
+  }
+  /// Ends the stream from the server's side. `graceful`: what is queued is still sent, then the
+  /// last chunk (the server is stopping, HEAD); otherwise the connection is closed as it is.
+  void EndFromServer(std::string_view reason, bool graceful) {
+    std::unique_lock lock(mu_);
+    if (ended_) {
+      if (!graceful) aborted_ = true;
+      return;
+    }
+    if (graceful) {
+      end_requested_ = true;
+    } else {
+      aborted_ = true;
+      queued_.clear();
+    }
+    Finish(lock, reason);
+  }
+  /// Why the stream ended ("" while open) and how many body bytes were sent.
+  std::pair<std::string, uint64_t> Outcome() const {
+    std::lock_guard lock(mu_);
+    return {end_reason_, sent_total_};
+  }
+
+ private:
+  /// Marks the stream ended with `reason`, unlocks, runs the OnEnd callbacks and wakes the
+  /// Session so that it finishes.
+  void Finish(std::unique_lock<std::mutex>& lock, std::string_view reason) {
+    ended_ = true;
+    end_reason_ = std::string(reason);
+    std::vector<std::function<void()>> callbacks = std::move(on_end_);
+    on_end_.clear();
+    const bool kick = !kick_posted_;
+    kick_posted_ = true;
+    lock.unlock();
+    for (auto& callback : callbacks) callback();
+    if (kick) Kick();
+  }
+  /// Posts a Flush to the Session's strand (defined after Session).
+  void Kick();
+
+  const std::weak_ptr<Session> session_;
+  const std::shared_ptr<Liveness> liveness_;
+  const size_t limit_;
+  mutable std::mutex mu_;
+  std::string queued_;
+  size_t in_flight_ = 0;
+  uint64_t sent_total_ = 0;
+  bool ended_ = false;          // no more writes are accepted
+  bool end_requested_ = false;  // finish after flushing what is queued
+  bool aborted_ = false;        // close without flushing
+  bool kick_posted_ = false;    // a Flush is sure to run (posted, or after the write in flight)
+  std::string end_reason_;
+  std::vector<std::function<void()>> on_end_;
+};
+
 /// Owns the io_context, the acceptor, the threads and the set of live connections.
 class ServerCore {
  public:
@@ -153,6 +295,7 @@ class ServerCore {
   const Options& options() const { return options_; }
   Router& router() { return router_; }
   Metrics& metrics() { return metrics_; }
+  const std::shared_ptr<Liveness>& liveness() const { return liveness_; }
 
  private:
   void DoAccept();
@@ -163,6 +306,7 @@ class ServerCore {
   Router& router_;
   Metrics& metrics_;
   std::atomic<bool> stopping_{false};
+  const std::shared_ptr<Liveness> liveness_ = std::make_shared<Liveness>();
 
   std::mutex stop_mu_;  // serialises the blocking part of Stop()
   bool joined_ = false;
@@ -187,7 +331,8 @@ thread_local const ServerCore* ServerCore::current_ = nullptr;
 /// the responses. All its handlers run on its own strand.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(ServerCore& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {
+  Session(ServerCore& server, tcp::socket socket)
+      : server_(server), stream_(std::move(socket)), write_timer_(stream_.get_executor()) {
     beast::error_code ec;
     auto endpoint = stream_.socket().remote_endpoint(ec);
     if (ec) return;
@@ -197,7 +342,13 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     peer_ip_ = address.to_string();
   }
-  ~Session() { server_.Unregister(this); }
+  ~Session() {
+    if (channel_) {  // torn down with the server's threads, or never closed
+      channel_->EndFromServer("server_stopping", /*graceful=*/false);
+      if (!stream_logged_) LogStreamEnd();
+    }
+    server_.Unregister(this);
+  }
 
   void Start() {
     server_.Register(shared_from_this());
@@ -209,11 +360,22 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnServerStopping() {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
       if (self->state_ == State::kIdle || self->state_ == State::kLingering) self->Close();
+      if (self->state_ == State::kStreaming) {
+        // What is queued still goes out, then the last chunk; a client that does not take it
+        // is cut when Stop()'s grace runs out.
+        self->channel_->EndFromServer("server_stopping", /*graceful=*/true);
+        self->Flush();
+      }
     });
   }
 
+  /// Posted by the StreamChannel when it has something for this connection.
+  void PostFlush() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] { self->Flush(); });
+  }
+
  private:
-  enum class State { kIdle, kReading, kHandling, kWriting, kLingering, kClosed };
+  enum class State { kIdle, kReading, kHandling, kWriting, kLingering, kStreaming, kClosed };
 
   void WaitForRequest(bool first) {
     state_ = State::kIdle;
@@ -373,6 +535,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     bool keep_alive = msg.keep_alive() && !server_.stopping();
     const bool head = request.method == "HEAD";
+    if (response.stream) {
+      if (response.status >= 200 && response.status <= 299 && !response.deferred) {
+        return StartStream(std::move(response), head, msg.version());
+      }
+      response.stream = nullptr;  // an error answer is an ordinary response
+    }
     if (response.deferred) {
       // A long poll: the answer comes later, from any thread, onto this connection's strand.
       auto deferred = std::move(response.deferred);
@@ -381,6 +549,7 @@ class Session : public std::enable_shared_from_this<Session> {
         asio::post(self->stream_.get_executor(),
                    [self, later = std::move(later), head, version, keep_alive]() mutable {
                      later.deferred = nullptr;
+                     later.stream = nullptr;  // a long poll's answer is not streamed
                      self->Send(std::move(later), head, version,
                                 keep_alive && !self->server_.stopping(), /*linger=*/false);
                    });
@@ -401,22 +570,10 @@ class Session : public std::enable_shared_from_this<Session> {
     auto msg = std::make_shared<http::response<http::string_body>>();
     msg->version(version);
     msg->result(static_cast<unsigned>(response.status));
-    bool has_cache_control = false;
-    for (auto& [name, value] : response.headers) {
-      if (name.empty() || !IsSafeHeaderText(name) || !IsSafeHeaderText(value) ||
-          EqualsIgnoreCase(name, "Content-Length") || EqualsIgnoreCase(name, "Transfer-Encoding") ||
-          EqualsIgnoreCase(name, "Connection")) {
-        spdlog::error("http: dropping response header '{}' from route {}",
-                      IsSafeHeaderText(name) ? name : "(unsafe)", route_);
-        continue;
-      }
-      if (EqualsIgnoreCase(name, "Cache-Control")) has_cache_control = true;
-      msg->insert(name, value);
+    ApplyHeaders(response, *msg);
+    if (IsApiPath(path_) && msg->find(http::field::cache_control) == msg->end()) {
+      msg->set(http::field::cache_control, "no-store");
     }
-    if (msg->find(http::field::server) == msg->end()) msg->set(http::field::server, "gpuwerk");
-    msg->set("X-Content-Type-Options", "nosniff");
-    if (IsApiPath(path_) && !has_cache_control) msg->set(http::field::cache_control, "no-store");
-    msg->set("X-Request-Id", request_id_);
     msg->keep_alive(keep_alive);
     int status = response.status;
     if (status == 204 || status == 304) {
@@ -429,6 +586,166 @@ class Session : public std::enable_shared_from_this<Session> {
       return Write(std::move(bodiless), keep_alive, linger);
     }
     Write(std::move(msg), keep_alive, linger);
+  }
+
+  /// Copies the handler's headers onto `msg` (dropping unsafe ones and those the server sets
+  /// itself) and adds `Server`, `X-Content-Type-Options` and `X-Request-Id`.
+  template <class Message>
+  void ApplyHeaders(const Response& response, Message& msg) {
+    for (const auto& [name, value] : response.headers) {
+      if (name.empty() || !IsSafeHeaderText(name) || !IsSafeHeaderText(value) ||
+          EqualsIgnoreCase(name, "Content-Length") || EqualsIgnoreCase(name, "Transfer-Encoding") ||
+          EqualsIgnoreCase(name, "Connection")) {
+        spdlog::error("http: dropping response header '{}' from route {}",
+                      IsSafeHeaderText(name) ? name : "(unsafe)", route_);
+        continue;
+      }
+      msg.insert(name, value);
+    }
+    if (msg.find(http::field::server) == msg.end()) msg.set(http::field::server, "gpuwerk");
+    msg.set("X-Content-Type-Options", "nosniff");
+    msg.set("X-Request-Id", request_id_);
+  }
+
+  // ---- streamed responses (Response::stream) ----
+
+  /// Sends the header of a streamed response and hands the producer its stream.
+  void StartStream(Response response, bool head, unsigned version) {
+    state_ = State::kStreaming;
+    status_ = response.status;
+    head_ = head;
+    chunked_ = version >= 11;
+    auto msg = std::make_shared<http::response<http::empty_body>>();
+    msg->version(version);
+    msg->result(static_cast<unsigned>(response.status));
+    ApplyHeaders(response, *msg);
+    if (msg->find(http::field::content_type) == msg->end()) {
+      msg->set(http::field::content_type, "text/event-stream");
+    }
+    if (msg->find(http::field::cache_control) == msg->end()) {
+      msg->set(http::field::cache_control, "no-store");
+    }
+    msg->set("X-Accel-Buffering", "no");  // reverse proxies (nginx): pass each chunk on at once
+    msg->keep_alive(false);
+    if (chunked_) msg->chunked(true);
+
+    channel_ = std::make_shared<StreamChannel>(weak_from_this(), server_.liveness(),
+                                               server_.options().stream_buffer_limit);
+    if (head) {
+      channel_->EndFromServer("head", /*graceful=*/true);
+    } else if (server_.stopping()) {
+      channel_->EndFromServer("server_stopping", /*graceful=*/true);
+    }
+    // Counted when the header goes out (the histogram measures time to the first byte); logged
+    // when the stream ends.
+    const double seconds = std::chrono::duration<double>(Clock::now() - request_started_).count();
+    server_.metrics().ObserveHttpRequest(route_, method_, status_, seconds);
+
+    stream_.expires_never();  // the stream's own write timer takes over
+    writing_ = true;
+    ArmWriteTimer();
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*msg);
+    http::async_write_header(
+        stream_, *serializer,
+        [self = shared_from_this(), msg, serializer](beast::error_code ec, size_t) {
+          self->OnStreamWritten(ec, 0, /*last=*/false);
+        });
+    auto producer = std::move(response.stream);
+    try {
+      producer(channel_);
+    } catch (const std::exception& e) {
+      spdlog::error("http: stream producer for route {} threw: {}", route_, e.what());
+      channel_->End();
+    }
+  }
+
+  /// Sends what the producer queued, or the end of the stream.
+  void Flush() {
+    if (state_ != State::kStreaming || writing_) return;
+    StreamChannel::Next next = channel_->Take();
+    if (next.abort || head_) return Close();
+    if (!next.bytes.empty()) {
+      const size_t payload = next.bytes.size();
+      auto data = std::make_shared<std::string>();
+      if (chunked_) {
+        *data = fmt::format("{:x}\r\n", payload);  // RFC 9112 §7.1
+        *data += next.bytes;
+        *data += "\r\n";
+      } else {
+        *data = std::move(next.bytes);
+      }
+      return WriteStream(std::move(data), payload, /*last=*/false);
+    }
+    if (next.finish) {
+      if (!chunked_) return Close();  // HTTP/1.0: the close ends the body
+      return WriteStream(std::make_shared<std::string>("0\r\n\r\n"), 0, /*last=*/true);
+    }
+  }
+
+  void WriteStream(std::shared_ptr<std::string> data, size_t payload, bool last) {
+    writing_ = true;
+    ArmWriteTimer();
+    asio::async_write(
+        stream_, asio::buffer(*data),
+        [self = shared_from_this(), data, payload, last](beast::error_code ec, size_t) {
+          self->OnStreamWritten(ec, payload, last);
+        });
+  }
+
+  void OnStreamWritten(beast::error_code ec, size_t payload, bool last) {
+    writing_ = false;
+    ++write_seq_;
+    write_timer_.cancel();
+    if (state_ != State::kStreaming) return;
+    if (ec) {
+      channel_->EndFromServer("client_gone", /*graceful=*/false);
+      return Close();
+    }
+    channel_->Sent(payload);
+    if (last) return Close();
+    if (!watching_ && !head_) WatchStreamingConnection();
+    Flush();
+  }
+
+  /// Reads (and ignores) what the client sends while its stream is open, to notice when it
+  /// goes away.
+  void WatchStreamingConnection() {
+    watching_ = true;
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(kFirstReadSize),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (self->state_ != State::kStreaming) return;
+                              if (ec) {
+                                self->channel_->EndFromServer("client_gone", /*graceful=*/false);
+                                return self->Close();
+                              }
+                              self->WatchStreamingConnection();
+                            });
+  }
+
+  /// A write that the client does not take within read_timeout ends the stream.
+  void ArmWriteTimer() {
+    const uint64_t seq = ++write_seq_;
+    write_timer_.expires_after(server_.options().read_timeout);
+    write_timer_.async_wait([self = shared_from_this(), seq](beast::error_code ec) {
+      if (ec || seq != self->write_seq_ || !self->writing_ || self->state_ != State::kStreaming) {
+        return;
+      }
+      self->channel_->EndFromServer("write_timeout", /*graceful=*/false);
+      self->Close();
+    });
+  }
+
+  /// The access-log line of a stream, when it ends.
+  void LogStreamEnd() {
+    stream_logged_ = true;
+    auto [reason, bytes] = channel_->Outcome();
+    const double seconds = std::chrono::duration<double>(Clock::now() - request_started_).count();
+    core::ScopedRequestId log_scope(request_id_);
+    spdlog::info(
+        "http method={} route={} status={} duration_ms={:.1f} remote={} stream_end={} bytes={}",
+        method_.empty() ? "-" : method_, route_, status_, seconds * 1000, peer_ip_,
+        reason.empty() ? "client_gone" : reason, bytes);
   }
 
   template <class Message>
@@ -484,7 +801,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     if (state_ == State::kClosed) return;
+    const bool streaming = state_ == State::kStreaming;
     state_ = State::kClosed;
+    if (streaming) {
+      channel_->EndFromServer("client_gone", /*graceful=*/false);  // no-op when already ended
+      write_timer_.cancel();
+      LogStreamEnd();
+    }
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -492,6 +815,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   ServerCore& server_;
   beast::tcp_stream stream_;
+  asio::steady_timer write_timer_;  // a streamed response's write deadline
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   State state_ = State::kIdle;
@@ -504,7 +828,23 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string path_;
   std::string route_ = "unmatched";
   int status_ = 0;
+  // A streamed response (state kStreaming).
+  std::shared_ptr<StreamChannel> channel_;
+  bool head_ = false;
+  bool chunked_ = false;
+  bool writing_ = false;   // a write (the header, or body bytes) is in flight
+  bool watching_ = false;  // a read watching for the client going away is in flight
+  bool stream_logged_ = false;
+  uint64_t write_seq_ = 0;
 };
+
+void StreamChannel::Kick() {
+  std::shared_ptr<Session> session;  // released after the lock, should it be the last owner
+  std::lock_guard lock(liveness_->mu);
+  if (!liveness_->alive) return;
+  session = session_.lock();
+  if (session) session->PostFlush();
+}
 
 core::Result<void> ServerCore::Listen() {
   auto fail = [&](const std::string& why) {
@@ -636,6 +976,10 @@ void ServerCore::Stop() {
   ioc_.stop();  // a handler still running finishes first; join waits for it
   for (auto& t : threads_) t.join();
   joined_ = true;
+  {
+    std::lock_guard lock(liveness_->mu);  // streams' producers post nothing from now on
+    liveness_->alive = false;
+  }
   // The threads are gone: close the listening socket here in case the posted close never ran.
   beast::error_code ignored;
   acceptor_.close(ignored);
@@ -660,7 +1004,8 @@ HttpServer::~HttpServer() {
 core::Result<std::unique_ptr<HttpServer>> HttpServer::Start(Options options, Router& router,
                                                             Metrics& metrics) {
   if (options.threads < 1 || options.body_limit == 0 || options.header_limit == 0 ||
-      options.read_timeout.count() <= 0 || options.idle_timeout.count() <= 0) {
+      options.stream_buffer_limit == 0 || options.read_timeout.count() <= 0 ||
+      options.idle_timeout.count() <= 0) {
     return core::InvalidArgument("invalid_option",
                                  "HTTP server options: threads, limits and timeouts must be "
                                  "positive");

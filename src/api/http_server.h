@@ -30,6 +30,17 @@ namespace gpuwerk::api {
 /// `read_timeout`, or stays silent on a kept-alive connection for `idle_timeout`, is
 /// disconnected without an answer.
 ///
+/// Streamed responses (Response::stream, e.g. server-sent events): the header goes out at once
+/// (chunked, `Connection: close`), then the chunks the producer writes, in order, from any
+/// thread, until the producer ends the stream or the client disconnects (the server keeps
+/// reading the connection to notice; the producer learns of it through ResponseStream::OnEnd).
+/// Each stream buffers at most `stream_buffer_limit` bytes the client has not taken; beyond
+/// that, or when one write stays unfinished for `read_timeout`, the stream ends and the
+/// connection is closed, so a slow reader costs only its own stream. Streams are counted in
+/// Metrics when their header is sent and logged once when they end: the access-log line then
+/// adds `stream_end=<end|client_gone|server_stopping|overflow|write_timeout|head> bytes=<n>`
+/// and `duration_ms` is the stream's whole life.
+///
 /// Handlers run synchronously on the server's `threads` threads, so `threads` bounds how many
 /// run at once. Thread-safety: all members may be called from any thread; the server must not be
 /// destroyed from one of its own handlers. The Router and Metrics must outlive the server.
@@ -50,6 +61,9 @@ class HttpServer {
     std::chrono::milliseconds idle_timeout = std::chrono::seconds(60);
     /// How long Stop() waits for requests in flight before cutting connections.
     std::chrono::milliseconds stop_grace = std::chrono::seconds(5);
+    /// Per streamed response: the most bytes written by the producer but not yet taken by the
+    /// client; more ends the stream (see above).
+    size_t stream_buffer_limit = 1024 * 1024;
     /// Number of I/O threads, ≥ 1 (handlers run on them).
     int threads = 4;
     /// Take the client address from the last `X-Forwarded-For` entry. Only behind a reverse
@@ -76,8 +90,9 @@ class HttpServer {
   /// as the loopback address of its family. No trailing slash.
   std::string base_url() const;
 
-  /// Graceful stop: stops accepting, closes idle keep-alive connections at once, lets requests
-  /// in flight finish and answers them with `Connection: close`, waits up to
+  /// Graceful stop: stops accepting, closes idle keep-alive connections at once, ends streamed
+  /// responses (what is queued is sent, then the last chunk; their producers' OnEnd callbacks
+  /// run), lets requests in flight finish and answers them with `Connection: close`, waits up to
   /// `options.stop_grace` for that, then cuts what is left and joins the threads. Idempotent and
   /// safe from any thread; called from a handler it only starts the stop and returns (the
   /// destructor completes it).

@@ -11,8 +11,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -114,7 +116,9 @@ class RawClient {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   }
-  ~RawClient() { close(fd_); }
+  ~RawClient() {
+    if (fd_ >= 0) close(fd_);
+  }
   bool connected() const { return connected_; }
 
   /// Sends everything; false when the peer stopped accepting data.
@@ -181,6 +185,47 @@ class RawClient {
 
   const std::string& unread() const { return buffer_; }
 
+  /// Reads one chunk of a chunked body (RFC 9112 §7.1) and returns its data ("" for the last
+  /// chunk); nullopt on close/timeout or a malformed chunk.
+  std::optional<std::string> ReadChunk(milliseconds timeout = milliseconds(5000)) {
+    auto deadline = Clock::now() + timeout;
+    size_t line_end;
+    while ((line_end = buffer_.find("\r\n")) == std::string::npos) {
+      if (!Fill(deadline)) return std::nullopt;
+    }
+    size_t size = 0;
+    try {
+      size = std::stoul(buffer_.substr(0, line_end), nullptr, 16);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    const size_t total = line_end + 2 + size + 2;
+    while (buffer_.size() < total) {
+      if (!Fill(deadline)) return std::nullopt;
+    }
+    if (buffer_.compare(line_end + 2 + size, 2, "\r\n") != 0) return std::nullopt;
+    std::string data = buffer_.substr(line_end + 2, size);
+    buffer_.erase(0, total);
+    return data;
+  }
+
+  /// Reads until at least `n` bytes are buffered, then takes them; nullopt on close/timeout.
+  std::optional<std::string> ReadBytes(size_t n, milliseconds timeout = milliseconds(5000)) {
+    auto deadline = Clock::now() + timeout;
+    while (buffer_.size() < n) {
+      if (!Fill(deadline)) return std::nullopt;
+    }
+    std::string data = buffer_.substr(0, n);
+    buffer_.erase(0, n);
+    return data;
+  }
+
+  /// Closes our end now (the server sees the client go away).
+  void Close() {
+    ::close(fd_);
+    fd_ = -1;
+  }
+
  private:
   bool Fill(Clock::time_point deadline) {
     pollfd p{fd_, POLLIN, 0};
@@ -198,6 +243,37 @@ class RawClient {
   bool connected_ = false;
   std::string buffer_;
 };
+
+// ---- streamed responses ----------------------------------------------------------------------
+
+/// The streams a streaming route was handed, in order.
+class StreamInbox {
+ public:
+  void Add(std::shared_ptr<ResponseStream> stream) {
+    std::lock_guard lock(mu_);
+    streams_.push_back(std::move(stream));
+    cv_.notify_all();
+  }
+  /// The `index`th stream handed over (0-based), waiting up to 5 s; null when none came.
+  std::shared_ptr<ResponseStream> Get(size_t index) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return streams_.size() > index; });
+    return streams_.size() > index ? streams_[index] : nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<ResponseStream>> streams_;
+};
+
+/// A promise fulfilled when a stream ends (ResponseStream::OnEnd).
+std::shared_future<void> EndedFuture(ResponseStream& stream) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::shared_future<void> future = done->get_future().share();
+  stream.OnEnd([done] { done->set_value(); });
+  return future;
+}
 
 // ---- the fixture ---------------------------------------------------------------------------
 
@@ -227,6 +303,17 @@ class HttpServerTest : public ::testing::Test {
       std::this_thread::sleep_for(milliseconds(300));
       slow_finished_ = true;
       return Response::Text(200, "done");
+    });
+    router_.Add("GET", "/api/v1/stream", [this](Request&) {
+      Response r;
+      r.SetHeader("X-Extra", "kept");
+      r.stream = [this](std::shared_ptr<ResponseStream> s) { inbox_.Add(std::move(s)); };
+      return r;
+    });
+    router_.Add("GET", "/api/v1/stream-refused", [](Request&) {
+      Response r = Problem(core::Error(core::ErrorCode::kResourceExhausted, "rate_limited", "no"));
+      r.stream = [](std::shared_ptr<ResponseStream>) { ADD_FAILURE() << "must not stream"; };
+      return r;
     });
     router_.Add("GET", "/page", [](Request&) {
       Response r = Response::Html(200, "<p>hi</p>");
@@ -258,7 +345,11 @@ class HttpServerTest : public ::testing::Test {
   std::atomic<bool> slow_finished_{false};
   std::unique_ptr<HttpServer> server_;
   std::string url_;
+  StreamInbox inbox_;
 };
+
+constexpr std::string_view kStreamRequest =
+    "GET /api/v1/stream HTTP/1.1\r\nHost: t\r\nX-Request-Id: stream-1\r\n\r\n";
 
 TEST_F(HttpServerTest, RoutesWithPathParamsAndQuery) {
   StartServer();
@@ -645,6 +736,206 @@ TEST_F(HttpServerTest, ForwardedForOnlyWhenTrusted) {
   auto trusted =
       c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Forwarded-For: 198.51.100.1, 203.0.113.9"});
   EXPECT_EQ(json::parse(trusted.body)["remote"], "203.0.113.9");
+}
+
+// ---- streamed responses (Response::stream) --------------------------------------------------
+
+TEST_F(HttpServerTest, StreamSendsChunksInOrderAsTheyAreWritten) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send(kStreamRequest));
+  auto head = raw.Read(/*head=*/true);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->headers["content-type"], "text/event-stream");
+  EXPECT_EQ(head->headers["cache-control"], "no-store");
+  EXPECT_EQ(head->headers["transfer-encoding"], "chunked");
+  EXPECT_EQ(head->headers["connection"], "close");
+  EXPECT_EQ(head->headers["x-request-id"], "stream-1");
+  EXPECT_EQ(head->headers["x-extra"], "kept");
+  EXPECT_EQ(head->headers.count("content-length"), 0u);
+  auto stream = inbox_.Get(0);
+  ASSERT_TRUE(stream);
+  EXPECT_FALSE(stream->ended());
+
+  // Each write arrives on its own, in order, while the response is still open; writes from
+  // another thread too.
+  for (int i = 0; i < 5; ++i) {
+    const std::string piece = "data: " + std::to_string(i) + "\n\n";
+    ASSERT_TRUE(stream->Write(piece));
+    auto chunk = raw.ReadChunk(milliseconds(2000));
+    ASSERT_TRUE(chunk) << "write " << i << " did not arrive";
+    EXPECT_EQ(*chunk, piece);
+  }
+  std::thread writer([&] {
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(stream->Write(std::to_string(i) + ","));
+  });
+  writer.join();
+  std::string expected, got;
+  for (int i = 0; i < 100; ++i) expected += std::to_string(i) + ",";
+  while (got.size() < expected.size()) {
+    auto chunk = raw.ReadChunk(milliseconds(2000));
+    ASSERT_TRUE(chunk);
+    got += *chunk;
+  }
+  EXPECT_EQ(got, expected);  // written in a burst: possibly fewer, larger chunks; same bytes
+
+  auto ended = EndedFuture(*stream);
+  stream->End();
+  EXPECT_TRUE(stream->ended());
+  EXPECT_FALSE(stream->Write("too late"));
+  auto last = raw.ReadChunk(milliseconds(2000));
+  ASSERT_TRUE(last);
+  EXPECT_EQ(*last, "");  // the last chunk
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(2000)));
+  EXPECT_EQ(raw.unread(), "");
+  EXPECT_EQ(ended.wait_for(milliseconds(100)), std::future_status::ready);
+  EXPECT_THAT(metrics_.Render(),
+              ::testing::HasSubstr("gpuwerk_http_requests_total{method=\"GET\",route=\"/api/v1/"
+                                   "stream\",status=\"200\"} 1\n"));
+}
+
+TEST_F(HttpServerTest, StreamProducerLearnsOfADisconnect) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send(kStreamRequest));
+  ASSERT_TRUE(raw.Read(/*head=*/true));
+  auto stream = inbox_.Get(0);
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(stream->Write("hello"));
+  ASSERT_TRUE(raw.ReadChunk());
+  auto ended = EndedFuture(*stream);
+  raw.Close();
+  // Noticed without any write: the server keeps reading the connection.
+  EXPECT_EQ(ended.wait_for(std::chrono::seconds(3)), std::future_status::ready);
+  EXPECT_TRUE(stream->ended());
+  EXPECT_FALSE(stream->Write("anyone?"));
+  // A callback registered after the end runs at once.
+  bool late = false;
+  stream->OnEnd([&late] { late = true; });
+  EXPECT_TRUE(late);
+  // The server is fine.
+  CurlClient c;
+  EXPECT_EQ(c.Fetch("GET", url_ + "/healthz").status, 200);
+}
+
+TEST_F(HttpServerTest, StopEndsOpenStreamsPromptly) {
+  StartServer();
+  std::vector<std::unique_ptr<RawClient>> clients;
+  std::vector<std::shared_future<void>> ended;
+  for (size_t i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<RawClient>(server_->port()));
+    ASSERT_TRUE(clients.back()->Send(kStreamRequest));
+    ASSERT_TRUE(clients.back()->Read(/*head=*/true));
+    auto stream = inbox_.Get(i);
+    ASSERT_TRUE(stream);
+    ended.push_back(EndedFuture(*stream));
+    ASSERT_TRUE(stream->Write("queued before stop"));
+  }
+  const auto stop_start = Clock::now();
+  server_->Stop();
+  // Not the 3 s grace: every stream ended at once.
+  EXPECT_LT(Clock::now() - stop_start, milliseconds(1500));
+  for (size_t i = 0; i < clients.size(); ++i) {
+    EXPECT_EQ(ended[i].wait_for(milliseconds(100)), std::future_status::ready) << i;
+    EXPECT_FALSE(inbox_.Get(i)->Write("after stop"));
+    // What was queued still arrived, then the last chunk.
+    auto chunk = clients[i]->ReadChunk(milliseconds(1000));
+    ASSERT_TRUE(chunk) << i;
+    EXPECT_EQ(*chunk, "queued before stop");
+    auto last = clients[i]->ReadChunk(milliseconds(1000));
+    ASSERT_TRUE(last) << i;
+    EXPECT_EQ(*last, "");
+    EXPECT_TRUE(clients[i]->WaitClosed(milliseconds(1000))) << i;
+  }
+}
+
+TEST_F(HttpServerTest, StopDoesNotHangOnAStreamWhoseClientStoppedReading) {
+  options_.stop_grace = milliseconds(500);
+  options_.stream_buffer_limit = 64 * 1024 * 1024;  // never overflows in this test
+  StartServer();
+  RawClient stalled(server_->port());
+  ASSERT_TRUE(stalled.Send(kStreamRequest));
+  ASSERT_TRUE(stalled.Read(/*head=*/true));
+  auto stream = inbox_.Get(0);
+  ASSERT_TRUE(stream);
+  // Fill the socket buffers: the client reads nothing.
+  const std::string block(256 * 1024, 'x');
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(stream->Write(block));
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto stop_start = Clock::now();
+  server_->Stop();
+  EXPECT_LT(Clock::now() - stop_start, milliseconds(2000));  // the grace, then cut
+  EXPECT_TRUE(stream->ended());
+}
+
+TEST_F(HttpServerTest, SlowReaderOverflowsOnlyItsOwnStream) {
+  options_.stream_buffer_limit = 256 * 1024;
+  StartServer();
+  RawClient slow(server_->port());
+  ASSERT_TRUE(slow.Send(kStreamRequest));
+  ASSERT_TRUE(slow.Read(/*head=*/true));
+  auto stream = inbox_.Get(0);
+  ASSERT_TRUE(stream);
+  auto ended = EndedFuture(*stream);
+  // The client reads nothing: once the kernel's buffers are full, the server's buffer fills and
+  // the stream is ended instead of growing without bound.
+  const std::string block(16 * 1024, 'x');
+  bool refused = false;
+  for (int i = 0; i < 64 * 1024 && !refused; ++i) {
+    refused = !stream->Write(block);
+    if (i % 64 == 0) std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(ended.wait_for(milliseconds(1000)), std::future_status::ready);
+  // Other connections were never held up.
+  CurlClient c;
+  EXPECT_EQ(c.Fetch("GET", url_ + "/healthz").status, 200);
+  EXPECT_TRUE(slow.WaitClosed(milliseconds(5000)));
+}
+
+TEST_F(HttpServerTest, HeadOfAStreamIsTheHeaderOnly) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send("HEAD /api/v1/stream HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto head = raw.Read(/*head=*/true);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->headers["content-type"], "text/event-stream");
+  auto stream = inbox_.Get(0);
+  ASSERT_TRUE(stream);
+  EXPECT_TRUE(stream->ended());  // already when handed over
+  EXPECT_FALSE(stream->Write("nothing"));
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(2000)));
+  EXPECT_EQ(raw.unread(), "");  // no body bytes at all
+}
+
+TEST_F(HttpServerTest, Http10StreamIsCloseDelimited) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send("GET /api/v1/stream HTTP/1.0\r\n\r\n"));
+  auto head = raw.Read(/*head=*/true);
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->headers.count("transfer-encoding"), 0u);
+  EXPECT_EQ(head->headers.count("content-length"), 0u);
+  auto stream = inbox_.Get(0);
+  ASSERT_TRUE(stream);
+  ASSERT_TRUE(stream->Write("raw bytes"));
+  auto bytes = raw.ReadBytes(9);
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(*bytes, "raw bytes");
+  stream->End();
+  EXPECT_TRUE(raw.WaitClosed(milliseconds(2000)));
+  EXPECT_EQ(raw.unread(), "");
+}
+
+TEST_F(HttpServerTest, AnErrorAnswerIgnoresTheStream) {
+  StartServer();
+  CurlClient c;
+  CurlResponse r = c.Fetch("GET", url_ + "/api/v1/stream-refused");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(json::parse(r.body)["code"], "rate_limited");
+  EXPECT_EQ(r.headers["content-type"], "application/problem+json");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -75,6 +76,30 @@ struct Request {
   core::Result<int64_t> QueryInt(std::string_view name, int64_t default_value) const;
 };
 
+/// The server's end of a streamed response body (Response::stream), e.g. server-sent events.
+/// Whoever holds it hands the server the next bytes of the body; the server sends them in order,
+/// as HTTP/1.1 chunks. Thread-safe: every member may be called from any thread, also after the
+/// server is gone (they then do nothing and report the stream ended).
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  /// Queues `bytes` as the next part of the body. Returns false, queueing nothing, once the
+  /// stream has ended. When the bytes queued but not yet taken by the client would exceed the
+  /// server's `stream_buffer_limit` (a slow or stalled reader), the stream ends instead (and
+  /// the connection is closed) and this returns false.
+  virtual bool Write(std::string bytes) = 0;
+  /// Ends the body once what is queued is sent; the connection is then closed. Idempotent.
+  virtual void End() = 0;
+  /// Whether the stream has ended: End(), the client went away, the buffer overflowed, or the
+  /// server is stopping. Once true it stays true.
+  virtual bool ended() const = 0;
+  /// Calls `on_end` exactly once when the stream ends, for whatever reason; at once, on this
+  /// thread, when it already has. It runs on the thread that noticed the end (an I/O thread, or
+  /// a thread calling Write or End) with no lock of the stream held; it must be quick and may
+  /// call Write (which then returns false) and End. Several callbacks may be registered.
+  virtual void OnEnd(std::function<void()> on_end) = 0;
+};
+
 /// One HTTP response as handlers produce it. HttpServer adds Content-Length, `Server`,
 /// `X-Content-Type-Options`, `X-Request-Id` and, for /api paths, `Cache-Control: no-store`
 /// unless the handler set one.
@@ -88,6 +113,15 @@ struct Response {
   /// may be called from any thread and must be called exactly once, promptly when the server
   /// stops; the connection waits for it (no other request of that connection runs meanwhile).
   std::function<void(std::function<void(Response)> respond)> deferred;
+  /// Set by a handler that answers with a body of unknown length produced over time (server-sent
+  /// events): the server sends `status` and `headers` at once, with no Content-Length, as
+  /// `Transfer-Encoding: chunked` (close-delimited to an HTTP/1.0 client) and `Connection:
+  /// close`, adding `Content-Type: text/event-stream` unless the handler set a content type and
+  /// `Cache-Control: no-store` unless it set one; `body` is ignored. Then it calls `stream` once,
+  /// on an I/O thread, with the stream to write the body to; the connection is the stream's until
+  /// it ends (the server reads no further request from it) and is closed after. For HEAD the
+  /// stream has already ended when `stream` is called. A status outside 2xx ignores `stream`.
+  std::function<void(std::shared_ptr<ResponseStream>)> stream;
 
   /// `status` with `value` serialised as JSON (`Content-Type: application/json`). Invalid
   /// UTF-8 in strings is replaced by U+FFFD rather than throwing.

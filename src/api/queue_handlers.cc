@@ -6,9 +6,8 @@
 #include "api/router.h"
 
 namespace gpuwerk::api {
-namespace {
 
-nlohmann::json EntryJson(const sched::QueueEntry& e) {
+nlohmann::json QueueEntryJson(const sched::QueueEntry& e) {
   nlohmann::json j = {{"id", e.id},
                       {"gpu_type", e.gpu_type},
                       {"name", e.name},
@@ -24,6 +23,10 @@ nlohmann::json EntryJson(const sched::QueueEntry& e) {
   if (!e.instance_id.empty()) j["instance_id"] = e.instance_id;
   return j;
 }
+
+namespace {
+
+nlohmann::json EntryJson(const sched::QueueEntry& e) { return QueueEntryJson(e); }
 
 }  // namespace
 
@@ -72,6 +75,7 @@ void RegisterQueueRoutes(Router& router, ApiContext& ctx) {
           if (*replay) return std::move(**replay);
         }
         if (!entry) return ErrorResponse(entry.error());
+        if (ctx.events) ctx.events->Wake();  // the joiner's streams show the entry
         return Response::Json(201, EntryJson(*entry));
       });
     });
@@ -80,6 +84,8 @@ void RegisterQueueRoutes(Router& router, ApiContext& ctx) {
     return Authenticated(ctx, req, [&](const auth::Principal& who) {
       auto left = ctx.queue.Leave(who.person_id, req.PathParam("id"), req.remote_address);
       if (!left) return ErrorResponse(left.error());
+      // The leaver's streams show it cancelled; everyone behind in the queue moves up.
+      if (ctx.events) ctx.events->Wake();
       return Response::NoContent();
     });
   });

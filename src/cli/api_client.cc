@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,54 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     t->set_cookies.emplace_back(TrimSpace(line.substr(sizeof("set-cookie:") - 1)));
   }
   return n;
+}
+
+/// What the callbacks of a streamed GET (ApiClient::Stream) share.
+struct StreamTransfer {
+  CURL* curl = nullptr;
+  const ApiClient::StreamSink* sink = nullptr;
+  std::chrono::milliseconds idle{0};
+  std::chrono::steady_clock::time_point last_byte = std::chrono::steady_clock::now();
+  Transfer error_answer;   // a non-2xx answer: its body and cookies, as Call() keeps them
+  bool streaming = false;  // a 2xx body has started
+  bool stopped = false;    // the sink said stop
+  bool idle_expired = false;
+};
+
+long ResponseCode(CURL* curl) {
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  return status;
+}
+
+size_t OnStreamBody(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<StreamTransfer*>(user);
+  const size_t n = size * count;
+  t->last_byte = std::chrono::steady_clock::now();
+  const long status = ResponseCode(t->curl);
+  if (status < 200 || status > 299) return OnBody(data, size, count, &t->error_answer);
+  t->streaming = true;
+  if (!(*t->sink)(std::string_view(data, n))) {
+    t->stopped = true;
+    return 0;  // makes curl stop with CURLE_WRITE_ERROR
+  }
+  return n;
+}
+
+size_t OnStreamHeader(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<StreamTransfer*>(user);
+  t->last_byte = std::chrono::steady_clock::now();
+  return OnHeader(data, size, count, &t->error_answer);
+}
+
+/// Called about once a second while the transfer runs: ends a stream that went quiet.
+int OnStreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<StreamTransfer*>(user);
+  if (std::chrono::steady_clock::now() - t->last_byte > t->idle) {
+    t->idle_expired = true;
+    return 1;  // abort
+  }
+  return 0;
 }
 
 std::string WithPage(std::string_view path, int page) {
@@ -283,6 +332,146 @@ core::Result<nlohmann::json> ApiClient::GetAllPages(std::string_view path) const
     if (body["items"].empty()) break;  // past the end, whatever `pages` says
   }
   return all;
+}
+
+core::Result<ApiClient::StreamEnd> ApiClient::Stream(std::string_view path,
+                                                     const std::vector<std::string>& headers,
+                                                     const StreamSink& sink,
+                                                     std::chrono::milliseconds idle_timeout) const {
+  core::CurlGlobalInitOnce();
+  core::CurlEasy curl(curl_easy_init());
+  if (!curl) return core::Internal("could not start an HTTP request (curl_easy_init failed)");
+  CURL* c = curl.get();
+  const std::string url = base_url_ + std::string(path);
+  char error_buffer[CURL_ERROR_SIZE] = {};
+  StreamTransfer transfer;
+  transfer.curl = c;
+  transfer.sink = &sink;
+  transfer.idle = idle_timeout;
+
+  curl_slist* list = nullptr;
+  auto add_header = [&list](const std::string& h) {
+    if (curl_slist* next = curl_slist_append(list, h.c_str())) list = next;
+  };
+  if (!token_.empty()) add_header("Authorization: Bearer " + token_);
+  for (const auto& h : headers) add_header(h);
+  core::CurlList header_list(list);
+
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuwerk-cli");
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnStreamBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnStreamHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnStreamProgress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &transfer);
+  if (!cookie_.empty()) curl_easy_setopt(c, CURLOPT_COOKIE, cookie_.c_str());
+
+  const CURLcode rc = curl_easy_perform(c);
+  StreamEnd end;
+  end.response.status = static_cast<int>(ResponseCode(c));
+  end.response.set_cookies = std::move(transfer.error_answer.set_cookies);
+  end.stopped = transfer.stopped;
+  if (rc != CURLE_OK && !transfer.stopped) {
+    if (transfer.error_answer.too_large) {
+      return core::Fail(ErrorCode::kPayloadTooLarge, "response_too_large",
+                        "the answer from the gpuwerk server at " + base_url_ +
+                            " is larger than the client accepts (32 MiB)");
+    }
+    std::string reason =
+        transfer.idle_expired
+            ? "nothing arrived for " + std::to_string(idle_timeout.count() / 1000) + " s"
+            : (error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(rc));
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '.')) reason.pop_back();
+    if (transfer.streaming) {
+      return core::Fail(ErrorCode::kUnavailable, "stream_interrupted",
+                        "the event stream from " + base_url_ + " broke off: " + reason);
+    }
+    return core::Fail(ErrorCode::kUnavailable, "server_unreachable",
+                      "cannot reach the gpuwerk server at " + base_url_ + ": " + reason +
+                          ". Is it running? Set GPUWERK_URL or run 'gpuwerk login --url URL'");
+  }
+  if (!end.response.ok()) {
+    end.response.text = std::move(transfer.error_answer.body);
+    if (!end.response.text.empty()) {
+      end.response.body =
+          nlohmann::json::parse(end.response.text, nullptr, /*allow_exceptions=*/false);
+      if (end.response.body.is_discarded()) end.response.body = nullptr;
+    }
+  }
+  return end;
+}
+
+std::vector<ServerSentEvent> SseParser::Feed(std::string_view bytes) {
+  std::vector<ServerSentEvent> out;
+  buffer_.append(bytes);
+  if (!started_) {
+    static constexpr std::string_view kBom = "\xEF\xBB\xBF";
+    if (buffer_.size() < kBom.size() && kBom.starts_with(buffer_)) return out;  // wait
+    if (buffer_.starts_with(kBom)) buffer_.erase(0, kBom.size());
+    started_ = true;
+  }
+  size_t pos = 0;
+  while (true) {
+    const size_t end = buffer_.find_first_of("\r\n", pos);
+    if (end == std::string::npos) break;
+    size_t next = end + 1;
+    if (buffer_[end] == '\r') {
+      if (end + 1 == buffer_.size()) break;  // a LF may follow in the next bytes
+      if (buffer_[end + 1] == '\n') next = end + 2;
+    }
+    Line(std::string_view(buffer_).substr(pos, end - pos), out);
+    pos = next;
+  }
+  buffer_.erase(0, pos);
+  return out;
+}
+
+void SseParser::Line(std::string_view line, std::vector<ServerSentEvent>& out) {
+  if (line.empty()) {  // dispatch
+    if (!data_.empty()) {
+      data_.pop_back();  // the last "\n"
+      ServerSentEvent event;
+      if (!type_.empty()) event.type = type_;
+      event.data = std::move(data_);
+      event.id = last_id_;
+      out.push_back(std::move(event));
+    }
+    data_.clear();
+    type_.clear();
+    return;
+  }
+  if (line.front() == ':') {
+    ++comments_;
+    return;
+  }
+  std::string_view field = line, value;
+  if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+    field = line.substr(0, colon);
+    value = line.substr(colon + 1);
+    if (value.starts_with(' ')) value.remove_prefix(1);
+  }
+  if (field == "event") {
+    type_ = std::string(value);
+  } else if (field == "data") {
+    data_.append(value);
+    data_ += '\n';
+  } else if (field == "id") {
+    if (value.find('\0') == std::string_view::npos) last_id_ = std::string(value);
+  } else if (field == "retry") {
+    if (!value.empty() && value.size() <= 18 &&
+        std::all_of(value.begin(), value.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      retry_ms_ = std::stoll(std::string(value));
+    }
+  }
 }
 
 }  // namespace gpuwerk::cli

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -81,11 +83,62 @@ class ApiClient {
   /// Errors: those of CallOk(), kInternal "unexpected_response" when an answer is not a page.
   core::Result<nlohmann::json> GetAllPages(std::string_view path) const;
 
+  /// Receives a streamed body piece by piece; returns false to stop the transfer.
+  using StreamSink = std::function<bool(std::string_view bytes)>;
+
+  /// GETs `path` (plus `headers`) and hands a 2xx answer's body to `sink` as it arrives (e.g.
+  /// server-sent events), with no overall timeout, until the server ends it, `sink` returns
+  /// false, or nothing at all arrives for `idle_timeout` (a stream with heartbeats never goes
+  /// quiet that long). The answer's status comes back; a non-2xx answer's body is not given to
+  /// `sink` but parsed into the ApiResponse as Call() does. `stopped` says whether `sink` ended
+  /// it. Errors: as Call() before the answer starts ("server_unreachable"); after it started, a
+  /// broken or idle connection is kUnavailable "stream_interrupted".
+  struct StreamEnd {
+    ApiResponse response;  ///< status, Set-Cookie and, for an error answer, its body
+    bool stopped = false;  ///< `sink` returned false
+  };
+  core::Result<StreamEnd> Stream(std::string_view path, const std::vector<std::string>& headers,
+                                 const StreamSink& sink,
+                                 std::chrono::milliseconds idle_timeout) const;
+
  private:
   std::string base_url_;
   std::string token_;
   std::string cookie_;
   std::chrono::milliseconds timeout_{std::chrono::seconds(30)};
+};
+
+/// One server-sent event (WHATWG HTML Standard, "Server-sent events", §9.2.6 "Interpreting an
+/// event stream").
+struct ServerSentEvent {
+  std::string type = "message";  ///< the `event:` field, "message" when none
+  std::string data;              ///< the `data:` lines joined with "\n"
+  std::string id;                ///< the last event ID at dispatch ("" when none so far)
+};
+
+/// Parses a text/event-stream incrementally, as the WHATWG algorithm does: lines end in CRLF, LF
+/// or CR; `:` starts a comment; a blank line dispatches the event (none when no data came);
+/// `retry:` with only digits sets the reconnection time; an `id:` holding NUL is ignored; a
+/// leading U+FEFF is skipped. Not thread-safe.
+class SseParser {
+ public:
+  /// Feeds the next bytes; returns the events they complete, in order.
+  std::vector<ServerSentEvent> Feed(std::string_view bytes);
+  /// The last `retry:` in milliseconds, or -1 when none came.
+  int64_t retry_ms() const { return retry_ms_; }
+  /// Comment lines seen so far (the server's `: keep-alive` heartbeats).
+  int64_t comments() const { return comments_; }
+
+ private:
+  void Line(std::string_view line, std::vector<ServerSentEvent>& out);
+
+  std::string buffer_;
+  bool started_ = false;  // past a possible byte order mark
+  std::string data_;
+  std::string type_;
+  std::string last_id_;
+  int64_t retry_ms_ = -1;
+  int64_t comments_ = 0;
 };
 
 }  // namespace gpuwerk::cli

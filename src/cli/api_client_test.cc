@@ -174,5 +174,110 @@ TEST(ApiClientTest, UnreachableServerSaysSoAndHowToFixIt) {
       << r.error().message;
 }
 
+// --- ApiClient::Stream and SseParser (gpuwerk events) ----------------------------------------
+
+TEST(ApiClientStreamTest, HandsOverTheBodyAndStopsWhenTheSinkSaysSo) {
+  FakeApiServer server([](const FakeRequest& req) {
+    EXPECT_EQ(req.Header("authorization"), "Bearer gwt_t");
+    EXPECT_EQ(req.Header("accept"), "text/event-stream");
+    return FakeResponse{200, "id: 1\nevent: snapshot\ndata: {}\n\n", {}};
+  });
+  std::string got;
+  auto end = ApiClient(server.url(), "gwt_t")
+                 .Stream(
+                     "/api/v1/events", {"Accept: text/event-stream"},
+                     [&](std::string_view bytes) {
+                       got += bytes;
+                       return true;
+                     },
+                     std::chrono::seconds(5));
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(end->response.status, 200);
+  EXPECT_FALSE(end->stopped);
+  EXPECT_EQ(got, "id: 1\nevent: snapshot\ndata: {}\n\n");
+
+  auto stopped = ApiClient(server.url(), "gwt_t")
+                     .Stream(
+                         "/api/v1/events", {"Accept: text/event-stream"},
+                         [](std::string_view) { return false; }, std::chrono::seconds(5));
+  ASSERT_TRUE(stopped);
+  EXPECT_TRUE(stopped->stopped);
+}
+
+TEST(ApiClientStreamTest, AnErrorAnswerComesBackWithItsProblem) {
+  FakeApiServer server(
+      [](const FakeRequest&) { return FakeResponse::Problem(429, "rate_limited", "Too many."); });
+  bool called = false;
+  auto end = ApiClient(server.url(), "gwt_t")
+                 .Stream(
+                     "/api/v1/events", {},
+                     [&](std::string_view) {
+                       called = true;
+                       return true;
+                     },
+                     std::chrono::seconds(5));
+  ASSERT_TRUE(end);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(end->response.status, 429);
+  EXPECT_EQ(ErrorFromResponse(end->response).api_code, "rate_limited");
+}
+
+TEST(ApiClientStreamTest, UnreachableServerIsServerUnreachable) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(ClosedPort());
+  auto end = ApiClient(url, "t").Stream(
+      "/api/v1/events", {}, [](std::string_view) { return true; }, std::chrono::seconds(5));
+  ASSERT_FALSE(end);
+  EXPECT_EQ(end.error().api_code, "server_unreachable");
+}
+
+TEST(SseParserTest, ParsesEventsAcrossArbitrarySplits) {
+  const std::string stream =
+      "\xEF\xBB\xBFretry: 3000\n\n"
+      ": keep-alive\n\n"
+      "id: 1\nevent: snapshot\ndata: {\"a\":1}\n\n"
+      "id: 2\r\nevent: instance\r\ndata: line one\r\ndata: line two\r\n\r\n"
+      "data:no space\rdata\r\r"
+      "event: ignored-without-data\n\n"
+      "id: 3\ndata: last\n\n";
+  // Fed whole, byte by byte, and in every two-piece split: the same events.
+  std::vector<std::vector<std::string>> splits;
+  splits.push_back({stream});
+  std::vector<std::string> bytes;
+  for (char c : stream) bytes.emplace_back(1, c);
+  splits.push_back(bytes);
+  for (size_t cut = 1; cut < stream.size(); ++cut) {
+    splits.push_back({stream.substr(0, cut), stream.substr(cut)});
+  }
+  for (const auto& pieces : splits) {
+    SseParser parser;
+    std::vector<ServerSentEvent> events;
+    for (const auto& piece : pieces) {
+      for (auto& e : parser.Feed(piece)) events.push_back(std::move(e));
+    }
+    ASSERT_EQ(events.size(), 4u);
+    EXPECT_EQ(events[0].type, "snapshot");
+    EXPECT_EQ(events[0].id, "1");
+    EXPECT_EQ(events[0].data, "{\"a\":1}");
+    EXPECT_EQ(events[1].type, "instance");
+    EXPECT_EQ(events[1].id, "2");
+    EXPECT_EQ(events[1].data, "line one\nline two");
+    EXPECT_EQ(events[2].type, "message");
+    EXPECT_EQ(events[2].id, "2");  // the last event ID carries over
+    EXPECT_EQ(events[2].data, "no space\n");
+    EXPECT_EQ(events[3].id, "3");
+    EXPECT_EQ(events[3].data, "last");
+    EXPECT_EQ(parser.retry_ms(), 3000);
+    EXPECT_EQ(parser.comments(), 1);
+  }
+}
+
+TEST(SseParserTest, IgnoresBadRetryAndIdsWithNul) {
+  SseParser parser;
+  auto events = parser.Feed(std::string("retry: 12a\nid: x\0y\ndata: d\n\n", 28));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].id, "");
+  EXPECT_EQ(parser.retry_ms(), -1);
+}
+
 }  // namespace
 }  // namespace gpuwerk::cli

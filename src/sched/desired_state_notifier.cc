@@ -47,6 +47,20 @@ void DesiredStateNotifier::Notify(const std::vector<std::string>& hosts) {
     }
   }
   for (auto& [done, v] : fire) done(v);
+  std::lock_guard listeners_lock(listeners_mu_);
+  for (auto& [id, listener] : listeners_) listener(hosts);
+}
+
+uint64_t DesiredStateNotifier::AddListener(Listener listener) {
+  std::lock_guard lock(listeners_mu_);
+  const uint64_t id = next_listener_++;
+  listeners_.emplace(id, std::move(listener));
+  return id;
+}
+
+void DesiredStateNotifier::RemoveListener(uint64_t id) {
+  std::lock_guard lock(listeners_mu_);
+  listeners_.erase(id);
 }
 
 void DesiredStateNotifier::Wait(const std::string& host, uint64_t known,

@@ -22,12 +22,17 @@ namespace gpuwerk::sched {
 /// wakes every watcher once). The notifier is in-memory and per process: with several server
 /// replicas a change made on another replica is seen at the agent's next periodic sync.
 ///
+/// Listeners (AddListener) hear of every Notify too, e.g. to tell people's open event streams
+/// (`GET /api/v1/events`) that an instance may have changed.
+///
 /// Thread-safety: all members may be called from any thread. Callbacks run on the thread that
 /// calls Notify or Shutdown, or on the notifier's timer thread, without the notifier's lock held;
 /// they must be quick (e.g. post a response to an I/O thread).
 class DesiredStateNotifier {
  public:
   using Callback = std::function<void(uint64_t version)>;
+  /// Hears the host names of one Notify call.
+  using Listener = std::function<void(const std::vector<std::string>& hosts)>;
 
   DesiredStateNotifier();
   /// Shutdown(), then joins the timer thread.
@@ -54,6 +59,14 @@ class DesiredStateNotifier {
   /// How many callbacks are waiting (metrics, tests).
   size_t waiting();
 
+  /// Calls `listener` after every later Notify (after the waiters it woke), on the notifying
+  /// thread, with the hosts it named. Listeners must be quick and must not call AddListener,
+  /// RemoveListener or Notify. Returns an id for RemoveListener.
+  uint64_t AddListener(Listener listener);
+  /// Stops calling the listener `id`; when this returns, no call of it is running or will start.
+  /// Unknown ids are ignored.
+  void RemoveListener(uint64_t id);
+
  private:
   struct Waiter {
     uint64_t id;
@@ -72,6 +85,11 @@ class DesiredStateNotifier {
   std::map<std::string, uint64_t> versions_;  // by host name
   std::map<uint64_t, Waiter> waiters_;        // by waiter id
   bool shut_down_ = false;
+  // Listeners are called with listeners_mu_ held (so RemoveListener can wait for a running call);
+  // never nested inside mu_.
+  std::mutex listeners_mu_;
+  uint64_t next_listener_ = 1;
+  std::map<uint64_t, Listener> listeners_;
   std::thread timer_;
 };
 
