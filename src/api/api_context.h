@@ -1,6 +1,7 @@
 #pragma once
 
 #include "api/authenticator.h"
+#include "api/event_hub.h"
 #include "api/idempotency.h"
 #include "api/ssh_command.h"
 #include "auth/account_service.h"
@@ -27,6 +28,9 @@ struct ApiContext {
   sched::QueueService& queue;
   IdempotencyKeys& idempotency;
   SshCommandFormat& ssh_command;
+  /// People's event streams (GET /api/v1/events); handlers that change what they show Wake() it.
+  /// Null when the server runs none.
+  EventHub* events = nullptr;
 };
 
 class Router;

@@ -33,6 +33,10 @@ Response WithJsonBody(const Request& req, Fn&& fn) {
 
 /// `{"amount_minor": …}`-style helpers and shared JSON shapes.
 nlohmann::json PersonJson(const auth::Person& person);
+/// A queue entry as the API shows it (docs/api.md; queue_handlers.cc).
+nlohmann::json QueueEntryJson(const sched::QueueEntry& entry);
+/// An instance as the API shows it (docs/api.md; instance_handlers.cc).
+nlohmann::json InstanceJson(const sched::Instance& instance, const SshCommandFormat& ssh);
 
 /// The 1-based `?page=` query parameter. Errors: invalid_page.
 core::Result<int> PageParam(const Request& req);

@@ -1,5 +1,7 @@
-// /api/v1/admin/hosts (operators only) and /api/v1/agent/sync (host agents, by host token;
-// docs/agent-protocol.md).
+// /api/v1/admin/hosts and /api/v1/admin/host-pairs (operators only) and /api/v1/agent/sync
+// (host agents, by host token; docs/agent-protocol.md).
+#include <spdlog/spdlog.h>
+
 #include <charconv>
 
 #include "api/api_context.h"
@@ -23,7 +25,62 @@ nlohmann::json HostJson(const sched::Host& h) {
                       {"instance_id", nullptr}};
   if (h.last_seen_at) j["last_seen_at"] = core::FormatRfc3339(*h.last_seen_at);
   if (!h.instance_id.empty()) j["instance_id"] = h.instance_id;
+  j["pair"] = nullptr;
+  if (!h.pair_id.empty()) {
+    j["pair"] = {{"id", h.pair_id},
+                 {"node_index", h.node_index},
+                 {"rail_address", h.rail_address},
+                 {"partner", h.partner}};
+  }
   return j;
+}
+
+nlohmann::json PairJson(const sched::HostPair& p) {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const auto& m : p.members) {
+    hosts.push_back({{"id", m.host_id},
+                     {"name", m.host_name},
+                     {"node_index", m.node_index},
+                     {"rail_address", m.rail_address}});
+  }
+  nlohmann::json j = {{"id", p.id},
+                      {"gpu_type", p.gpu_type},
+                      {"hosts", std::move(hosts)},
+                      {"instance_id", nullptr},
+                      {"created_at", core::FormatRfc3339(p.created_at)}};
+  if (!p.instance_id.empty()) j["instance_id"] = p.instance_id;
+  return j;
+}
+
+/// Capacity of `gpu_type` may have come (a host added or undrained, a pair linked): launch the
+/// oldest entries now. A failure is retried by the periodic drain; the change stands.
+void DrainType(ApiContext& ctx, const std::string& gpu_type) {
+  auto drained = ctx.queue.Drain(gpu_type);
+  if (!drained)
+    spdlog::warn("sched: queue drain of {} failed: {}", gpu_type, drained.error().message);
+}
+
+/// The `hosts` of POST /api/v1/admin/host-pairs: exactly two {name, rail_address}.
+core::Result<std::vector<sched::PairNode>> PairNodesFrom(const nlohmann::json& body) {
+  auto it = body.find("hosts");
+  if (it == body.end() || !it->is_array() || it->size() != 2) {
+    return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                                  "field 'hosts' must be two {name, rail_address} objects, "
+                                  "node 0 first")
+                          .WithDetail("field", "hosts"));
+  }
+  std::vector<sched::PairNode> out;
+  for (const auto& h : *it) {
+    if (!h.is_object()) {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                                    "each of 'hosts' must be an object {name, rail_address}")
+                            .WithDetail("field", "hosts"));
+    }
+    GPUWERK_ASSIGN_OR_RETURN(std::string name, RequireString(h, "name", 256));
+    GPUWERK_ASSIGN_OR_RETURN(std::string rail, RequireString(h, "rail_address", 256));
+    out.push_back({std::move(name), std::move(rail)});
+  }
+  return out;
 }
 
 /// The host whose token the request carries as `Authorization: Bearer gwh_…`.
@@ -66,6 +123,7 @@ void RegisterHostRoutes(Router& router, ApiContext& ctx) {
         }
         auto added = ctx.hosts.Add(who.person_id, *name, *type, gpu_required, req.remote_address);
         if (!added) return ErrorResponse(added.error());
+        DrainType(ctx, added->host.gpu_type);
         nlohmann::json j = HostJson(added->host);
         j["token"] = added->token;  // shown once
         return Response::Json(201, j);
@@ -83,20 +141,66 @@ void RegisterHostRoutes(Router& router, ApiContext& ctx) {
                    const std::string& name = req.path_params["name"];
                    auto done = ctx.hosts.SetDrained(who.person_id, name, drain, req.remote_address);
                    if (!done) return ErrorResponse(done.error());
-                   if (!drain) {
-                     // An undrained host is capacity the queue may be waiting for.
-                     // A failure here is retried by the periodic drain; the undrain stands.
-                     (void)ctx.queue.DrainAll();
-                   }
                    auto hosts = ctx.hosts.List();
                    if (!hosts) return ErrorResponse(hosts.error());
                    for (const auto& h : *hosts) {
-                     if (h.name == name) return Response::Json(200, HostJson(h));
+                     if (h.name != name) continue;
+                     // An undrained host is capacity the queue may be waiting for.
+                     if (!drain) DrainType(ctx, h.gpu_type);
+                     return Response::Json(200, HostJson(h));
                    }
                    return ErrorResponse(core::NotFound("Host").error());
                  });
                });
   }
+
+  // Removes a host: refused (409 host_in_use) while an instance is placed on it; its agent
+  // token stops working at once and its pair, if any, is unlinked.
+  router.Add("DELETE", "/api/v1/admin/hosts/{name}", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal& who) {
+      auto removed = ctx.hosts.Remove(who.person_id, req.path_params["name"], req.remote_address);
+      if (!removed) return ErrorResponse(removed.error());
+      return Response::NoContent();
+    });
+  });
+
+  router.Add("POST", "/api/v1/admin/host-pairs", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal& who) {
+      return WithJsonBody(req, [&](const nlohmann::json& body) {
+        auto nodes = PairNodesFrom(body);
+        if (!nodes) return ErrorResponse(nodes.error());
+        auto pair = ctx.hosts.LinkPair(who.person_id, (*nodes)[0], (*nodes)[1], req.remote_address);
+        if (!pair) return ErrorResponse(pair.error());
+        // A new pair is a new slot of its type.
+        DrainType(ctx, pair->gpu_type);
+        return Response::Json(201, PairJson(*pair));
+      });
+    });
+  });
+
+  router.Add("GET", "/api/v1/admin/host-pairs", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal&) {
+      auto page = PageParam(req);
+      if (!page) return ErrorResponse(page.error());
+      auto pairs = ctx.hosts.ListPairs(*page);
+      if (!pairs) return ErrorResponse(pairs.error());
+      nlohmann::json items = nlohmann::json::array();
+      for (const auto& p : pairs->items) items.push_back(PairJson(p));
+      return Response::Json(200, {{"items", std::move(items)},
+                                  {"page", pairs->page},
+                                  {"pages", pairs->pages},
+                                  {"total", pairs->total}});
+    });
+  });
+
+  router.Add("DELETE", "/api/v1/admin/host-pairs/{id}", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal& who) {
+      auto unlinked =
+          ctx.hosts.UnlinkPair(who.person_id, req.path_params["id"], req.remote_address);
+      if (!unlinked) return ErrorResponse(unlinked.error());
+      return Response::NoContent();
+    });
+  });
 
   router.Add("GET", "/api/v1/admin/hosts", [&ctx](Request& req) {
     return AsOperator(ctx, req, [&](const auth::Principal&) {
@@ -117,6 +221,7 @@ void RegisterHostRoutes(Router& router, ApiContext& ctx) {
     return WithJsonBody(req, [&](const nlohmann::json& body) {
       auto answer = ctx.agent_sync.Sync(*host, body);
       if (!answer) return ErrorResponse(answer.error());
+      if (ctx.events) ctx.events->Wake();  // statuses may have changed: GET /api/v1/events
       (*answer)["desired_version"] = std::to_string(version);
       return Response::Json(200, *answer);
     });

@@ -1,12 +1,15 @@
 // /api/v1/instances and /api/v1/gpu-types: a person's instances, each call
-// scoped to the caller (another person's instance is not_found).
+// scoped to the caller (another person's instance is not_found); /api/v1/admin/gpu-types: GPU
+// types as operator-managed data (R-7, issue 5).
+#include <algorithm>
+#include <limits>
+
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/idempotency.h"
 #include "api/router.h"
 
 namespace gpuwerk::api {
-namespace {
 
 nlohmann::json InstanceJson(const sched::Instance& in, const SshCommandFormat& ssh) {
   nlohmann::json j = {
@@ -28,6 +31,72 @@ nlohmann::json InstanceJson(const sched::Instance& in, const SshCommandFormat& s
   if (!in.gpu_attached) j["gpu"] = "no GPU attached";
   if (in.deleted_at) j["deleted_at"] = core::FormatRfc3339(*in.deleted_at);
   return j;
+}
+
+namespace {
+
+/// What a create of a type that is not online answers (202): the queue entry it joined.
+nlohmann::json QueuedJson(const sched::QueueEntry& e) {
+  nlohmann::json j = QueueEntryJson(e);
+  j["queued"] = true;
+  return j;
+}
+
+nlohmann::json GpuTypeJson(const sched::GpuType& t) {
+  return {{"name", t.name},
+          {"description", t.description},
+          {"hosts_per_instance", t.hosts_per_instance},
+          {"price", {{"amount_minor", t.price_minor_per_hour}, {"currency", t.currency}}},
+          {"free_capacity", t.free_instances},
+          {"online", t.online},
+          {"online_hosts", t.online_hosts},
+          {"queued", t.queued}};
+}
+
+/// The operator's view: the public one plus registered hosts and linked pairs.
+nlohmann::json AdminGpuTypeJson(const sched::GpuType& t) {
+  nlohmann::json j = GpuTypeJson(t);
+  j["hosts"] = t.hosts;
+  j["pairs"] = t.pairs;
+  return j;
+}
+
+/// Authenticates a person who must be an operator.
+template <class Fn>
+Response AsOperator(ApiContext& ctx, Request& req, Fn&& fn) {
+  return Authenticated(ctx, req, [&](const auth::Principal& who) {
+    if (!who.is_operator) {
+      return ErrorResponse(core::Error(core::ErrorCode::kPermissionDenied, "forbidden",
+                                       "Only operators may do this."));
+    }
+    return fn(who);
+  });
+}
+
+/// The body of PUT /api/v1/admin/gpu-types/{name}: only the known fields, each optional.
+core::Result<sched::GpuTypeChange> GpuTypeChangeFrom(const nlohmann::json& body) {
+  for (const auto& [key, value] : body.items()) {
+    if (key != "description" && key != "hosts_per_instance" && key != "price_minor_per_hour" &&
+        key != "currency") {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                                    "unknown field '" + key +
+                                        "'; a GPU type has description, hosts_per_instance, "
+                                        "price_minor_per_hour and currency")
+                            .WithDetail("field", key));
+    }
+  }
+  sched::GpuTypeChange change;
+  GPUWERK_ASSIGN_OR_RETURN(change.description, OptionalString(body, "description", 1000, 0));
+  GPUWERK_ASSIGN_OR_RETURN(change.currency, OptionalString(body, "currency", 16, 0));
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const char* field : {"hosts_per_instance", "price_minor_per_hour"}) {
+    if (!body.contains(field) || body[field].is_null()) continue;
+    GPUWERK_ASSIGN_OR_RETURN(int64_t v, RequireInt(body, field, kMin, kMax));
+    (std::string_view(field) == "hosts_per_instance" ? change.hosts_per_instance
+                                                     : change.price_minor_per_hour) = v;
+  }
+  return change;
 }
 
 }  // namespace
@@ -72,8 +141,29 @@ void RegisterInstanceRoutes(Router& router, ApiContext& ctx) {
                                           InstanceJson(in, ctx.ssh_command).dump());
           };
         }
-        auto in = ctx.instances.Create(who.person_id, *name, *key, type->value_or("spark-1x"),
-                                       req.remote_address, record);
+        const std::string gpu_type = type->value_or("spark-1x");
+        auto in =
+            ctx.instances.Create(who.person_id, *name, *key, gpu_type, req.remote_address, record);
+        if (!in && in.error().api_code == "gpu_type_offline") {
+          // Issue 5: choosing a type that is not online enters its queue directly (202).
+          sched::QueueService::InTransaction record_entry;
+          if (!idem->empty()) {
+            record_entry = [&](store::Transaction& tx, const sched::QueueEntry& e) {
+              return ctx.idempotency.Record(tx, who.person_id, *idem, hash, 202,
+                                            QueuedJson(e).dump());
+            };
+          }
+          auto entry = ctx.queue.Join(who.person_id, gpu_type, *name, *key, req.remote_address,
+                                      record_entry);
+          if (!entry && !idem->empty()) {
+            auto replay = ctx.idempotency.Replay(who.person_id, *idem, hash);
+            if (!replay) return ErrorResponse(replay.error());
+            if (*replay) return std::move(**replay);
+          }
+          if (!entry) return ErrorResponse(entry.error());
+          if (ctx.events) ctx.events->Wake();  // the joiner's streams show the entry
+          return Response::Json(202, QueuedJson(*entry));
+        }
         // A concurrent request with the same key committed first: this one failed on its
         // record, or on what the first one created (the name, the host). Answer the first's.
         if (!in && !idem->empty()) {
@@ -116,18 +206,46 @@ void RegisterInstanceRoutes(Router& router, ApiContext& ctx) {
       auto types = ctx.instances.GpuTypes();
       if (!types) return ErrorResponse(types.error());
       nlohmann::json items = nlohmann::json::array();
-      for (const auto& t : *types) {
-        items.push_back(
-            {{"name", t.name},
-             {"description", t.description},
-             {"hosts_per_instance", t.hosts_per_instance},
-             {"price", {{"amount_minor", t.price_minor_per_hour}, {"currency", t.currency}}},
-             {"free_capacity", t.free_instances},
-             {"online", t.online_hosts > 0},
-             {"online_hosts", t.online_hosts},
-             {"queued", t.queued}});
-      }
+      for (const auto& t : *types) items.push_back(GpuTypeJson(t));
       return Response::Json(200, {{"items", items}});
+    });
+  });
+
+  router.Add("GET", "/api/v1/admin/gpu-types", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal&) {
+      auto page = PageParam(req);
+      if (!page) return ErrorResponse(page.error());
+      auto types = ctx.instances.GpuTypes();
+      if (!types) return ErrorResponse(types.error());
+      constexpr size_t kPageSize = 15;
+      const size_t total = types->size();
+      const size_t pages = std::max<size_t>(1, (total + kPageSize - 1) / kPageSize);
+      nlohmann::json items = nlohmann::json::array();
+      for (size_t i = (static_cast<size_t>(*page) - 1) * kPageSize;
+           i < total && items.size() < kPageSize; ++i) {
+        items.push_back(AdminGpuTypeJson((*types)[i]));
+      }
+      return Response::Json(
+          200, {{"items", items}, {"page", *page}, {"pages", pages}, {"total", total}});
+    });
+  });
+
+  // Creates or changes a GPU type; fields left out keep their value (docs/api.md).
+  router.Add("PUT", "/api/v1/admin/gpu-types/{name}", [&ctx](Request& req) {
+    return AsOperator(ctx, req, [&](const auth::Principal& who) {
+      return WithJsonBody(req, [&](const nlohmann::json& body) {
+        auto change = GpuTypeChangeFrom(body);
+        if (!change) return ErrorResponse(change.error());
+        const std::string& name = req.path_params["name"];
+        auto set = ctx.hosts.SetGpuType(who.person_id, name, *change, req.remote_address);
+        if (!set) return ErrorResponse(set.error());
+        auto types = ctx.instances.GpuTypes();
+        if (!types) return ErrorResponse(types.error());
+        for (const auto& t : *types) {
+          if (t.name == name) return Response::Json(set->second ? 201 : 200, AdminGpuTypeJson(t));
+        }
+        return ErrorResponse(core::NotFound("GPU type").error());
+      });
     });
   });
 }

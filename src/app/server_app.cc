@@ -28,6 +28,7 @@
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
+#include "sched/person_events.h"
 #include "sched/queue_service.h"
 #include "store/sqlite_database.h"
 
@@ -56,6 +57,8 @@ struct ServerApp::Parts {
   std::unique_ptr<sched::AgentSync> agent_sync;
   std::unique_ptr<api::IdempotencyKeys> idempotency;
   std::unique_ptr<api::SshCommandFormat> ssh_command;
+  std::unique_ptr<sched::PersonStateReader> person_state;  ///< what GET /api/v1/events shows
+  std::unique_ptr<api::EventHub> events;                   ///< people's event streams
   std::unique_ptr<StoreRelayAuthorizer> relay_authorizer;  ///< for remote relays' requests
   std::unique_ptr<api::Authenticator> authn;
   std::unique_ptr<api::ApiContext> api_context;
@@ -201,8 +204,9 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       });
   sched::QueueService* queue = p->queue.get();
   p->agent_sync = std::make_unique<sched::AgentSync>(
-      *p->db, clock, rng, sched_options, [queue](const std::string& gpu_type) {
-        auto drained = queue->Drain(gpu_type);
+      *p->db, clock, rng, sched_options,
+      [queue](const std::string& gpu_type, const std::string& host_id) {
+        auto drained = queue->Drain(gpu_type, {host_id});
         if (!drained) spdlog::warn("sched: queue drain failed: {}", drained.error().message);
       });
   p->idempotency = std::make_unique<api::IdempotencyKeys>(*p->db, clock);
@@ -211,13 +215,20 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
     p->ssh_command->SetRelay(config.ssh_domain, "", static_cast<uint16_t>(config.ssh_port));
   }
   p->authn = std::make_unique<api::Authenticator>(*p->accounts, account_options.public_url);
+  p->person_state = std::make_unique<sched::PersonStateReader>(*p->db, clock, sched_options);
+  p->events =
+      std::make_unique<api::EventHub>(api::PersonEventReader(*p->person_state, *p->ssh_command));
+  p->events->ListenTo(*p->desired_state);
   p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
       *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync,
-      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command});
+      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command, p->events.get()});
   api::AddOperationalRoutes(*p->router, *p->metrics);
   api::RegisterApiRoutes(*p->router, *p->api_context);
+  api::RegisterEventRoutes(*p->router, *p->api_context, *p->events);
+  p->metrics->AddGauge("gpuwerk_event_streams", "Open event streams (GET /api/v1/events)",
+                       [events = p->events.get()] { return double(events->open_streams()); });
   p->relay_authorizer = std::make_unique<StoreRelayAuthorizer>(*p->db, *p->instances);
-  api::RegisterRelayRoutes(*p->router, *p->api_context, *p->relay_authorizer);
+  api::RegisterRelayRoutes(*p->router, *p->api_context, *p->relay_authorizer, *p->db, rng);
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
                          [worker] { return static_cast<double>(worker->sent_total()); });
   p->metrics->AddCounter("gpuwerk_mail_failed_attempts_total", "Failed mail delivery attempts",
@@ -296,6 +307,7 @@ void ServerApp::Stop() {
   if (!parts_ || parts_->stopped) return;
   parts_->stopped = true;
   // Long polls first: their answers go out before the HTTP server stops waiting for requests.
+  if (parts_->events) parts_->events->Shutdown();  // event streams end (their last chunk)
   if (parts_->desired_state) parts_->desired_state->Shutdown();
   if (parts_->http) parts_->http->Stop();
   if (parts_->outbox_worker) parts_->outbox_worker->Stop();

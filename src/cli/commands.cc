@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "cli/api_client.h"
 #include "cli/output.h"
@@ -47,6 +49,15 @@ struct Options {
   std::string gpu_type = "spark-1x";
   bool no_gpu = false;
   std::vector<std::string> args;
+  // admin gpu-types set: only the options given are changed.
+  std::optional<int64_t> price_minor;
+  std::optional<int64_t> hosts_per_instance;
+  std::optional<std::string> description;
+  std::optional<std::string> currency;
+  int page = 1;          ///< relay-sessions --page
+  std::string instance;  ///< admin relay-sessions --instance
+  std::string person;    ///< admin relay-sessions --person
+  int64_t count = 0;     ///< events --count: stop after this many events (0: never)
 };
 
 /// What a verb's callback works with; owned (through a shared_ptr) by the CLI11 callbacks.
@@ -654,6 +665,12 @@ core::Result<void> TokensRmVerb(Context& ctx) {
 
 // --- instances, ssh, gpu types, admin hosts ---------------------------------------------------
 
+/// A queue entry's position, "-" when it has none.
+std::string PositionText(const json& e) {
+  const json& pos = Field(e, "position");
+  return pos.is_number_integer() ? std::to_string(pos.get<int64_t>()) : std::string("-");
+}
+
 /// The caller's live instance named (or with the id) ctx.opt.name.
 core::Result<json> FindInstance(Context& ctx, Session& session) {
   GPUWERK_ASSIGN_OR_RETURN(json items, session.All("/api/v1/instances"));
@@ -747,6 +764,15 @@ core::Result<void> InstancesCreateVerb(Context& ctx) {
     PrintJson(*ctx.io.out, in);
     return {};
   }
+  if (Field(in, "queued") == true) {
+    // The type is not online: the server put the request in its queue (docs/queue.md).
+    Print(ctx, "No " + SafeText(Str(in, "gpu_type")) +
+                   " capacity is online: joined its queue at position " + PositionText(in) +
+                   " (entry " + SafeText(Str(in, "id")) + "). Instance " +
+                   SafeText(Str(in, "name")) +
+                   " is launched when capacity comes, and you get a mail.\n");
+    return {};
+  }
   Print(ctx, "Created instance " + SafeText(Str(in, "name")) + " (" +
                  SafeText(Str(in, "hostname")) + "), status " + SafeText(Str(in, "status")) +
                  ". Connect with 'gpuwerk ssh " + SafeText(Str(in, "name")) + "'.\n");
@@ -831,6 +857,15 @@ core::Result<void> SshVerb(Context& ctx) {
                     std::string("cannot run ssh: ") + std::strerror(errno));
 }
 
+/// `{"amount_minor": 65, "currency": "usd"}` as "0.65 usd" (2 minor digits); "" otherwise.
+std::string MoneyText(const json& price) {
+  const json& amount = Field(price, "amount_minor");
+  if (!amount.is_number_integer()) return "";
+  const int64_t a = amount.get<int64_t>();
+  return std::to_string(a / 100) + "." + (a % 100 < 10 ? "0" : "") + std::to_string(a % 100) + " " +
+         Str(price, "currency");
+}
+
 core::Result<void> GpuTypesVerb(Context& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json types, session.Ok("GET", "/api/v1/gpu-types"));
@@ -839,19 +874,12 @@ core::Result<void> GpuTypesVerb(Context& ctx) {
     PrintJson(*ctx.io.out, items);
     return {};
   }
-  Table table({"NAME", "HOSTS", "PRICE/H", "FREE", "ONLINE", "DESCRIPTION"});
+  Table table({"NAME", "HOSTS", "PRICE/H", "FREE", "ONLINE", "QUEUED", "DESCRIPTION"});
   for (const auto& t : items) {
-    const json& price = Field(t, "price");
-    const json& amount = Field(price, "amount_minor");
-    std::string money = amount.is_number_integer()
-                            ? std::to_string(amount.get<int64_t>() / 100) + "." +
-                                  (amount.get<int64_t>() % 100 < 10 ? "0" : "") +
-                                  std::to_string(amount.get<int64_t>() % 100) + " " +
-                                  Str(price, "currency")
-                            : std::string();
     table.AddRow({CellText(Field(t, "name")), CellText(Field(t, "hosts_per_instance")),
-                  SafeText(money), CellText(Field(t, "free_capacity")),
-                  CellText(Field(t, "online")), CellText(Field(t, "description"))});
+                  SafeText(MoneyText(Field(t, "price"))), CellText(Field(t, "free_capacity")),
+                  CellText(Field(t, "online")), CellText(Field(t, "queued")),
+                  CellText(Field(t, "description"))});
   }
   Print(ctx, table.Render());
   return {};
@@ -898,26 +926,132 @@ core::Result<void> AdminHostsLsVerb(Context& ctx) {
     PrintJson(*ctx.io.out, items);
     return {};
   }
-  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PROBLEM"});
+  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "PROBLEM"});
   for (const auto& h : items) {
     // The engine being away, else why the host is degraded (C13), else nothing.
     std::string problem = Str(h, "engine_error");
     if (problem.empty()) problem = Str(h, "degraded_reason");
+    // "node 0 with b (rail 192.168.100.1, hpr_…)"; "-" when unpaired.
+    const json& pair = Field(h, "pair");
+    std::string pair_text = "-";
+    if (pair.is_object()) {
+      pair_text = "node " + CellText(Field(pair, "node_index")) + " with " + Str(pair, "partner") +
+                  " (rail " + Str(pair, "rail_address") + ", " + Str(pair, "id") + ")";
+    }
     table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
                   CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
                   CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
-                  SafeText(problem)});
+                  SafeText(pair_text), SafeText(problem)});
   }
   Print(ctx, table.Render());
   return {};
 }
 
-// --- queue and usage ---------------------------------------------------------------------------
-
-std::string PositionText(const json& e) {
-  const json& pos = Field(e, "position");
-  return pos.is_number_integer() ? std::to_string(pos.get<int64_t>()) : std::string("-");
+core::Result<void> AdminHostsRmVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_TRY(session.Ok("DELETE", "/api/v1/admin/hosts/" + PathEscape(ctx.opt.name)));
+  Print(ctx, "Removed host " + SafeText(ctx.opt.name) +
+                 "; its agent token no longer works (a pair it was in is unlinked).\n");
+  return {};
 }
+
+/// `NAME=RAIL_IP` as a pair node of POST /api/v1/admin/host-pairs. Errors: invalid_argument.
+core::Result<json> PairNodeArg(std::string_view arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == arg.size()) {
+    return core::Fail(
+        ErrorCode::kInvalidArgument, "invalid_argument",
+        "expected HOST=RAIL_ADDRESS (e.g. spark-a=192.168.100.1), got '" + std::string(arg) + "'");
+  }
+  return json{{"name", std::string(arg.substr(0, eq))},
+              {"rail_address", std::string(arg.substr(eq + 1))}};
+}
+
+core::Result<void> AdminHostsLinkVerb(Context& ctx) {
+  if (ctx.opt.args.size() != 2) {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_argument",
+                      "give two hosts: gpuwerk admin hosts link A=RAIL_IP B=RAIL_IP (A is node 0)");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(json node0, PairNodeArg(ctx.opt.args[0]));
+  GPUWERK_ASSIGN_OR_RETURN(json node1, PairNodeArg(ctx.opt.args[1]));
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  const json body = {{"hosts", json::array({node0, node1})}};
+  GPUWERK_ASSIGN_OR_RETURN(json pair, session.Ok("POST", "/api/v1/admin/host-pairs", &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, pair);
+    return {};
+  }
+  std::string members;
+  for (const auto& m : Field(pair, "hosts")) {
+    members += (members.empty() ? "" : " and ") + Str(m, "name") + " (node " +
+               CellText(Field(m, "node_index")) + ", rail " + Str(m, "rail_address") + ")";
+  }
+  Print(ctx, "Linked " + SafeText(members) + " as pair " + SafeText(Str(pair, "id")) + " for " +
+                 SafeText(Str(pair, "gpu_type")) + ".\n");
+  return {};
+}
+
+core::Result<void> AdminHostsUnlinkVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json pairs, session.All("/api/v1/admin/host-pairs"));
+  std::string id;
+  for (const auto& p : pairs) {
+    if (Str(p, "id") == ctx.opt.name) id = Str(p, "id");
+    for (const auto& m : Field(p, "hosts")) {
+      if (Str(m, "name") == ctx.opt.name) id = Str(p, "id");
+    }
+  }
+  if (id.empty()) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no pair " + ctx.opt.name +
+                          " and no paired host by that name; see 'gpuwerk admin hosts ls'");
+  }
+  GPUWERK_TRY(session.Ok("DELETE", "/api/v1/admin/host-pairs/" + PathEscape(id)));
+  Print(ctx, "Unlinked pair " + SafeText(id) + "; both hosts stay registered.\n");
+  return {};
+}
+
+core::Result<void> AdminGpuTypesLsVerb(Context& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json items, session.All("/api/v1/admin/gpu-types"));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, items);
+    return {};
+  }
+  Table table({"NAME", "HOSTS/INSTANCE", "PRICE/H", "HOSTS", "PAIRS", "ONLINE", "FREE", "QUEUED",
+               "DESCRIPTION"});
+  for (const auto& t : items) {
+    table.AddRow({CellText(Field(t, "name")), CellText(Field(t, "hosts_per_instance")),
+                  SafeText(MoneyText(Field(t, "price"))), CellText(Field(t, "hosts")),
+                  CellText(Field(t, "pairs")), CellText(Field(t, "online")),
+                  CellText(Field(t, "free_capacity")), CellText(Field(t, "queued")),
+                  CellText(Field(t, "description"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> AdminGpuTypesSetVerb(Context& ctx) {
+  json body = json::object();
+  if (ctx.opt.price_minor) body["price_minor_per_hour"] = *ctx.opt.price_minor;
+  if (ctx.opt.hosts_per_instance) body["hosts_per_instance"] = *ctx.opt.hosts_per_instance;
+  if (ctx.opt.description) body["description"] = *ctx.opt.description;
+  if (ctx.opt.currency) body["currency"] = *ctx.opt.currency;
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(
+      json type, session.Ok("PUT", "/api/v1/admin/gpu-types/" + PathEscape(ctx.opt.name), &body));
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, type);
+    return {};
+  }
+  Print(ctx, "GPU type " + SafeText(Str(type, "name")) + ": " +
+                 CellText(Field(type, "hosts_per_instance")) + " host(s) per instance, " +
+                 SafeText(MoneyText(Field(type, "price"))) +
+                 " per hour (new billing sessions from now on).\n");
+  return {};
+}
+
+// --- queue and usage ---------------------------------------------------------------------------
 
 core::Result<void> QueueJoinVerb(Context& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
@@ -1014,6 +1148,201 @@ core::Result<void> UsageQueueVerb(Context& ctx) {
   }
   Print(ctx, table.Render());
   return {};
+}
+
+// --- relay sessions (R-10) ----------------------------------------------------------------------
+
+/// "1h02m03s" for a number of seconds.
+std::string DurationText(const json& seconds) {
+  if (!seconds.is_number_integer()) return "";
+  const int64_t s = seconds.get<int64_t>();
+  return std::to_string(s / 3600) + "h" + (s / 60 % 60 < 10 ? "0" : "") +
+         std::to_string(s / 60 % 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) +
+         "s";
+}
+
+/// "512 B", "3.4 KiB", "1.2 MiB", "7.0 GiB".
+std::string ByteText(const json& bytes) {
+  if (!bytes.is_number_integer()) return "";
+  const double b = static_cast<double>(bytes.get<int64_t>());
+  if (b < 1024) return std::to_string(bytes.get<int64_t>()) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = b / 1024;
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+/// Prints one page of relay sessions (GET …/relay-sessions) as a table, or as JSON.
+void PrintRelaySessions(Context& ctx, const json& page, bool with_person) {
+  if (ctx.opt.json) {
+    PrintJson(*ctx.io.out, page);
+    return;
+  }
+  const json& items = Field(page, "items");
+  const int64_t total = Field(page, "total").is_number_integer() ? page["total"].get<int64_t>() : 0;
+  const int64_t pages = Field(page, "pages").is_number_integer() ? page["pages"].get<int64_t>() : 1;
+  if (!items.is_array() || items.empty()) {
+    Print(ctx, total == 0 ? "No relay sessions.\n"
+                          : "No relay sessions on page " + std::to_string(ctx.opt.page) +
+                                " (there are " + std::to_string(pages) + ").\n");
+    return;
+  }
+  std::vector<std::string> header = {"STARTED", "DURATION", "FROM", "KEY", "LOGIN"};
+  if (with_person) header.insert(header.begin() + 1, {"PERSON", "INSTANCE", "RELAY"});
+  for (const char* h : {"UP", "DOWN", "END"}) header.push_back(h);
+  Table table(header);
+  for (const auto& r : items) {
+    std::vector<std::string> row = {
+        CellText(Field(r, "started_at")), SafeText(DurationText(Field(r, "duration_seconds"))),
+        CellText(Field(r, "source_address")), CellText(Field(r, "key_fingerprint")),
+        CellText(Field(r, "login"))};
+    if (with_person) {
+      row.insert(row.begin() + 1, {Str(r, "email").empty() ? CellText(Field(r, "person_id"))
+                                                           : CellText(Field(r, "email")),
+                                   CellText(Field(r, "hostname")), CellText(Field(r, "relay"))});
+    }
+    row.push_back(SafeText(ByteText(Field(r, "bytes_from_client"))));
+    row.push_back(SafeText(ByteText(Field(r, "bytes_to_client"))));
+    row.push_back(Field(r, "open").is_boolean() && r["open"].get<bool>()
+                      ? std::string("(open)")
+                      : CellText(Field(r, "end_reason")));
+    table.AddRow(row);
+  }
+  std::string out = table.Render();
+  out += "Page " + std::to_string(ctx.opt.page) + " of " + std::to_string(pages) + ", " +
+         std::to_string(total) + " relay session" + (total == 1 ? "" : "s") + ", newest first";
+  if (ctx.opt.page < pages) out += "; next: --page " + std::to_string(ctx.opt.page + 1);
+  Print(ctx, out + ".\n");
+}
+
+core::Result<void> CheckPage(const Context& ctx) {
+  if (ctx.opt.page < 1) {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_page",
+                      "--page must be a whole number from 1");
+  }
+  return {};
+}
+
+core::Result<void> InstancesRelaySessionsVerb(Context& ctx) {
+  GPUWERK_TRY(CheckPage(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  // A live instance by name or id; else the argument as an id (a deleted instance's history).
+  std::string id = ctx.opt.name;
+  auto found = FindInstance(ctx, session);
+  if (found) {
+    id = Str(*found, "id");
+  } else if (found.error().api_code != "not_found") {
+    return core::Fail(found.error());
+  }
+  auto page = session.Ok("GET", "/api/v1/instances/" + PathEscape(id) +
+                                    "/relay-sessions?page=" + std::to_string(ctx.opt.page));
+  if (!page && page.error().api_code == "not_found") {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no instance named " + ctx.opt.name +
+                          " (a deleted one is found by its id); see 'gpuwerk instances ls'");
+  }
+  if (!page) return core::Fail(page.error());
+  PrintRelaySessions(ctx, *page, /*with_person=*/false);
+  return {};
+}
+
+core::Result<void> AdminRelaySessionsVerb(Context& ctx) {
+  GPUWERK_TRY(CheckPage(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  std::string path = "/api/v1/admin/relay-sessions?page=" + std::to_string(ctx.opt.page);
+  if (!ctx.opt.instance.empty()) path += "&instance_id=" + PathEscape(ctx.opt.instance);
+  if (!ctx.opt.person.empty()) path += "&person_id=" + PathEscape(ctx.opt.person);
+  GPUWERK_ASSIGN_OR_RETURN(json page, session.Ok("GET", path));
+  PrintRelaySessions(ctx, page, /*with_person=*/true);
+  return {};
+}
+
+// --- events ----------------------------------------------------------------------------------
+
+/// One line for an event of GET /api/v1/events (docs/api.md "Events"), prefixed with the time
+/// it arrived.
+std::string EventLine(const ServerSentEvent& event, const json& data) {
+  auto instance_text = [](const json& in) {
+    std::string s = SafeText(Str(in, "name")) + " " + SafeText(Str(in, "status"));
+    if (!Str(in, "status_reason").empty()) s += " (" + SafeText(Str(in, "status_reason")) + ")";
+    return s;
+  };
+  auto entry_text = [](const json& e) {
+    std::string s = SafeText(Str(e, "name")) + " in the " + SafeText(Str(e, "gpu_type")) +
+                    " queue: " + SafeText(Str(e, "status"));
+    if (Str(e, "status") == "open") s += ", position " + PositionText(e);
+    if (Str(e, "status") == "launched") s += " as instance " + SafeText(Str(e, "instance_id"));
+    if (!Str(e, "last_failure").empty()) {
+      s += " (last failure: " + SafeText(Str(e, "last_failure")) + ")";
+    }
+    return s;
+  };
+  std::string line = core::FormatRfc3339(std::time(nullptr)) + "  ";
+  if (event.type == "snapshot") {
+    const json& instances = Field(data, "instances");
+    const json& entries = Field(data, "queue_entries");
+    const size_t n = instances.is_array() ? instances.size() : 0;
+    const size_t m = entries.is_array() ? entries.size() : 0;
+    line += "now: " + std::to_string(n) + (n == 1 ? " instance" : " instances");
+    for (size_t i = 0; i < n; ++i) line += (i == 0 ? ": " : ", ") + instance_text(instances[i]);
+    line += "; " + std::to_string(m) + (m == 1 ? " queue entry" : " queue entries");
+    for (size_t i = 0; i < m; ++i) line += (i == 0 ? ": " : ", ") + entry_text(entries[i]);
+  } else if (event.type == "instance") {
+    line += "instance " + instance_text(data);
+  } else if (event.type == "queue_entry") {
+    line += "queue entry " + entry_text(data);
+  } else {
+    line += SafeText(event.type) + " " + SafeText(event.data);
+  }
+  return line;
+}
+
+core::Result<void> EventsVerb(Context& ctx) {
+  if (ctx.opt.count < 0) {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_count",
+                      "--count must be a whole number from 1 (or 0 for no limit)");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(Session session, Connect(ctx));
+  int64_t printed = 0;
+  int64_t retry_ms = 3000;
+  bool connected = false;  // once the server has streamed to us, failures are retried
+  while (true) {
+    SseParser parser;
+    auto sink = [&](std::string_view bytes) {
+      for (const auto& event : parser.Feed(bytes)) {
+        json data = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
+        if (data.is_discarded()) data = event.data;
+        if (ctx.opt.json) {
+          Print(ctx, json{{"event", event.type}, {"id", event.id}, {"data", data}}.dump(
+                         -1, ' ', false, json::error_handler_t::replace) +
+                         "\n");
+        } else {
+          Print(ctx, EventLine(event, data) + "\n");
+        }
+        if (ctx.opt.count > 0 && ++printed >= ctx.opt.count) return false;
+      }
+      return true;
+    };
+    // The server sends a heartbeat every 15 s: 45 s of silence means the connection is gone.
+    auto end = session.client().Stream("/api/v1/events", {"Accept: text/event-stream"}, sink,
+                                       std::chrono::seconds(45));
+    if (parser.retry_ms() >= 0) retry_ms = std::min<int64_t>(parser.retry_ms(), 60'000);
+    if (end && end->stopped) return {};  // --count reached
+    if (end && !end->response.ok())
+      return core::Fail(session.Explain(ErrorFromResponse(end->response)));
+    if (end || end.error().api_code == "stream_interrupted") connected = true;
+    if (!connected) return core::Fail(session.Explain(std::move(end).error()));
+    Warn(ctx,
+         (end ? std::string("the server ended the event stream") : std::move(end).error().message) +
+             "; reconnecting in " + std::to_string((retry_ms + 999) / 1000) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(retry_ms));
+  }
 }
 
 }  // namespace
@@ -1135,6 +1464,14 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   ins_rm->add_option("NAME", o.name, "the instance's name")->required();
   target_options(ins_rm);
   ins_rm->callback(runs(&InstancesRmVerb));
+  CLI::App* ins_relay = instances->add_subcommand(
+      "relay-sessions", "List an instance's relay sessions (SSH connections), newest first");
+  ins_relay->add_option("NAME", o.name, "the instance's name, or the id of a deleted one")
+      ->required();
+  ins_relay->add_option("--page", o.page, "the page, 15 relay sessions each (default 1)");
+  target_options(ins_relay);
+  json_flag(ins_relay);
+  ins_relay->callback(runs(&InstancesRelaySessionsVerb));
 
   CLI::App* ssh = app.add_subcommand("ssh", "Log in to an instance over SSH (runs the system ssh)");
   ssh->add_option("NAME", o.name, "the instance's name")->required();
@@ -1174,8 +1511,24 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   json_flag(usage_queue);
   usage_queue->callback(runs(&UsageQueueVerb));
 
+  CLI::App* events = app.add_subcommand(
+      "events",
+      "Print your instance and queue changes as they happen, one line each (Ctrl-C ends)");
+  events->add_option("--count", o.count, "exit after this many events (the first is a snapshot)");
+  target_options(events);
+  json_flag(events);
+  events->callback(runs(&EventsVerb));
+
   CLI::App* admin = app.add_subcommand("admin", "Operator commands");
   admin->require_subcommand(1);
+  CLI::App* admin_relay = admin->add_subcommand(
+      "relay-sessions", "List every relay session (SSH connection), newest first");
+  admin_relay->add_option("--instance", o.instance, "only this instance's (an instance id)");
+  admin_relay->add_option("--person", o.person, "only this person's (a person id)");
+  admin_relay->add_option("--page", o.page, "the page, 15 relay sessions each (default 1)");
+  target_options(admin_relay);
+  json_flag(admin_relay);
+  admin_relay->callback(runs(&AdminRelaySessionsVerb));
   CLI::App* admin_hosts = admin->add_subcommand("hosts", "Manage GPU hosts");
   admin_hosts->require_subcommand(1);
   CLI::App* hosts_add =
@@ -1201,6 +1554,46 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
     json_flag(cmd);
     cmd->callback(runs(drain ? &AdminHostsDrainOnlyVerb : &AdminHostsUndrainVerb));
   }
+  CLI::App* hosts_rm = admin_hosts->add_subcommand(
+      "rm", "Remove a host (refused while an instance is placed on it; unlinks its pair)");
+  hosts_rm->alias("remove");
+  hosts_rm->add_option("NAME", o.name, "the host's name")->required();
+  target_options(hosts_rm);
+  hosts_rm->callback(runs(&AdminHostsRmVerb));
+  CLI::App* hosts_link = admin_hosts->add_subcommand(
+      "link", "Link two hosts of a 2-host GPU type into a pair: link A=RAIL_IP B=RAIL_IP");
+  hosts_link->add_option("HOSTS", o.args, "two HOST=RAIL_ADDRESS; the first is node 0")
+      ->required()
+      ->expected(2);
+  target_options(hosts_link);
+  json_flag(hosts_link);
+  hosts_link->callback(runs(&AdminHostsLinkVerb));
+  CLI::App* hosts_unlink = admin_hosts->add_subcommand(
+      "unlink", "Unlink a pair (refused while an instance is placed on it)");
+  hosts_unlink->add_option("PAIR", o.name, "the pair's id, or the name of either host")->required();
+  target_options(hosts_unlink);
+  hosts_unlink->callback(runs(&AdminHostsUnlinkVerb));
+
+  CLI::App* admin_types = admin->add_subcommand("gpu-types", "Manage GPU types (R-7)");
+  admin_types->require_subcommand(1);
+  CLI::App* types_ls = admin_types->add_subcommand("ls", "List GPU types with hosts and capacity");
+  types_ls->alias("list");
+  target_options(types_ls);
+  json_flag(types_ls);
+  types_ls->callback(runs(&AdminGpuTypesLsVerb));
+  CLI::App* types_set = admin_types->add_subcommand(
+      "set", "Create a GPU type or change it (only the options given change)");
+  types_set->add_option("NAME", o.name, "the type's name (a DNS label)")->required();
+  types_set->add_option("--price-minor", o.price_minor,
+                        "price per hour in minor units (cents); new billing sessions only");
+  types_set->add_option("--hosts-per-instance", o.hosts_per_instance,
+                        "1, or 2 for a linked pair (not while the type has hosts, instances or "
+                        "queue entries)");
+  types_set->add_option("--description", o.description, "one line shown to people");
+  types_set->add_option("--currency", o.currency, "3 lowercase letters (default usd)");
+  target_options(types_set);
+  json_flag(types_set);
+  types_set->callback(runs(&AdminGpuTypesSetVerb));
 }
 
 }  // namespace gpuwerk::cli

@@ -67,6 +67,32 @@ std::string DegradedReason(const Host& host, const nlohmann::json& inventory,
   return "";
 }
 
+/// each node of an instance placed on a linked pair learns the rail addresses: its own
+/// (VLLM_HOST_IP), both nodes' and node 0's as the torch.distributed rendezvous (MASTER_ADDR,
+/// MASTER_PORT 29500). Nothing for 1-host instances. The pair cannot change while the instance
+/// is placed on it, so the environment a container was created with stays true.
+core::Result<void> AddPairEnv(store::Transaction& tx, const std::string& instance_id, int64_t node,
+                              nlohmann::json& env) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto rails,
+      tx.Query("SELECT p.node_index, m.rail_address FROM placements p LEFT JOIN "
+               "host_pair_members m ON m.host_id = p.host_id WHERE p.instance_id = ? ORDER BY "
+               "p.node_index",
+               {instance_id}));
+  if (rails.size() != 2 || rails[0].Text(1).empty() || rails[1].Text(1).empty() || node < 0 ||
+      node > 1) {
+    return {};
+  }
+  const std::string node0 = rails[0].Text(1), node1 = rails[1].Text(1);
+  env.push_back("GPUWERK_NODE_COUNT=2");
+  env.push_back("GPUWERK_NODE0_ADDR=" + node0);
+  env.push_back("GPUWERK_NODE1_ADDR=" + node1);
+  env.push_back("VLLM_HOST_IP=" + (node == 0 ? node0 : node1));
+  env.push_back("MASTER_ADDR=" + node0);
+  env.push_back("MASTER_PORT=29500");
+  return {};
+}
+
 }  // namespace
 
 core::Result<nlohmann::json> AgentSync::DesiredAnswer(store::Transaction& tx, const Host& host) {
@@ -82,18 +108,19 @@ core::Result<nlohmann::json> AgentSync::DesiredAnswer(store::Transaction& tx, co
     const int64_t node = w.Int(1);
     std::string hostname = w.Text(2);
     if (node > 0) hostname += "-n" + std::to_string(node);
-    desired.push_back(
-        {{"instance_id", w.Text(0)},
-         {"node_index", node},
-         {"container_name", "gpuwerk-" + w.Text(0) + "-" + std::to_string(node)},
-         {"hostname", hostname},
-         {"image", w.Text(3)},
-         {"memory_bytes", options_.instance_memory_bytes},
-         {"gpu", host.gpu_required},
-         {"authorized_keys", nlohmann::json::array({w.Text(4)})},
-         {"restart_generation", w.Int(5)},
-         {"env", nlohmann::json::array({"GPUWERK_INSTANCE=" + w.Text(6),
-                                        "GPUWERK_NODE_INDEX=" + std::to_string(node)})}});
+    nlohmann::json env = nlohmann::json::array(
+        {"GPUWERK_INSTANCE=" + w.Text(6), "GPUWERK_NODE_INDEX=" + std::to_string(node)});
+    GPUWERK_TRY(AddPairEnv(tx, w.Text(0), node, env));
+    desired.push_back({{"instance_id", w.Text(0)},
+                       {"node_index", node},
+                       {"container_name", "gpuwerk-" + w.Text(0) + "-" + std::to_string(node)},
+                       {"hostname", hostname},
+                       {"image", w.Text(3)},
+                       {"memory_bytes", options_.instance_memory_bytes},
+                       {"gpu", host.gpu_required},
+                       {"authorized_keys", nlohmann::json::array({w.Text(4)})},
+                       {"restart_generation", w.Int(5)},
+                       {"env", std::move(env)}});
   }
   return nlohmann::json{{"host_id", host.id},
                         {"sync_interval_seconds", options_.sync_interval_seconds},
@@ -270,7 +297,7 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
     host_free = holding->Int(0) == 0;
     return DesiredAnswer(tx, host);
   });
-  if (answer && host_free && capacity_freed_) capacity_freed_(host.gpu_type);
+  if (answer && host_free && capacity_freed_) capacity_freed_(host.gpu_type, host.id);
   return answer;
 }
 

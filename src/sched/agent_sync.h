@@ -17,10 +17,11 @@ namespace gpuwerk::sched {
 /// Thread-safe (state lives in the store).
 class AgentSync {
  public:
-  /// Called with a host's GPU type after a sync that left the host free (a failure or a
-  /// finished delete freed it, or it had nothing placed): capacity may be there for the queue.
-  /// Runs on the syncing thread after the commit.
-  using CapacityFreed = std::function<void(const std::string& gpu_type)>;
+  /// Called with a host's GPU type and id after a sync that left the host free (a failure or a
+  /// finished delete freed it, or it had nothing placed): capacity may be there for the queue
+  /// (QueueService::Drain(gpu_type, {host_id})). Runs on the syncing thread after the commit.
+  using CapacityFreed =
+      std::function<void(const std::string& gpu_type, const std::string& host_id)>;
 
   AgentSync(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
             CapacityFreed capacity_freed = {})

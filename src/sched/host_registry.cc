@@ -124,12 +124,18 @@ core::Result<std::vector<Host>> HostRegistry::List() {
     GPUWERK_ASSIGN_OR_RETURN(
         auto rows,
         tx.Query("SELECT " + std::string(kHostColumns) +
-                 ", p.instance_id FROM hosts h LEFT JOIN placements p ON p.host_id = h.id "
-                 "ORDER BY h.name"));
+                 ", p.instance_id, m.pair_id, m.node_index, m.rail_address, h2.name FROM hosts h "
+                 "LEFT JOIN placements p ON p.host_id = h.id LEFT JOIN host_pair_members m ON "
+                 "m.host_id = h.id LEFT JOIN host_pair_members m2 ON m2.pair_id = m.pair_id AND "
+                 "m2.host_id <> h.id LEFT JOIN hosts h2 ON h2.id = m2.host_id ORDER BY h.name"));
     std::vector<Host> out;
     for (const auto& r : rows) {
       out.push_back(HostFromRow(r));
       out.back().instance_id = r.Text(10);
+      out.back().pair_id = r.Text(11);
+      out.back().node_index = r.Int(12);
+      out.back().rail_address = r.Text(13);
+      out.back().partner = r.Text(14);
     }
     return out;
   });
@@ -168,6 +174,49 @@ core::Result<void> HostRegistry::SetDrained(const std::string& actor_id, std::st
                                .target = row->Text(0),
                                .source_address = source_address,
                                .detail = {{"name", std::string(name)}}});
+  });
+}
+
+core::Result<Host> HostRegistry::Remove(const std::string& actor_id, std::string_view name,
+                                        const std::string& source_address) {
+  return db_.Write([&](store::Transaction& tx) -> core::Result<Host> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT " + std::string(kHostColumns) +
+                                                       " FROM hosts h WHERE h.name = ?",
+                                                   {std::string(name)}));
+    if (!row) return core::NotFound("Host");
+    Host host = HostFromRow(*row);
+    GPUWERK_ASSIGN_OR_RETURN(auto pair, tx.QueryOne("SELECT pair_id FROM host_pair_members WHERE "
+                                                    "host_id = ?",
+                                                    {host.id}));
+    // The host itself, or its partner: a 2x instance holds both.
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto placed,
+        tx.QueryOne("SELECT p.instance_id FROM placements p WHERE p.host_id = ? OR p.host_id IN "
+                    "(SELECT m.host_id FROM host_pair_members m WHERE m.pair_id = ?) LIMIT 1",
+                    {host.id, pair ? pair->Text(0) : std::string()}));
+    if (placed) {
+      return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "host_in_use",
+                                    "An instance is placed on the host '" + host.name +
+                                        "'; it can be removed once that instance is deleted "
+                                        "(drain the host first so that it gets no new one).")
+                            .WithDetail("instance_id", placed->Text(0)));
+    }
+    if (pair) {
+      host.pair_id = pair->Text(0);
+      GPUWERK_TRY(tx.Exec("DELETE FROM host_pair_members WHERE pair_id = ?", {host.pair_id}));
+      GPUWERK_TRY(tx.Exec("DELETE FROM host_pairs WHERE id = ?", {host.pair_id}));
+    }
+    GPUWERK_TRY(tx.Exec("DELETE FROM observed_containers WHERE host_id = ?", {host.id}));
+    GPUWERK_TRY(tx.Exec("DELETE FROM hosts WHERE id = ?", {host.id}));
+    nlohmann::json detail = {{"name", host.name}, {"gpu_type", host.gpu_type}};
+    if (pair) detail["unlinked_pair_id"] = host.pair_id;
+    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = actor_id,
+                                    .action = "host.remove",
+                                    .target = host.id,
+                                    .source_address = source_address,
+                                    .detail = std::move(detail)}));
+    return host;
   });
 }
 

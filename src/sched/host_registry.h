@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/clock.h"
@@ -29,6 +30,62 @@ struct Host {
   /// stays until the operator undrains the host (SetDrained false) after fixing it.
   std::string degraded_reason;
   std::string instance_id;  ///< the instance placed here, "" when free (List only)
+  /// The linked pair this host belongs to; "" when unpaired (List only).
+  std::string pair_id;
+  int64_t node_index = 0;    ///< its node in the pair: 0 or 1 (List only)
+  std::string rail_address;  ///< its rail (fabric) IP address in the pair (List only)
+  std::string partner;       ///< the other host of the pair, by name (List only)
+};
+
+/// One host of a linked pair.
+struct HostPairMember {
+  std::string host_id;
+  std::string host_name;
+  int64_t node_index = 0;    ///< 0 or 1; node 0 is the one a 2x instance's user lands on
+  std::string rail_address;  ///< IPv4 or IPv6 literal, normalised (inet_ntop)
+};
+
+/// Two hosts of a 2-host GPU type linked by a rail (fabric): together one slot for one
+/// instance of that type (R-7, R-8, migration 5).
+struct HostPair {
+  std::string id;  ///< "hpr_…"
+  std::string gpu_type;
+  int64_t created_at = 0;               ///< Unix seconds
+  std::vector<HostPairMember> members;  ///< node 0, then node 1
+  std::string instance_id;              ///< the instance placed on it, "" when free
+};
+
+/// One page of pairs, oldest first.
+struct HostPairPage {
+  std::vector<HostPair> items;
+  int page = 1;
+  int pages = 1;
+  int64_t total = 0;
+};
+
+/// What the operator asks of one node of a pair to link.
+struct PairNode {
+  std::string host_name;
+  std::string rail_address;  ///< an IPv4 or IPv6 literal
+};
+
+/// A GPU type's configuration as the operator sets it: each field set is changed, each
+/// unset one kept (or, when the type is created, its default: description "", currency "usd";
+/// hosts_per_instance and price_minor_per_hour are required then).
+struct GpuTypeChange {
+  std::optional<std::string> description;       ///< at most 200 characters, no control characters
+  std::optional<int64_t> hosts_per_instance;    ///< 1 or 2
+  std::optional<int64_t> price_minor_per_hour;  ///< ≥ 0, minor units per hour
+  std::optional<std::string> currency;          ///< 3 lowercase letters (ISO 4217), e.g. "usd"
+};
+
+/// A GPU type's configuration as stored.
+struct GpuTypeConfig {
+  std::string name;
+  std::string description;
+  int64_t hosts_per_instance = 1;
+  int64_t price_minor_per_hour = 0;
+  std::string currency;
 };
 
 /// A host just registered, with its agent token. The token is shown once and stored hashed.
@@ -37,8 +94,11 @@ struct NewHost {
   std::string token;  ///< "gwh_…" (256-bit)
 };
 
-/// The operator's hosts: register, list, drain, and authenticate agents by host token.
-/// Every change is audited. Thread-safe (state lives in the store).
+/// The operator's capacity: hosts (register, list, drain, remove; agents authenticate by host
+/// token), linked host pairs and GPU types. Every change is audited.
+/// Thread-safe (state lives in the store). Changes that may free capacity (a host added or
+/// undrained, a pair linked) do not drain the queue themselves: the caller calls
+/// QueueService::Drain for the type.
 class HostRegistry {
  public:
   HostRegistry(store::Database& db, core::Clock& clock, core::Rng& rng)
@@ -66,6 +126,43 @@ class HostRegistry {
   /// `degraded_reason` (the operator says the host is fixed). Errors: not_found.
   core::Result<void> SetDrained(const std::string& actor_id, std::string_view name, bool drained,
                                 const std::string& source_address);
+  /// Removes host `name`: its agent token stops working at once, its observations go, and the
+  /// pair it belonged to is unlinked (the partner stays registered, unpaired). Returns the host
+  /// as it was. Audited `host.remove`. Errors: not_found; kFailedPrecondition host_in_use
+  /// (details: instance_id) while an instance is placed on it or on its partner.
+  core::Result<Host> Remove(const std::string& actor_id, std::string_view name,
+                            const std::string& source_address);
+
+  /// Links two registered hosts of one 2-host GPU type into a pair; `node0` becomes node 0.
+  /// Audited `host_pair.link`. Errors: kInvalidArgument invalid_pair (the same host twice, or
+  /// the same rail address twice), invalid_rail_address (not an IPv4/IPv6 literal; details:
+  /// host); not_found (no such host; details: host); kFailedPrecondition gpu_type_mismatch (the
+  /// hosts serve different types), not_a_pair_type (their type takes 1 host per instance);
+  /// kAlreadyExists already_paired (details: host, pair_id).
+  core::Result<HostPair> LinkPair(const std::string& actor_id, const PairNode& node0,
+                                  const PairNode& node1, const std::string& source_address);
+  /// The pairs, oldest first, 15 a page (1-based). Errors: invalid_page.
+  core::Result<HostPairPage> ListPairs(int page);
+  /// Unlinks pair `id` (both hosts stay registered, unpaired). Audited `host_pair.unlink`.
+  /// Errors: not_found; kFailedPrecondition host_in_use (details: instance_id) while an
+  /// instance is placed on either host.
+  core::Result<HostPair> UnlinkPair(const std::string& actor_id, std::string_view id,
+                                    const std::string& source_address);
+
+  /// Creates GPU type `name` or changes it. Price and currency changes apply to billing
+  /// sessions opened afterwards (each session copies the price at launch). Returns the stored
+  /// type and whether it was created. Audited `gpu_type.create` / `gpu_type.update` with the
+  /// values before and after. Errors: invalid_name (not a DNS label); kInvalidArgument
+  /// invalid_field (details: field; a required field missing on create),
+  /// invalid_hosts_per_instance (not 1 or 2), invalid_price (negative or over 10^9),
+  /// invalid_currency (not 3 lowercase letters), invalid_description (over 200 characters or
+  /// control characters); kFailedPrecondition gpu_type_in_use (details: instances,
+  /// queue_entries, hosts) when hosts_per_instance would change while the type has live
+  /// instances, open queue entries or hosts.
+  core::Result<std::pair<GpuTypeConfig, bool>> SetGpuType(const std::string& actor_id,
+                                                          std::string_view name,
+                                                          const GpuTypeChange& change,
+                                                          const std::string& source_address);
 
  private:
   store::Database& db_;

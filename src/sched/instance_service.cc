@@ -22,6 +22,14 @@ core::Error NoCapacity(const std::string& gpu_type) {
                             {"gpu_type", gpu_type}});
 }
 
+core::Error Offline(const std::string& gpu_type) {
+  return core::Error(core::ErrorCode::kFailedPrecondition, "gpu_type_offline",
+                     "No " + gpu_type +
+                         " capacity is online right now. Join the queue for this GPU type; "
+                         "you are launched when it comes online.")
+      .WithDetail("gpu_type", gpu_type);
+}
+
 /// The live instance of `person_id` with this id or name; nullopt when none.
 core::Result<std::optional<std::string>> FindLive(store::Transaction& tx,
                                                   const std::string& person_id,
@@ -68,21 +76,23 @@ core::Result<Instance> InstanceService::CreateOnce(
     if (!key) return core::NotFound("SSH key");
     GPUWERK_ASSIGN_OR_RETURN(internal::TypeRow type, internal::LoadType(tx, gpu_type));
     GPUWERK_TRY(internal::CheckNameFree(tx, person_id, name));
-    // People already waiting for this type come first: a host is only free for a direct
+    GPUWERK_ASSIGN_OR_RETURN(internal::Capacity capacity,
+                             internal::LoadCapacity(tx, gpu_type, type.hosts_per_instance, now,
+                                                    options_.host_unknown_after_seconds));
+    if (!capacity.online) return core::Fail(Offline(gpu_type));
+    // People already waiting for this type come first: a slot is only free for a direct
     // create when more instances fit than there are open entries (docs/queue.md).
     GPUWERK_ASSIGN_OR_RETURN(auto waiting,
                              tx.QueryOne("SELECT COUNT(*) FROM queue_entries WHERE gpu_type = ? "
                                          "AND status = 'open'",
                                          {gpu_type}));
-    const int64_t hosts_needed = type.hosts_per_instance;
-    const int64_t ahead = waiting->Int(0) * hosts_needed;
-    GPUWERK_ASSIGN_OR_RETURN(auto hosts,
-                             internal::FreeHosts(tx, gpu_type, ahead + hosts_needed, now,
-                                                 options_.host_unknown_after_seconds));
-    if (static_cast<int64_t>(hosts.size()) < ahead + hosts_needed) {
-      return core::Fail(NoCapacity(gpu_type));
-    }
-    hosts.erase(hosts.begin(), hosts.begin() + ahead);
+    const int64_t ahead = waiting->Int(0);
+    if (capacity.free_slots <= ahead) return core::Fail(NoCapacity(gpu_type));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto slots, internal::FreeSlots(tx, gpu_type, type.hosts_per_instance, ahead + 1, now,
+                                        options_.host_unknown_after_seconds));
+    if (static_cast<int64_t>(slots.size()) <= ahead) return core::Fail(NoCapacity(gpu_type));
+    std::vector<std::string> hosts = std::move(slots[static_cast<size_t>(ahead)].host_ids);
     GPUWERK_ASSIGN_OR_RETURN(std::string id,
                              internal::InsertInstance(tx, clock_, rng_, options_,
                                                       {.person_id = person_id,
@@ -219,30 +229,29 @@ void InstanceService::WakeHost(const Instance& instance) {
 }
 
 core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {
-  const int64_t since = clock_.NowUnix() - options_.host_unknown_after_seconds;
+  const int64_t now = clock_.NowUnix();
   return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<GpuType>> {
     GPUWERK_ASSIGN_OR_RETURN(
         auto rows,
         tx.Query("SELECT g.name, g.description, g.hosts_per_instance, g.price_minor_per_hour, "
-                 "g.currency, (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name AND "
-                 "h.last_seen_at >= ?), (SELECT COUNT(*) FROM hosts h WHERE h.gpu_type = g.name "
-                 "AND h.drained = 0 AND h.degraded_reason = '' AND h.engine_error = '' AND "
-                 "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM "
-                 "placements p WHERE p.host_id = h.id)), (SELECT COUNT(*) FROM queue_entries q "
-                 "WHERE q.gpu_type = g.name AND q.status = 'open') FROM gpu_types g ORDER BY "
-                 "g.name",
-                 {since, since}));
+                 "g.currency, (SELECT COUNT(*) FROM queue_entries q WHERE q.gpu_type = g.name "
+                 "AND q.status = 'open') FROM gpu_types g ORDER BY g.name"));
     std::vector<GpuType> out;
     for (const auto& r : rows) {
-      const int64_t per = std::max<int64_t>(1, r.Int(2));
+      GPUWERK_ASSIGN_OR_RETURN(internal::Capacity capacity,
+                               internal::LoadCapacity(tx, r.Text(0), r.Int(2), now,
+                                                      options_.host_unknown_after_seconds));
       out.push_back(GpuType{.name = r.Text(0),
                             .description = r.Text(1),
                             .hosts_per_instance = r.Int(2),
                             .price_minor_per_hour = r.Int(3),
                             .currency = r.Text(4),
-                            .free_instances = std::max<int64_t>(0, r.Int(6) / per - r.Int(7)),
-                            .online_hosts = r.Int(5),
-                            .queued = r.Int(7)});
+                            .free_instances = std::max<int64_t>(0, capacity.free_slots - r.Int(5)),
+                            .online = capacity.online,
+                            .online_hosts = capacity.heard_hosts,
+                            .queued = r.Int(5),
+                            .hosts = capacity.hosts,
+                            .pairs = capacity.pairs});
     }
     return out;
   });

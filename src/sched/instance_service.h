@@ -55,11 +55,18 @@ struct GpuType {
   int64_t hosts_per_instance = 1;
   int64_t price_minor_per_hour = 0;
   std::string currency;
-  /// How many instances a direct create could get right now: free hosts / hosts per instance,
-  /// less the open queue entries of the type (they come first), never below 0.
+  /// How many instances a direct create could get right now: free slots (a free usable host,
+  /// or for a 2-host type a free linked pair of usable hosts) less the open queue entries of the
+  /// type (they come first), never below 0.
   int64_t free_instances = 0;
+  /// At least one instance's worth of usable hosts exists, busy or not (a live, undrained,
+  /// healthy host; for a 2-host type a linked pair of two). A type that is not online is joined
+  /// through its queue even by a direct create.
+  bool online = false;
   int64_t online_hosts = 0;  ///< hosts heard from recently, drained or not
   int64_t queued = 0;        ///< open queue entries of the type
+  int64_t hosts = 0;         ///< hosts of the type registered
+  int64_t pairs = 0;         ///< linked pairs of hosts of the type (2-host types)
 };
 
 /// A person's instances: create (placing them on free hosts atomically), list, show, restart,
@@ -81,7 +88,9 @@ class InstanceService {
   /// Errors: invalid_name (not a DNS label); not_found (no such key of this person);
   /// kInvalidArgument unknown_gpu_type; kAlreadyExists name_taken (a live instance or an open queue
   /// entry has it, R-6); kFailedPrecondition no_capacity (details: gpu_type, queue {"offer":
-  /// true}).
+  /// true}) when the type is online but full; kFailedPrecondition gpu_type_offline (details:
+  /// gpu_type) when the type is not online (GpuType::online): the caller joins the queue instead
+  /// (issue 5: choosing a type that is not online enters the queue directly; the API does).
   ///
   /// A host is only free for a direct create when more instances of the type fit than there are
   /// open queue entries for it: the people waiting come first (R-11, docs/queue.md).
@@ -106,7 +115,7 @@ class InstanceService {
   /// succeeds. Errors: not_found (also once finally deleted).
   core::Result<Instance> Delete(const std::string& person_id, std::string_view id_or_name,
                                 const std::string& source_address);
-  /// Every GPU type with its free capacity, by name.
+  /// Every GPU type with its capacity now, by name.
   core::Result<std::vector<GpuType>> GpuTypes();
   /// Persists `unknown` for live instances whose hosts were not heard from for
   /// host_unknown_after_seconds before `now_unix`. Returns how many changed. Errors: the store's.

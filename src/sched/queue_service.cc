@@ -14,6 +14,8 @@ namespace gpuwerk::sched {
 namespace {
 
 constexpr int kPageSize = 15;
+/// Open entries (and free slots) a drain reads at a time.
+constexpr int64_t kDrainBatch = 16;
 
 constexpr const char* kEntryColumns =
     "q.id, q.gpu_type, q.name, q.ssh_key_id, k.name, q.status, q.entered_at, q.left_at, "
@@ -203,10 +205,15 @@ core::Result<QueueHistoryPage> QueueService::History(const std::string& person_i
   });
 }
 
-core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type) {
+core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type,
+                                              const std::vector<std::string>& freed_hosts) {
   const int64_t now = clock_.NowUnix();
   const int64_t unknown_after = options_.host_unknown_after_seconds;
-  // Most calls find nothing to do: decide that without taking the write lock.
+  // Most calls find nothing to do: decide that without taking the write lock. The first free
+  // slot found here (by host name) is where the write transaction's search starts: the hosts
+  // before it were busy a moment ago, and one that frees since triggers a drain of its own (and
+  // the periodic drain catches everything), so a decision passes over the hosts once, not twice.
+  std::string first_slot;
   GPUWERK_ASSIGN_OR_RETURN(
       bool worth_it, db_.Read([&](store::Transaction& tx) -> core::Result<bool> {
         GPUWERK_ASSIGN_OR_RETURN(auto open,
@@ -214,9 +221,18 @@ core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type) {
                                              "AND status = 'open' LIMIT 1",
                                              {gpu_type}));
         if (!open) return false;
-        GPUWERK_ASSIGN_OR_RETURN(auto free,
-                                 internal::FreeHosts(tx, gpu_type, 1, now, unknown_after));
-        return !free.empty();
+        GPUWERK_ASSIGN_OR_RETURN(internal::TypeRow type, internal::LoadType(tx, gpu_type));
+        std::vector<internal::Slot> free;
+        if (freed_hosts.empty()) {
+          GPUWERK_ASSIGN_OR_RETURN(free, internal::FreeSlots(tx, gpu_type, type.hosts_per_instance,
+                                                             1, now, unknown_after));
+        } else {
+          GPUWERK_ASSIGN_OR_RETURN(free, internal::SlotsOf(tx, gpu_type, type.hosts_per_instance,
+                                                           freed_hosts, now, unknown_after));
+        }
+        if (free.empty()) return false;
+        first_slot = free[0].name;
+        return true;
       }));
   if (!worth_it) return DrainResult{};
   std::vector<std::string> woken_hosts;
@@ -226,17 +242,59 @@ core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type) {
     mailed = false;
     DrainResult out;
     GPUWERK_ASSIGN_OR_RETURN(internal::TypeRow type, internal::LoadType(tx, gpu_type));
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto entries,
-        tx.Query("SELECT q.id, q.person_id, q.name, q.ssh_key_id, q.passed_over_at, "
-                 "q.instance_id, p.email FROM queue_entries q JOIN persons p ON p.id = "
-                 "q.person_id WHERE q.gpu_type = ? AND q.status = 'open' ORDER BY q.seq",
-                 {gpu_type}));
-    for (const auto& e : entries) {
+    // Free slots by host name from `first_slot` on, fetched a batch at a time, each batch after
+    // the last slot of the one before.
+    std::vector<internal::Slot> slots;
+    size_t next_slot = 0;
+    bool slots_exhausted = false;
+    std::string from_name = first_slot;
+    if (!freed_hosts.empty()) {
+      GPUWERK_ASSIGN_OR_RETURN(slots, internal::SlotsOf(tx, gpu_type, type.hosts_per_instance,
+                                                        freed_hosts, now, unknown_after));
+      slots_exhausted = true;
+    }
+    auto have_slot = [&]() -> core::Result<bool> {
+      if (next_slot < slots.size()) return true;
+      if (slots_exhausted) return false;
+      if (!slots.empty()) from_name = slots.back().name + '\x01';  // the next name after it
       GPUWERK_ASSIGN_OR_RETURN(
-          auto hosts,
-          internal::FreeHosts(tx, gpu_type, type.hosts_per_instance, now, unknown_after));
-      if (static_cast<int64_t>(hosts.size()) < type.hosts_per_instance) break;
+          slots, internal::FreeSlots(tx, gpu_type, type.hosts_per_instance, kDrainBatch, now,
+                                     unknown_after, from_name));
+      next_slot = 0;
+      slots_exhausted = static_cast<int64_t>(slots.size()) < kDrainBatch;
+      return !slots.empty();
+    };
+    // The open entries in seq order, a batch at a time through the (gpu_type, status, seq)
+    // index: a decision costs O(log n) plus the entries passed over at the head, never a read of
+    // the whole queue.
+    std::vector<store::Row> entries;
+    size_t next_entry = 0;
+    int64_t after_seq = 0;
+    bool entries_exhausted = false;
+    auto next = [&]() -> core::Result<const store::Row*> {
+      if (next_entry >= entries.size()) {
+        if (entries_exhausted) return nullptr;
+        GPUWERK_ASSIGN_OR_RETURN(
+            entries,
+            tx.Query("SELECT q.id, q.person_id, q.name, q.ssh_key_id, q.passed_over_at, "
+                     "q.instance_id, p.email, q.seq FROM queue_entries q JOIN persons p ON p.id = "
+                     "q.person_id WHERE q.gpu_type = ? AND q.status = 'open' AND q.seq > ? "
+                     "ORDER BY q.seq LIMIT ?",
+                     {gpu_type, after_seq, kDrainBatch}));
+        next_entry = 0;
+        entries_exhausted = static_cast<int64_t>(entries.size()) < kDrainBatch;
+        if (entries.empty()) return nullptr;
+      }
+      const store::Row* row = &entries[next_entry++];
+      after_seq = row->Int(7);
+      return row;
+    };
+    for (;;) {
+      GPUWERK_ASSIGN_OR_RETURN(bool slot_left, have_slot());
+      if (!slot_left) break;
+      GPUWERK_ASSIGN_OR_RETURN(const store::Row* row, next());
+      if (row == nullptr) break;
+      const store::Row& e = *row;
       const std::string entry_id = e.Text(0), person_id = e.Text(1), name = e.Text(2);
       const std::string email = e.Text(6);
       auto keep_place = [&](const std::string& why) -> core::Result<void> {
@@ -281,7 +339,7 @@ core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type) {
            .name = name,
            .ssh_key_id = e.Text(3),
            .gpu_type = gpu_type,
-           .host_ids = hosts,
+           .host_ids = slots[next_slot].host_ids,
            .actor_id = "",
            .source_address = "queue",
            .audit_detail = {{"queue_entry_id", entry_id}, {"owner", person_id}}});
@@ -290,6 +348,7 @@ core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type) {
         continue;
       }
       if (!launched) return std::unexpected(launched.error());
+      ++next_slot;
       core::FaultPoint("queue_instance_written");
       GPUWERK_TRY(
           tx.Exec("UPDATE queue_entries SET status = 'launched', instance_id = ?, left_at = ?, "

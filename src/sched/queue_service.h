@@ -97,11 +97,19 @@ class QueueService {
   core::Result<std::vector<QueueEntry>> List(const std::string& person_id);
   /// The person's queue history, 15 a page (1-based). Errors: invalid_page.
   core::Result<QueueHistoryPage> History(const std::string& person_id, int page);
-  /// Launches queued entries of `gpu_type` onto free hosts, oldest eligible first, in one write
+  /// Launches queued entries of `gpu_type` onto free slots, oldest eligible first, in one write
   /// transaction (instance, placement, billing session, entry `launched`, owner's mail, audit),
   /// then wakes the hosts' agents and the mail worker. Returns what it did; a type with no
-  /// open entries costs one read. Errors: unknown_gpu_type; the store's.
-  core::Result<DrainResult> Drain(const std::string& gpu_type);
+  /// open entries costs one read. Walks the queue a batch at a time and stops when no slot is
+  /// left, so a decision costs O(log n) in the queue's length plus the entries passed over.
+  ///
+  /// `freed_hosts` empty: every free slot of the type is found (one pass over the hosts). Not
+  /// empty: only the slots holding those hosts are considered (point lookups): what an agent
+  /// sync that left its host free asks (AgentSync::CapacityFreed). Any other slot has an event
+  /// of its own, and DrainAll (the periodic worker) looks at every slot.
+  /// Errors: unknown_gpu_type; the store's.
+  core::Result<DrainResult> Drain(const std::string& gpu_type,
+                                  const std::vector<std::string>& freed_hosts = {});
   /// Drain() for every GPU type (the periodic worker). Errors: the first failure's.
   core::Result<DrainResult> DrainAll();
 

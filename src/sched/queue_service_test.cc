@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <set>
 
 #include "core/logging.h"
 #include "mail/outbox.h"
@@ -36,7 +37,7 @@ class QueueTest : public ::testing::Test {
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     queue_ = std::make_unique<QueueService>(
         *db_, clock_, rng_, options_, *outbox_, [this] { ++mail_wakes_; }, nullptr,
-        [this](const std::string& person) { return person != blocked_; });
+        [this](const std::string& person) { return !blocked_.contains(person); });
     sync_ = std::make_unique<AgentSync>(*db_, clock_, rng_, options_);
     for (const char* p : {"p0", "p1", "p2", "p3"}) AddPerson(p);
   }
@@ -64,6 +65,18 @@ class QueueTest : public ::testing::Test {
     ASSERT_TRUE(authed);
     ASSERT_TRUE(sync_->Sync(*authed, {{"containers", json::array()}}));
   }
+  /// The queue entry ids launched by `result`, as their owners (entries are "job-<person>").
+  std::vector<std::string> Owners(const DrainResult& result, const std::vector<std::string>& ids) {
+    std::vector<std::string> out;
+    for (const auto& id : ids) {
+      auto row = db_->Read([&](store::Transaction& tx) {
+        return tx.QueryOne("SELECT person_id FROM queue_entries WHERE id = ?", {id});
+      });
+      out.push_back(row && *row ? (*row)->Text(0) : "?");
+    }
+    (void)result;
+    return out;
+  }
   std::string Join(const std::string& person, const std::string& type = "spark-1x") {
     auto e = queue_->Join(person, type, "job-" + person, "key_" + person, "127.0.0.1");
     EXPECT_TRUE(e) << e.error().message;
@@ -84,7 +97,7 @@ class QueueTest : public ::testing::Test {
   std::unique_ptr<mail::Outbox> outbox_;
   std::unique_ptr<QueueService> queue_;
   std::unique_ptr<AgentSync> sync_;
-  std::string blocked_;
+  std::set<std::string> blocked_;
   std::atomic<int> mail_wakes_{0};
 };
 
@@ -110,7 +123,7 @@ TEST_F(QueueTest, DrainLaunchesInJoinOrderWhileHostsLast) {
 }
 
 TEST_F(QueueTest, PassedOverEntryKeepsItsPlace) {
-  blocked_ = "p0";
+  blocked_ = {"p0"};
   Join("p0");
   Join("p1");
   Join("p2");
@@ -127,14 +140,96 @@ TEST_F(QueueTest, PassedOverEntryKeepsItsPlace) {
   EXPECT_EQ(Status("p2"), "open");
 }
 
-TEST_F(QueueTest, TwoHostTypeWaitsForTwoFreeHosts) {
+TEST_F(QueueTest, TwoHostTypeWaitsForALinkedPair) {
   Join("p0", "spark-2x");
   AddHost("h1", "spark-2x");
-  ASSERT_TRUE(queue_->Drain("spark-2x"));
-  EXPECT_EQ(Status("p0"), "open");
   AddHost("h2", "spark-2x");
   ASSERT_TRUE(queue_->Drain("spark-2x"));
+  EXPECT_EQ(Status("p0"), "open");  // two free hosts, but not linked: never used
+  ASSERT_TRUE(hosts_->LinkPair("op", {"h2", "10.0.0.2"}, {"h1", "10.0.0.1"}, "x"));
+  auto drained = queue_->Drain("spark-2x");
+  ASSERT_TRUE(drained);
+  EXPECT_EQ(drained->launched.size(), 1u);
   EXPECT_EQ(Status("p0"), "launched");
+  // Node 0 of the pair is node 0 of the instance.
+  auto nodes = db_->Read([&](store::Transaction& tx) {
+    return tx.Query(
+        "SELECT h.name FROM placements p JOIN hosts h ON h.id = p.host_id ORDER BY p.node_index");
+  });
+  ASSERT_TRUE(nodes);
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].Text(0), "h2");
+  EXPECT_EQ((*nodes)[1].Text(0), "h1");
+}
+
+// The drain reads the queue a batch at a time: more passed-over entries at the head than one
+// batch, and more launches in one drain than one batch of free hosts, keep strict FIFO order.
+TEST_F(QueueTest, DrainWalksTheQueueInBatches) {
+  std::vector<std::string> people;
+  for (int i = 0; i < 60; ++i) {
+    people.push_back("q" + std::string(i < 10 ? "0" : "") + std::to_string(i));
+    AddPerson(people.back());
+    Join(people.back());
+  }
+  for (int i = 0; i < 20; ++i) blocked_.insert(people[static_cast<size_t>(i)]);
+  for (int i = 0; i < 3; ++i) AddHost("h" + std::to_string(i));
+  auto first = queue_->Drain("spark-1x");
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->passed_over.size(), 20u);
+  EXPECT_EQ(Owners(*first, first->launched), (std::vector<std::string>{"q20", "q21", "q22"}));
+  // 25 more hosts: the next 20 passed-over entries once they may launch, then q23…q27.
+  blocked_.clear();
+  for (int i = 3; i < 28; ++i) AddHost("h" + std::to_string(i));
+  auto second = queue_->Drain("spark-1x");
+  ASSERT_TRUE(second);
+  std::vector<std::string> want(people.begin(), people.begin() + 20);
+  for (int i = 23; i < 28; ++i) want.push_back(people[static_cast<size_t>(i)]);
+  EXPECT_EQ(Owners(*second, second->launched), want);
+  EXPECT_EQ(queue_->List("q28")->at(0).position, 1);
+  EXPECT_EQ(queue_->List("q59")->at(0).position, 32);
+}
+
+// What an agent sync that freed its host asks: only the slots holding the freed hosts.
+TEST_F(QueueTest, DrainForFreedHostsLooksOnlyAtTheirSlots) {
+  Join("p0");
+  Join("p1");
+  AddHost("h1");
+  AddHost("h2");
+  auto host_id = [&](const std::string& name) {
+    auto row = db_->Read([&](store::Transaction& tx) {
+      return tx.QueryOne("SELECT id FROM hosts WHERE name = ?", {name});
+    });
+    return row && *row ? (*row)->Text(0) : std::string();
+  };
+  auto drained = queue_->Drain("spark-1x", {host_id("h2")});
+  ASSERT_TRUE(drained) << drained.error().message;
+  EXPECT_EQ(Owners(*drained, drained->launched), (std::vector<std::string>{"p0"}));
+  auto on = [&](const std::string& name) {
+    auto row = db_->Read([&](store::Transaction& tx) {
+      return tx.QueryOne(
+          "SELECT COUNT(*) FROM placements p JOIN hosts h ON h.id = p.host_id WHERE h.name = ?",
+          {name});
+    });
+    return row && *row ? (*row)->Int(0) : -1;
+  };
+  EXPECT_EQ(on("h2"), 1);
+  EXPECT_EQ(on("h1"), 0);
+  // A busy or unknown host: nothing.
+  EXPECT_TRUE(queue_->Drain("spark-1x", {host_id("h2")})->launched.empty());
+  EXPECT_TRUE(queue_->Drain("spark-1x", {"hst_nope"})->launched.empty());
+  // A freed node 1 of a free pair is the pair's slot, node 0 first.
+  Join("p2", "spark-2x");
+  AddHost("a", "spark-2x");
+  AddHost("b", "spark-2x");
+  ASSERT_TRUE(hosts_->LinkPair("op", {"a", "10.0.0.1"}, {"b", "10.0.0.2"}, "x"));
+  auto pair = queue_->Drain("spark-2x", {host_id("b")});
+  ASSERT_TRUE(pair);
+  EXPECT_EQ(Owners(*pair, pair->launched), (std::vector<std::string>{"p2"}));
+  EXPECT_EQ(on("a"), 1);
+  EXPECT_EQ(on("b"), 1);
+  // The full drain finds h1 for p1.
+  EXPECT_EQ(queue_->Drain("spark-1x")->launched.size(), 1u);
+  EXPECT_EQ(Status("p1"), "launched");
 }
 
 TEST_F(QueueTest, LeftEntryIsNeverLaunched) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -146,26 +147,28 @@ TEST_F(SchedTest, CreatePlacesOnAFreeHostAndOpensABillingSession) {
 }
 
 TEST_F(SchedTest, NoCapacityWhenEveryHostIsTakenOrSilentOrDrained) {
+  // No host at all: the type is not online (the API then queues the request).
   auto none = instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x");
   ASSERT_FALSE(none);
-  EXPECT_EQ(none.error().api_code, "no_capacity");
+  EXPECT_EQ(none.error().api_code, "gpu_type_offline");
   EXPECT_EQ(none.error().details["gpu_type"], "spark-1x");
-  EXPECT_EQ(none.error().details["queue"]["offer"], true);
 
   AddHost("spark-a");
   MustCreate("alpha");
   auto full = instances_->Create("alice", "beta", "key_alice", "spark-1x", "x");
   ASSERT_FALSE(full);
   EXPECT_EQ(full.error().api_code, "no_capacity");
+  EXPECT_EQ(full.error().details["gpu_type"], "spark-1x");
+  EXPECT_EQ(full.error().details["queue"]["offer"], true);
 
   AddHost("spark-b");
   ASSERT_TRUE(hosts_->SetDrained("op", "spark-b", true, "x"));
   EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
             "no_capacity");
   ASSERT_TRUE(hosts_->SetDrained("op", "spark-b", false, "x"));
-  clock_.Advance(std::chrono::seconds(31));  // spark-b went silent
+  clock_.Advance(std::chrono::seconds(31));  // both went silent: not online
   EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
-            "no_capacity");
+            "gpu_type_offline");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM instances"), 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions"), 1);
 }
@@ -387,21 +390,245 @@ TEST_F(SchedTest, AnotherHostsOrPersonsInstancesAreNotTouched) {
   EXPECT_EQ(instances_->Delete("bob", in.id, "x").error().api_code, "not_found");
 }
 
-TEST_F(SchedTest, TwoHostTypeNeedsTwoHosts) {
+Host Fresh(HostRegistry& hosts, const std::string& name);
+
+// a 2-host type takes the two hosts of one linked pair; unpaired hosts never take one, and
+// the type is not online until a pair of usable hosts exists.
+TEST_F(SchedTest, TwoHostTypeTakesALinkedPair) {
   AddHost("pair-a", "spark-2x", false);
-  EXPECT_EQ(instances_->Create("alice", "big", "key_alice", "spark-2x", "x").error().api_code,
-            "no_capacity");
   AddHost("pair-b", "spark-2x", false);
-  Instance in = MustCreate("big", "spark-2x");
-  EXPECT_EQ(in.hosts.size(), 2u);
-  EXPECT_FALSE(in.gpu_attached);
+  EXPECT_EQ(instances_->Create("alice", "big", "key_alice", "spark-2x", "x").error().api_code,
+            "gpu_type_offline");  // two free hosts, but no pair
   auto types = instances_->GpuTypes();
   ASSERT_TRUE(types);
   ASSERT_EQ(types->size(), 2u);
   EXPECT_EQ((*types)[1].name, "spark-2x");
+  EXPECT_FALSE((*types)[1].online);
   EXPECT_EQ((*types)[1].online_hosts, 2);
+  EXPECT_EQ((*types)[1].hosts, 2);
   EXPECT_EQ((*types)[1].free_instances, 0);
-  EXPECT_EQ((*types)[0].price_minor_per_hour, 65);
+
+  // Node 0 is the first host named.
+  auto pair = hosts_->LinkPair("op", {"pair-b", "192.168.100.2"}, {"pair-a", "192.168.100.1"}, "x");
+  ASSERT_TRUE(pair) << pair.error().message;
+  EXPECT_TRUE(pair->id.starts_with("hpr_"));
+  EXPECT_EQ(pair->gpu_type, "spark-2x");
+  ASSERT_EQ(pair->members.size(), 2u);
+  EXPECT_EQ(pair->members[0].host_name, "pair-b");
+  EXPECT_EQ(pair->members[0].rail_address, "192.168.100.2");
+  EXPECT_EQ(pair->members[1].host_name, "pair-a");
+  types = instances_->GpuTypes();
+  EXPECT_TRUE((*types)[1].online);
+  EXPECT_EQ((*types)[1].pairs, 1);
+  EXPECT_EQ((*types)[1].free_instances, 1);
+
+  Instance in = MustCreate("big", "spark-2x");
+  EXPECT_EQ(in.hosts, (std::vector<std::string>{"pair-b", "pair-a"}));  // node 0 → member 0
+  EXPECT_FALSE(in.gpu_attached);
+  EXPECT_EQ((*instances_->GpuTypes())[1].free_instances, 0);
+  EXPECT_TRUE((*instances_->GpuTypes())[1].online);  // busy, still online
+  EXPECT_EQ(instances_->Create("alice", "big2", "key_alice", "spark-2x", "x").error().api_code,
+            "no_capacity");
+
+  // A third and fourth host, unpaired: never used, the type stays full.
+  AddHost("pair-c", "spark-2x", false);
+  AddHost("pair-d", "spark-2x", false);
+  EXPECT_EQ(instances_->Create("alice", "big2", "key_alice", "spark-2x", "x").error().api_code,
+            "no_capacity");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 2);
+  // Listed with their pair.
+  auto listed = hosts_->List();
+  ASSERT_TRUE(listed);
+  for (const auto& h : *listed) {
+    if (h.name == "pair-a") {
+      EXPECT_EQ(h.pair_id, pair->id);
+      EXPECT_EQ(h.node_index, 1);
+      EXPECT_EQ(h.rail_address, "192.168.100.1");
+      EXPECT_EQ(h.partner, "pair-b");
+      EXPECT_EQ(h.instance_id, in.id);
+    }
+    if (h.name == "pair-c") {
+      EXPECT_TRUE(h.pair_id.empty());
+    }
+  }
+  // Linked: the second pair takes the next instance.
+  ASSERT_TRUE(hosts_->LinkPair("op", {"pair-c", "fd00::1"}, {"pair-d", "fd00::2"}, "x"));
+  Instance second = MustCreate("big2", "spark-2x");
+  EXPECT_EQ(second.hosts, (std::vector<std::string>{"pair-c", "pair-d"}));
+  // The desired state of a 2x instance tells each node where the other is.
+  json desired = Sync(Fresh(*hosts_, "pair-d"))["desired"];
+  ASSERT_EQ(desired.size(), 1u);
+  EXPECT_EQ(desired[0]["node_index"], 1);
+  const auto env = desired[0]["env"].get<std::vector<std::string>>();
+  for (const char* want : {"GPUWERK_NODE_INDEX=1", "GPUWERK_NODE_COUNT=2",
+                           "GPUWERK_NODE0_ADDR=fd00::1", "GPUWERK_NODE1_ADDR=fd00::2",
+                           "VLLM_HOST_IP=fd00::2", "MASTER_ADDR=fd00::1", "MASTER_PORT=29500"}) {
+    EXPECT_NE(std::find(env.begin(), env.end(), want), env.end()) << want;
+  }
+}
+
+// A pair of a drained, silent or degraded host is not a slot; the type is online only while
+// one pair has two usable hosts.
+TEST_F(SchedTest, PairWithAnUnusableHostIsNoCapacity) {
+  AddHost("a", "spark-2x");
+  AddHost("b", "spark-2x");
+  ASSERT_TRUE(hosts_->LinkPair("op", {"a", "10.1.0.1"}, {"b", "10.1.0.2"}, "x"));
+  ASSERT_TRUE(hosts_->SetDrained("op", "b", true, "x"));
+  EXPECT_FALSE((*instances_->GpuTypes())[1].online);
+  EXPECT_EQ(instances_->Create("alice", "big", "key_alice", "spark-2x", "x").error().api_code,
+            "gpu_type_offline");
+  ASSERT_TRUE(hosts_->SetDrained("op", "b", false, "x"));
+  EXPECT_TRUE((*instances_->GpuTypes())[1].online);
+  clock_.Advance(std::chrono::seconds(20));
+  Sync(Fresh(*hosts_, "a"));
+  clock_.Advance(std::chrono::seconds(15));  // b silent for 35 s, a for 15 s
+  EXPECT_FALSE((*instances_->GpuTypes())[1].online);
+  Sync(Fresh(*hosts_, "b"));
+  EXPECT_TRUE(MustCreate("big", "spark-2x").id.starts_with("ins_"));
+}
+
+TEST_F(SchedTest, LinkingAPairChecksItsHosts) {
+  AddHost("a", "spark-2x");
+  AddHost("b", "spark-2x");
+  AddHost("c", "spark-2x");
+  AddHost("one", "spark-1x");
+  auto code = [&](PairNode n0, PairNode n1) {
+    auto r = hosts_->LinkPair("op", n0, n1, "x");
+    return r ? std::string("ok") : r.error().api_code;
+  };
+  EXPECT_EQ(code({"a", "10.0.0.1"}, {"a", "10.0.0.2"}), "invalid_pair");
+  EXPECT_EQ(code({"a", "10.0.0.1"}, {"b", "10.0.0.1"}), "invalid_pair");
+  for (const char* bad :
+       {"", "10.0.0", "10.0.0.256", "host.example", " 10.0.0.1", "fe80::1%eth0"}) {
+    EXPECT_EQ(code({"a", bad}, {"b", "10.0.0.2"}), "invalid_rail_address") << bad;
+  }
+  EXPECT_EQ(code({"a", "10.0.0.1"}, {"nope", "10.0.0.2"}), "not_found");
+  EXPECT_EQ(code({"a", "10.0.0.1"}, {"one", "10.0.0.2"}), "gpu_type_mismatch");
+  AddHost("two", "spark-1x");
+  EXPECT_EQ(code({"one", "10.0.0.1"}, {"two", "10.0.0.2"}), "not_a_pair_type");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM host_pairs"), 0);
+  EXPECT_EQ(code({"a", "10.0.0.1"}, {"b", "10.0.0.2"}), "ok");
+  auto again = hosts_->LinkPair("op", {"c", "10.0.0.3"}, {"b", "10.0.0.4"}, "x");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().api_code, "already_paired");
+  EXPECT_EQ(again.error().details["host"], "b");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM host_pairs"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host_pair.link'"), 1);
+  // An IPv6 rail address is stored normalised.
+  AddHost("d", "spark-2x");
+  auto v6 = hosts_->LinkPair("op", {"c", "FD00:0:0::10"}, {"d", "fd00::11"}, "x");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->members[0].rail_address, "fd00::10");
+  auto page = hosts_->ListPairs(1);
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->total, 2);
+  EXPECT_EQ(page->items.size(), 2u);
+  EXPECT_EQ(hosts_->ListPairs(0).error().api_code, "invalid_page");
+}
+
+TEST_F(SchedTest, UnlinkAndRemoveAreRefusedWhileAnInstanceIsPlaced) {
+  Host a = AddHost("a", "spark-2x");
+  AddHost("b", "spark-2x");
+  auto pair = hosts_->LinkPair("op", {"a", "10.0.0.1"}, {"b", "10.0.0.2"}, "x");
+  ASSERT_TRUE(pair);
+  Instance in = MustCreate("big", "spark-2x");
+  auto unlink = hosts_->UnlinkPair("op", pair->id, "x");
+  ASSERT_FALSE(unlink);
+  EXPECT_EQ(unlink.error().api_code, "host_in_use");
+  EXPECT_EQ(unlink.error().details["instance_id"], in.id);
+  for (const char* name : {"a", "b"}) {
+    auto rm = hosts_->Remove("op", name, "x");
+    ASSERT_FALSE(rm);
+    EXPECT_EQ(rm.error().api_code, "host_in_use");
+  }
+  EXPECT_EQ(hosts_->Remove("op", "nope", "x").error().api_code, "not_found");
+  EXPECT_EQ(hosts_->UnlinkPair("op", "hpr_nope", "x").error().api_code, "not_found");
+
+  // Deleted (the agents report the containers gone): now both work.
+  ASSERT_TRUE(instances_->Delete("alice", in.id, "x"));
+  Sync(Fresh(*hosts_, "a"));
+  Sync(Fresh(*hosts_, "b"));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
+  ASSERT_TRUE(hosts_->UnlinkPair("op", pair->id, "x"));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM host_pair_members"), 0);
+  ASSERT_TRUE(hosts_->LinkPair("op", {"a", "10.0.0.1"}, {"b", "10.0.0.2"}, "x"));
+  auto removed = hosts_->Remove("op", "a", "x");
+  ASSERT_TRUE(removed) << removed.error().message;
+  EXPECT_EQ(removed->name, "a");
+  // Gone with its pair; its token no longer works; the partner stays, unpaired.
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts WHERE name = 'a'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM host_pairs"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts WHERE name = 'b'"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.remove'"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host_pair.unlink'"), 1);
+  EXPECT_EQ(hosts_->Remove("op", "a", "x").error().api_code, "not_found");
+  (void)a;
+}
+
+TEST_F(SchedTest, RemovedHostsTokenStopsWorking) {
+  auto h = hosts_->Add("op", "spark-a", "spark-1x", true, "x");
+  ASSERT_TRUE(h);
+  ASSERT_TRUE(hosts_->AuthenticateAgent(h->token));
+  ASSERT_TRUE(hosts_->Remove("op", "spark-a", "x"));
+  EXPECT_EQ(hosts_->AuthenticateAgent(h->token).error().api_code, "unauthenticated");
+  // The name is free again.
+  EXPECT_TRUE(hosts_->Add("op", "spark-a", "spark-1x", true, "x"));
+}
+
+TEST_F(SchedTest, GpuTypesAreOperatorData) {
+  // Create: hosts_per_instance and price are required; currency defaults to usd.
+  auto missing = hosts_->SetGpuType("op", "spark-4x", {.price_minor_per_hour = 300}, "x");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().api_code, "invalid_field");
+  EXPECT_EQ(missing.error().details["field"], "hosts_per_instance");
+  auto made = hosts_->SetGpuType("op", "gb10-lite",
+                                 {.hosts_per_instance = 1, .price_minor_per_hour = 40}, "x");
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_TRUE(made->second);
+  EXPECT_EQ(made->first.currency, "usd");
+  EXPECT_EQ(made->first.description, "");
+
+  auto code = [&](const std::string& name, GpuTypeChange c) {
+    auto r = hosts_->SetGpuType("op", name, c, "x");
+    return r ? std::string("ok") : r.error().api_code;
+  };
+  EXPECT_EQ(code("Bad_Name", {.price_minor_per_hour = 1}), "invalid_name");
+  EXPECT_EQ(code("spark-1x", {.hosts_per_instance = 3}), "invalid_hosts_per_instance");
+  EXPECT_EQ(code("spark-1x", {.hosts_per_instance = 0}), "invalid_hosts_per_instance");
+  EXPECT_EQ(code("spark-1x", {.price_minor_per_hour = -1}), "invalid_price");
+  EXPECT_EQ(code("spark-1x", {.price_minor_per_hour = 1'000'000'001}), "invalid_price");
+  for (const char* bad : {"USD", "us", "usdd", "u$d", ""}) {
+    EXPECT_EQ(code("spark-1x", {.currency = bad}), "invalid_currency") << bad;
+  }
+  EXPECT_EQ(code("spark-1x", {.description = "two\nlines"}), "invalid_description");
+  EXPECT_EQ(code("spark-1x", {.description = std::string(201, 'x')}), "invalid_description");
+  EXPECT_EQ(code("spark-1x", {.description = std::string(200, 'x')}), "ok");
+  EXPECT_EQ(Count("SELECT price_minor_per_hour FROM gpu_types WHERE name = 'spark-1x'"), 65);
+
+  // A price change applies to billing sessions opened afterwards only.
+  AddHost("spark-a");
+  AddHost("spark-b");
+  MustCreate("before");
+  ASSERT_EQ(code("spark-1x", {.price_minor_per_hour = 80, .currency = "eur"}), "ok");
+  MustCreate("after");
+  EXPECT_EQ(Count("SELECT price_minor_per_hour FROM billing_sessions WHERE instance_name = "
+                  "'before'"),
+            65);
+  EXPECT_EQ(Count("SELECT price_minor_per_hour FROM billing_sessions WHERE instance_name = "
+                  "'after'"),
+            80);
+  EXPECT_EQ((*instances_->GpuTypes())[1].currency, "eur");  // sorted: gb10-lite, spark-1x, …
+
+  // hosts_per_instance is fixed while the type has hosts, instances or entries.
+  auto in_use = hosts_->SetGpuType("op", "spark-1x", {.hosts_per_instance = 2}, "x");
+  ASSERT_FALSE(in_use);
+  EXPECT_EQ(in_use.error().api_code, "gpu_type_in_use");
+  EXPECT_EQ(in_use.error().details["hosts"], 2);
+  EXPECT_EQ(in_use.error().details["instances"], 2);
+  EXPECT_EQ(code("spark-1x", {.hosts_per_instance = 1}), "ok");   // no change
+  EXPECT_EQ(code("gb10-lite", {.hosts_per_instance = 2}), "ok");  // unused: may change
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'gpu_type.create'"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'gpu_type.update'"), 4);
 }
 
 TEST_F(SchedTest, HostTokensAuthenticateOnlyTheirHost) {
@@ -445,8 +672,9 @@ TEST_F(SchedTest, C13_RuntimeFailureDegradesTheHostUntilTheOperatorUndrainsIt) {
   EXPECT_NE(now.degraded_reason.find("GPU runtime failed"), std::string::npos);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
   EXPECT_EQ(instances_->Create("alice", "beta", "key_alice", "spark-1x", "x").error().api_code,
-            "no_capacity");
+            "gpu_type_offline");
   EXPECT_EQ((*instances_->GpuTypes())[0].free_instances, 0);
+  EXPECT_FALSE((*instances_->GpuTypes())[0].online);
   // Sticky across later healthy syncs: the runtime is still broken until someone fixes it.
   Sync(now);
   now = Fresh(*hosts_, "spark-a");
@@ -471,7 +699,7 @@ TEST_F(SchedTest, C13_HostWithoutItsGpuIsDegradedWhileTheGpuIsMissing) {
   sync(json::array());
   EXPECT_NE(Fresh(*hosts_, "spark-a").degraded_reason.find("no GPU visible"), std::string::npos);
   EXPECT_EQ(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x").error().api_code,
-            "no_capacity");
+            "gpu_type_offline");
   sync(json::array({{{"name", "NVIDIA GB10"}, {"uuid", "GPU-1"}, {"memory_bytes", 1}}}));
   EXPECT_TRUE(Fresh(*hosts_, "spark-a").degraded_reason.empty());
   EXPECT_TRUE(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x"));
@@ -488,7 +716,7 @@ TEST_F(SchedTest, HostWithItsEngineAwayGetsNoPlacement) {
   Sync(host, json::array(), json::array(), {{"ok", false}, {"error", "engine_unavailable: gone"}});
   EXPECT_EQ(Fresh(*hosts_, "spark-a").engine_error, "engine_unavailable: gone");
   EXPECT_EQ(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x").error().api_code,
-            "no_capacity");
+            "gpu_type_offline");
   Sync(host);
   EXPECT_TRUE(instances_->Create("alice", "alpha", "key_alice", "spark-1x", "x"));
 }

@@ -35,13 +35,13 @@ class CliQueueTest : public ServerTest {
 };
 
 TEST_F(CliQueueTest, JoinListHistoryLeave) {
-  // No host: creating says where to queue; joining works and shows the position.
-  auto create = Gpuwerk("instances create trainer --key laptop");
-  EXPECT_EQ(create.exit_code, 1);
-  EXPECT_NE(create.err.find("gpuwerk queue join --gpu-type spark-1x trainer --key laptop"),
-            std::string::npos)
-      << create.err;
-  EXPECT_NE(create.err.find("(no_capacity)"), std::string::npos) << create.err;
+  // No host: spark-1x is not online, so creating enters the queue (issue 5); a second entry of
+  // the type is refused; joining works and shows the position.
+  auto create = Gpuwerk("instances create waiting --key laptop");
+  ASSERT_EQ(create.exit_code, 0) << create.err;
+  EXPECT_NE(create.out.find("joined its queue at position 1"), std::string::npos) << create.out;
+  ASSERT_EQ(Gpuwerk("queue leave waiting").exit_code, 0);
+  clock_.Advance(std::chrono::seconds(1));  // history is ordered by entry time
   auto join = Gpuwerk("queue join --gpu-type spark-1x trainer --key laptop");
   ASSERT_EQ(join.exit_code, 0) << join.err;
   EXPECT_NE(join.out.find("position 1"), std::string::npos) << join.out;
@@ -70,9 +70,9 @@ TEST_F(CliQueueTest, JoinListHistoryLeave) {
   auto usage = Gpuwerk("usage queue --json");
   ASSERT_EQ(usage.exit_code, 0) << usage.err;
   auto history = json::parse(usage.out);
-  ASSERT_EQ(history.size(), 1u);
-  EXPECT_EQ(history[0]["outcome"], "cancelled");
-  EXPECT_EQ(history[0]["wait_seconds"], 90);
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[1]["outcome"], "cancelled");
+  EXPECT_EQ(history[1]["wait_seconds"], 90);
   auto usage_table = Gpuwerk("usage queue");
   EXPECT_NE(usage_table.out.find("0h01m30s"), std::string::npos) << usage_table.out;
   EXPECT_NE(usage_table.out.find("cancelled"), std::string::npos) << usage_table.out;

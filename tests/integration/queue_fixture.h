@@ -44,9 +44,9 @@ class QueueFixture : public ServerTest {
     return p;
   }
 
-  /// Registers a spark-1x host as the operator and brings it online with one sync.
-  std::string AddHost(const std::string& name) {
-    auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", name}, {"gpu_type", "spark-1x"}});
+  /// Registers a host of `type` as the operator and brings it online with one sync.
+  std::string AddHost(const std::string& name, const std::string& type = "spark-1x") {
+    auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", name}, {"gpu_type", type}});
     EXPECT_EQ(r.status, 201) << r.body;
     std::string token = r.Json().value("token", "");
     tokens_[name] = token;
@@ -65,6 +65,30 @@ class QueueFixture : public ServerTest {
                            {"containers", containers},
                            {"failures", failures}});
   }
+  /// Links hosts `a` (node 0) and `b` into a pair as the operator.
+  HttpResult Link(const std::string& a, const std::string& rail_a, const std::string& b,
+                  const std::string& rail_b) {
+    return op_->PostJson(
+        "/api/v1/admin/host-pairs",
+        {{"hosts",
+          {{{"name", a}, {"rail_address", rail_a}}, {{"name", b}, {"rail_address", rail_b}}}}});
+  }
+  /// The operator's view of host `name` (null when not listed).
+  json HostItem(const std::string& name) {
+    const json hosts = op_->Get("/api/v1/admin/hosts").Json();
+    for (const auto& h : hosts["items"]) {
+      if (h["name"] == name) return h;
+    }
+    return nullptr;
+  }
+  /// GET /api/v1/gpu-types' item for `type` as `who` sees it.
+  json TypeItem(HttpClient& who, const std::string& type) {
+    const json types = who.Get("/api/v1/gpu-types").Json();
+    for (const auto& t : types["items"]) {
+      if (t["name"] == type) return t;
+    }
+    return nullptr;
+  }
   /// The instance id host `name` holds, "" when free.
   std::string InstanceOn(const std::string& name) {
     const json hosts = op_->Get("/api/v1/admin/hosts").Json();
@@ -74,9 +98,10 @@ class QueueFixture : public ServerTest {
     return "";
   }
 
-  HttpResult Create(Person& p, const std::string& name, std::vector<std::string> headers = {}) {
+  HttpResult Create(Person& p, const std::string& name, std::vector<std::string> headers = {},
+                    const std::string& type = "spark-1x") {
     return p.browser->PostJson("/api/v1/instances",
-                               {{"name", name}, {"ssh_key_id", p.key_id}, {"gpu_type", "spark-1x"}},
+                               {{"name", name}, {"ssh_key_id", p.key_id}, {"gpu_type", type}},
                                std::move(headers));
   }
   HttpResult Join(Person& p, const std::string& name, const std::string& type = "spark-1x",

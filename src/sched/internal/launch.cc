@@ -1,5 +1,7 @@
 #include "sched/internal/launch.h"
 
+#include <algorithm>
+
 #include "store/audit_log.h"
 
 namespace gpuwerk::sched::internal {
@@ -34,17 +36,109 @@ core::Result<TypeRow> LoadType(store::Transaction& tx, const std::string& gpu_ty
                  .currency = type->Text(2)};
 }
 
-core::Result<std::vector<std::string>> FreeHosts(store::Transaction& tx,
-                                                 const std::string& gpu_type, int64_t limit,
-                                                 int64_t now, int64_t unknown_after) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto rows, tx.Query("SELECT h.id FROM hosts h WHERE h.gpu_type = ? AND h.drained = 0 AND "
-                          "h.degraded_reason = '' AND h.engine_error = '' AND "
-                          "h.last_seen_at >= ? AND NOT EXISTS (SELECT 1 FROM placements p WHERE "
-                          "p.host_id = h.id) ORDER BY h.name LIMIT ?",
-                          {gpu_type, now - unknown_after, limit}));
-  std::vector<std::string> out;
-  for (const auto& r : rows) out.push_back(r.Text(0));
+std::string UsableHostSql(std::string_view alias) {
+  const std::string a(alias);
+  return a + ".drained = 0 AND " + a + ".degraded_reason = '' AND " + a +
+         ".engine_error = '' AND " + a + ".last_seen_at >= ?";
+}
+
+namespace {
+
+/// "no placement holds host `alias`".
+std::string FreeSql(std::string_view alias) {
+  return "NOT EXISTS (SELECT 1 FROM placements p WHERE p.host_id = " + std::string(alias) + ".id)";
+}
+
+/// The pairs of `gpu_type`: both members joined as h0 (node 0) and h1 (node 1).
+constexpr std::string_view kPairsFrom =
+    "FROM host_pair_members m0 JOIN host_pair_members m1 ON m1.pair_id = m0.pair_id AND "
+    "m1.node_index = 1 JOIN hosts h0 ON h0.id = m0.host_id JOIN hosts h1 ON h1.id = m1.host_id "
+    "WHERE m0.node_index = 0 AND h0.gpu_type = ? AND h1.gpu_type = h0.gpu_type";
+
+}  // namespace
+
+core::Result<std::vector<Slot>> FreeSlots(store::Transaction& tx, const std::string& gpu_type,
+                                          int64_t hosts_per_instance, int64_t limit, int64_t now,
+                                          int64_t unknown_after, const std::string& from_name) {
+  std::vector<Slot> out;
+  const int64_t since = now - unknown_after;
+  if (hosts_per_instance == 1) {
+    static const std::string kSql =
+        "SELECT h.id, h.name FROM hosts h WHERE h.name >= ? AND h.gpu_type = ? AND " +
+        UsableHostSql("h") + " AND " + FreeSql("h") + " ORDER BY h.name LIMIT ?";
+    GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query(kSql, {from_name, gpu_type, since, limit}));
+    for (const auto& r : rows) out.push_back({{r.Text(0)}, r.Text(1)});
+  } else if (hosts_per_instance == 2) {
+    static const std::string kSql = "SELECT h0.id, h1.id, h0.name " + std::string(kPairsFrom) +
+                                    " AND h0.name >= ? AND " + UsableHostSql("h0") + " AND " +
+                                    UsableHostSql("h1") + " AND " + FreeSql("h0") + " AND " +
+                                    FreeSql("h1") + " ORDER BY h0.name LIMIT ?";
+    GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query(kSql, {gpu_type, from_name, since, since, limit}));
+    for (const auto& r : rows) out.push_back({{r.Text(0), r.Text(1)}, r.Text(2)});
+  }
+  return out;
+}
+
+core::Result<std::vector<Slot>> SlotsOf(store::Transaction& tx, const std::string& gpu_type,
+                                        int64_t hosts_per_instance,
+                                        const std::vector<std::string>& host_ids, int64_t now,
+                                        int64_t unknown_after) {
+  std::vector<Slot> out;
+  const int64_t since = now - unknown_after;
+  for (const auto& id : host_ids) {
+    std::optional<store::Row> row;
+    if (hosts_per_instance == 1) {
+      static const std::string kSql =
+          "SELECT h.id, h.name FROM hosts h WHERE h.id = ? AND "
+          "h.gpu_type = ? AND " +
+          UsableHostSql("h") + " AND " + FreeSql("h");
+      GPUWERK_ASSIGN_OR_RETURN(row, tx.QueryOne(kSql, {id, gpu_type, since}));
+      if (row) out.push_back({{row->Text(0)}, row->Text(1)});
+    } else if (hosts_per_instance == 2) {
+      static const std::string kSql =
+          "SELECT h0.id, h1.id, h0.name " + std::string(kPairsFrom) +
+          " AND m0.pair_id = (SELECT pair_id FROM host_pair_members WHERE host_id = ?) AND " +
+          UsableHostSql("h0") + " AND " + UsableHostSql("h1") + " AND " + FreeSql("h0") + " AND " +
+          FreeSql("h1");
+      GPUWERK_ASSIGN_OR_RETURN(row, tx.QueryOne(kSql, {gpu_type, id, since, since}));
+      if (row) out.push_back({{row->Text(0), row->Text(1)}, row->Text(2)});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Slot& a, const Slot& b) { return a.name < b.name; });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const Slot& a, const Slot& b) { return a.name == b.name; }),
+            out.end());
+  return out;
+}
+
+core::Result<Capacity> LoadCapacity(store::Transaction& tx, const std::string& gpu_type,
+                                    int64_t hosts_per_instance, int64_t now,
+                                    int64_t unknown_after) {
+  const int64_t since = now - unknown_after;
+  Capacity out;
+  static const std::string kHostsSql =
+      "SELECT COUNT(*), COALESCE(SUM(CASE WHEN h.last_seen_at >= ? THEN 1 ELSE 0 END), 0), "
+      "COALESCE(SUM(CASE WHEN " +
+      UsableHostSql("h") + " THEN 1 ELSE 0 END), 0), COALESCE(SUM(CASE WHEN " + UsableHostSql("h") +
+      " AND " + FreeSql("h") + " THEN 1 ELSE 0 END), 0) FROM hosts h WHERE h.gpu_type = ?";
+  GPUWERK_ASSIGN_OR_RETURN(auto hosts, tx.QueryOne(kHostsSql, {since, since, since, gpu_type}));
+  out.hosts = hosts->Int(0);
+  out.heard_hosts = hosts->Int(1);
+  if (hosts_per_instance == 1) {
+    out.online = hosts->Int(2) > 0;
+    out.free_slots = hosts->Int(3);
+  } else if (hosts_per_instance == 2) {
+    static const std::string kPairsSql =
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN " + UsableHostSql("h0") + " AND " +
+        UsableHostSql("h1") + " THEN 1 ELSE 0 END), 0), COALESCE(SUM(CASE WHEN " +
+        UsableHostSql("h0") + " AND " + UsableHostSql("h1") + " AND " + FreeSql("h0") + " AND " +
+        FreeSql("h1") + " THEN 1 ELSE 0 END), 0) " + std::string(kPairsFrom);
+    GPUWERK_ASSIGN_OR_RETURN(auto pairs,
+                             tx.QueryOne(kPairsSql, {since, since, since, since, gpu_type}));
+    out.pairs = pairs->Int(0);
+    out.online = pairs->Int(1) > 0;
+    out.free_slots = pairs->Int(2);
+  }
   return out;
 }
 

@@ -1,0 +1,119 @@
+// The operator's capacity verbs as an operator runs them against a real server: `gpuwerk admin
+// gpu-types ls|set`, `gpuwerk admin hosts rm|link|unlink|ls` (pairs), `gpuwerk gpu-types`, and a
+// create of a type that is not online entering the queue.
+#include <gtest/gtest.h>
+
+#include "tests/integration/server_fixture.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+using nlohmann::json;
+
+class CliAdminTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+    auto login =
+        Gpuwerk("login --url " + app_->base_url() + " --email op@example.test --password-stdin",
+                "operator password 1\n");
+    ASSERT_EQ(login.exit_code, 0) << login.err;
+    auto key = GenerateKey(dir_.path(), "laptop");
+    auto add = Gpuwerk("keys add laptop " + key.private_path.string() + ".pub");
+    ASSERT_EQ(add.exit_code, 0) << add.err;
+  }
+  CommandResult Gpuwerk(const std::string& args, const std::string& input = "") {
+    return RunCommand(dir_.path(),
+                      "env -u GPUWERK_URL -u GPUWERK_TOKEN GPUWERK_CONFIG_DIR='" +
+                          (dir_.path() / "config").string() + "' " + GpuwerkBinary() + " " + args,
+                      input);
+  }
+  /// One line on stderr ending in "(code)", exit 1.
+  void ExpectFailure(const CommandResult& r, const std::string& code) {
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("(" + code + ")"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+};
+
+TEST_F(CliAdminTest, GpuTypesLsAndSet) {
+  auto ls = Gpuwerk("admin gpu-types ls");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("HOSTS/INSTANCE"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("spark-2x"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("1.50 usd"), std::string::npos) << ls.out;
+
+  auto set = Gpuwerk("admin gpu-types set spark-1x --price-minor 80 --description 'One Spark'");
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_NE(set.out.find("0.80 usd per hour"), std::string::npos) << set.out;
+  auto made = Gpuwerk(
+      "admin gpu-types set gb10-lite --hosts-per-instance 1 --price-minor 5 --currency eur --json");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_EQ(json::parse(made.out)["price"], json({{"amount_minor", 5}, {"currency", "eur"}}));
+
+  ExpectFailure(Gpuwerk("admin gpu-types set spark-1x --currency USD"), "invalid_currency");
+  ExpectFailure(Gpuwerk("admin gpu-types set spark-9x --price-minor 10"), "invalid_field");
+  ExpectFailure(Gpuwerk("admin gpu-types set spark-1x --hosts-per-instance 5"),
+                "invalid_hosts_per_instance");
+  EXPECT_EQ(Gpuwerk("admin gpu-types set spark-1x --price-minor ten").exit_code, 2);
+
+  auto listed = Gpuwerk("admin gpu-types ls --json");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  auto items = json::parse(listed.out);
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items[0]["name"], "gb10-lite");
+  EXPECT_EQ(items[1]["description"], "One Spark");
+  EXPECT_EQ(items[1]["price"]["amount_minor"], 80);
+
+  // People's view: price, online, queued.
+  auto pub = Gpuwerk("gpu-types");
+  ASSERT_EQ(pub.exit_code, 0) << pub.err;
+  EXPECT_NE(pub.out.find("QUEUED"), std::string::npos) << pub.out;
+  EXPECT_NE(pub.out.find("0.80 usd"), std::string::npos) << pub.out;
+}
+
+TEST_F(CliAdminTest, PairsLinkListUnlinkAndHostRemoval) {
+  for (const char* h : {"node-a", "node-b"}) {
+    ASSERT_EQ(Gpuwerk(std::string("admin hosts add ") + h + " --gpu-type spark-2x").exit_code, 0);
+  }
+  // Not online: a create enters the queue, and says so.
+  auto create = Gpuwerk("instances create big --key laptop --gpu-type spark-2x");
+  ASSERT_EQ(create.exit_code, 0) << create.err;
+  EXPECT_NE(create.out.find("joined its queue at position 1"), std::string::npos) << create.out;
+
+  ExpectFailure(Gpuwerk("admin hosts link node-a node-b=10.0.0.2"), "invalid_argument");
+  EXPECT_EQ(Gpuwerk("admin hosts link node-a=10.0.0.1").exit_code, 2);  // two are needed
+  ExpectFailure(Gpuwerk("admin hosts link node-a=10.0.0.1 node-b=nope"), "invalid_rail_address");
+  auto link = Gpuwerk("admin hosts link node-a=10.0.0.1 node-b=10.0.0.2");
+  ASSERT_EQ(link.exit_code, 0) << link.err;
+  EXPECT_NE(link.out.find("node-a (node 0, rail 10.0.0.1) and node-b (node 1, rail 10.0.0.2)"),
+            std::string::npos)
+      << link.out;
+  ExpectFailure(Gpuwerk("admin hosts link node-b=10.0.0.1 node-a=10.0.0.2"), "already_paired");
+
+  auto ls = Gpuwerk("admin hosts ls");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find("PAIR"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("node 0 with node-b (rail 10.0.0.1"), std::string::npos) << ls.out;
+  auto hosts = json::parse(Gpuwerk("admin hosts ls --json").out);
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[1]["pair"]["partner"], "node-a");
+
+  ExpectFailure(Gpuwerk("admin hosts unlink nope"), "not_found");
+  auto unlink = Gpuwerk("admin hosts unlink node-b");
+  ASSERT_EQ(unlink.exit_code, 0) << unlink.err;
+  EXPECT_NE(unlink.out.find("Unlinked pair hpr_"), std::string::npos) << unlink.out;
+
+  auto rm = Gpuwerk("admin hosts rm node-a");
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_NE(rm.out.find("Removed host node-a"), std::string::npos) << rm.out;
+  ExpectFailure(Gpuwerk("admin hosts rm node-a"), "not_found");
+  EXPECT_EQ(json::parse(Gpuwerk("admin hosts ls --json").out).size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
