@@ -30,6 +30,11 @@ struct ClientIo {
 ///   tokens ls [--json] | tokens create NAME [--json] | tokens rm ID
 ///   queue join --gpu-type T NAME --key KEY [--json] | queue ls [--json] | queue leave ID|NAME
 ///   usage queue [--json]
+///   gpu-types [--json]
+///   instances ls|show|create|restart|rm|relay-sessions … | ssh NAME [-- ARGS…]
+///   events [--json] [--count N]
+///   admin hosts add|ls|drain|undrain|rm|link|unlink … | admin gpu-types ls|set …
+///   admin relay-sessions [--instance ID] [--person ID] [--page N] [--json]
 /// Every verb but login also takes `--url URL` and `--token TOKEN`, which override GPUWERK_URL /
 /// GPUWERK_TOKEN and the login file (see ResolveTarget). A verb's callback runs during
 /// app.parse() and sets `exit_code`: 0 on success, 1 on failure after printing one line
