@@ -1,0 +1,584 @@
+// Issue 5, C15 against real processes: 50 people, each with an ssh-keygen key, fire
+// POST /api/v1/instances at once (threads released by one latch) at the real `gpuwerk server`
+// with three free spark-1x hosts, each run by its own real `gpuwerk agent` (own --state-dir,
+// --ssh-bind 127.0.0.1) on the test's own podman API service (scripts/engine.sh) with the real
+// instance image. Exactly 3 answers are 201 and 47 are 409 `no_capacity`; no host is given twice,
+// as the store says (GET /api/v1/admin/hosts as the operator) and as the ENGINE says (containers
+// carrying the test hosts' `gpuwerk.host` labels, read with the test's own EngineProbe): exactly 3
+// containers, one per host, each running one of the 3 instances. Then the instances are deleted
+// and their containers must go. tests/integration/capacity_race_test.cc checks the store alone
+// with a fake agent. Sign-ups are limited to 30 an hour per source address
+// (docs/accounts.md), so the people sign up from 127.0.0.2 and 127.0.0.3 (25 each; the whole of
+// 127/8 is local on Linux) and then sign in as usual. Needs root (rootful podman).
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <latch>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/child_process.h"
+#include "tests/support/engine_probe.h"
+#include "tests/support/http_client.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Steady = std::chrono::steady_clock;
+
+constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
+constexpr const char* kInstanceLabel = "gpuwerk.instance";
+constexpr const char* kHostLabel = "gpuwerk.host";
+constexpr const char* kOperatorEmail = "operator@example.test";
+constexpr const char* kOperatorPassword = "operator password 1";
+constexpr const char* kPassword = "correct horse battery";
+constexpr int kPeople = 50;
+constexpr int kHosts = 3;
+/// Sign-ups per source address, below the server's 30 an hour.
+constexpr int kSignUpsPerAddress = 25;
+
+std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
+
+/// The last `lines` lines of a file, for failure messages.
+std::string Tail(const fs::path& file, size_t lines = 60) {
+  const std::string text = ReadFile(file);
+  size_t pos = text.size();
+  for (size_t n = 0; n <= lines; ++n) {
+    if (pos == 0) return text;
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return text.substr(pos + 1);
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+/// Polls `pred` every 200 ms until it holds or `limit` passes; whether it held.
+bool Eventually(const std::function<bool()>& pred, milliseconds limit) {
+  const auto deadline = Steady::now() + limit;
+  while (true) {
+    if (pred()) return true;
+    if (Steady::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+}
+
+CommandResult Script(const std::string& command) {
+  return RunCommand(fs::temp_directory_path(), command);
+}
+
+size_t AppendBody(char* ptr, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(ptr, size * n);
+  return size * n;
+}
+
+/// POST /api/v1/auth/signup from the local source address `source` (e.g. "127.0.0.2"), so that
+/// the server's per-address sign-up limit counts it there. The HTTP status (-1 when the request
+/// did not get an answer; `*body` then holds curl's message) and the body.
+long SignUpFrom(const std::string& url, const std::string& source, const std::string& email,
+                std::string* body) {
+  CURL* c = curl_easy_init();
+  if (c == nullptr) return -1;
+  const std::string target = url + "/api/v1/auth/signup";
+  const std::string payload = json{{"email", email}, {"password", kPassword}}.dump();
+  const std::string interface = "host!" + source;
+  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  curl_easy_setopt(c, CURLOPT_URL, target.c_str());
+  curl_easy_setopt(c, CURLOPT_INTERFACE, interface.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, payload.c_str());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(payload.size()));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &AppendBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+  long status = -1;
+  const CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_OK) {
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  } else {
+    *body = curl_easy_strerror(rc);
+  }
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(c);
+  return status;
+}
+
+/// Suite-wide: one podman API service and the instance image.
+struct SharedEngine {
+  fs::path dir;
+  std::string socket;
+  std::string setup_error;  ///< why the suite cannot run; "" when it can
+  bool started = false;
+};
+SharedEngine* g_engine = nullptr;
+
+/// One racer: signed in, with one SSH key on file.
+struct Racer {
+  std::string email;
+  std::unique_ptr<HttpClient> browser;
+  std::string key_id;
+};
+
+/// One registered host and its agent.
+struct RaceHost {
+  std::string name;
+  std::string id;
+  fs::path state_dir;
+  fs::path log;
+  ChildProcess agent;
+};
+
+class CapacityRaceE2eTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    g_engine = new SharedEngine();
+    if (::geteuid() != 0) {
+      g_engine->setup_error = "needs root: rootful podman and containers";
+      return;
+    }
+    std::string tmpl = (fs::temp_directory_path() / "gpuwerk-crace-engine-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      g_engine->setup_error = "mkdtemp failed";
+      return;
+    }
+    g_engine->dir = tmpl;
+    g_engine->socket = (g_engine->dir / "podman.sock").string();
+    ::setenv("CONTAINERS_CONF", (SourceDir() + "/config/containers.conf").c_str(), 1);
+    CommandResult started =
+        Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
+    if (started.exit_code != 0) {
+      g_engine->setup_error = "engine.sh start failed: " + started.out + started.err;
+      return;
+    }
+    g_engine->started = true;
+    CommandResult built =
+        Script(SourceDir() + "/scripts/instance-image/build.sh " + std::string(kImage));
+    if (built.exit_code != 0) {
+      g_engine->setup_error = "instance image build failed: " + built.out + built.err;
+    }
+  }
+
+  static void TearDownTestSuite() {
+    if (g_engine != nullptr && g_engine->started) {
+      Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
+    }
+    if (g_engine != nullptr && !g_engine->dir.empty()) {
+      std::error_code ec;
+      fs::remove_all(g_engine->dir, ec);
+    }
+    delete g_engine;
+    g_engine = nullptr;
+  }
+
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << g_engine->setup_error;
+    ASSERT_EQ(g_engine->setup_error, "");
+    engine_ = std::make_unique<EngineProbe>(g_engine->socket);
+    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on " << g_engine->socket;
+    data_ = dir_.path() / "data";
+    const std::array<const char*, kHosts> names = {"spark-race-a", "spark-race-b", "spark-race-c"};
+    for (int i = 0; i < kHosts; ++i) {
+      hosts_[i].name = names[i];
+      hosts_[i].state_dir = dir_.path() / ("agent-" + hosts_[i].name);
+      hosts_[i].log = dir_.path() / ("agent-" + hosts_[i].name + ".log");
+    }
+  }
+
+  void TearDown() override {
+    // A stop asked for with SIGTERM must end cleanly (under ASan: no leak report either).
+    for (auto& h : hosts_) StopCleanly(h.agent, "gpuwerk agent " + h.name);
+    StopCleanly(server_, "gpuwerk server");
+    if (HasFailure()) {
+      std::cerr << "---- server log (last lines)\n" << Tail(dir_.path() / "server.log") << "\n";
+      for (auto& h : hosts_) {
+        std::cerr << "---- agent " << h.name << " log (last lines)\n" << Tail(h.log, 30) << "\n";
+      }
+      std::cerr << "----\n";
+    }
+    // Every container of this test's hosts, whatever happened.
+    if (!engine_) return;
+    for (auto& h : hosts_) {
+      if (h.id.empty()) continue;
+      json list = engine_->ContainersWithLabel(kHostLabel, h.id);
+      if (!list.is_array()) continue;
+      for (const auto& c : list) engine_->ForceRemove(c["Id"].get<std::string>());
+    }
+  }
+
+  /// SIGTERM to a child that still runs; expects it to exit 0 within 20 s.
+  static void StopCleanly(ChildProcess& child, const std::string& what) {
+    if (!child.Running()) return;
+    auto status = child.Stop(seconds(20));
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << what << " did not stop cleanly on SIGTERM: "
+        << (status ? ChildProcess::Describe(*status) : "no status");
+  }
+
+  /// The environment of every child: none of the caller's gpuwerk settings leak in.
+  static std::map<std::string, std::string> CleanEnv() {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      std::string kv(*e);
+      if (kv.starts_with("GPUWERK_")) env[kv.substr(0, kv.find('='))] = "";
+    }
+    return env;
+  }
+
+  /// Starts `gpuwerk server` on a free port and waits until /healthz answers.
+  void StartServer() {
+    std::map<std::string, std::string> env = CleanEnv();
+    env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
+    env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
+    env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
+    env["GPUWERK_INSTANCE_IMAGE"] = kImage;
+    env["GPUWERK_LOG_LEVEL"] = "debug";
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      port_ = FreePort();
+      url_ = "http://127.0.0.1:" + std::to_string(port_);
+      ASSERT_TRUE(server_.Start({GpuwerkBinary(), "server", "--data", data_.string(), "--listen",
+                                 "127.0.0.1:" + std::to_string(port_)},
+                                env, dir_.path() / "server.log"))
+          << server_.error();
+      HttpClient probe(url_);
+      const bool up = Eventually(
+          [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60));
+      if (up && server_.Running()) return;
+      if (!server_.Running()) continue;  // e.g. the port was taken meanwhile
+      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log");
+    }
+    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log");
+  }
+
+  std::unique_ptr<HttpClient> SignIn(const std::string& email, const std::string& password) {
+    auto c = std::make_unique<HttpClient>(url_);
+    auto r = c->PostJson("/api/v1/auth/login", {{"email", email}, {"password", password}});
+    EXPECT_EQ(r.status, 200) << email << ": " << r.body;
+    return c;
+  }
+
+  /// Registers the host (spark-1x, no GPU: this machine has none) and starts its agent.
+  void AddHostWithAgent(RaceHost& h) {
+    auto added =
+        op_->PostJson("/api/v1/admin/hosts",
+                      {{"name", h.name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    ASSERT_EQ(added.status, 201) << added.body;
+    h.id = added.Json().value("id", "");
+    const std::string token = added.Json().value("token", "");
+    ASSERT_FALSE(h.id.empty()) << added.body;
+    ASSERT_FALSE(token.empty()) << added.body;
+    ASSERT_TRUE(h.agent.Start(
+        {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
+         "unix://" + g_engine->socket, "--ssh-bind", "127.0.0.1", "--state-dir",
+         h.state_dir.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
+        CleanEnv(), h.log))
+        << h.agent.error();
+  }
+
+  /// Racer `i`: signs up from 127.0.0.(2 + i / 25), signs in, puts an ssh-keygen key on file.
+  Racer NewRacer(int i) {
+    Racer r;
+    r.email = "racer" + std::to_string(i) + "@example.test";
+    const std::string source = "127.0.0." + std::to_string(2 + i / kSignUpsPerAddress);
+    std::string body;
+    const long status = SignUpFrom(url_, source, r.email, &body);
+    EXPECT_EQ(status, 201) << r.email << " from " << source << ": " << body;
+    r.browser = SignIn(r.email, kPassword);
+    GeneratedKey key = GenerateKey(dir_.path(), "racer" + std::to_string(i));
+    EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
+    auto k = r.browser->PostJson("/api/v1/ssh-keys",
+                                 {{"name", "laptop"}, {"public_key", key.public_line}});
+    EXPECT_EQ(k.status, 201) << k.body;
+    r.key_id = k.Json().value("id", "");
+    return r;
+  }
+
+  /// The store's view, as the operator reads it: every host's name → its instance_id ("" when
+  /// free).
+  std::map<std::string, std::string> StoreHolders() {
+    std::map<std::string, std::string> out;
+    auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+    if (!hosts.is_object() || !hosts["items"].is_array()) return out;
+    for (const auto& item : hosts["items"]) {
+      const std::string name = item.value("name", "");
+      const json& at = item["instance_id"];
+      out[name] = at.is_string() ? at.get<std::string>() : "";
+    }
+    return out;
+  }
+
+  /// The engine's view: host id → the containers carrying that `gpuwerk.host` label (any state).
+  /// Null entries when the engine did not answer.
+  std::map<std::string, json> EngineByHost() {
+    std::map<std::string, json> out;
+    for (const auto& h : hosts_) out[h.id] = engine_->ContainersWithLabel(kHostLabel, h.id);
+    return out;
+  }
+
+  /// Whether the engine shows exactly one running container per host, each of one of `instances`
+  /// and no instance twice.
+  bool EngineSettled(const std::set<std::string>& instances) {
+    std::set<std::string> seen;
+    for (const auto& [host, list] : EngineByHost()) {
+      if (!list.is_array() || list.size() != 1) return false;
+      if (list[0].value("State", "") != "running") return false;
+      const json& labels = list[0]["Labels"];
+      if (!labels.is_object() || !labels.contains(kInstanceLabel)) return false;
+      seen.insert(labels[kInstanceLabel].get<std::string>());
+    }
+    return seen == instances;
+  }
+
+  /// Store and engine agree (R-12, C15): each host holds exactly one distinct instance of
+  /// `instances` in the store; on the engine exactly 3 containers carry the hosts' labels, one per
+  /// host, running, each the instance the store placed there; no host label has two.
+  void ExpectOneInstancePerHost(const std::set<std::string>& instances, const std::string& when) {
+    SCOPED_TRACE(when);
+    const auto holders = StoreHolders();
+    ASSERT_EQ(holders.size(), static_cast<size_t>(kHosts)) << "admin/hosts lists other hosts";
+    std::set<std::string> held;
+    for (const auto& h : hosts_) {
+      ASSERT_TRUE(holders.contains(h.name)) << h.name << " missing from admin/hosts";
+      const std::string& instance = holders.at(h.name);
+      EXPECT_TRUE(instances.contains(instance)) << h.name << " holds '" << instance << "'";
+      held.insert(instance);
+    }
+    EXPECT_EQ(held, instances) << "a host holds two instances or an instance two hosts";
+
+    const auto by_host = EngineByHost();
+    size_t containers = 0;
+    std::set<std::string> on_engine;
+    for (const auto& h : hosts_) {
+      const json& list = by_host.at(h.id);
+      ASSERT_TRUE(list.is_array()) << "the engine did not answer for " << h.name;
+      containers += list.size();
+      EXPECT_EQ(list.size(), 1u) << h.name << " (" << h.id << ") on the engine: " << list.dump();
+      for (const auto& c : list) {
+        EXPECT_EQ(c.value("State", ""), "running") << h.name << ": " << c.dump();
+        const json& labels = c["Labels"];
+        ASSERT_TRUE(labels.is_object() && labels.contains(kInstanceLabel)) << c.dump();
+        EXPECT_EQ(labels[kHostLabel], h.id) << c.dump();
+        const std::string instance = labels[kInstanceLabel].get<std::string>();
+        EXPECT_EQ(instance, holders.at(h.name))
+            << h.name << ": the engine runs another instance than the store placed there";
+        on_engine.insert(instance);
+      }
+    }
+    EXPECT_EQ(containers, static_cast<size_t>(kHosts));
+    EXPECT_EQ(on_engine, instances);
+    // Each instance's containers, looked up by instance label: exactly one, on its host.
+    for (const auto& instance : instances) {
+      json list = engine_->ContainersWithLabel(kInstanceLabel, instance);
+      ASSERT_TRUE(list.is_array());
+      EXPECT_EQ(list.size(), 1u) << instance << ": " << list.dump();
+    }
+  }
+
+  /// Waits until every agent has synced `rounds` more times (last_seen_at moved on that often).
+  void WaitAgentRounds(int rounds) {
+    std::map<std::string, std::string> last;
+    std::map<std::string, int> seen;
+    for (const auto& h : hosts_) seen[h.name] = -1;
+    const bool ok = Eventually(
+        [&] {
+          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+          if (!hosts.is_object() || !hosts["items"].is_array()) return false;
+          for (const auto& item : hosts["items"]) {
+            const std::string name = item.value("name", "");
+            if (!seen.contains(name)) continue;
+            const json& at = item["last_seen_at"];
+            const std::string now = at.is_string() ? at.get<std::string>() : "";
+            if (now != last[name]) {
+              last[name] = now;
+              ++seen[name];
+            }
+          }
+          for (const auto& [name, n] : seen) {
+            if (n < rounds) return false;
+          }
+          return true;
+        },
+        seconds(10 * rounds));
+    EXPECT_TRUE(ok) << "the agents did not all sync " << rounds << " more times";
+  }
+
+  TempDir dir_;
+  fs::path data_;
+  int port_ = 0;
+  std::string url_;
+  ChildProcess server_;
+  std::array<RaceHost, kHosts> hosts_;
+  std::unique_ptr<EngineProbe> engine_;
+  std::unique_ptr<HttpClient> op_;
+};
+
+TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
+  const auto t0 = Steady::now();
+  StartServer();
+  ASSERT_FALSE(HasFatalFailure());
+  op_ = SignIn(kOperatorEmail, kOperatorPassword);
+  for (auto& h : hosts_) {
+    AddHostWithAgent(h);
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+        if (!hosts.is_object() || hosts["items"].size() != static_cast<size_t>(kHosts)) {
+          return false;
+        }
+        for (const auto& item : hosts["items"]) {
+          if (!item["last_seen_at"].is_string()) return false;
+        }
+        return true;
+      },
+      seconds(30)))
+      << "the agents never all synced";
+  for (const auto& [host, list] : EngineByHost()) {
+    ASSERT_EQ(list, json::array()) << "host " << host << " has containers before the race";
+  }
+
+  std::vector<Racer> racers;
+  racers.reserve(kPeople);
+  for (int i = 0; i < kPeople; ++i) {
+    racers.push_back(NewRacer(i));
+    ASSERT_FALSE(HasFailure()) << "setting up " << racers.back().email;
+  }
+  const auto t_people = Steady::now();
+
+  // The race: every thread waits at the latch until all 50 are there, then creates at once.
+  std::vector<HttpResult> results(kPeople);
+  std::latch start(kPeople + 1);
+  std::vector<std::thread> threads;
+  threads.reserve(kPeople);
+  for (int i = 0; i < kPeople; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      results[i] = racers[i].browser->PostJson(
+          "/api/v1/instances",
+          {{"name", "race"}, {"ssh_key_id", racers[i].key_id}, {"gpu_type", "spark-1x"}});
+    });
+  }
+  start.arrive_and_wait();
+  for (auto& t : threads) t.join();
+  const auto t_race = Steady::now();
+
+  int created = 0, no_capacity = 0;
+  std::set<std::string> instances;
+  std::map<std::string, int> owner;  // instance id → racer index
+  for (int i = 0; i < kPeople; ++i) {
+    const HttpResult& r = results[i];
+    if (r.status == 201) {
+      ++created;
+      const std::string id = r.Json().value("id", "");
+      EXPECT_FALSE(id.empty()) << r.body;
+      EXPECT_EQ(r.Json()["hosts"].size(), 1u) << r.body;
+      instances.insert(id);
+      owner[id] = i;
+    } else {
+      EXPECT_EQ(r.status, 409) << racers[i].email << ": " << r.body;
+      EXPECT_EQ(r.Code(), "no_capacity") << racers[i].email << ": " << r.body;
+      if (r.status == 409 && r.Code() == "no_capacity") ++no_capacity;
+    }
+  }
+  EXPECT_EQ(created, kHosts);
+  EXPECT_EQ(no_capacity, kPeople - kHosts);
+  ASSERT_EQ(instances.size(), static_cast<size_t>(kHosts)) << "distinct instance ids";
+
+  // Each winner's instance comes up (its container runs and the login is proven); the losers
+  // have none.
+  for (const auto& [id, i] : owner) {
+    json last;
+    const bool running = Eventually(
+        [&] {
+          auto r = racers[i].browser->Get("/api/v1/instances/" + id);
+          last = r.Json();
+          return r.status == 200 && last.value("status", "") == "running";
+        },
+        seconds(60));
+    EXPECT_TRUE(running) << "instance " << id << " never became running; last: " << last.dump();
+  }
+  int live = 0;
+  for (auto& r : racers) live += r.browser->Get("/api/v1/instances").Json().value("total", -1);
+  EXPECT_EQ(live, kHosts);
+
+  // The engine, once the agents have reconciled: one running container per host.
+  EXPECT_TRUE(Eventually([&] { return EngineSettled(instances); }, seconds(30)))
+      << "the engine never showed one running container per host";
+  const auto t_running = Steady::now();
+  ExpectOneInstancePerHost(instances, "once the instances run");
+  // And it stays so over further agent rounds.
+  WaitAgentRounds(2);
+  ExpectOneInstancePerHost(instances, "after two more agent rounds");
+
+  // Clean up: the winners delete; their containers go and the hosts are free again.
+  for (const auto& [id, i] : owner) {
+    auto deleted = racers[i].browser->Delete("/api/v1/instances/" + id);
+    EXPECT_TRUE(deleted.status == 204 || deleted.status == 202) << id << ": " << deleted.body;
+  }
+  for (const auto& [id, i] : owner) {
+    EXPECT_TRUE(
+        Eventually([&] { return racers[i].browser->Get("/api/v1/instances/" + id).status == 404; },
+                   seconds(60)))
+        << "instance " << id << " was never deleted";
+  }
+  EXPECT_TRUE(Eventually(
+      [&] {
+        for (const auto& [host, list] : EngineByHost()) {
+          if (list != json::array()) return false;
+        }
+        return true;
+      },
+      seconds(30)))
+      << "containers are left on the engine";
+  for (const auto& [name, instance] : StoreHolders()) {
+    EXPECT_EQ(instance, "") << name << " still held after the deletes";
+  }
+  const auto secs = [](Steady::time_point a, Steady::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  std::cout << "[ timing ] setup " << secs(t0, t_people) << " s, race " << secs(t_people, t_race)
+            << " s, to running " << secs(t_race, t_running) << " s, total "
+            << secs(t0, Steady::now()) << " s\n";
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
