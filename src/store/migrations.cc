@@ -262,6 +262,11 @@ CREATE INDEX relay_sessions_by_person ON relay_sessions(person_id, started_at, i
 CREATE INDEX relay_sessions_by_start ON relay_sessions(started_at, id);
 CREATE INDEX relay_sessions_open ON relay_sessions(relay, ended_at);
 )sql",
+      // 7: the hosts of a GPU type in name order (issue 5): a drain that looks for every free
+      // slot of a type (launch.cc FreeSlots) walks only that type's hosts, not the whole table.
+      R"sql(
+CREATE INDEX hosts_by_type ON hosts(gpu_type, name);
+)sql",
   };
   return kMigrations;
 }

@@ -3,9 +3,15 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -57,7 +63,245 @@ core::Error SqliteError(sqlite3* db, int rc, std::string_view what) {
   return core::Error(ErrorCode::kInternal, "store_error", msg);
 }
 
+/// The first column of the first row `sql` returns ("" when none or on an error).
+std::string PragmaText(sqlite3* db, const char* sql) {
+  std::string out;
+  sqlite3_exec(
+      db, sql,
+      [](void* arg, int n, char** values, char**) {
+        if (n > 0 && values[0] != nullptr) *static_cast<std::string*>(arg) = values[0];
+        return 0;
+      },
+      &out, nullptr);
+  return out;
+}
+
 }  // namespace
+
+/// The background WAL checkpointer (SqliteOptions::background_checkpoint). Commits on the pooled
+/// connections report through the WAL hook (OnCommit, called by SQLite after the commit released
+/// the write lock); a thread with a connection of its own checkpoints PASSIVE every interval when
+/// something was committed or the last checkpoint was incomplete, at once when a commit leaves
+/// `checkpoint_wake_pages` frames not yet copied, and tries TRUNCATE when the -wal file is larger
+/// than `wal_truncate_bytes`.
+struct SqliteDatabase::Checkpointer {
+  explicit Checkpointer(const SqliteOptions& o) : options(o), wake_at(o.checkpoint_wake_pages) {}
+  ~Checkpointer() { Stop(); }
+
+  /// sqlite3_wal_hook callback: `pages` is the number of frames in the WAL after the commit.
+  static int OnCommit(void* arg, sqlite3*, const char*, int pages) {
+    auto* self = static_cast<Checkpointer*>(arg);
+    self->dirty.store(true, std::memory_order_relaxed);
+    if (pages >= self->wake_at.load(std::memory_order_relaxed) &&
+        !self->wake_pending.exchange(true)) {
+      {
+        std::lock_guard lock(self->mu);
+        self->woken = true;
+      }
+      self->cv.notify_one();
+    }
+    return SQLITE_OK;
+  }
+
+  /// Opens the checkpointer's connection on `path` (the pool's database file) and starts the
+  /// thread.
+  core::Result<void> Start(const std::string& path, int busy_timeout_ms) {
+    int rc =
+        sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+      return core::Fail(ErrorCode::kUnavailable, "store_unavailable",
+                        "cannot open the WAL checkpointer's connection to " + path + ": " + msg);
+    }
+    // A connection learns that the file is in WAL mode when it first reads it.
+    sqlite3_busy_timeout(db, busy_timeout_ms);
+    if (PragmaText(db, "PRAGMA journal_mode=WAL") != "wal") {
+      return core::Fail(ErrorCode::kUnavailable, "store_unavailable",
+                        "the WAL checkpointer's connection to " + path + " is not in WAL mode");
+    }
+    // Only the TRUNCATE attempt waits on the busy handler (PASSIVE never does).
+    // Polls every 100 us (SQLite's own handler sleeps 1, 2, 5, … ms between tries).
+    sqlite3_busy_handler(
+        db,
+        [](void* arg, int tries) {
+          auto* self = static_cast<Checkpointer*>(arg);
+          if (tries * 100 >= self->options.checkpoint_busy_timeout_ms * 1000) return 0;
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          return 1;
+        },
+        this);
+    wal_path = sqlite3_filename_wal(sqlite3_db_filename(db, "main"));
+    // A WAL frame is a 24-byte header and one page.
+    frame_bytes = std::atoll(PragmaText(db, "PRAGMA page_size").c_str()) + 24;
+    {
+      std::lock_guard lock(stats_mu);
+      stats.running = true;
+    }
+    thread = std::thread([this] { Run(); });
+    return {};
+  }
+
+  /// Stops and joins the thread, checkpoints once more (PASSIVE) and closes the connection.
+  void Stop() {
+    if (thread.joinable()) {
+      {
+        std::lock_guard lock(mu);
+        stop = true;
+      }
+      cv.notify_one();
+      thread.join();
+      Checkpoint();
+    }
+    if (db != nullptr) sqlite3_close_v2(db);
+    db = nullptr;
+    std::lock_guard lock(stats_mu);
+    stats.running = false;
+  }
+
+  /// Called before a write transaction begins: waits while a TRUNCATE attempt runs (at most
+  /// its busy timeout plus the checkpoint itself).
+  void WaitForTruncate() {
+    if (!truncating.load()) return;
+    std::unique_lock lock(mu);
+    gate.wait(lock, [&] { return !truncating.load(); });
+  }
+
+  SqliteCheckpointStats Stats() const {
+    std::lock_guard lock(stats_mu);
+    return stats;
+  }
+
+ private:
+  using SteadyClock = std::chrono::steady_clock;
+
+  void Run() {
+    const auto interval = std::chrono::milliseconds(std::max(1, options.checkpoint_interval_ms));
+    // A commit's wake never starts checkpoints closer together than this (a reader that keeps
+    // the WAL from restarting would otherwise wake it on every commit).
+    const auto min_gap = std::min<SteadyClock::duration>(interval, std::chrono::milliseconds(5));
+    auto last = SteadyClock::now() - min_gap;
+    bool pending = false;  // the last checkpoint left frames behind, or the WAL is too large
+    std::unique_lock lock(mu);
+    while (!stop) {
+      cv.wait_for(lock, interval, [&] { return stop || woken; });
+      if (stop) break;
+      const bool by_wake = woken;
+      woken = false;
+      if (by_wake && cv.wait_until(lock, last + min_gap, [&] { return stop; })) break;
+      lock.unlock();
+      const bool committed = dirty.exchange(false, std::memory_order_relaxed);
+      if (committed || pending || by_wake) {
+        pending = Checkpoint();
+        last = SteadyClock::now();
+      }
+      wake_pending.store(false);
+      lock.lock();
+    }
+  }
+
+  /// One PASSIVE checkpoint, then a TRUNCATE or RESTART attempt when the WAL is over the bound
+  /// (see SqliteOptions::wal_truncate_bytes). Returns whether work is left: frames not copied,
+  /// or the WAL or its file still over the bound.
+  bool Checkpoint() {
+    int log = -1, copied = -1;
+    int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+    bool left = Record(rc, "PASSIVE", log, copied);
+    // Wake again when checkpoint_wake_pages more frames wait; after a complete checkpoint the
+    // next writer restarts the WAL at frame 0.
+    const int64_t done = rc == SQLITE_OK && copied == log ? 0 : std::max(0, copied);
+    wake_at.store(done + options.checkpoint_wake_pages, std::memory_order_relaxed);
+    const int64_t wal_bytes = std::max(0, log) * frame_bytes;  // frames in use, not the file
+    std::error_code ec;
+    const auto file = std::filesystem::file_size(wal_path, ec);
+    const auto size = ec ? 0 : static_cast<int64_t>(file);
+    // The file is over the bound and everything in it is copied: truncate it to give the disk
+    // back, but only when nothing was committed during the PASSIVE (the hook sets `dirty`):
+    // ftruncate of a large file takes 100+ ms, and writers wait for it.
+    if (size > options.wal_truncate_bytes && rc == SQLITE_OK && copied == log &&
+        !dirty.load(std::memory_order_relaxed)) {
+      return !Exclusive(SQLITE_CHECKPOINT_TRUNCATE, "TRUNCATE", size);
+    }
+    // The WAL in use is over the bound (writers that seldom leave it idle when a checkpoint
+    // completes, so it never restarts at frame 0, or readers that kept checkpoints short): a
+    // RESTART copies what is left (holding the write lock meanwhile) and makes the next writer
+    // start the WAL over, so the file stops growing. Tried once PASSIVE, which holds no lock
+    // writers need, has caught up to within checkpoint_wake_pages frames, or regardless at twice
+    // the bound.
+    const bool caught_up = rc == SQLITE_OK && log - copied <= options.checkpoint_wake_pages;
+    if (wal_bytes > options.wal_truncate_bytes &&
+        (caught_up || wal_bytes > 2 * options.wal_truncate_bytes)) {
+      return !Exclusive(SQLITE_CHECKPOINT_RESTART, "RESTART", size) ||
+             size > options.wal_truncate_bytes;
+    }
+    return left || wal_bytes > options.wal_truncate_bytes || size > options.wal_truncate_bytes;
+  }
+
+  /// A RESTART or TRUNCATE checkpoint with this process's new writers held back (all of
+  /// gpuwerk's writers: a steady stream would otherwise rarely leave it a gap). Returns whether
+  /// it finished.
+  bool Exclusive(int mode, const char* name, int64_t size) {
+    int log = -1, copied = -1;
+    truncating.store(true);
+    const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, mode, &log, &copied);
+    {
+      std::lock_guard lock(mu);
+      truncating.store(false);
+    }
+    gate.notify_all();
+    Record(rc, name, log, copied);
+    if (rc == SQLITE_OK) {
+      std::lock_guard lock(stats_mu);
+      ++(mode == SQLITE_CHECKPOINT_TRUNCATE ? stats.truncated : stats.restarted);
+      return true;
+    }
+    const auto now = SteadyClock::now();
+    if (now - last_size_warning >= std::chrono::minutes(1)) {
+      last_size_warning = now;
+      spdlog::warn(
+          "store: the WAL file {} is {} bytes (bound {}) and a {} checkpoint could not finish "
+          "({}): readers or writers kept it busy; trying again",
+          wal_path, size, options.wal_truncate_bytes, name, sqlite3_errstr(rc));
+    }
+    return false;
+  }
+
+  /// Counts one checkpoint call; returns whether it left work behind.
+  bool Record(int rc, const char* mode, int log, int copied) {
+    std::lock_guard lock(stats_mu);
+    if (rc == SQLITE_OK) {
+      if (std::string_view(mode) == "PASSIVE") ++stats.passive;
+      stats.last_wal_frames = log;
+      stats.last_copied_frames = copied;
+      return copied < log;
+    }
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+      ++stats.busy;
+      spdlog::debug("store: {} WAL checkpoint busy, trying again later", mode);
+    } else {
+      ++stats.failed;
+      spdlog::warn("store: {} WAL checkpoint of {} failed: {}", mode, wal_path, sqlite3_errmsg(db));
+    }
+    return true;
+  }
+
+  const SqliteOptions options;
+  sqlite3* db = nullptr;
+  std::string wal_path;
+  int64_t frame_bytes = 4096 + 24;
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::condition_variable gate;           // writers waiting for a TRUNCATE attempt
+  std::atomic<bool> truncating{false};    // a TRUNCATE attempt runs (cleared under mu)
+  bool stop = false;                      // guarded by mu
+  bool woken = false;                     // guarded by mu
+  std::atomic<bool> dirty{false};         // a commit since the last checkpoint
+  std::atomic<bool> wake_pending{false};  // a commit woke the thread; no more wakes until done
+  std::atomic<int64_t> wake_at;           // frames in the WAL at which a commit wakes it
+  SteadyClock::time_point last_size_warning{};
+  mutable std::mutex stats_mu;
+  SqliteCheckpointStats stats;  // guarded by stats_mu
+};
 
 struct SqliteDatabase::Pool {
   std::mutex mu;
@@ -204,8 +448,20 @@ class SqliteTransaction final : public Transaction {
 
 }  // namespace
 
-SqliteDatabase::SqliteDatabase(std::unique_ptr<Pool> pool) : pool_(std::move(pool)) {}
-SqliteDatabase::~SqliteDatabase() = default;
+SqliteDatabase::SqliteDatabase(std::unique_ptr<Pool> pool,
+                               std::unique_ptr<Checkpointer> checkpointer)
+    : pool_(std::move(pool)), checkpointer_(std::move(checkpointer)) {}
+
+SqliteDatabase::~SqliteDatabase() {
+  if (!checkpointer_) return;
+  // Every connection is back in the pool: no commit can call the hook any more.
+  for (auto& conn : pool_->free) sqlite3_wal_hook(conn->db, nullptr, nullptr);
+  checkpointer_->Stop();
+}
+
+SqliteCheckpointStats SqliteDatabase::CheckpointStats() const {
+  return checkpointer_ ? checkpointer_->Stats() : SqliteCheckpointStats{};
+}
 
 core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteOptions& options) {
   // Memory statistics take a global mutex on every SQLite allocation; gpuwerk does not read
@@ -219,6 +475,8 @@ core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteO
     return core::Fail(ErrorCode::kUnavailable, "store_unavailable", "SQLite failed to initialise");
   }
   auto pool = std::make_unique<Pool>();
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (options.background_checkpoint) checkpointer = std::make_unique<Checkpointer>(options);
   for (int i = 0; i < std::max(1, options.pool_size); ++i) {
     auto conn = std::make_unique<Connection>();
     int rc =
@@ -241,12 +499,31 @@ core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteO
       return core::Fail(ErrorCode::kUnavailable, "store_unavailable",
                         "cannot configure SQLite database " + options.path + ": " + msg);
     }
+    // The background checkpointer needs a WAL file database (":memory:" stays "memory").
+    if (i == 0 && checkpointer && PragmaText(conn->db, "PRAGMA journal_mode") != "wal") {
+      checkpointer.reset();
+    }
+    if (checkpointer) {
+      if (sqlite3_exec(conn->db, "PRAGMA wal_autocheckpoint=0", nullptr, nullptr, nullptr) !=
+          SQLITE_OK) {
+        return core::Fail(
+            ErrorCode::kUnavailable, "store_unavailable",
+            "cannot configure SQLite database " + options.path + ": " + sqlite3_errmsg(conn->db));
+      }
+      sqlite3_wal_hook(conn->db, &Checkpointer::OnCommit, checkpointer.get());
+    }
     pool->free.push_back(std::move(conn));
   }
-  return std::unique_ptr<SqliteDatabase>(new SqliteDatabase(std::move(pool)));
+  if (checkpointer) {
+    GPUWERK_TRY(checkpointer->Start(sqlite3_db_filename(pool->free.front()->db, "main"),
+                                    options.busy_timeout_ms));
+  }
+  return std::unique_ptr<SqliteDatabase>(
+      new SqliteDatabase(std::move(pool), std::move(checkpointer)));
 }
 
 core::Result<std::unique_ptr<Transaction>> SqliteDatabase::Begin(TxMode mode) {
+  if (checkpointer_ && mode == TxMode::kWrite) checkpointer_->WaitForTruncate();
   auto conn = pool_->Take();
   static const std::string kBeginWrite = "BEGIN IMMEDIATE";
   static const std::string kBeginRead = "BEGIN";
