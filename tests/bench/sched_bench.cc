@@ -11,10 +11,10 @@
 //                       event: 0 = Drain(type), which finds every free slot of the type (the
 //                       periodic and operator-triggered drains); 1 = Drain(type, freed hosts),
 //                       what an agent sync that freed its host asks (point lookups);
-//                       ckpt_every: 0 = the store as configured (SQLite checkpoints its WAL in
-//                       whichever commit crosses 1,000 pages); k = a second connection
-//                       checkpoints the WAL every k decisions, outside the timing, as a
-//                       background checkpointer would.
+//                       ckpt_every: 0 = the store as configured (its background thread
+//                       checkpoints the WAL, SqliteOptions::background_checkpoint); k = a second
+//                       connection also checkpoints every k decisions, outside the timing (kept
+//                       to compare with the runs from before the background checkpointer).
 //   BM_ListDeep/N       times QueueService::List for the person whose entry is last in the
 //                       spark-1x queue (position N/4): GET /api/v1/queue-entries' work.
 //
