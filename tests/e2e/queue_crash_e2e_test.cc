@@ -8,7 +8,9 @@
 // read with the test's own EngineProbe) must agree: exactly one container, for the one launched
 // entry; the entry launched exactly once and not open; the one behind it still open and never
 // launched; the host held by exactly that instance. tests/integration/queue_crash_test.cc checks
-// the store alone with a fake agent. Needs root (rootful podman).
+// the store alone with a fake agent. QueueMailE2eTest (below) runs the same platform with the
+// server's mail going to a real SMTP server (tests/support/smtp_sink.py) and logs in with the
+// command the launch mail names. Needs root (rootful podman).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -33,7 +35,9 @@
 #include "tests/support/child_process.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/http_client.h"
+#include "tests/support/mail_reader.h"
 #include "tests/support/run_command.h"
+#include "tests/support/smtp_sink.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
 
@@ -216,6 +220,7 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     env["GPUWERK_INSTANCE_IMAGE"] = kImage;
     env["GPUWERK_LOG_LEVEL"] = "debug";
     if (!fault_points.empty()) env["GPUWERK_FAULT_POINTS"] = fault_points;
+    for (const auto& [name, value] : extra_env_) env[name] = value;
     const bool restart = port_ != 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (!restart && (port_ == 0 || attempt > 0)) port_ = FreePort();
@@ -313,6 +318,7 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
 
   TempDir dir_;
   fs::path data_;
+  std::map<std::string, std::string> extra_env_;  ///< more server settings (e.g. SMTP); {} here
   int port_ = 0;
   std::string url_;
   std::string host_id_;
@@ -465,6 +471,194 @@ INSTANTIATE_TEST_SUITE_P(FaultPoints, QueueCrashE2eTest,
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
+
+/// Issue 5, "the launch mail arrives at a real SMTP server started by the test and its command
+/// works": the same real server, agent and engine as above (no fault points), with the server
+/// sending its mail to tests/support/smtp_sink.py (aiosmtpd) over SMTP. The queue's launch mail
+/// (src/sched/queue_mails.cc) names `gpuwerk ssh NAME`, and also points at the ssh_command the
+/// API shows; both, run as written with the person's own key, must reach the launched instance.
+class QueueMailE2eTest : public QueueCrashE2eTest {
+ protected:
+  void SetUp() override {
+    QueueCrashE2eTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (auto why = SinkUnavailable()) GTEST_SKIP() << "no real SMTP server: " << *why;
+    // smtp_sink.h finds smtp_sink.py by GPUWERK_SOURCE_DIR, else by its own __FILE__ (relative
+    // in ccache base_dir builds): name this tree's, as the build defines it.
+    ::setenv("GPUWERK_SOURCE_DIR", SourceDir().c_str(), 0);
+    std::string error;
+    ASSERT_TRUE(sink_.Start(0, inbox(), {}, &error)) << error;
+    extra_env_["GPUWERK_MAIL"] = "smtp";
+    extra_env_["GPUWERK_SMTP_URL"] = "smtp://127.0.0.1:" + std::to_string(sink_.port());
+    extra_env_["GPUWERK_SMTP_FROM"] = "gpuwerk <noreply@gpuwerk.test>";
+  }
+
+  void TearDown() override {
+    QueueCrashE2eTest::TearDown();
+    sink_.Stop();
+  }
+
+  fs::path inbox() const { return dir_.path() / "inbox"; }
+
+  /// The queue launch mails (not the sign-up ones) at the sink addressed to `to`.
+  std::vector<ReceivedMail> LaunchMails(const std::string& to) const {
+    std::vector<ReceivedMail> out;
+    for (ReceivedMail& m : MailsTo(inbox(), to)) {
+      if (m.subject.starts_with("Your gpuwerk instance ")) out.push_back(std::move(m));
+    }
+    return out;
+  }
+
+  /// Adds one spark-1x host and starts its `gpuwerk agent`; waits for its first sync.
+  void AddHostWithAgent() {
+    auto added =
+        op_->PostJson("/api/v1/admin/hosts",
+                      {{"name", "spark-qmail"}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    ASSERT_EQ(added.status, 201) << added.body;
+    host_id_ = added.Json().value("id", "");
+    ASSERT_FALSE(host_id_.empty());
+    ASSERT_TRUE(agent_.Start(
+        {GpuwerkBinary(), "agent", "--server", url_, "--token", added.Json().value("token", ""),
+         "--engine", "unix://" + g_engine->socket, "--state-dir", (dir_.path() / "agent").string(),
+         "--sync-interval-seconds", "1", "--log-level", "debug"},
+        CleanEnv(), dir_.path() / "agent.log"))
+        << agent_.error();
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
+          return hosts.is_object() && hosts["items"].size() == 1 &&
+                 hosts["items"][0]["last_seen_at"].is_string();
+        },
+        seconds(30)))
+        << "the agent never synced";
+  }
+
+  /// `gpuwerk ARGS` as a person runs it, with its own login file under the test's directory.
+  CommandResult Cli(const std::string& args, const std::string& input = "") {
+    return RunCommand(dir_.path(),
+                      "env -u GPUWERK_URL -u GPUWERK_TOKEN GPUWERK_CONFIG_DIR='" +
+                          (dir_.path() / "cli").string() + "' " + args,
+                      input);
+  }
+
+  SmtpSink sink_;
+};
+
+/// The text body's line (trimmed) that starts with `prefix`; "" when none.
+std::string LineStartingWith(const std::string& text, const std::string& prefix) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    const size_t first = line.find_first_not_of(" \t");
+    const size_t last = line.find_last_not_of(" \t\r");
+    line = first == std::string::npos ? "" : line.substr(first, last - first + 1);
+    if (line.starts_with(prefix)) return line;
+    start = end + 1;
+  }
+  return "";
+}
+
+// alice holds the only host; bob queues with his own key; alice deletes; the drain launches bob's
+// entry, and his launch mail reaches the SMTP sink. The command it names (`gpuwerk ssh NAME`, the
+// real CLI, logged in as bob) and the ssh_command the API shows (the stock ssh client) each log
+// in to bob's running instance with bob's key.
+TEST_F(QueueMailE2eTest, LaunchMailArrivesOverSmtpAndItsCommandWorks) {
+  StartServer("");
+  ASSERT_FALSE(HasFatalFailure());
+  op_ = SignIn(kOperatorEmail, kOperatorPassword);
+  AddHostWithAgent();
+  ASSERT_FALSE(HasFatalFailure());
+
+  std::string alice_key, bob_key;
+  auto alice = Person("alice", &alice_key);
+  auto created =
+      alice->PostJson("/api/v1/instances",
+                      {{"name", "first"}, {"ssh_key_id", alice_key}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string alice_instance = created.Json()["id"];
+  WaitStatus(*alice, alice_instance, "running");
+  ASSERT_FALSE(HasFailure());
+
+  auto bob = Person("bob", &bob_key);
+  const fs::path bob_private = dir_.path() / "bob";  // Person's ssh-keygen key
+  auto joined =
+      bob->PostJson("/api/v1/queue-entries",
+                    {{"name", "second"}, {"ssh_key_id", bob_key}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(joined.status, 201) << joined.body;
+  EXPECT_EQ(joined.Json()["position"], 1) << joined.body;
+  EXPECT_TRUE(LaunchMails("bob@example.test").empty()) << "mailed before the launch";
+
+  auto deleted = alice->Delete("/api/v1/instances/" + alice_instance);
+  ASSERT_TRUE(deleted.status == 204 || deleted.status == 202) << deleted.body;
+
+  // bob's launch mail, over SMTP at the sink.
+  std::vector<ReceivedMail> mails;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        mails = LaunchMails("bob@example.test");
+        return !mails.empty();
+      },
+      seconds(90)))
+      << "no mail to bob at the SMTP sink";
+  ASSERT_EQ(mails.size(), 1u);
+  EXPECT_EQ(mails[0].subject, "Your gpuwerk instance second is starting");
+  const std::string mailed = LineStartingWith(mails[0].text_body, "gpuwerk ssh ");
+  ASSERT_EQ(mailed, "gpuwerk ssh second") << mails[0].text_body;
+
+  json bob_instances;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        bob_instances = bob->Get("/api/v1/instances").Json();
+        return bob_instances.is_object() && bob_instances["total"] == 1;
+      },
+      seconds(30)))
+      << bob_instances.dump();
+  const std::string bob_instance = bob_instances["items"][0]["id"];
+  const json running = WaitStatus(*bob, bob_instance, "running");
+  ASSERT_FALSE(HasFailure());
+  const std::string hostname = running["hostname"];
+  EXPECT_NE(mails[0].text_body.find(hostname), std::string::npos) << mails[0].text_body;
+
+  // The mailed command, run as written (the real CLI, logged in as bob), with bob's key and a
+  // fresh known_hosts passed on to ssh after `--`.
+  const std::string known_hosts = (dir_.path() / "bob_known_hosts").string();
+  const std::string remote = "'echo launched-$(hostname)'";
+  auto login =
+      Cli(GpuwerkBinary() + " login --url " + url_ + " --email bob@example.test --password-stdin",
+          std::string(kPassword) + "\n");
+  ASSERT_EQ(login.exit_code, 0) << login.err;
+  auto via_cli = Cli(GpuwerkBinary() + mailed.substr(std::string("gpuwerk").size()) + " -- -i " +
+                     bob_private.string() + " -o UserKnownHostsFile=" + known_hosts +
+                     " -o BatchMode=yes -o ConnectTimeout=10 " + remote);
+  EXPECT_EQ(via_cli.exit_code, 0) << "`" << mailed << "` failed: " << via_cli.err;
+  EXPECT_EQ(via_cli.out, "launched-" + hostname + "\n") << via_cli.err;
+
+  // The ssh_command the mail points at (API, dashboard), with the stock ssh client: only bob's
+  // key and client options inserted after `ssh`.
+  ASSERT_TRUE(running["ssh_command"].is_string()) << running.dump();
+  const std::string shown = running["ssh_command"];
+  ASSERT_TRUE(shown.starts_with("ssh ")) << shown;
+  auto via_ssh = RunCommand(dir_.path(), "ssh -i " + bob_private.string() +
+                                             " -o StrictHostKeyChecking=accept-new"
+                                             " -o UserKnownHostsFile=" +
+                                             known_hosts + "-direct -o BatchMode=yes " +
+                                             shown.substr(4) + " " + remote);
+  EXPECT_EQ(via_ssh.exit_code, 0) << "`" << shown << "` failed: " << via_ssh.err;
+  EXPECT_EQ(via_ssh.out, "launched-" + hostname + "\n") << via_ssh.err;
+
+  // Clean up: bob deletes; his container goes.
+  auto gone = bob->Delete("/api/v1/instances/" + bob_instance);
+  EXPECT_TRUE(gone.status == 204 || gone.status == 202) << gone.body;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return bob->Get("/api/v1/instances/" + bob_instance).status == 404 &&
+               engine_->ContainersWithLabel(kInstanceLabel, bob_instance) == json::array();
+      },
+      seconds(60)))
+      << engine_->ContainersWithLabel(kInstanceLabel, bob_instance).dump();
+}
 
 }  // namespace
 }  // namespace gpuwerk::testing
