@@ -1,4 +1,6 @@
 // /api/v1/relay/…: what a remote relay asks and reports (docs/ssh.md).
+#include <arpa/inet.h>
+
 #include <cctype>
 #include <limits>
 
@@ -60,8 +62,17 @@ bool ValidSessionId(const std::string& id) {
   return true;
 }
 
-core::Result<store::RelaySessionRow> ParseReport(const std::string& id,
-                                                 const nlohmann::json& body) {
+/// Whether `text` is an IPv4 or IPv6 address literal (what the relay reports as the client's).
+bool IsIpLiteral(const std::string& text) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
+}
+
+/// How far in the future a relay's clock may put a time it reports, in seconds.
+constexpr int64_t kClockSkewSeconds = 300;
+
+core::Result<store::RelaySessionRow> ParseReport(const std::string& id, const nlohmann::json& body,
+                                                 int64_t now) {
   store::RelaySessionRow row;
   if (!ValidSessionId(id)) {
     return core::InvalidArgument("invalid_relay_session",
@@ -77,11 +88,21 @@ core::Result<store::RelaySessionRow> ParseReport(const std::string& id,
                             {"source_address", &row.source_address}}) {
     GPUWERK_ASSIGN_OR_RETURN(*out, RequireString(body, field, 512, 0));
   }
+  if (!IsIpLiteral(row.source_address)) {
+    return core::Fail(
+        InvalidField("source_address", "source_address must be an IPv4 or IPv6 address."));
+  }
   GPUWERK_ASSIGN_OR_RETURN(row.started_at, TimeField(body, "started_at"));
+  if (row.started_at > now + kClockSkewSeconds) {
+    return core::Fail(InvalidField("started_at", "started_at is in the future."));
+  }
   if (body.contains("ended_at") && !body["ended_at"].is_null()) {
     GPUWERK_ASSIGN_OR_RETURN(row.ended_at, TimeField(body, "ended_at"));
     if (*row.ended_at < row.started_at) {
       return core::Fail(InvalidField("ended_at", "ended_at is before started_at."));
+    }
+    if (*row.ended_at > now + kClockSkewSeconds) {
+      return core::Fail(InvalidField("ended_at", "ended_at is in the future."));
     }
   }
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -119,9 +140,18 @@ void RegisterRelayRoutes(Router& router, ApiContext& ctx, relay::RelayAuthorizer
   router.Add("PUT", "/api/v1/relay/sessions/{id}", [&ctx, &db, &rng](Request& req) {
     return AsRelay(ctx, req, [&](const auth::Principal&) {
       return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto row = ParseReport(req.PathParam("id"), body);
+        auto row = ParseReport(req.PathParam("id"), body, ctx.clock.NowUnix());
         if (!row) return ErrorResponse(row.error());
-        auto recorded = db.Write([&](store::Transaction& tx) {
+        auto recorded = db.Write([&](store::Transaction& tx) -> core::Result<bool> {
+          // The person must be the instance's owner: a report cannot file a relay session
+          // under someone else's instance (it would show in their list).
+          GPUWERK_ASSIGN_OR_RETURN(
+              auto owner,
+              tx.QueryOne("SELECT person_id FROM instances WHERE id = ?", {row->instance_id}));
+          if (!owner || owner->Text(0) != row->person_id) {
+            return core::Fail(InvalidField(
+                "instance_id", "instance_id is not an instance of person_id on this server."));
+          }
           return row->ended_at ? store::RecordRelaySessionEnd(tx, ctx.clock, rng, *row)
                                : store::RecordRelaySessionStart(tx, ctx.clock, rng, *row);
         });

@@ -142,11 +142,11 @@ TEST_F(RelaySessionsApiTest, OwnerAndOperatorListRelaySessionsNewestFirstInPages
   // 17 ended relay sessions and one open one, as a remote relay reports them.
   for (int i = 0; i < 17; ++i) {
     char started[32], ended[32];
-    std::snprintf(started, sizeof started, "2027-01-15T10:%02d:00Z", i);
-    std::snprintf(ended, sizeof ended, "2027-01-15T10:%02d:30Z", i);
+    std::snprintf(started, sizeof started, "2027-01-14T10:%02d:00Z", i);
+    std::snprintf(ended, sizeof ended, "2027-01-14T10:%02d:30Z", i);
     ASSERT_EQ(Put("rls_t" + std::to_string(100 + i), Report(id, started, ended)).status, 200);
   }
-  ASSERT_EQ(Put("rls_open", Report(id, "2027-01-15T11:00:00Z")).status, 200);
+  ASSERT_EQ(Put("rls_open", Report(id, "2027-01-14T11:00:00Z")).status, 200);
 
   auto page1 = alice_->Get("/api/v1/instances/" + id + "/relay-sessions");
   ASSERT_EQ(page1.status, 200) << page1.body;
@@ -163,8 +163,8 @@ TEST_F(RelaySessionsApiTest, OwnerAndOperatorListRelaySessionsNewestFirstInPages
   EXPECT_FALSE(open.contains("email"));  // the owner's view
   const json& newest_ended = p1["items"][1];
   EXPECT_EQ(newest_ended["id"], "rls_t116");
-  EXPECT_EQ(newest_ended["started_at"], "2027-01-15T10:16:00Z");
-  EXPECT_EQ(newest_ended["ended_at"], "2027-01-15T10:16:30Z");
+  EXPECT_EQ(newest_ended["started_at"], "2027-01-14T10:16:00Z");
+  EXPECT_EQ(newest_ended["ended_at"], "2027-01-14T10:16:30Z");
   EXPECT_EQ(newest_ended["duration_seconds"], 30);
   EXPECT_EQ(newest_ended["bytes_from_client"], 100);
   EXPECT_EQ(newest_ended["bytes_to_client"], 2000);
@@ -213,46 +213,59 @@ TEST_F(RelaySessionsApiTest, OwnerAndOperatorListRelaySessionsNewestFirstInPages
 TEST_F(RelaySessionsApiTest, RemoteRelayReportsAreIdempotentAndCheckedAndARestartClosesOpenRows) {
   const json in = RunningInstance("alpha");
   const std::string id = in["id"];
-  auto first = Put("rls_a1", Report(id, "2027-01-15T10:00:00Z"));
+  auto first = Put("rls_a1", Report(id, "2027-01-14T10:00:00Z"));
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.Json()["recorded"], true);
-  EXPECT_EQ(Put("rls_a1", Report(id, "2027-01-15T10:00:00Z")).Json()["recorded"], false);
-  auto end = Put("rls_a1", Report(id, "2027-01-15T10:00:00Z", "2027-01-15T10:05:00Z"));
+  EXPECT_EQ(Put("rls_a1", Report(id, "2027-01-14T10:00:00Z")).Json()["recorded"], false);
+  auto end = Put("rls_a1", Report(id, "2027-01-14T10:00:00Z", "2027-01-14T10:05:00Z"));
   EXPECT_EQ(end.Json()["recorded"], true) << end.body;
   EXPECT_EQ(
-      Put("rls_a1", Report(id, "2027-01-15T10:00:00Z", "2027-01-15T10:09:00Z")).Json()["recorded"],
+      Put("rls_a1", Report(id, "2027-01-14T10:00:00Z", "2027-01-14T10:09:00Z")).Json()["recorded"],
       false);  // the first end is final
   auto list = alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json();
   ASSERT_EQ(list["total"], 1);
-  EXPECT_EQ(list["items"][0]["ended_at"], "2027-01-15T10:05:00Z");
+  EXPECT_EQ(list["items"][0]["ended_at"], "2027-01-14T10:05:00Z");
 
   // Refusals change nothing.
-  ExpectProblem(Put("rls_a1", Report(id, "2027-01-15T10:00:00Z", nullptr, "edge-2")), 409,
+  ExpectProblem(Put("rls_a1", Report(id, "2027-01-14T10:00:00Z", nullptr, "edge-2")), 409,
                 "relay_session_conflict");
-  ExpectProblem(Put("rls_x", Report(id, "2027-01-15T10:00:00Z", nullptr, "local")), 400,
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", nullptr, "local")), 400,
                 "invalid_field");
   ExpectProblem(Put("rls_x", Report(id, "yesterday")), 400, "invalid_field");
-  ExpectProblem(Put("rls_x", Report(id, "2027-01-15T10:00:00Z", "2027-01-15T09:00:00Z")), 400,
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", "2027-01-14T09:00:00Z")), 400,
                 "invalid_field");
-  json no_person = Report(id, "2027-01-15T10:00:00Z");
+  json no_person = Report(id, "2027-01-14T10:00:00Z");
   no_person.erase("person_id");
   ExpectProblem(Put("rls_x", no_person), 400, "invalid_field");
-  ExpectProblem(Put("bad%20id", Report(id, "2027-01-15T10:00:00Z")), 400, "invalid_relay_session");
+  ExpectProblem(Put("bad%20id", Report(id, "2027-01-14T10:00:00Z")), 400, "invalid_relay_session");
+  json bad_source = Report(id, "2027-01-14T10:00:00Z");
+  bad_source["source_address"] = "not an ip<script>";
+  ExpectProblem(Put("rls_x", bad_source), 400, "invalid_field");
+  // Times past the server's clock (the fake clock starts 2027-01-15T08:00Z; 5 minutes of skew
+  // are allowed).
+  ExpectProblem(Put("rls_x", Report(id, "2099-01-01T00:00:00Z")), 400, "invalid_field");
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", "2099-01-01T00:00:00Z")), 400,
+                "invalid_field");
+  // A report cannot file a relay session under an instance of someone else, or none.
+  json not_owner = Report(id, "2027-01-14T10:00:00Z");
+  not_owner["person_id"] = "per_nobody";
+  ExpectProblem(Put("rls_x", not_owner), 400, "invalid_field");
+  ExpectProblem(Put("rls_x", Report("ins_missing", "2027-01-14T10:00:00Z")), 400, "invalid_field");
   HttpClient as_alice(app_->base_url());
   auto alice_token = alice_->PostJson("/api/v1/tokens", {{"name", "cli"}});
   as_alice.SetBearer(alice_token.Json()["token"].get<std::string>());
   ExpectProblem(
       as_alice.Send("PUT", "/api/v1/relay/sessions/rls_x",
-                    Report(id, "2027-01-15T10:00:00Z").dump(), {"Content-Type: application/json"}),
+                    Report(id, "2027-01-14T10:00:00Z").dump(), {"Content-Type: application/json"}),
       403, "forbidden");
   ExpectProblem(as_alice.PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}}), 403,
                 "forbidden");
   EXPECT_EQ(alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json()["total"], 1);
 
   // edge-1 restarts: its open rows end as "relay restarted"; edge-2's stay open.
-  ASSERT_EQ(Put("rls_b1", Report(id, "2027-01-15T11:00:00Z")).status, 200);
-  ASSERT_EQ(Put("rls_b2", Report(id, "2027-01-15T11:01:00Z")).status, 200);
-  ASSERT_EQ(Put("rls_c1", Report(id, "2027-01-15T11:02:00Z", nullptr, "edge-2")).status, 200);
+  ASSERT_EQ(Put("rls_b1", Report(id, "2027-01-14T11:00:00Z")).status, 200);
+  ASSERT_EQ(Put("rls_b2", Report(id, "2027-01-14T11:01:00Z")).status, 200);
+  ASSERT_EQ(Put("rls_c1", Report(id, "2027-01-14T11:02:00Z", nullptr, "edge-2")).status, 200);
   auto restarted = relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}});
   ASSERT_EQ(restarted.status, 200) << restarted.body;
   EXPECT_EQ(restarted.Json()["closed"], 2);
@@ -292,7 +305,7 @@ TEST_F(RelaySessionsApiTest, HttpRelaySessionLogRetriesWhileTheServerIsAwayAndAn
   const json in = RunningInstance("alpha");
   const std::string id = in["id"];
   // Left open by edge-1's previous process.
-  ASSERT_EQ(Put("rls_left_open", Report(id, "2027-01-15T09:00:00Z")).status, 200);
+  ASSERT_EQ(Put("rls_left_open", Report(id, "2027-01-14T09:00:00Z")).status, 200);
   StopServer();
 
   relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:" + std::to_string(port_),
@@ -640,8 +653,8 @@ TEST_F(RelaySessionsApiTest, CliListsRelaySessions) {
   const std::string id = in["id"];
   for (int i = 0; i < 16; ++i) {
     char started[32], ended[32];
-    std::snprintf(started, sizeof started, "2027-01-15T10:%02d:00Z", i);
-    std::snprintf(ended, sizeof ended, "2027-01-15T10:%02d:05Z", i);
+    std::snprintf(started, sizeof started, "2027-01-14T10:%02d:00Z", i);
+    std::snprintf(ended, sizeof ended, "2027-01-14T10:%02d:05Z", i);
     ASSERT_EQ(Put("rls_c" + std::to_string(100 + i), Report(id, started, ended)).status, 200);
   }
   const std::string alice_token =
@@ -655,8 +668,8 @@ TEST_F(RelaySessionsApiTest, CliListsRelaySessions) {
   auto table = gpuwerk(alice_token, "instances relay-sessions alpha");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("STARTED"), std::string::npos) << table.out;
-  EXPECT_NE(table.out.find("2027-01-15T10:15:00Z"), std::string::npos) << table.out;
-  EXPECT_EQ(table.out.find("2027-01-15T10:00:00Z"), std::string::npos) << table.out;  // page 2
+  EXPECT_NE(table.out.find("2027-01-14T10:15:00Z"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("2027-01-14T10:00:00Z"), std::string::npos) << table.out;  // page 2
   EXPECT_NE(table.out.find("0h00m05s"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("2.0 KiB"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("client closed"), std::string::npos) << table.out;
