@@ -85,13 +85,30 @@ core::Result<sched::GpuTypeChange> GpuTypeChangeFrom(const nlohmann::json& body)
                             .WithDetail("field", key));
     }
   }
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_null()) {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                                    key + " must not be null; leave it out to keep its value")
+                            .WithDetail("field", key));
+    }
+  }
   sched::GpuTypeChange change;
-  GPUWERK_ASSIGN_OR_RETURN(change.description, OptionalString(body, "description", 1000, 0));
-  GPUWERK_ASSIGN_OR_RETURN(change.currency, OptionalString(body, "currency", 16, 0));
+  // Lengths and characters are the GPU type's own rules (invalid_description, invalid_currency);
+  // the body limit bounds what is read here.
+  constexpr size_t kAnyLength = 1024 * 1024;
+  GPUWERK_ASSIGN_OR_RETURN(change.description, OptionalString(body, "description", kAnyLength, 0));
+  GPUWERK_ASSIGN_OR_RETURN(change.currency, OptionalString(body, "currency", kAnyLength, 0));
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   for (const char* field : {"hosts_per_instance", "price_minor_per_hour"}) {
-    if (!body.contains(field) || body[field].is_null()) continue;
+    if (!body.contains(field)) continue;
+    const bool hosts = std::string_view(field) == "hosts_per_instance";
+    if (!body[field].is_number_integer()) {
+      return core::InvalidArgument(
+          hosts ? "invalid_hosts_per_instance" : "invalid_price",
+          hosts ? "hosts_per_instance must be 1 or 2."
+                : "price_minor_per_hour must be a whole number of minor units per hour.");
+    }
     GPUWERK_ASSIGN_OR_RETURN(int64_t v, RequireInt(body, field, kMin, kMax));
     (std::string_view(field) == "hosts_per_instance" ? change.hosts_per_instance
                                                      : change.price_minor_per_hour) = v;

@@ -1189,8 +1189,9 @@ void PrintRelaySessions(Context& ctx, const json& page, bool with_person) {
   const int64_t pages = Field(page, "pages").is_number_integer() ? page["pages"].get<int64_t>() : 1;
   if (!items.is_array() || items.empty()) {
     Print(ctx, total == 0 ? "No relay sessions.\n"
-                          : "No relay sessions on page " + std::to_string(ctx.opt.page) +
-                                " (there are " + std::to_string(pages) + ").\n");
+                          : "No relay sessions on page " + std::to_string(ctx.opt.page) + " (" +
+                                std::to_string(total) + " relay sessions on " +
+                                std::to_string(pages) + (pages == 1 ? " page" : " pages") + ").\n");
     return;
   }
   std::vector<std::string> header = {"STARTED", "DURATION", "FROM", "KEY", "LOGIN"};
@@ -1461,6 +1462,7 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   ins_restart->callback(runs(&InstancesRestartVerb));
   CLI::App* ins_rm = instances->add_subcommand("rm", "Delete an instance");
   ins_rm->alias("remove");
+  ins_rm->alias("delete");
   ins_rm->add_option("NAME", o.name, "the instance's name")->required();
   target_options(ins_rm);
   ins_rm->callback(runs(&InstancesRmVerb));

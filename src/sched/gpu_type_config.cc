@@ -1,5 +1,6 @@
 // GPU types as operator-managed data: HostRegistry::SetGpuType.
 #include <algorithm>
+#include <string_view>
 
 #include "sched/host_registry.h"
 #include "store/audit_log.h"
@@ -32,6 +33,18 @@ core::Result<void> ValidateChange(const GpuTypeChange& c) {
     }
   }
   if (c.description) {
+    // Invisible direction and zero-width characters (U+200B–U+200F, U+202A–U+202E,
+    // U+2066–U+2069) would make a listing show text other than what it holds.
+    static constexpr std::string_view kHidden[] = {"\u200b", "\u200c", "\u200d", "\u200e", "\u200f",
+                                                   "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                                   "\u2066", "\u2067", "\u2068", "\u2069"};
+    for (std::string_view hidden : kHidden) {
+      if (c.description->find(hidden) != std::string::npos) {
+        return core::InvalidArgument(
+            "invalid_description",
+            "description must not contain invisible direction or zero-width characters.");
+      }
+    }
     size_t chars = 0;
     for (unsigned char ch : *c.description) {
       if (ch < 0x20 || ch == 0x7f) {

@@ -12,14 +12,30 @@ namespace {
 
 constexpr int kPageSize = 15;
 
-/// `text` as a normalised IPv4 or IPv6 literal (inet_ntop's form); nullopt when it is not one.
+/// Whether the IPv4 address in `b` (network order) can be a host's own unicast address: not
+/// 0.0.0.0/8 ("this network"), 127/8 (loopback: the other host cannot reach it), 224/4
+/// (multicast) or 240/4 (reserved, incl. broadcast). RFC 6890.
+bool UsableIpv4(const unsigned char* b) { return b[0] != 0 && b[0] != 127 && b[0] < 224; }
+
+/// `text` as a normalised unicast IPv4 or IPv6 literal (inet_ntop's form; an IPv4-mapped IPv6
+/// address becomes its IPv4 form, so the same address cannot be given twice in two spellings);
+/// nullopt when it is not one, or is unspecified, loopback, multicast or broadcast.
 std::optional<std::string> NormaliseIp(const std::string& text) {
   unsigned char bytes[16];
   char out[INET6_ADDRSTRLEN];
   if (::inet_pton(AF_INET, text.c_str(), bytes) == 1) {
+    if (!UsableIpv4(bytes)) return std::nullopt;
     return std::string(::inet_ntop(AF_INET, bytes, out, sizeof out));
   }
   if (::inet_pton(AF_INET6, text.c_str(), bytes) == 1) {
+    static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::equal(bytes, bytes + 12, kMapped)) {
+      if (!UsableIpv4(bytes + 12)) return std::nullopt;
+      return std::string(::inet_ntop(AF_INET, bytes + 12, out, sizeof out));
+    }
+    const bool unspecified_or_loopback =
+        std::all_of(bytes, bytes + 15, [](unsigned char c) { return c == 0; }) && bytes[15] <= 1;
+    if (unspecified_or_loopback || bytes[0] == 0xff) return std::nullopt;  // ::, ::1, ff00::/8
     return std::string(::inet_ntop(AF_INET6, bytes, out, sizeof out));
   }
   return std::nullopt;
@@ -60,8 +76,9 @@ core::Result<HostPair> HostRegistry::LinkPair(const std::string& actor_id, const
     if (!rail) {
       return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_rail_address",
                                     "The rail address of '" + node->host_name +
-                                        "' must be an IPv4 or IPv6 address such as "
-                                        "192.168.100.1.")
+                                        "' must be the host's own unicast IPv4 or IPv6 address "
+                                        "on the rail, such as 192.168.100.1 (not 0.0.0.0, "
+                                        "loopback, multicast or broadcast).")
                             .WithDetail("host", node->host_name));
     }
     rails.push_back(*rail);

@@ -498,8 +498,11 @@ TEST_F(SchedTest, LinkingAPairChecksItsHosts) {
   };
   EXPECT_EQ(code({"a", "10.0.0.1"}, {"a", "10.0.0.2"}), "invalid_pair");
   EXPECT_EQ(code({"a", "10.0.0.1"}, {"b", "10.0.0.1"}), "invalid_pair");
+  // The same address in its IPv4-mapped IPv6 spelling is the same address.
+  EXPECT_EQ(code({"a", "::ffff:10.0.0.1"}, {"b", "10.0.0.1"}), "invalid_pair");
   for (const char* bad :
-       {"", "10.0.0", "10.0.0.256", "host.example", " 10.0.0.1", "fe80::1%eth0"}) {
+       {"", "10.0.0", "10.0.0.256", "host.example", " 10.0.0.1", "fe80::1%eth0", "0.0.0.0",
+        "255.255.255.255", "224.0.0.1", "127.0.0.1", "::", "::1", "ff02::1", "::ffff:0.0.0.0"}) {
     EXPECT_EQ(code({"a", bad}, {"b", "10.0.0.2"}), "invalid_rail_address") << bad;
   }
   EXPECT_EQ(code({"a", "10.0.0.1"}, {"nope", "10.0.0.2"}), "not_found");

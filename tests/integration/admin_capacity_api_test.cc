@@ -72,8 +72,13 @@ TEST_F(AdminCapacityApiTest, OperatorManagesGpuTypes) {
   };
   for (const Bad& bad : std::vector<Bad>{
            {"spark-1x", {{"price_minor_per_hour", -5}}, "invalid_price"},
-           {"spark-1x", {{"price_minor_per_hour", 0.65}}, "invalid_field"},
-           {"spark-1x", {{"price_minor_per_hour", "65"}}, "invalid_field"},
+           {"spark-1x", {{"price_minor_per_hour", 0.65}}, "invalid_price"},
+           {"spark-1x", {{"price_minor_per_hour", "65"}}, "invalid_price"},
+           {"spark-1x", {{"hosts_per_instance", 1.5}}, "invalid_hosts_per_instance"},
+           {"spark-1x", {{"price_minor_per_hour", nullptr}}, "invalid_field"},
+           {"spark-1x", {{"description", nullptr}}, "invalid_field"},
+           {"spark-1x", {{"description", std::string(900'000, 'x')}}, "invalid_description"},
+           {"spark-1x", {{"description", "evil \u202e txet"}}, "invalid_description"},
            {"spark-1x", {{"hosts_per_instance", 3}}, "invalid_hosts_per_instance"},
            {"spark-1x", {{"currency", "USD"}}, "invalid_currency"},
            {"spark-1x", {{"description", "two\nlines"}}, "invalid_description"},
