@@ -211,6 +211,18 @@ void Agent::Observe() {
   std::erase_if(relay_checked_, [&](const auto& kv) { return !proven_.contains(kv.first); });
 }
 
+std::string Agent::DesiredHostname(const ContainerInfo& c) const {
+  auto instance = c.labels.find(std::string(kInstanceLabel));
+  auto node = c.labels.find(std::string(kNodeLabel));
+  if (instance == c.labels.end() || node == c.labels.end()) return "";
+  for (const auto& d : desired_) {
+    if (d.instance_id == instance->second && std::to_string(d.node_index) == node->second) {
+      return d.hostname;
+    }
+  }
+  return "";
+}
+
 bool Agent::KeysCurrent(const ContainerInfo& c) const {
   auto instance = c.labels.find(std::string(kInstanceLabel));
   auto node = c.labels.find(std::string(kNodeLabel));
@@ -242,8 +254,8 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   if (!relay.options.empty()) {
     // The line's options (from="<relay addresses>") may refuse the agent's own address: sshd
     // cannot tell us whether the line is there, so look at the file itself.
-    auto held =
-        AuthorizedKeysHold(engine_, c.id, options_.relay_authorized_keys, options_.engine_timeout);
+    auto held = AuthorizedKeysHold(engine_, c.id, options_.relay_authorized_keys,
+                                   options_.engine_timeout, DesiredHostname(c));
     if (!held) {
       spdlog::warn("agent: cannot check the relay key in {}: {}", c.name, Describe(held.error()));
       return;
@@ -385,7 +397,8 @@ bool Agent::SyncAuthorizedKeys() {
       if (written != keys_written_.end() && written->second == digest) break;
       // A running container's file is rewritten by an exec inside it, a stopped one's by an
       // archive upload (WriteAuthorizedKeys says why).
-      auto put = WriteAuthorizedKeys(engine_, c.id, c.state, lines, options_.engine_timeout);
+      auto put =
+          WriteAuthorizedKeys(engine_, c.id, c.state, lines, options_.engine_timeout, d.hostname);
       if (!put) {
         spdlog::error("agent: rewriting authorized_keys of {} failed: {}", c.name,
                       Describe(put.error()));

@@ -128,6 +128,8 @@ class Agent {
   /// Whether the container's authorized_keys was last written with its desired entry's current
   /// key lines (KeyLines); false without a desired entry or a record of a write.
   bool KeysCurrent(const ContainerInfo& c) const;
+  /// The hostname the desired entry of container `c` gives it; "" when none names it.
+  std::string DesiredHostname(const ContainerInfo& c) const;
   void Observe();
   void WatchLoop();
   bool Apply(const std::vector<Action>& actions);

@@ -185,6 +185,15 @@ class AgentTest : public ::testing::Test {
     return nullptr;
   }
 
+  /// Whether the engine runs execs inside container `id` (whose sshd listens on `port`): its
+  /// /etc/hostname read through an exec and through sshd agree. Some roots (CI's freshly made
+  /// ones) run the engine with a /proc that does not match its PID namespace, and execs land
+  /// outside the container; the agent's guard then refuses to write (exec_outside_container).
+  bool ExecRunsInside(const std::string& id, int port) const {
+    auto ran = engine_->RunExec(id, {.cmd = {"cat", "/etc/hostname"}}, std::chrono::seconds(30));
+    return ran && ran->out == Ssh(port, "cat /etc/hostname").text;
+  }
+
   Output Ssh(int port, const std::string& command) const {
     return Shell("ssh -i " + (dir_ / "id_ed25519").string() + " -p " + std::to_string(port) +
                  " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
@@ -243,6 +252,10 @@ TEST_F(AgentTest, C09_AuthorizedKeysFollowTheDesiredKeysWithoutARestart) {
   const std::string started = (*c)["started_at"];
   EXPECT_EQ(ssh_with("id_ed25519", port).rc, 0);
   EXPECT_NE(ssh_with("second", port).rc, 0);
+  if (!ExecRunsInside((*c)["container_id"], port)) {
+    GTEST_SKIP() << "this engine runs execs outside the container, so the in-place rewrite "
+                    "cannot be shown here (docs/agent-protocol.md)";
+  }
 
   nlohmann::json both = Entry("ins_k", 0);
   both["authorized_keys"] = {public_key_, second_key};
@@ -303,6 +316,10 @@ TEST_F(AgentTest, RelayKeyFromPatternsLimitWhereTheRelayKeyLogsInFrom) {
   ASSERT_NE(c, nullptr);
   const int port = (*c)["ssh_port"];
   const std::string started = (*c)["started_at"];
+  if (!ExecRunsInside((*c)["container_id"], port)) {
+    GTEST_SKIP() << "this engine runs execs outside the container, so the agent's file check "
+                    "cannot be shown here (docs/agent-protocol.md)";
+  }
 
   // The source address the container's sshd sees for a connection to 127.0.0.1:PORT.
   Output seen = Ssh(port, "echo $SSH_CONNECTION");

@@ -93,6 +93,18 @@ namespace {
 
 /// The shell text AuthorizedKeysExec runs; the file's contents come from kAuthorizedKeysEnv.
 /// `$$` keeps two writers' temporary files apart; the trap removes ours when anything fails.
+/// Exits 97 unless the exec runs inside the container whose hostname is
+/// $GPUWERK_CONTAINER_HOSTNAME (its /etc/hostname, which Docker and podman write for each
+/// container): an engine that runs execs in the wrong mount namespace (seen in CI roots whose
+/// /proc does not match the engine's PID namespace) would otherwise write the HOST's files.
+constexpr const char* kInContainerGuard =
+    "if [ -n \"$GPUWERK_CONTAINER_HOSTNAME\" ] && ! grep -qxF -e "
+    "\"$GPUWERK_CONTAINER_HOSTNAME\" /etc/hostname 2>/dev/null; then "
+    "echo 'this exec does not run inside the container' >&2; exit 97; fi; ";
+
+/// The exit status of kInContainerGuard.
+constexpr int kOutsideContainerStatus = 97;
+
 constexpr const char* kWriteScript =
     "set -e; umask 077; "
     "mkdir -p /root/.ssh; chown 0:0 /root/.ssh; chmod 700 /root/.ssh; "
@@ -149,22 +161,47 @@ std::string DescribeChar(char c) {
 
 }  // namespace
 
-ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines) {
-  return ExecSpec{
-      .cmd = {"/bin/sh", "-c", kWriteScript},
+namespace {
+
+/// An exec of `script` as root with the keys in kAuthorizedKeysEnv, guarded by
+/// kInContainerGuard when `container_hostname` is given.
+ExecSpec GuardedExec(const char* script, const std::vector<std::string>& key_lines,
+                     std::string_view container_hostname) {
+  ExecSpec spec{
+      .cmd = {"/bin/sh", "-c", std::string(kInContainerGuard) + script},
       .env = {std::string(kAuthorizedKeysEnv) + "=" + AuthorizedKeysFile(key_lines)},
       .user = "0",
   };
+  if (!container_hostname.empty()) {
+    spec.env.push_back("GPUWERK_CONTAINER_HOSTNAME=" + std::string(container_hostname));
+  }
+  return spec;
+}
+
+core::Error OutsideContainer(std::string_view id, const ExecResult& ran) {
+  return core::Error(core::ErrorCode::kFailedPrecondition, "exec_outside_container",
+                     fmt::format("the engine ran an exec for container {} outside it (its "
+                                 "/etc/hostname is not the container's): nothing written; {}",
+                                 Snippet(id), Snippet(ran.err + ran.out)));
+}
+
+}  // namespace
+
+ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines,
+                            std::string_view container_hostname) {
+  return GuardedExec(kWriteScript, key_lines, container_hostname);
 }
 
 core::Result<void> WriteAuthorizedKeys(ContainerEngine& engine, std::string_view id,
                                        ContainerState state,
                                        const std::vector<std::string>& key_lines,
-                                       std::chrono::milliseconds timeout) {
+                                       std::chrono::milliseconds timeout,
+                                       std::string_view container_hostname) {
   if (state == ContainerState::kRunning) {
-    auto ran = engine.RunExec(id, AuthorizedKeysExec(key_lines), timeout);
+    auto ran = engine.RunExec(id, AuthorizedKeysExec(key_lines, container_hostname), timeout);
     if (ran) {
       if (ran->exit_code == 0) return {};
+      if (ran->exit_code == kOutsideContainerStatus) return core::Fail(OutsideContainer(id, *ran));
       return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_write_failed",
                         fmt::format("writing /root/.ssh/authorized_keys in container {} exited "
                                     "with status {}: {}",
@@ -178,15 +215,14 @@ core::Result<void> WriteAuthorizedKeys(ContainerEngine& engine, std::string_view
 
 core::Result<bool> AuthorizedKeysHold(ContainerEngine& engine, std::string_view id,
                                       const std::vector<std::string>& key_lines,
-                                      std::chrono::milliseconds timeout) {
-  ExecSpec spec{
-      .cmd = {"/bin/sh", "-c", kHoldScript},
-      .env = {std::string(kAuthorizedKeysEnv) + "=" + AuthorizedKeysFile(key_lines)},
-      .user = "0",
-  };
-  GPUWERK_ASSIGN_OR_RETURN(ExecResult ran, engine.RunExec(id, spec, timeout));
+                                      std::chrono::milliseconds timeout,
+                                      std::string_view container_hostname) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      ExecResult ran,
+      engine.RunExec(id, GuardedExec(kHoldScript, key_lines, container_hostname), timeout));
   if (ran.exit_code == 0) return true;
   if (ran.exit_code == 1) return false;
+  if (ran.exit_code == kOutsideContainerStatus) return core::Fail(OutsideContainer(id, ran));
   return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_read_failed",
                     fmt::format("reading /root/.ssh/authorized_keys in container {} exited with "
                                 "status {}: {}",

@@ -43,8 +43,10 @@ inline constexpr std::string_view kAuthorizedKeysEnv = "GPUWERK_AUTHORIZED_KEYS"
 /// root-owned 0600 and renames it over the target (a reader sees the old file or the new one,
 /// never half of one). Exit status 0 on success; non-zero with a message on stderr otherwise.
 /// Needs `sh`, `mkdir`, `chown`, `chmod`, `mv` and `rm` in the image (any image with sshd has
-/// them).
-ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines);
+/// them). With `container_hostname`, the command first checks that /etc/hostname holds it (exit
+/// status 97 and nothing written otherwise; see WriteAuthorizedKeys).
+ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines,
+                            std::string_view container_hostname = {});
 
 /// Writes root's authorized_keys in container `id` so that it holds exactly `key_lines`
 /// (AuthorizedKeysFile), root-owned, 0700/0600 (case C05), without restarting the container:
@@ -58,19 +60,28 @@ ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines);
 /// `timeout` bounds each engine call (RunExec: the whole command). Errors: the engine's (see
 /// ContainerEngine), and kUnavailable "authorized_keys_write_failed" when the command in the
 /// container exits non-zero (the message carries its exit status and stderr).
+///
+/// `container_hostname` (the container's Hostname, as created): when given, the exec first
+/// checks that it runs inside that container (its /etc/hostname) and writes nothing otherwise,
+/// failing kFailedPrecondition "exec_outside_container" — an engine that runs execs in another
+/// mount namespace (seen in CI roots whose /proc does not match the engine's PID namespace)
+/// would otherwise write the host's /root/.ssh.
 core::Result<void> WriteAuthorizedKeys(ContainerEngine& engine, std::string_view id,
                                        ContainerState state,
                                        const std::vector<std::string>& key_lines,
-                                       std::chrono::milliseconds timeout);
+                                       std::chrono::milliseconds timeout,
+                                       std::string_view container_hostname = {});
 
 /// Whether root's authorized_keys in the RUNNING container `id` holds each of `key_lines` (after
 /// AuthorizedKeysFile's normalisation) as a whole line, read with an exec of `grep -qxF`: true
 /// when all are there, false when one is missing (or the file is). Used where sshd cannot be
 /// asked (a `from=` option refuses the asker's address). Errors: the engine's (RunExec), and
 /// kUnavailable "authorized_keys_read_failed" when the check itself fails.
+/// `container_hostname`: as for WriteAuthorizedKeys ("exec_outside_container").
 core::Result<bool> AuthorizedKeysHold(ContainerEngine& engine, std::string_view id,
                                       const std::vector<std::string>& key_lines,
-                                      std::chrono::milliseconds timeout);
+                                      std::chrono::milliseconds timeout,
+                                      std::string_view container_hostname = {});
 
 /// An authorized_keys line taken apart (sshd(8), "AUTHORIZED_KEYS FILE FORMAT"): the options
 /// before the key (e.g. `from="10.0.0.2",no-pty`; "" when the line starts with the key type) and

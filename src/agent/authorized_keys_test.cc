@@ -120,6 +120,11 @@ TEST(AuthorizedKeysTest, ExecWritesTheFileFromTheEnvironmentAsRoot) {
   ASSERT_EQ(spec.env.size(), 1u);
   EXPECT_EQ(spec.env[0], std::string("GPUWERK_AUTHORIZED_KEYS=") + kKey1 + "\n" + kKey2 + "\n");
   EXPECT_EQ(spec.user, "0");
+  // With the container's hostname, the command checks it runs inside that container first.
+  const ExecSpec guarded = AuthorizedKeysExec({kKey1}, "alpha-x1y2z");
+  ASSERT_EQ(guarded.env.size(), 2u);
+  EXPECT_EQ(guarded.env[1], "GPUWERK_CONTAINER_HOSTNAME=alpha-x1y2z");
+  EXPECT_LT(guarded.cmd[2].find("/etc/hostname"), guarded.cmd[2].find("mv -f")) << guarded.cmd[2];
 }
 
 TEST(AuthorizedKeysTest, SplitsOptionsFromTheKey) {
