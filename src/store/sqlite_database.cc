@@ -24,6 +24,8 @@ using core::ErrorCode;
 struct Connection {
   sqlite3* db = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> statements;
+  /// The column names of each cached statement's result, made at its first row.
+  std::unordered_map<sqlite3_stmt*, ColumnNames> columns;
 
   /// Runs a parameterless statement through the cache (BEGIN, COMMIT, ROLLBACK).
   int Simple(const std::string& sql) {
@@ -416,6 +418,13 @@ class SqliteTransaction final : public Transaction {
       }
       if (!rows) continue;
       int n = sqlite3_column_count(stmt);
+      ColumnNames& names = conn_->columns[stmt];
+      if (!names) {
+        auto made = std::make_shared<std::vector<std::string>>();
+        made->reserve(n);
+        for (int c = 0; c < n; ++c) made->emplace_back(sqlite3_column_name(stmt, c));
+        names = std::move(made);
+      }
       std::vector<Value> values;
       values.reserve(n);
       for (int c = 0; c < n; ++c) {
@@ -435,7 +444,7 @@ class SqliteTransaction final : public Transaction {
           }
         }
       }
-      rows->emplace_back(std::move(values));
+      rows->emplace_back(std::move(values), names);
     }
     sqlite3_reset(stmt);
     return {};

@@ -1,8 +1,18 @@
 #include "store/value.h"
 
 #include <charconv>
+#include <stdexcept>
 
 namespace gpuwerk::store {
+
+size_t Row::Index(std::string_view column) const {
+  if (names_) {
+    for (size_t i = 0; i < names_->size(); ++i) {
+      if ((*names_)[i] == column) return i;
+    }
+  }
+  throw std::out_of_range("no column named " + std::string(column) + " in this result");
+}
 
 std::string Row::Text(size_t i) const {
   const Value& v = values_.at(i);
