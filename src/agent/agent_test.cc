@@ -1,6 +1,6 @@
 // Agent against the real container engine (a podman API service of its own, scripts/engine.sh;
 // the instance image, scripts/instance-image/build.sh) and a fake control plane whose desired
-// list the test controls. Needs root. Cases C05, C10, C11, C12 of shared/cases/README.md.
+// list the test controls. Needs root. Cases C05, C10, C11, C12 of docs/cases.md.
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // DockerEngine against the real container engine: a podman API service this test starts on a
 // socket of its own (scripts/engine.sh), and the instance image from
 // scripts/instance-image/build.sh (built on first use, about a minute). Needs root.
-// Cases C05, C10, C11, C12 of shared/cases/README.md.
+// Cases C05, C10, C11, C12 of docs/cases.md.
 #include "agent/docker_engine.h"
 
 #include <gtest/gtest.h>

@@ -360,7 +360,7 @@ TEST(SshKeyParse, SecurityKeyTypesMatchSshKeygen) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cases from shared/cases/README.md.
+// Cases from docs/cases.md.
 
 TEST(SshKeyParse, C01_crlf_and_bom) {
   ASSERT_KEYGEN();

@@ -21,7 +21,8 @@ struct RelayInstance {
 };
 
 /// A RelayAuthorizer over a table held in memory: for tests, and the reference for the rules the
-/// server-backed one must follow (docs/ssh.md "Routing"). Thread-safe.
+/// server-backed one must follow (docs/ssh.md "The user name: how a stock client names the
+/// instance"). Thread-safe.
 class InMemoryRelayAuthorizer final : public RelayAuthorizer {
  public:
   /// Adds or replaces (by instance_id) a live instance.
