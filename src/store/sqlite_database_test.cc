@@ -104,11 +104,11 @@ TEST_F(SqliteDatabaseTest, NullsAndTypesRoundTrip) {
 TEST_F(SqliteDatabaseTest, ColumnsAreReadByTheirNames) {
   auto r = db_->Read([](Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(auto row,
-                             tx.QueryOne("SELECT 7 AS seven, 'x' AS text, NULL AS nothing"));
+                             tx.QueryOne("SELECT 7 AS seven, 'x' AS text, NULL AS absent"));
     EXPECT_EQ(row->Int("seven"), 7);
     EXPECT_EQ(row->Text("text"), "x");
-    EXPECT_TRUE(row->IsNull("nothing"));
-    EXPECT_EQ(row->OptInt("nothing"), std::nullopt);
+    EXPECT_TRUE(row->IsNull("absent"));
+    EXPECT_EQ(row->OptInt("absent"), std::nullopt);
     EXPECT_EQ(row->Index("text"), 1u);
     EXPECT_THROW(row->Text("missing"), std::out_of_range);
     return {};
