@@ -23,6 +23,7 @@
 #include "core/random.h"
 #include "relay/internal/relay_connection.h"
 #include "relay/internal/source_limiter.h"
+#include "relay/internal/ssh_handles.h"
 #include "relay/ssh_key_file.h"
 
 namespace gpuwerk::relay {
@@ -47,7 +48,7 @@ struct Relay::Impl {
   int listen_fd = -1;
   int stop_fd = -1;  // eventfd: wakes the accept loop
   uint16_t port = 0;
-  ssh_bind bind = nullptr;
+  internal::SshBindPtr bind;
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
@@ -113,11 +114,11 @@ void Relay::Impl::Serve(int fd, std::string source) {
     ::close(fd);
     return;
   }
-  ssh_session session = ssh_new();
-  if (session == nullptr || ssh_bind_accept_fd(bind, session, fd) != SSH_OK) {
+  internal::SshSessionPtr session(ssh_new());
+  if (session == nullptr || ssh_bind_accept_fd(bind.get(), session.get(), fd) != SSH_OK) {
     spdlog::error("relay: cannot set up an SSH session: {}",
-                  session ? ssh_get_error(bind) : "out of memory");
-    if (session != nullptr) ssh_free(session);
+                  session ? ssh_get_error(bind.get()) : "out of memory");
+    session.reset();
     ::close(fd);
     limiter.Release(source);
     return;
@@ -145,8 +146,8 @@ void Relay::Impl::Serve(int fd, std::string source) {
   std::lock_guard lock(mu);
   Entry& e = connections[control->id];
   e.control = control;
-  e.thread = std::thread([this, session, ctx, control] {
-    internal::RunConnection(session, ctx, *control);
+  e.thread = std::thread([this, session = std::move(session), ctx, control]() mutable {
+    internal::RunConnection(std::move(session), ctx, *control);
     limiter.Release(control->source_address);
     control->finished = true;
     const uint64_t one = 1;
@@ -240,10 +241,11 @@ core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAut
   impl->port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in&>(bound).sin_port
                                                 : reinterpret_cast<sockaddr_in6&>(bound).sin6_port);
 
-  impl->bind = ssh_bind_new();
-  ssh_bind_options_set(impl->bind, SSH_BIND_OPTIONS_HOSTKEY, impl->options.host_key_path.c_str());
+  impl->bind.reset(ssh_bind_new());
+  ssh_bind_options_set(impl->bind.get(), SSH_BIND_OPTIONS_HOSTKEY,
+                       impl->options.host_key_path.c_str());
   // "SSH-2.0-gpuwerk" rather than the library and its version (RFC 4253 §4.2 softwareversion).
-  ssh_bind_options_set(impl->bind, SSH_BIND_OPTIONS_BANNER, "gpuwerk");
+  ssh_bind_options_set(impl->bind.get(), SSH_BIND_OPTIONS_BANNER, "gpuwerk");
   impl->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   spdlog::info("relay: listening on {}:{}, host key {}", addr, impl->port,
                impl->host_key.fingerprint);
@@ -272,8 +274,7 @@ void Relay::Stop() {
     }
   }
   impl_->Reap(true);
-  if (impl_->bind != nullptr) ssh_bind_free(impl_->bind);
-  impl_->bind = nullptr;
+  impl_->bind.reset();
   if (impl_->listen_fd >= 0) ::close(impl_->listen_fd);
   impl_->listen_fd = -1;
   if (impl_->stop_fd >= 0) ::close(impl_->stop_fd);

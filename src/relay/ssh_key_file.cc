@@ -1,7 +1,6 @@
 #include "relay/ssh_key_file.h"
 
 #include <fcntl.h>
-#include <libssh/libssh.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "relay/internal/libssh_calls.h"
+#include "relay/internal/ssh_handles.h"
 
 namespace gpuwerk::relay {
 namespace {
@@ -25,37 +27,24 @@ std::unexpected<core::Error> Io(const std::filesystem::path& p, const std::strin
 /// Derives the public line and fingerprint from a private key text.
 core::Result<SshKeyFile> FromText(const std::filesystem::path& path, std::string text,
                                   const std::string& comment) {
-  ssh_key key = nullptr;
-  if (ssh_pki_import_privkey_base64(text.c_str(), nullptr, nullptr, nullptr, &key) != SSH_OK ||
-      key == nullptr) {
+  ssh_key raw_key = nullptr;
+  const int rc = ssh_pki_import_privkey_base64(text.c_str(), nullptr, nullptr, nullptr, &raw_key);
+  internal::SshKeyPtr key(raw_key);
+  if (rc != SSH_OK || key == nullptr) {
     return Fail(ErrorCode::kInvalidArgument, "key_file_invalid",
                 path.string() + " is not an unencrypted OpenSSH private key");
   }
-  struct Free {
-    ssh_key k;
-    ~Free() { ssh_key_free(k); }
-  } guard{key};
-  if (ssh_key_type(key) != SSH_KEYTYPE_ED25519) {
+  if (ssh_key_type(key.get()) != SSH_KEYTYPE_ED25519) {
     return Fail(ErrorCode::kInvalidArgument, "key_file_invalid",
                 path.string() + " is not an ed25519 key");
   }
   SshKeyFile out;
   out.path = path;
   out.private_openssh = std::move(text);
-  char* b64 = nullptr;
-  if (ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK || b64 == nullptr) {
-    return core::Internal("cannot export the public half of " + path.string());
-  }
-  out.public_line = std::string("ssh-ed25519 ") + b64 + " " + comment + "\n";
-  ssh_string_free_char(b64);
-  unsigned char* hash = nullptr;
-  size_t len = 0;
-  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) == 0) {
-    char* fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
-    if (fp != nullptr) out.fingerprint = fp;
-    ssh_string_free_char(fp);
-    ssh_clean_pubkey_hash(&hash);
-  }
+  const std::string b64 = internal::PublicKeyBase64(key.get());
+  if (b64.empty()) return core::Internal("cannot export the public half of " + path.string());
+  out.public_line = "ssh-ed25519 " + b64 + " " + comment + "\n";
+  out.fingerprint = internal::Sha256Fingerprint(key.get());
   return out;
 }
 
@@ -93,23 +82,21 @@ core::Result<SshKeyFile> LoadOrCreateEd25519Key(const std::filesystem::path& pat
       return Io(path.parent_path(), "cannot create the folder");
     }
   }
-  ssh_key key = nullptr;
-  if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &key) != SSH_OK || key == nullptr) {
+  ssh_key raw_key = nullptr;
+  const int generated = ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &raw_key);
+  internal::SshKeyPtr key(raw_key);
+  if (generated != SSH_OK || key == nullptr)
     return core::Internal("cannot generate an ed25519 key");
-  }
   // Write a temporary file (0600 from the start), then link it into place: link(2) never
   // replaces an existing file, so a key another process created meanwhile wins and is loaded.
   // (ssh_pki_export_privkey_file, not …_base64: the latter reads past its buffer in libssh 0.10,
   // which AddressSanitizer's strict string checks report.)
   std::string tmp = path.string() + ".tmp-XXXXXX";
   int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    ssh_key_free(key);
-    return Io(path, "cannot create a temporary file beside");
-  }
+  if (fd < 0) return Io(path, "cannot create a temporary file beside");
   ::fchmod(fd, 0600);
-  int rc = ssh_pki_export_privkey_file(key, nullptr, nullptr, nullptr, tmp.c_str());
-  ssh_key_free(key);
+  const int rc = ssh_pki_export_privkey_file(key.get(), nullptr, nullptr, nullptr, tmp.c_str());
+  key.reset();  // the private key leaves memory as soon as it is on disk
   if (rc != SSH_OK) {
     ::close(fd);
     ::unlink(tmp.c_str());

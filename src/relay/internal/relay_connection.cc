@@ -1,8 +1,6 @@
 #include "relay/internal/relay_connection.h"
 
 #include <libssh/callbacks.h>
-#include <libssh/libssh.h>
-#include <libssh/server.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -16,6 +14,10 @@
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "relay/internal/libssh_calls.h"
+#include "relay/internal/ssh_handles.h"
+#include "relay/internal/upstream_login.h"
 
 // libssh 0.10 marks the pty getters and the public-key state getter deprecated in favour of the
 // callback API, but the message API is the one that lets the relay answer a client's request
@@ -45,30 +47,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kChunk = 64 * 1024;
-
-void SetTimeout(ssh_session s, std::chrono::milliseconds t) {
-  long sec = static_cast<long>(t.count() / 1000);
-  long usec = static_cast<long>((t.count() % 1000) * 1000);
-  ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &sec);
-  ssh_options_set(s, SSH_OPTIONS_TIMEOUT_USEC, &usec);
-}
-
-bool Connected(ssh_session s) {
-  return s != nullptr && ssh_is_connected(s) != 0 &&
-         (ssh_get_status(s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) == 0;
-}
-
-/// "SHA256:…" of a public key, as `ssh-keygen -l` prints it.
-std::string Fingerprint(ssh_key key) {
-  unsigned char* hash = nullptr;
-  size_t len = 0;
-  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) != 0) return "";
-  char* fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
-  ssh_clean_pubkey_hash(&hash);
-  std::string out = fp ? fp : "";
-  ssh_string_free_char(fp);
-  return out;
-}
 
 /// One client channel and its upstream twin.
 struct ChannelPair {
@@ -113,25 +91,25 @@ struct ChannelPair {
 
 class Connection {
  public:
-  Connection(ssh_session client, const ConnectionContext& ctx, ConnectionControl& control)
-      : client_(client), ctx_(ctx), opts_(*ctx.options), control_(control) {}
+  Connection(SshSessionPtr client, const ConnectionContext& ctx, ConnectionControl& control)
+      : client_(std::move(client)), ctx_(ctx), opts_(*ctx.options), control_(control) {}
 
   ~Connection() { Teardown(); }
 
   void Run() {
     accepted_at_ = SteadyClock::now();
-    SetTimeout(client_, opts_.handshake_timeout);
-    ssh_set_auth_methods(client_, SSH_AUTH_METHOD_PUBLICKEY);
-    if (ssh_handle_key_exchange(client_) != SSH_OK) {
+    SetTimeout(client_.get(), opts_.handshake_timeout);
+    ssh_set_auth_methods(client_.get(), SSH_AUTH_METHOD_PUBLICKEY);
+    if (ssh_handle_key_exchange(client_.get()) != SSH_OK) {
       spdlog::debug("relay: key exchange with {} failed: {}", control_.source_address,
-                    ssh_get_error(client_));
+                    ssh_get_error(client_.get()));
       return;
     }
-    event_ = ssh_event_new();
+    event_.reset(ssh_event_new());
     if (event_ == nullptr) return;
-    ssh_set_blocking(client_, 0);
-    ssh_event_add_session(event_, client_);
-    ssh_event_add_fd(event_, control_.wake_fd, POLLIN, &Connection::OnWake, this);
+    ssh_set_blocking(client_.get(), 0);
+    ssh_event_add_session(event_.get(), client_.get());
+    ssh_event_add_fd(event_.get(), control_.wake_fd, POLLIN, &Connection::OnWake, this);
     if (!Authenticate()) return;
     Forward();
   }
@@ -149,14 +127,14 @@ class Connection {
     const auto deadline = accepted_at_ + opts_.login_grace;
     while (!authenticated_) {
       if (control_.close_requested || SteadyClock::now() >= deadline || fatal_) return false;
-      int rc = ssh_event_dopoll(event_, 200);
-      if (rc == SSH_ERROR && !Connected(client_)) return false;
+      int rc = ssh_event_dopoll(event_.get(), 200);
+      if (rc == SSH_ERROR && !IsConnected(client_.get())) return false;
       while (!authenticated_ && !fatal_) {
-        ssh_message msg = ssh_message_get(client_);
+        ssh_message msg = ssh_message_get(client_.get());
         if (msg == nullptr) break;
         HandleAuthMessage(msg);
       }
-      if (!Connected(client_)) return false;
+      if (!IsConnected(client_.get())) return false;
     }
     return true;
   }
@@ -208,8 +186,9 @@ class Connection {
   void CountFailure() {
     ctx_.limiter->RecordAuthFailure(control_.source_address);
     if (++auth_failures_ >= opts_.max_auth_tries) {
-      ssh_session_set_disconnect_message(client_, "gpuwerk: too many authentication failures");
-      ssh_disconnect(client_);
+      ssh_session_set_disconnect_message(client_.get(),
+                                         "gpuwerk: too many authentication failures");
+      ssh_disconnect(client_.get());
       fatal_ = true;
     }
   }
@@ -217,11 +196,8 @@ class Connection {
   void SendBanner(const std::string& text) {
     std::string t = text;
     if (t.empty() || t.back() != '\n') t += '\n';
-    ssh_string s = ssh_string_from_char(t.c_str());
-    if (s != nullptr) {
-      ssh_send_issue_banner(client_, s);
-      ssh_string_free(s);
-    }
+    SshStringPtr s(ssh_string_from_char(t.c_str()));
+    if (s != nullptr) ssh_send_issue_banner(client_.get(), s.get());
   }
 
   void Refuse(ssh_message msg, const std::string& code, const std::string& message,
@@ -251,12 +227,8 @@ class Connection {
     if (key != nullptr) {
       req.key_type =
           ssh_key_type_to_char(ssh_key_type(key)) ? ssh_key_type_to_char(ssh_key_type(key)) : "";
-      char* b64 = nullptr;
-      if (ssh_pki_export_pubkey_base64(key, &b64) == SSH_OK && b64 != nullptr) {
-        req.key_blob_base64 = b64;
-        ssh_string_free_char(b64);
-      }
-      req.key_fingerprint = Fingerprint(key);
+      req.key_blob_base64 = PublicKeyBase64(key);
+      req.key_fingerprint = Sha256Fingerprint(key);
     }
     if (req.key_fingerprint.empty()) {
       Deny(msg, true);
@@ -275,37 +247,13 @@ class Connection {
       return;
     }
     const RelayTarget& t = *decision->target;
-    std::string code;
-    if (!ConnectUpstream(t, code)) {
-      DropUpstream();
-      const std::string name = t.instance_name.empty() ? t.hostname : t.instance_name;
-      std::string message;
-      if (code == "upstream_auth_failed" && t.login != "root") {
-        // The relay credential is installed for root only (docs/ssh.md): waiting will not help.
-        message = "gpuwerk: instance " + name + " (" + t.hostname +
-                  ") does not let the relay log in as \"" + t.login +
-                  "\": the relay can log in as root only for now. Your own key was accepted; "
-                  "use " +
-                  t.hostname + " (root) as the SSH user name.";
-      } else if (code == "upstream_auth_failed") {
-        message = "gpuwerk: instance " + name + " (" + t.hostname +
-                  ") is not accepting connections yet: the relay credential is missing there "
-                  "(login \"" +
-                  t.login +
-                  "\"). Your own key was accepted. If the instance was just created or "
-                  "restarted, try again in a minute; otherwise its status shows the fault.";
-      } else if (code == "upstream_host_key_mismatch") {
-        message = "gpuwerk: instance " + name + " (" + t.hostname +
-                  ") answered with an unexpected host key; the relay did not log in, and "
-                  "logged it for the operator.";
-      } else {
-        message = "gpuwerk: instance " + name + " (" + t.hostname +
-                  ") is not accepting connections yet: its sshd does not answer. If it was "
-                  "just created or restarted, try again in a minute.";
-      }
-      Refuse(msg, code, message, user, req.key_fingerprint, &t);
+    auto upstream = LogInUpstream(t, *ctx_.relay_key_private, opts_.upstream_timeout);
+    if (!upstream) {
+      Refuse(msg, RefusalCode(upstream.error()), RefusalMessage(upstream.error(), t), user,
+             req.key_fingerprint, &t);
       return;
     }
+    upstream_ = std::move(*upstream);
     ssh_message_auth_reply_success(msg, 0);
     authenticated_ = true;
     request_ = req;
@@ -319,71 +267,11 @@ class Connection {
     control_.authenticated = true;
   }
 
-  void DropUpstream() {
-    if (upstream_ == nullptr) return;
-    if (ssh_is_connected(upstream_)) ssh_disconnect(upstream_);
-    ssh_free(upstream_);
-    upstream_ = nullptr;
-  }
-
-  bool ConnectUpstream(const RelayTarget& t, std::string& code) {
-    code = "upstream_unreachable";
-    upstream_ = ssh_new();
-    if (upstream_ == nullptr) return false;
-    bool no = false;
-    int strict = 0;
-    unsigned int port = t.upstream_port;
-    ssh_options_set(upstream_, SSH_OPTIONS_PROCESS_CONFIG, &no);
-    ssh_options_set(upstream_, SSH_OPTIONS_HOST, t.upstream_host.c_str());
-    ssh_options_set(upstream_, SSH_OPTIONS_PORT, &port);
-    ssh_options_set(upstream_, SSH_OPTIONS_USER, t.login.c_str());
-    ssh_options_set(upstream_, SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
-    ssh_options_set(upstream_, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
-    ssh_options_set(upstream_, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
-    int nodelay = 1;  // small packets (window adjusts, keystrokes) must not wait for Nagle
-    ssh_options_set(upstream_, SSH_OPTIONS_NODELAY, &nodelay);
-    SetTimeout(upstream_, opts_.upstream_timeout);
-    if (ssh_connect(upstream_) != SSH_OK) {
-      spdlog::warn("relay: cannot reach instance {} sshd at {}:{}: {}", t.instance_id,
-                   t.upstream_host, t.upstream_port, ssh_get_error(upstream_));
-      return false;
-    }
-    if (!t.upstream_host_key_fingerprint.empty()) {
-      ssh_key server_key = nullptr;
-      std::string fp;
-      if (ssh_get_server_publickey(upstream_, &server_key) == SSH_OK) {
-        fp = Fingerprint(server_key);
-        ssh_key_free(server_key);
-      }
-      if (fp != t.upstream_host_key_fingerprint) {
-        code = "upstream_host_key_mismatch";
-        spdlog::error("relay: instance {} sshd presented host key {} (expected {})", t.instance_id,
-                      fp, t.upstream_host_key_fingerprint);
-        return false;
-      }
-    }
-    ssh_key relay_key = nullptr;
-    if (ssh_pki_import_privkey_base64(ctx_.relay_key_private->c_str(), nullptr, nullptr, nullptr,
-                                      &relay_key) != SSH_OK) {
-      code = "upstream_auth_failed";
-      return false;
-    }
-    int rc = ssh_userauth_publickey(upstream_, nullptr, relay_key);
-    ssh_key_free(relay_key);
-    if (rc != SSH_AUTH_SUCCESS) {
-      code = "upstream_auth_failed";
-      spdlog::warn("relay: instance {} sshd refused the relay key for login {} (case C07)",
-                   t.instance_id, t.login);
-      return false;
-    }
-    return true;
-  }
-
   // ---- forwarding ---------------------------------------------------------------------------
 
   void Forward() {
-    ssh_set_blocking(upstream_, 0);
-    ssh_event_add_session(event_, upstream_);
+    ssh_set_blocking(upstream_.get(), 0);
+    ssh_event_add_session(event_.get(), upstream_.get());
     record_.id = control_.record_id;
     record_.relay_session_id = control_.id;
     record_.person_id = target_.person_id;
@@ -418,7 +306,7 @@ class Connection {
         // the person learns why even before a channel is open.
         const std::string notice = "gpuwerk: relay session closed: " + reason;
         NotifyClient(notice);
-        ssh_session_set_disconnect_message(client_, notice.c_str());
+        ssh_session_set_disconnect_message(client_.get(), notice.c_str());
         break;
       }
       int timeout_ms = 500;
@@ -426,12 +314,12 @@ class Connection {
         timeout_ms =
             static_cast<int>(std::min<int64_t>(timeout_ms, opts_.reauthorize_interval.count()));
       }
-      int rc = ssh_event_dopoll(event_, timeout_ms);
+      int rc = ssh_event_dopoll(event_.get(), timeout_ms);
       if (rc == SSH_ERROR) {
-        if (!Connected(client_) || !Connected(upstream_) || ++errors > 100) {
-          end_reason_ = !Connected(client_)     ? "client closed"
-                        : !Connected(upstream_) ? "instance closed"
-                                                : "connection error";
+        if (!IsConnected(client_.get()) || !IsConnected(upstream_.get()) || ++errors > 100) {
+          end_reason_ = !IsConnected(client_.get())     ? "client closed"
+                        : !IsConnected(upstream_.get()) ? "instance closed"
+                                                        : "connection error";
           break;
         }
       } else {
@@ -442,11 +330,11 @@ class Connection {
       bool work = true;
       for (int pass = 0; work && pass < 64; ++pass) {
         work = false;
-        while (ssh_message msg = ssh_message_get(client_)) {
+        while (ssh_message msg = ssh_message_get(client_.get())) {
           HandleMessage(msg);
           work = true;
         }
-        while (ssh_message msg = ssh_message_get(upstream_)) {
+        while (ssh_message msg = ssh_message_get(upstream_.get())) {
           HandleUpstreamMessage(msg);
           work = true;
         }
@@ -458,11 +346,11 @@ class Connection {
         FreePair(*p);
         return true;
       });
-      if (!Connected(client_)) {
+      if (!IsConnected(client_.get())) {
         end_reason_ = "client closed";
         break;
       }
-      if (!Connected(upstream_)) {
+      if (!IsConnected(upstream_.get())) {
         end_reason_ = "instance closed";
         NotifyClient("gpuwerk: the instance closed the connection");
         break;
@@ -492,7 +380,7 @@ class Connection {
     if (type == SSH_REQUEST_CHANNEL_OPEN &&
         (subtype == SSH_CHANNEL_SESSION || subtype == SSH_CHANNEL_DIRECT_TCPIP)) {
       auto p = std::make_unique<ChannelPair>();
-      p->upstream = ssh_channel_new(upstream_);
+      p->upstream = ssh_channel_new(upstream_.get());
       if (p->upstream == nullptr) {
         ssh_message_reply_default(msg);
         ssh_message_free(msg);
@@ -549,7 +437,7 @@ class Connection {
     }
     auto p = std::make_unique<ChannelPair>();
     p->reverse = true;
-    p->client = ssh_channel_new(client_);
+    p->client = ssh_channel_new(client_.get());
     if (p->client == nullptr) {
       ssh_message_reply_default(msg);
       ssh_message_free(msg);
@@ -582,8 +470,8 @@ class Connection {
       const int port = ssh_message_global_request_port(msg);
       int bound = 0;
       int rc = ssh_message_subtype(msg) == SSH_GLOBAL_REQUEST_TCPIP_FORWARD
-                   ? ssh_channel_listen_forward(upstream_, addr, port, &bound)
-                   : ssh_channel_cancel_forward(upstream_, addr, port);
+                   ? ssh_channel_listen_forward(upstream_.get(), addr, port, &bound)
+                   : ssh_channel_cancel_forward(upstream_.get(), addr, port);
       if (rc == SSH_AGAIN) return work;
       if (rc == SSH_OK) {
         if (ssh_message_subtype(msg) == SSH_GLOBAL_REQUEST_TCPIP_FORWARD) {
@@ -857,9 +745,9 @@ class Connection {
   void Teardown() {
     // Flush what is queued (the notice, closes) with a short bound; a stalled client costs this
     // thread at most that long.
-    if (client_ != nullptr && Connected(client_)) {
-      ssh_set_blocking(client_, 1);
-      SetTimeout(client_, std::chrono::milliseconds(2000));
+    if (client_ != nullptr && IsConnected(client_.get())) {
+      ssh_set_blocking(client_.get(), 1);
+      SetTimeout(client_.get(), std::chrono::milliseconds(2000));
     }
     for (auto& p : pairs_) {
       if (p->client != nullptr && !p->client_closed) ssh_channel_close(p->client);
@@ -876,31 +764,24 @@ class Connection {
                    record_.end_reason, record_.bytes_from_client, record_.bytes_to_client);
     }
     if (event_ != nullptr) {
-      ssh_event_remove_fd(event_, control_.wake_fd);
-      if (client_ != nullptr) ssh_event_remove_session(event_, client_);
-      if (upstream_ != nullptr && started_) ssh_event_remove_session(event_, upstream_);
-      ssh_event_free(event_);
-      event_ = nullptr;
+      ssh_event_remove_fd(event_.get(), control_.wake_fd);
+      if (client_ != nullptr) ssh_event_remove_session(event_.get(), client_.get());
+      if (upstream_ != nullptr && started_) ssh_event_remove_session(event_.get(), upstream_.get());
+      event_.reset();
     }
-    if (upstream_ != nullptr) {
-      if (ssh_is_connected(upstream_)) ssh_disconnect(upstream_);
-      ssh_free(upstream_);
-      upstream_ = nullptr;
-    }
+    upstream_.reset();
     if (client_ != nullptr) {
       {
         std::lock_guard lock(control_.mu);
         control_.client_fd = -1;
       }
-      if (ssh_is_connected(client_)) ssh_disconnect(client_);
-      ssh_free(client_);
-      client_ = nullptr;
+      client_.reset();
     }
   }
 
-  ssh_session client_;
-  ssh_session upstream_ = nullptr;
-  ssh_event event_ = nullptr;
+  SshSessionPtr client_;
+  SshSessionPtr upstream_;
+  SshEventPtr event_;
   const ConnectionContext& ctx_;
   const RelayOptions& opts_;
   ConnectionControl& control_;
@@ -923,9 +804,9 @@ class Connection {
 
 }  // namespace
 
-void RunConnection(ssh_session_struct* client, const ConnectionContext& context,
+void RunConnection(SshSessionPtr client, const ConnectionContext& context,
                    ConnectionControl& control) {
-  Connection c(client, context, control);
+  Connection c(std::move(client), context, control);
   c.Run();
 }
 

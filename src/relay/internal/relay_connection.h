@@ -6,10 +6,8 @@
 #include <string>
 
 #include "relay/internal/source_limiter.h"
+#include "relay/internal/ssh_handles.h"
 #include "relay/relay.h"
-
-// libssh types, kept out of the public headers.
-struct ssh_session_struct;
 
 namespace gpuwerk::relay::internal {
 
@@ -46,9 +44,9 @@ struct ConnectionContext {
 };
 
 /// Serves one accepted client until it ends: key exchange, public-key authentication through the
-/// authorizer, the upstream login, then channel forwarding. Runs on its own thread; takes
-/// ownership of `client` (frees it).
-void RunConnection(ssh_session_struct* client, const ConnectionContext& context,
+/// authorizer, the upstream login, then channel forwarding. Runs on its own thread; `client` is
+/// the accepted session, before its key exchange. Included only by relay.cc (libssh types).
+void RunConnection(SshSessionPtr client, const ConnectionContext& context,
                    ConnectionControl& control);
 
 }  // namespace gpuwerk::relay::internal

@@ -1,0 +1,38 @@
+#pragma once
+
+// Include only from .cc files of src/relay (libssh types).
+
+#include <chrono>
+#include <expected>
+#include <string>
+
+#include "relay/internal/ssh_handles.h"
+#include "relay/relay_authorizer.h"
+
+namespace gpuwerk::relay::internal {
+
+/// Why the relay could not log in to an instance's sshd; each is a refusal of the person's login
+/// with its own banner (docs/ssh.md "Refusals").
+enum class UpstreamLoginFailure {
+  kUnreachable,      ///< the sshd does not answer, or the connection or key exchange failed
+  kHostKeyMismatch,  ///< it presented another host key than RelayTarget recorded
+  kAuthFailed,       ///< it refused the relay key (case C07: the relay credential is missing)
+};
+
+/// The stable code recorded for a failure (RelayRefusalRecord::code): `upstream_unreachable`,
+/// `upstream_host_key_mismatch`, `upstream_auth_failed`.
+std::string RefusalCode(UpstreamLoginFailure failure);
+
+/// The banner shown to the person whose own key was accepted but whose instance would not let
+/// the relay in: names the instance and says whether waiting helps.
+std::string RefusalMessage(UpstreamLoginFailure failure, const RelayTarget& target);
+
+/// Connects to `target`'s sshd (blocking, each step bounded by `timeout`), checks its host key
+/// when the target carries one, and logs in as `target.login` with the relay key
+/// (`relay_key_private`: unencrypted OpenSSH private key text). Returns the logged-in session,
+/// still in blocking mode; logs the cause of a failure.
+std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
+    const RelayTarget& target, const std::string& relay_key_private,
+    std::chrono::milliseconds timeout);
+
+}  // namespace gpuwerk::relay::internal
