@@ -1,0 +1,182 @@
+#include "relay/internal/client_login.h"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "relay/internal/libssh_calls.h"
+#include "relay/internal/upstream_login.h"
+
+// libssh 0.10 marks the public-key state getter deprecated in favour of the callback API, but the
+// message API is the one that lets the relay answer the client after the authorizer and the
+// upstream have answered (see docs/ssh.md "Threading"); it is still supported.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace gpuwerk::relay::internal {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+class ClientAuthentication {
+ public:
+  ClientAuthentication(ssh_session client, const ConnectionContext& ctx, ConnectionControl& control)
+      : client_(client), ctx_(ctx), control_(control) {}
+
+  std::optional<ClientLogin> Run(ssh_event event, SteadyClock::time_point deadline) {
+    while (!login_) {
+      if (control_.close_requested || SteadyClock::now() >= deadline || fatal_) return {};
+      int rc = ssh_event_dopoll(event, 200);
+      if (rc == SSH_ERROR && !IsConnected(client_)) return {};
+      while (!login_ && !fatal_) {
+        SshMessagePtr msg(ssh_message_get(client_));
+        if (msg == nullptr) break;
+        HandleAuthMessage(msg.get());
+      }
+      if (!IsConnected(client_)) return {};
+    }
+    return std::move(login_);
+  }
+
+ private:
+  void HandleAuthMessage(ssh_message msg) {
+    const int type = ssh_message_type(msg);
+    if (type == SSH_REQUEST_SERVICE) {
+      const char* service = ssh_message_service_service(msg);
+      if (service != nullptr && std::string_view(service) == "ssh-userauth") {
+        ssh_message_service_reply_success(msg);
+      } else {
+        ssh_message_reply_default(msg);
+      }
+    } else if (type == SSH_REQUEST_AUTH) {
+      const int method = ssh_message_subtype(msg);
+      const char* user = ssh_message_auth_user(msg);
+      if (method == SSH_AUTH_METHOD_PUBLICKEY) {
+        const auto state = ssh_message_auth_publickey_state(msg);
+        if (state == SSH_PUBLICKEY_STATE_NONE) {
+          // A query ("would you take this key?"): yes for any key; the decision waits for the
+          // signature, so nothing about the key's instances is said to someone who only has its
+          // public half.
+          ssh_message_auth_reply_pk_ok_simple(msg);
+        } else if (state == SSH_PUBLICKEY_STATE_VALID) {
+          AuthorizeAndConnect(msg, user ? user : "", ssh_message_auth_pubkey(msg));
+        } else {
+          Deny(msg, /*count=*/true);  // a signature that does not verify
+        }
+      } else if (method == SSH_AUTH_METHOD_NONE) {
+        Deny(msg, /*count=*/false);  // clients start with "none" to learn the methods
+      } else {
+        // password, keyboard-interactive, hostbased: refused, and counted.
+        spdlog::info("relay: refused a non-publickey login attempt from {}",
+                     control_.source_address);
+        Deny(msg, /*count=*/true);
+      }
+    } else {
+      ssh_message_reply_default(msg);
+    }
+  }
+
+  void Deny(ssh_message msg, bool count = false) {
+    ssh_message_auth_set_methods(msg, SSH_AUTH_METHOD_PUBLICKEY);
+    ssh_message_reply_default(msg);
+    if (count) CountFailure();
+  }
+
+  void CountFailure() {
+    ctx_.limiter->RecordAuthFailure(control_.source_address);
+    if (++auth_failures_ >= ctx_.options->max_auth_tries) {
+      ssh_session_set_disconnect_message(client_, "gpuwerk: too many authentication failures");
+      ssh_disconnect(client_);
+      fatal_ = true;
+    }
+  }
+
+  void SendBanner(const std::string& text) {
+    std::string t = text;
+    if (t.empty() || t.back() != '\n') t += '\n';
+    SshStringPtr s(ssh_string_from_char(t.c_str()));
+    if (s != nullptr) ssh_send_issue_banner(client_, s.get());
+  }
+
+  void Refuse(ssh_message msg, const std::string& code, const std::string& message,
+              const std::string& user, const std::string& fingerprint, const RelayTarget* target) {
+    RelayRefusalRecord r;
+    r.code = code;
+    r.message = message;
+    r.user = user;
+    r.key_fingerprint = fingerprint;
+    r.source_address = control_.source_address;
+    r.at = std::chrono::system_clock::now();
+    if (target != nullptr) {
+      r.person_id = target->person_id;
+      r.instance_id = target->instance_id;
+    }
+    ctx_.log->OnRefused(r);
+    spdlog::info("relay: refused {} from {} key {}: {}", user, control_.source_address, fingerprint,
+                 code);
+    SendBanner(message);
+    Deny(msg, /*count=*/true);
+  }
+
+  void AuthorizeAndConnect(ssh_message msg, const std::string& user, ssh_key key) {
+    AuthorizeRequest req;
+    req.user = user;
+    req.source_address = control_.source_address;
+    if (key != nullptr) {
+      req.key_type =
+          ssh_key_type_to_char(ssh_key_type(key)) ? ssh_key_type_to_char(ssh_key_type(key)) : "";
+      req.key_blob_base64 = PublicKeyBase64(key);
+      req.key_fingerprint = Sha256Fingerprint(key);
+    }
+    if (req.key_fingerprint.empty()) {
+      Deny(msg, true);
+      return;
+    }
+    auto decision = ctx_.authorizer->Authorize(req);
+    if (!decision) {
+      Refuse(msg, "authorizer_unavailable",
+             "gpuwerk: cannot check your access right now (" + decision.error().message +
+                 "); please try again in a moment.",
+             user, req.key_fingerprint, nullptr);
+      return;
+    }
+    if (!decision->target) {
+      Refuse(msg, "not_authorized", decision->refusal, user, req.key_fingerprint, nullptr);
+      return;
+    }
+    const RelayTarget& t = *decision->target;
+    auto upstream = LogInUpstream(t, *ctx_.relay_key_private, ctx_.options->upstream_timeout);
+    if (!upstream) {
+      Refuse(msg, RefusalCode(upstream.error()), RefusalMessage(upstream.error(), t), user,
+             req.key_fingerprint, &t);
+      return;
+    }
+    ssh_message_auth_reply_success(msg, 0);
+    {
+      std::lock_guard lock(control_.mu);
+      control_.instance_id = t.instance_id;
+      control_.person_id = t.person_id;
+    }
+    control_.authenticated = true;
+    login_ = ClientLogin{std::move(req), t, std::move(*upstream)};
+  }
+
+  ssh_session client_;
+  const ConnectionContext& ctx_;
+  ConnectionControl& control_;
+  bool fatal_ = false;
+  int auth_failures_ = 0;
+  std::optional<ClientLogin> login_;
+};
+
+}  // namespace
+
+std::optional<ClientLogin> LogInClient(ssh_session client, ssh_event event,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       const ConnectionContext& context,
+                                       ConnectionControl& control) {
+  return ClientAuthentication(client, context, control).Run(event, deadline);
+}
+
+}  // namespace gpuwerk::relay::internal
