@@ -101,18 +101,28 @@ class RelayTest : public ::testing::Test {
     StartRelay(0);
   }
 
-  void StartRelay(uint16_t port, std::chrono::milliseconds reauthorize = 60s) {
+  /// The test relay's address and keys; other options keep their defaults.
+  RelayOptions BaseOptions(uint16_t port = 0) const {
     RelayOptions o;
-    o.reauthorize_interval = reauthorize;
     o.listen_address = "127.0.0.1";
     o.listen_port = port;
     o.host_key_path = host_key_path_;
     o.relay_key_path = relay_key_path_;
-    o.handshake_timeout = 2s;
-    o.login_grace = 10s;
+    return o;
+  }
+
+  void StartRelay(const RelayOptions& o) {
     auto r = Relay::Start(o, authz_, log_);
     ASSERT_TRUE(r) << r.error().message;
     relay_ = std::move(*r);
+  }
+
+  void StartRelay(uint16_t port, std::chrono::milliseconds reauthorize = 60s) {
+    RelayOptions o = BaseOptions(port);
+    o.reauthorize_interval = reauthorize;
+    o.handshake_timeout = 2s;
+    o.login_grace = 10s;
+    StartRelay(o);
   }
 
   /// The stock ssh client pointed at the relay: no user config, no agent, only `key`.
@@ -670,16 +680,10 @@ TEST_F(RelayTest, ManyRelaySessionsAtOnceAndAStalledReaderDoNotBlockEachOther) {
 
 TEST_F(RelayTest, PerSourceConnectionLimitDropsExtraConnectionsAtOnce) {
   relay_.reset();
-  RelayOptions o;
-  o.listen_address = "127.0.0.1";
-  o.host_key_path = host_key_path_;
-  o.relay_key_path = relay_key_path_;
-  o.listen_port = 0;
+  RelayOptions o = BaseOptions();
   o.max_connections_per_source = 2;
   o.handshake_timeout = 5s;
-  auto r = Relay::Start(o, authz_, log_);
-  ASSERT_TRUE(r) << r.error().message;
-  relay_ = std::move(*r);
+  ASSERT_NO_FATAL_FAILURE(StartRelay(o));
   int a = Connect(relay_->port());
   int b = Connect(relay_->port());
   ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 2; }));
@@ -696,15 +700,9 @@ TEST_F(RelayTest, PerSourceConnectionLimitDropsExtraConnectionsAtOnce) {
 
 TEST_F(RelayTest, RepeatedFailedLoginsFromOneSourceAreCutOff) {
   relay_.reset();
-  RelayOptions o;
-  o.listen_address = "127.0.0.1";
-  o.host_key_path = host_key_path_;
-  o.relay_key_path = relay_key_path_;
-  o.listen_port = 0;
+  RelayOptions o = BaseOptions();
   o.max_auth_failures_per_source = 3;
-  auto r = Relay::Start(o, authz_, log_);
-  ASSERT_TRUE(r) << r.error().message;
-  relay_ = std::move(*r);
+  ASSERT_NO_FATAL_FAILURE(StartRelay(o));
   for (int i = 0; i < 3; ++i) {
     auto refused = RunCommand(dir_.path(), Ssh(stranger_, "alpha-aaaaa") + " true");
     EXPECT_NE(refused.err.find("not attached"), std::string::npos) << refused.err;
