@@ -16,8 +16,8 @@ namespace gpuwerk::relay::internal {
 /// client's channel opens and requests, its tcpip-forward / cancel-tcpip-forward requests (RFC
 /// 4254 §7.1), and the channels the instance opens back (forwarded-tcpip for `ssh -R`,
 /// auth-agent@openssh.com for `ssh -A`), which are carried only when the client asked for them.
-/// Holds the channel pairs; the two sessions must outlive it. Driven by the connection's thread;
-/// every call is non-blocking.
+/// Holds the channel pairs; the two sessions must outlive them (CloseAll frees them). Driven by
+/// the connection's thread; every call is non-blocking.
 class ChannelForwarding {
  public:
   ChannelForwarding(ssh_session client, ssh_session upstream)
