@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/encoding.h"
+#include "sched/idempotency_key_table.h"
 
 namespace gpuwerk::api {
 
@@ -29,21 +30,18 @@ core::Result<std::optional<Response>> IdempotencyKeys::Replay(const std::string&
                                                               const std::string& key,
                                                               const std::string& request_hash) {
   const int64_t since = clock_.NowUnix() - kLifetimeSeconds;
-  GPUWERK_ASSIGN_OR_RETURN(auto row, db_.Read([&](store::Transaction& tx) {
-    return tx.QueryOne(
-        "SELECT request_hash, status, response FROM idempotency_keys WHERE "
-        "person_id = ? AND idem_key = ? AND created_at > ?",
-        {person_id, key, since});
+  GPUWERK_ASSIGN_OR_RETURN(auto record, db_.Read([&](store::Transaction& tx) {
+    return sched::IdempotencyKeyTable::FindSince(tx, person_id, key, since);
   }));
-  if (!row) return std::optional<Response>();
-  if (row->Text(0) != request_hash) {
+  if (!record) return std::optional<Response>();
+  if (record->request_hash != request_hash) {
     return core::Fail(core::ErrorCode::kFailedPrecondition, "idempotency_key_reused",
                       "This Idempotency-Key was used within the last 24 hours for a different "
                       "request; use a new key for a new request.");
   }
   Response r;
-  r.status = static_cast<int>(row->Int(1));
-  r.body = row->Text(2);
+  r.status = record->status;
+  r.body = record->response;
   r.SetHeader("Content-Type", "application/json");
   r.SetHeader("Idempotent-Replayed", "true");
   return std::optional<Response>(std::move(r));
@@ -53,28 +51,21 @@ core::Result<void> IdempotencyKeys::Record(store::Transaction& tx, const std::st
                                            const std::string& key, const std::string& request_hash,
                                            int status, const std::string& body) {
   const int64_t now = clock_.NowUnix();
-  GPUWERK_ASSIGN_OR_RETURN(auto live, tx.QueryOne("SELECT created_at FROM idempotency_keys WHERE "
-                                                  "person_id = ? AND idem_key = ? AND "
-                                                  "created_at > ?",
-                                                  {person_id, key, now - kLifetimeSeconds}));
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto live, sched::IdempotencyKeyTable::FindSince(tx, person_id, key, now - kLifetimeSeconds));
   if (live) {
     return core::Fail(core::ErrorCode::kAlreadyExists, kReplayCode,
                       "A request with this Idempotency-Key was answered already.");
   }
-  GPUWERK_TRY(tx.Exec("DELETE FROM idempotency_keys WHERE person_id = ? AND idem_key = ?",
-                      {person_id, key}));
-  GPUWERK_TRY(
-      tx.Exec("INSERT INTO idempotency_keys (person_id, idem_key, request_hash, status, response, "
-              "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-              {person_id, key, request_hash, int64_t{status}, body, now}));
-  return {};
+  return sched::IdempotencyKeyTable::Replace(
+      tx, person_id, key,
+      {.request_hash = request_hash, .status = status, .response = body, .created_at = now});
 }
 
 core::Result<int64_t> IdempotencyKeys::Purge() {
   const int64_t before = clock_.NowUnix() - kLifetimeSeconds;
-  return db_.Write([&](store::Transaction& tx) {
-    return tx.Exec("DELETE FROM idempotency_keys WHERE created_at <= ?", {before});
-  });
+  return db_.Write(
+      [&](store::Transaction& tx) { return sched::IdempotencyKeyTable::PurgeUntil(tx, before); });
 }
 
 }  // namespace gpuwerk::api

@@ -152,44 +152,34 @@ void RegisterInstanceRoutes(Router& router, ApiContext& ctx) {
           if (*replay) return std::move(**replay);
         }
         sched::InstanceService::InTransaction record;
+        sched::QueueService::InTransaction record_entry;
         if (!idem->empty()) {
           record = [&](store::Transaction& tx, const sched::Instance& in) {
             return ctx.idempotency.Record(tx, who.person_id, *idem, hash, 201,
                                           InstanceJson(in, ctx.ssh_command).dump());
           };
+          record_entry = [&](store::Transaction& tx, const sched::QueueEntry& e) {
+            return ctx.idempotency.Record(tx, who.person_id, *idem, hash, 202,
+                                          QueuedJson(e).dump());
+          };
         }
-        const std::string gpu_type = type->value_or("spark-1x");
-        auto in =
-            ctx.instances.Create(who.person_id, *name, *key, gpu_type, req.remote_address, record);
-        if (!in && in.error().api_code == "gpu_type_offline") {
-          // Issue 5: choosing a type that is not online enters its queue directly (202).
-          sched::QueueService::InTransaction record_entry;
-          if (!idem->empty()) {
-            record_entry = [&](store::Transaction& tx, const sched::QueueEntry& e) {
-              return ctx.idempotency.Record(tx, who.person_id, *idem, hash, 202,
-                                            QueuedJson(e).dump());
-            };
-          }
-          auto entry = ctx.queue.Join(who.person_id, gpu_type, *name, *key, req.remote_address,
-                                      record_entry);
-          if (!entry && !idem->empty()) {
-            auto replay = ctx.idempotency.Replay(who.person_id, *idem, hash);
-            if (!replay) return ErrorResponse(replay.error());
-            if (*replay) return std::move(**replay);
-          }
-          if (!entry) return ErrorResponse(entry.error());
-          if (ctx.events) ctx.events->Wake();  // the joiner's streams show the entry
-          return Response::Json(202, QueuedJson(*entry));
-        }
+        // Issue 5: choosing a type that is not online enters its queue directly (202).
+        auto done = ctx.instances.CreateOrJoinQueue(ctx.queue, who.person_id, *name, *key,
+                                                    type->value_or("spark-1x"), req.remote_address,
+                                                    record, record_entry);
         // A concurrent request with the same key committed first: this one failed on its
         // record, or on what the first one created (the name, the host). Answer the first's.
-        if (!in && !idem->empty()) {
+        if (!done && !idem->empty()) {
           auto replay = ctx.idempotency.Replay(who.person_id, *idem, hash);
           if (!replay) return ErrorResponse(replay.error());
           if (*replay) return std::move(**replay);
         }
-        if (!in) return ErrorResponse(in.error());
-        return Response::Json(201, InstanceJson(*in, ctx.ssh_command));
+        if (!done) return ErrorResponse(done.error());
+        if (done->queue_entry) {
+          if (ctx.events) ctx.events->Wake();  // the joiner's streams show the entry
+          return Response::Json(202, QueuedJson(*done->queue_entry));
+        }
+        return Response::Json(201, InstanceJson(*done->instance, ctx.ssh_command));
       });
     });
   });
@@ -232,18 +222,14 @@ void RegisterInstanceRoutes(Router& router, ApiContext& ctx) {
     return AsOperator(ctx, req, [&](const auth::Principal&) {
       auto page = PageParam(req);
       if (!page) return ErrorResponse(page.error());
-      auto types = ctx.instances.GpuTypes();
+      auto types = ctx.instances.GpuTypesPage(*page);
       if (!types) return ErrorResponse(types.error());
-      constexpr size_t kPageSize = 15;
-      const size_t total = types->size();
-      const size_t pages = std::max<size_t>(1, (total + kPageSize - 1) / kPageSize);
       nlohmann::json items = nlohmann::json::array();
-      for (size_t i = (static_cast<size_t>(*page) - 1) * kPageSize;
-           i < total && items.size() < kPageSize; ++i) {
-        items.push_back(AdminGpuTypeJson((*types)[i]));
-      }
-      return Response::Json(
-          200, {{"items", items}, {"page", *page}, {"pages", pages}, {"total", total}});
+      for (const auto& t : types->items) items.push_back(AdminGpuTypeJson(t));
+      return Response::Json(200, {{"items", items},
+                                  {"page", types->page},
+                                  {"pages", types->pages},
+                                  {"total", types->total}});
     });
   });
 

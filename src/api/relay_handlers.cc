@@ -8,6 +8,7 @@
 #include "api/relay_routes.h"
 #include "api/router.h"
 #include "relay/http_relay_authorizer.h"
+#include "sched/instance_table.h"
 #include "store/relay_session_records.h"
 
 namespace gpuwerk::api {
@@ -146,9 +147,8 @@ void RegisterRelayRoutes(Router& router, ApiContext& ctx, relay::RelayAuthorizer
           // The person must be the instance's owner: a report cannot file a relay session
           // under someone else's instance (it would show in their list).
           GPUWERK_ASSIGN_OR_RETURN(
-              auto owner,
-              tx.QueryOne("SELECT person_id FROM instances WHERE id = ?", {row->instance_id}));
-          if (!owner || owner->Text(0) != row->person_id) {
+              auto owned, sched::InstanceTable::FindOwned(tx, row->person_id, row->instance_id));
+          if (!owned) {
             return core::Fail(InvalidField(
                 "instance_id", "instance_id is not an instance of person_id on this server."));
           }

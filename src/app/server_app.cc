@@ -183,7 +183,8 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   mail::OutboxWorker* worker = p->outbox_worker.get();
   p->accounts = std::make_unique<auth::AccountService>(
       *p->db, clock, rng, *p->hasher, *p->outbox, account_options, [worker] { worker->Wake(); });
-  p->ssh_keys = std::make_unique<keys::SshKeyRegistry>(*p->db, clock, rng);
+  // what holds a key is the scheduler's to say (keys does not depend on sched).
+  p->ssh_keys = std::make_unique<keys::SshKeyRegistry>(*p->db, clock, rng, &sched::KeyUsers);
   sched::SchedOptions sched_options;
   sched_options.instance_image = config.instance_image;
   sched_options.instance_memory_bytes = config.instance_memory_bytes;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,7 @@ namespace gpuwerk::keys {
 /// A person's named SSH public key as stored.
 struct SshKey {
   std::string id;
+  std::string person_id;  ///< the owner
   std::string name;
   std::string type;         ///< e.g. "ssh-ed25519"
   int bits = 0;             ///< as `ssh-keygen -l` shows
@@ -30,13 +32,32 @@ struct SshKeyPage {
   int64_t total = 0;
 };
 
+/// What holds one key: live instances and open queue entries of its owner.
+struct KeyUse {
+  /// One open queue entry holding the key.
+  struct QueueEntryUse {
+    std::string id;
+    std::string name;
+    std::string gpu_type;
+  };
+  std::vector<std::string> instances;        ///< live instance names, by name
+  std::vector<QueueEntryUse> queue_entries;  ///< open entries, by name
+};
+
+/// Who holds key `key_id` of `person_id`, read inside the delete's transaction. The scheduler
+/// knows (instances and queue entries are its tables); app/ wires it in so that keys does not
+/// depend on sched. Errors: the store's.
+using KeyUsers = std::function<core::Result<KeyUse>(
+    store::Transaction& tx, const std::string& person_id, const std::string& key_id)>;
+
 /// The SSH keys of each person: add (parsed and normalised by ParsePublicKey), list, delete.
 /// Names are unique per person; so are keys (by fingerprint). Every change is audited.
 /// Thread-safe.
 class SshKeyRegistry {
  public:
-  SshKeyRegistry(store::Database& db, core::Clock& clock, core::Rng& rng)
-      : db_(db), clock_(clock), rng_(rng) {}
+  /// `key_users` (optional) says what holds a key; without it every key is free to delete.
+  SshKeyRegistry(store::Database& db, core::Clock& clock, core::Rng& rng, KeyUsers key_users = {})
+      : db_(db), clock_(clock), rng_(rng), key_users_(std::move(key_users)) {}
 
   /// Errors: every ParsePublicKey error (invalid_public_key, private_key_pasted, …),
   /// invalid_name, kAlreadyExists "name_taken" or "key_exists".
@@ -53,6 +74,7 @@ class SshKeyRegistry {
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;
+  KeyUsers key_users_;
 };
 
 }  // namespace gpuwerk::keys

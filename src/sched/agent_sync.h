@@ -3,6 +3,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -12,6 +13,46 @@
 #include "store/database.h"
 
 namespace gpuwerk::sched {
+
+/// One container as an agent reports it in a sync (docs/agent-protocol.md), fields bounded.
+struct ContainerReport {
+  std::string instance_id;
+  int64_t node_index = 0;
+  std::string container_id;  ///< at most 128 bytes
+  std::string state;         ///< engine state, at most 32 bytes
+  int64_t exit_code = 0;
+  std::string started_at;  ///< at most 64 bytes
+  int64_t ssh_port = 0;
+  bool ssh_ready = false;
+  int64_t restart_generation = 0;  ///< the generation applied to the container
+  std::string error;               ///< at most 1000 bytes
+};
+
+/// A container create that failed on the host, as its agent reports it (unbounded: the sync
+/// cuts what it stores).
+struct CreateFailure {
+  std::string instance_id;
+  int64_t node_index = 0;
+  std::string code;
+  std::string message;
+};
+
+/// One sync request of an agent as plain values (docs/agent-protocol.md). A field of the wrong
+/// type inside an entry reads as empty; entries that are not objects are dropped.
+struct SyncReport {
+  /// false on an agent's first round after its start: it reports nothing yet.
+  bool observed = true;
+  std::vector<ContainerReport> containers;
+  std::vector<CreateFailure> failures;
+  nlohmann::json inventory = nlohmann::json::object();  ///< as sent
+  std::string inventory_text;                           ///< `inventory` serialised, at most 64 KiB
+  std::string engine_error;  ///< "" when the engine is fine; at most 1000 bytes
+};
+
+/// Parses a sync request. Errors: kInvalidArgument invalid_field (details: field) when it is
+/// not an object, or `containers` / `failures` is not an array, or `inventory` / `engine` not
+/// an object (each may be absent or null).
+core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request);
 
 /// The server half of docs/agent-protocol.md (v1): one sync round of one host's agent.
 /// Thread-safe (state lives in the store).
@@ -42,9 +83,6 @@ class AgentSync {
   core::Result<nlohmann::json> Sync(const Host& host, const nlohmann::json& request);
 
  private:
-  /// The answer: host id, sync interval and the host's desired list (within `tx`).
-  core::Result<nlohmann::json> DesiredAnswer(store::Transaction& tx, const Host& host);
-
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;

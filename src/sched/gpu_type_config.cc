@@ -3,6 +3,10 @@
 #include <string_view>
 
 #include "sched/host_registry.h"
+#include "sched/instance_table.h"
+#include "sched/internal/gpu_type_table.h"
+#include "sched/internal/host_table.h"
+#include "sched/internal/queue_entry_table.h"
 #include "store/audit_log.h"
 
 namespace gpuwerk::sched {
@@ -83,11 +87,8 @@ core::Result<std::pair<GpuTypeConfig, bool>> HostRegistry::SetGpuType(
   GPUWERK_TRY(ValidateChange(change));
   const std::string type_name(name);
   return db_.Write([&](store::Transaction& tx) -> core::Result<std::pair<GpuTypeConfig, bool>> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT description, hosts_per_instance, price_minor_per_hour, "
-                              "currency FROM gpu_types WHERE name = ?",
-                              {type_name}));
-    if (!row) {
+    GPUWERK_ASSIGN_OR_RETURN(auto stored, internal::GpuTypeTable::Find(tx, type_name));
+    if (!stored) {
       if (!change.hosts_per_instance) return core::Fail(MissingField("hosts_per_instance"));
       if (!change.price_minor_per_hour) return core::Fail(MissingField("price_minor_per_hour"));
       GpuTypeConfig t{.name = type_name,
@@ -95,10 +96,7 @@ core::Result<std::pair<GpuTypeConfig, bool>> HostRegistry::SetGpuType(
                       .hosts_per_instance = *change.hosts_per_instance,
                       .price_minor_per_hour = *change.price_minor_per_hour,
                       .currency = change.currency.value_or("usd")};
-      GPUWERK_TRY(tx.Exec(
-          "INSERT INTO gpu_types (name, description, hosts_per_instance, "
-          "price_minor_per_hour, currency) VALUES (?, ?, ?, ?, ?)",
-          {t.name, t.description, t.hosts_per_instance, t.price_minor_per_hour, t.currency}));
+      GPUWERK_TRY(internal::GpuTypeTable::Insert(tx, t));
       GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = actor_id,
                                       .action = "gpu_type.create",
@@ -107,11 +105,7 @@ core::Result<std::pair<GpuTypeConfig, bool>> HostRegistry::SetGpuType(
                                       .detail = {{"after", ConfigJson(t)}}}));
       return std::pair<GpuTypeConfig, bool>(std::move(t), true);
     }
-    const GpuTypeConfig before{.name = type_name,
-                               .description = row->Text(0),
-                               .hosts_per_instance = row->Int(1),
-                               .price_minor_per_hour = row->Int(2),
-                               .currency = row->Text(3)};
+    const GpuTypeConfig before = *stored;
     GpuTypeConfig after = before;
     if (change.description) after.description = *change.description;
     if (change.hosts_per_instance) after.hosts_per_instance = *change.hosts_per_instance;
@@ -119,28 +113,24 @@ core::Result<std::pair<GpuTypeConfig, bool>> HostRegistry::SetGpuType(
     if (change.currency) after.currency = *change.currency;
     if (after.hosts_per_instance != before.hosts_per_instance) {
       // Instances, entries and hosts (and pairs) are shaped by the number of hosts per instance.
-      GPUWERK_ASSIGN_OR_RETURN(
-          auto use,
-          tx.QueryOne("SELECT (SELECT COUNT(*) FROM instances WHERE gpu_type = ? AND deleted_at "
-                      "IS NULL), (SELECT COUNT(*) FROM queue_entries WHERE gpu_type = ? AND "
-                      "status = 'open'), (SELECT COUNT(*) FROM hosts WHERE gpu_type = ?)",
-                      {type_name, type_name, type_name}));
-      if (use->Int(0) + use->Int(1) + use->Int(2) > 0) {
+      GPUWERK_ASSIGN_OR_RETURN(const int64_t instances,
+                               InstanceTable::CountLiveOfType(tx, type_name));
+      GPUWERK_ASSIGN_OR_RETURN(const int64_t entries,
+                               internal::QueueEntryTable::CountOpen(tx, type_name));
+      GPUWERK_ASSIGN_OR_RETURN(const int64_t hosts,
+                               internal::HostTable::CountOfType(tx, type_name));
+      if (instances + entries + hosts > 0) {
         return core::Fail(
             core::Error(core::ErrorCode::kFailedPrecondition, "gpu_type_in_use",
                         "The hosts per instance of " + type_name +
                             " cannot change while it has live instances, queue entries or "
                             "hosts; price, currency and description can.")
-                .WithDetail("instances", use->Int(0))
-                .WithDetail("queue_entries", use->Int(1))
-                .WithDetail("hosts", use->Int(2)));
+                .WithDetail("instances", instances)
+                .WithDetail("queue_entries", entries)
+                .WithDetail("hosts", hosts));
       }
     }
-    GPUWERK_TRY(
-        tx.Exec("UPDATE gpu_types SET description = ?, hosts_per_instance = ?, "
-                "price_minor_per_hour = ?, currency = ? WHERE name = ?",
-                {after.description, after.hosts_per_instance, after.price_minor_per_hour,
-                 after.currency, type_name}));
+    GPUWERK_TRY(internal::GpuTypeTable::Update(tx, after));
     GPUWERK_TRY(store::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = actor_id,

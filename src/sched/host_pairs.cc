@@ -4,11 +4,15 @@
 #include <algorithm>
 
 #include "sched/host_registry.h"
+#include "sched/internal/host_pair_table.h"
+#include "sched/internal/host_table.h"
 #include "sched/internal/launch.h"
 #include "store/audit_log.h"
 
 namespace gpuwerk::sched {
 namespace {
+
+using internal::HostPairTable;
 
 constexpr int kPageSize = 15;
 
@@ -39,27 +43,6 @@ std::optional<std::string> NormaliseIp(const std::string& text) {
     return std::string(::inet_ntop(AF_INET6, bytes, out, sizeof out));
   }
   return std::nullopt;
-}
-
-/// Pair `id` with its members and the instance placed on it; nullopt when absent.
-core::Result<std::optional<HostPair>> LoadPair(store::Transaction& tx, const std::string& id) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto rows,
-      tx.Query("SELECT hp.id, hp.created_at, m.host_id, h.name, m.node_index, m.rail_address, "
-               "h.gpu_type, p.instance_id FROM host_pairs hp JOIN host_pair_members m ON "
-               "m.pair_id = hp.id JOIN hosts h ON h.id = m.host_id LEFT JOIN placements p ON "
-               "p.host_id = h.id WHERE hp.id = ? ORDER BY m.node_index",
-               {id}));
-  if (rows.empty()) return std::optional<HostPair>();
-  HostPair pair{.id = rows[0].Text(0), .gpu_type = rows[0].Text(6), .created_at = rows[0].Int(1)};
-  for (const auto& r : rows) {
-    pair.members.push_back(HostPairMember{.host_id = r.Text(2),
-                                          .host_name = r.Text(3),
-                                          .node_index = r.Int(4),
-                                          .rail_address = r.Text(5)});
-    if (pair.instance_id.empty() && !r.IsNull(7)) pair.instance_id = r.Text(7);
-  }
-  return std::optional<HostPair>(std::move(pair));
 }
 
 }  // namespace
@@ -93,31 +76,29 @@ core::Result<HostPair> HostRegistry::LinkPair(const std::string& actor_id, const
   return db_.Write([&](store::Transaction& tx) -> core::Result<HostPair> {
     std::vector<std::string> ids, types;
     for (const PairNode* node : {&node0, &node1}) {
-      GPUWERK_ASSIGN_OR_RETURN(
-          auto row, tx.QueryOne("SELECT h.id, h.gpu_type, m.pair_id FROM hosts h LEFT JOIN "
-                                "host_pair_members m ON m.host_id = h.id WHERE h.name = ?",
-                                {node->host_name}));
-      if (!row) {
+      GPUWERK_ASSIGN_OR_RETURN(auto host, internal::HostTable::FindByName(tx, node->host_name));
+      if (!host) {
         return core::Fail(core::Error(core::ErrorCode::kNotFound, "not_found",
                                       "There is no host named '" + node->host_name + "'.")
                               .WithDetail("host", node->host_name));
       }
-      if (!row->IsNull(2)) {
+      GPUWERK_ASSIGN_OR_RETURN(auto paired, HostPairTable::PairOfHost(tx, host->id));
+      if (paired) {
         return core::Fail(core::Error(core::ErrorCode::kAlreadyExists, "already_paired",
                                       "The host '" + node->host_name +
                                           "' is already linked in a pair; unlink it first.")
                               .WithDetail("host", node->host_name)
-                              .WithDetail("pair_id", row->Text(2)));
+                              .WithDetail("pair_id", *paired));
       }
-      ids.push_back(row->Text(0));
-      types.push_back(row->Text(1));
+      ids.push_back(host->id);
+      types.push_back(host->gpu_type);
     }
     if (types[0] != types[1]) {
       return core::Fail(core::ErrorCode::kFailedPrecondition, "gpu_type_mismatch",
                         "The hosts serve different GPU types (" + types[0] + " and " + types[1] +
                             "); a pair links two hosts of one type.");
     }
-    GPUWERK_ASSIGN_OR_RETURN(internal::TypeRow type, internal::LoadType(tx, types[0]));
+    GPUWERK_ASSIGN_OR_RETURN(GpuTypeConfig type, internal::LoadType(tx, types[0]));
     if (type.hosts_per_instance != 2) {
       return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "not_a_pair_type",
                                     "The hosts serve " + types[0] +
@@ -125,13 +106,7 @@ core::Result<HostPair> HostRegistry::LinkPair(const std::string& actor_id, const
                                         "2-host GPU type are linked in pairs.")
                             .WithDetail("gpu_type", types[0]));
     }
-    GPUWERK_TRY(tx.Exec("INSERT INTO host_pairs (id, created_at) VALUES (?, ?)", {id, now}));
-    for (int64_t node = 0; node < 2; ++node) {
-      GPUWERK_TRY(tx.Exec(
-          "INSERT INTO host_pair_members (host_id, pair_id, node_index, rail_address) VALUES "
-          "(?, ?, ?, ?)",
-          {ids[static_cast<size_t>(node)], id, node, rails[static_cast<size_t>(node)]}));
-    }
+    GPUWERK_TRY(HostPairTable::Insert(tx, id, now, ids, rails));
     GPUWERK_TRY(store::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = actor_id,
@@ -141,7 +116,7 @@ core::Result<HostPair> HostRegistry::LinkPair(const std::string& actor_id, const
          .detail = {{"gpu_type", types[0]},
                     {"hosts", nlohmann::json::array({node0.host_name, node1.host_name})},
                     {"rail_addresses", rails}}}));
-    GPUWERK_ASSIGN_OR_RETURN(auto pair, LoadPair(tx, id));
+    GPUWERK_ASSIGN_OR_RETURN(auto pair, HostPairTable::Load(tx, id));
     return std::move(*pair);
   });
 }
@@ -153,14 +128,12 @@ core::Result<HostPairPage> HostRegistry::ListPairs(int page) {
   return db_.Read([&](store::Transaction& tx) -> core::Result<HostPairPage> {
     HostPairPage out;
     out.page = page;
-    GPUWERK_ASSIGN_OR_RETURN(auto count, tx.QueryOne("SELECT COUNT(*) FROM host_pairs"));
-    out.total = count->Int(0);
+    GPUWERK_ASSIGN_OR_RETURN(out.total, HostPairTable::Count(tx));
     out.pages = static_cast<int>(std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize));
     GPUWERK_ASSIGN_OR_RETURN(
-        auto rows, tx.Query("SELECT id FROM host_pairs ORDER BY created_at, id LIMIT ? OFFSET ?",
-                            {int64_t{kPageSize}, int64_t{(page - 1) * kPageSize}}));
-    for (const auto& r : rows) {
-      GPUWERK_ASSIGN_OR_RETURN(auto pair, LoadPair(tx, r.Text(0)));
+        auto ids, HostPairTable::ListIds(tx, kPageSize, int64_t{(page - 1) * kPageSize}));
+    for (const auto& pair_id : ids) {
+      GPUWERK_ASSIGN_OR_RETURN(auto pair, HostPairTable::Load(tx, pair_id));
       if (pair) out.items.push_back(std::move(*pair));
     }
     return out;
@@ -170,7 +143,7 @@ core::Result<HostPairPage> HostRegistry::ListPairs(int page) {
 core::Result<HostPair> HostRegistry::UnlinkPair(const std::string& actor_id, std::string_view id,
                                                 const std::string& source_address) {
   return db_.Write([&](store::Transaction& tx) -> core::Result<HostPair> {
-    GPUWERK_ASSIGN_OR_RETURN(auto pair, LoadPair(tx, std::string(id)));
+    GPUWERK_ASSIGN_OR_RETURN(auto pair, HostPairTable::Load(tx, std::string(id)));
     if (!pair) return core::NotFound("Host pair");
     if (!pair->instance_id.empty()) {
       return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "host_in_use",
@@ -178,8 +151,7 @@ core::Result<HostPair> HostRegistry::UnlinkPair(const std::string& actor_id, std
                                     "once that instance is deleted.")
                             .WithDetail("instance_id", pair->instance_id));
     }
-    GPUWERK_TRY(tx.Exec("DELETE FROM host_pair_members WHERE pair_id = ?", {pair->id}));
-    GPUWERK_TRY(tx.Exec("DELETE FROM host_pairs WHERE id = ?", {pair->id}));
+    GPUWERK_TRY(HostPairTable::Delete(tx, pair->id));
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& m : pair->members) hosts.push_back(m.host_name);
     GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,

@@ -2,8 +2,15 @@
 
 #include "core/fault_point.h"
 #include "sched/host_registry.h"
+#include "sched/instance_table.h"
+#include "sched/internal/billing_session_table.h"
+#include "sched/internal/gpu_type_table.h"
+#include "sched/internal/host_table.h"
 #include "sched/internal/instance_rows.h"
 #include "sched/internal/launch.h"
+#include "sched/internal/placement_table.h"
+#include "sched/internal/queue_entry_table.h"
+#include "sched/queue_service.h"
 #include "store/audit_log.h"
 
 namespace gpuwerk::sched {
@@ -30,16 +37,25 @@ core::Error Offline(const std::string& gpu_type) {
       .WithDetail("gpu_type", gpu_type);
 }
 
-/// The live instance of `person_id` with this id or name; nullopt when none.
+/// The id of `person_id`'s live instance with this id or name; nullopt when none.
 core::Result<std::optional<std::string>> FindLive(store::Transaction& tx,
                                                   const std::string& person_id,
                                                   std::string_view id_or_name) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto row, tx.QueryOne("SELECT id FROM instances WHERE person_id = ? AND deleted_at IS NULL "
-                            "AND (id = ? OR name = ?) ORDER BY created_at LIMIT 1",
-                            {person_id, std::string(id_or_name), std::string(id_or_name)}));
+  GPUWERK_ASSIGN_OR_RETURN(auto row,
+                           InstanceTable::FindLive(tx, person_id, std::string(id_or_name)));
   if (!row) return std::optional<std::string>();
-  return std::optional<std::string>(row->Text(0));
+  return std::optional<std::string>(row->id);
+}
+
+int PagesOf(int64_t total) {
+  return static_cast<int>(std::max<int64_t>(1, (total + kPageSize - 1) / kPageSize));
+}
+
+core::Result<void> CheckPage(int page) {
+  if (page < 1 || page > 1'000'000) {
+    return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
+  }
+  return {};
 }
 
 }  // namespace
@@ -49,48 +65,67 @@ core::Result<Instance> InstanceService::Create(const std::string& person_id, std
                                                std::string_view gpu_type,
                                                const std::string& source_address,
                                                const InTransaction& in_tx) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto created, CreateIfOnline(person_id, name, ssh_key_id, gpu_type, source_address, in_tx));
+  if (!created) return core::Fail(Offline(std::string(gpu_type)));
+  return std::move(*created);
+}
+
+core::Result<CreateOutcome> InstanceService::CreateOrJoinQueue(
+    QueueService& queue, const std::string& person_id, std::string_view name,
+    std::string_view ssh_key_id, std::string_view gpu_type, const std::string& source_address,
+    const InTransaction& on_create, const QueueService::InTransaction& on_join) {
+  GPUWERK_ASSIGN_OR_RETURN(auto created, CreateIfOnline(person_id, name, ssh_key_id, gpu_type,
+                                                        source_address, on_create));
+  if (created) return CreateOutcome{.instance = std::move(*created)};
+  // Issue 5: choosing a type that is not online enters its queue directly.
+  GPUWERK_ASSIGN_OR_RETURN(
+      QueueEntry entry, queue.Join(person_id, gpu_type, name, ssh_key_id, source_address, on_join));
+  return CreateOutcome{.queue_entry = std::move(entry)};
+}
+
+core::Result<std::optional<Instance>> InstanceService::CreateIfOnline(
+    const std::string& person_id, std::string_view name, std::string_view ssh_key_id,
+    std::string_view gpu_type, const std::string& source_address, const InTransaction& in_tx) {
   GPUWERK_TRY(ValidateDnsLabel(name, "An instance name"));
   // The placement's UNIQUE(host_id) makes a concurrent create that took the same host lose with
-  // constraint_violation; it retries once against the hosts still free.
+  // the store's conflict; it retries once against the hosts still free.
   for (int attempt = 0;; ++attempt) {
     auto created = CreateOnce(person_id, std::string(name), std::string(ssh_key_id),
                               std::string(gpu_type), source_address, in_tx);
     if (created) {
-      core::FaultPoint("instance_row_written");
-      WakeHost(*created);
+      if (*created) {
+        core::FaultPoint("instance_row_written");
+        WakeHost(**created);
+      }
       return created;
     }
-    if (created.error().api_code != "constraint_violation") return created;
+    if (!internal::IsStoreConflict(created.error())) return created;
     if (attempt >= 1) return core::Fail(NoCapacity(std::string(gpu_type)));
   }
 }
 
-core::Result<Instance> InstanceService::CreateOnce(
+core::Result<std::optional<Instance>> InstanceService::CreateOnce(
     const std::string& person_id, const std::string& name, const std::string& ssh_key_id,
     const std::string& gpu_type, const std::string& source_address, const InTransaction& in_tx) {
   const int64_t now = clock_.NowUnix();
-  return db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
-    GPUWERK_ASSIGN_OR_RETURN(auto key, tx.QueryOne("SELECT id FROM ssh_keys WHERE id = ? AND "
-                                                   "person_id = ?",
-                                                   {ssh_key_id, person_id}));
-    if (!key) return core::NotFound("SSH key");
-    GPUWERK_ASSIGN_OR_RETURN(internal::TypeRow type, internal::LoadType(tx, gpu_type));
+  return db_.Write([&](store::Transaction& tx) -> core::Result<std::optional<Instance>> {
+    GPUWERK_TRY(internal::OwnKeyLine(tx, person_id, ssh_key_id));
+    GPUWERK_ASSIGN_OR_RETURN(GpuTypeConfig type, internal::LoadType(tx, gpu_type));
     GPUWERK_TRY(internal::CheckNameFree(tx, person_id, name));
-    GPUWERK_ASSIGN_OR_RETURN(internal::Capacity capacity,
-                             internal::LoadCapacity(tx, gpu_type, type.hosts_per_instance, now,
-                                                    options_.host_unknown_after_seconds));
-    if (!capacity.online) return core::Fail(Offline(gpu_type));
+    GPUWERK_ASSIGN_OR_RETURN(
+        internal::Capacity capacity,
+        internal::HostTable::LoadCapacity(tx, gpu_type, type.hosts_per_instance, now,
+                                          options_.host_unknown_after_seconds));
+    if (!capacity.online) return std::optional<Instance>();
     // People already waiting for this type come first: a slot is only free for a direct
     // create when more instances fit than there are open entries (docs/queue.md).
-    GPUWERK_ASSIGN_OR_RETURN(auto waiting,
-                             tx.QueryOne("SELECT COUNT(*) FROM queue_entries WHERE gpu_type = ? "
-                                         "AND status = 'open'",
-                                         {gpu_type}));
-    const int64_t ahead = waiting->Int(0);
+    GPUWERK_ASSIGN_OR_RETURN(const int64_t ahead,
+                             internal::QueueEntryTable::CountOpen(tx, gpu_type));
     if (capacity.free_slots <= ahead) return core::Fail(NoCapacity(gpu_type));
     GPUWERK_ASSIGN_OR_RETURN(
-        auto slots, internal::FreeSlots(tx, gpu_type, type.hosts_per_instance, ahead + 1, now,
-                                        options_.host_unknown_after_seconds));
+        auto slots, internal::HostTable::FreeSlots(tx, gpu_type, type.hosts_per_instance, ahead + 1,
+                                                   now, options_.host_unknown_after_seconds));
     if (static_cast<int64_t>(slots.size()) <= ahead) return core::Fail(NoCapacity(gpu_type));
     std::vector<std::string> hosts = std::move(slots[static_cast<size_t>(ahead)].host_ids);
     GPUWERK_ASSIGN_OR_RETURN(std::string id,
@@ -105,31 +140,23 @@ core::Result<Instance> InstanceService::CreateOnce(
     GPUWERK_ASSIGN_OR_RETURN(
         auto out, internal::LoadInstance(tx, id, now, options_.host_unknown_after_seconds));
     if (in_tx) GPUWERK_TRY(in_tx(tx, *out));
-    return std::move(*out);
+    return out;
   });
 }
 
 core::Result<InstancePage> InstanceService::List(const std::string& person_id, int page) {
-  if (page < 1 || page > 1'000'000) {
-    return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
-  }
+  GPUWERK_TRY(CheckPage(page));
   const int64_t now = clock_.NowUnix();
   return db_.Read([&](store::Transaction& tx) -> core::Result<InstancePage> {
     InstancePage out;
     out.page = page;
-    GPUWERK_ASSIGN_OR_RETURN(auto count,
-                             tx.QueryOne("SELECT COUNT(*) FROM instances WHERE person_id = ? AND "
-                                         "deleted_at IS NULL",
-                                         {person_id}));
-    out.total = count->Int(0);
-    out.pages = std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize);
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto rows, tx.Query("SELECT id FROM instances WHERE person_id = ? AND deleted_at IS NULL "
-                            "ORDER BY created_at, id LIMIT ? OFFSET ?",
-                            {person_id, int64_t{kPageSize}, int64_t{(page - 1) * kPageSize}}));
+    GPUWERK_ASSIGN_OR_RETURN(out.total, InstanceTable::CountLive(tx, person_id));
+    out.pages = PagesOf(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(auto rows, InstanceTable::ListLive(tx, person_id, kPageSize,
+                                                                int64_t{(page - 1) * kPageSize}));
     for (const auto& r : rows) {
       GPUWERK_ASSIGN_OR_RETURN(
-          auto in, internal::LoadInstance(tx, r.Text(0), now, options_.host_unknown_after_seconds));
+          auto in, internal::LoadInstance(tx, r.id, now, options_.host_unknown_after_seconds));
       if (in) out.items.push_back(std::move(*in));
     }
     return out;
@@ -156,29 +183,23 @@ core::Result<Instance> InstanceService::Restart(const std::string& person_id,
   auto result = db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
     GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
     if (!id) return core::NotFound("Instance");
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT desired, status, name, restart_generation FROM instances "
-                              "WHERE id = ?",
-                              {*id}));
-    if (row->Text(0) == "deleted") {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(tx, *id));
+    if (row->desired == DesiredState::kDeleted) {
       return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_deleting",
                         "This instance is being deleted; it cannot be restarted.");
     }
-    if (row->Text(1) == "failed") {
+    if (row->status == InstanceStatus::kFailed) {
       return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_failed",
                         "This instance failed to start; delete it and create a new one.");
     }
-    GPUWERK_TRY(
-        tx.Exec("UPDATE instances SET restart_generation = restart_generation + 1, "
-                "status = 'restarting', status_reason = '' WHERE id = ?",
-                {*id}));
+    GPUWERK_TRY(InstanceTable::BumpRestart(tx, *id));
     GPUWERK_TRY(store::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = person_id,
          .action = "instance.restart",
          .target = *id,
          .source_address = source_address,
-         .detail = {{"name", row->Text(2)}, {"restart_generation", row->Int(3) + 1}}}));
+         .detail = {{"name", row->name}, {"restart_generation", row->restart_generation + 1}}}));
     GPUWERK_ASSIGN_OR_RETURN(
         auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
     return std::move(*in);
@@ -194,26 +215,17 @@ core::Result<Instance> InstanceService::Delete(const std::string& person_id,
   auto result = db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
     GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
     if (!id) return core::NotFound("Instance");
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT desired, name, billing_session_id FROM instances WHERE "
-                              "id = ?",
-                              {*id}));
-    if (row->Text(0) != "deleted") {
-      GPUWERK_TRY(
-          tx.Exec("UPDATE instances SET desired = 'deleted', status = 'deleting', "
-                  "status_reason = '' WHERE id = ?",
-                  {*id}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(tx, *id));
+    if (row->desired != DesiredState::kDeleted) {
+      GPUWERK_TRY(InstanceTable::MarkDeleting(tx, *id));
       // the session ends when the delete is asked for, not when the container is gone.
-      GPUWERK_TRY(
-          tx.Exec("UPDATE billing_sessions SET ended_at = ? WHERE id = ? AND ended_at "
-                  "IS NULL",
-                  {now, row->Text(2)}));
+      GPUWERK_TRY(internal::BillingSessionTable::End(tx, row->billing_session_id, now));
       GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = person_id,
                                       .action = "instance.delete",
                                       .target = *id,
                                       .source_address = source_address,
-                                      .detail = {{"name", row->Text(1)}}}));
+                                      .detail = {{"name", row->name}}}));
       GPUWERK_TRY(internal::FinalizeIfGone(tx, clock_, rng_, *id));
     }
     GPUWERK_ASSIGN_OR_RETURN(
@@ -231,41 +243,60 @@ void InstanceService::WakeHost(const Instance& instance) {
 core::Result<std::vector<GpuType>> InstanceService::GpuTypes() {
   const int64_t now = clock_.NowUnix();
   return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<GpuType>> {
+    GPUWERK_ASSIGN_OR_RETURN(auto types, internal::GpuTypeTable::List(tx));
+    return GpuTypesNow(tx, types, now);
+  });
+}
+
+core::Result<GpuTypePage> InstanceService::GpuTypesPage(int page) {
+  GPUWERK_TRY(CheckPage(page));
+  const int64_t now = clock_.NowUnix();
+  return db_.Read([&](store::Transaction& tx) -> core::Result<GpuTypePage> {
+    GpuTypePage out;
+    out.page = page;
+    GPUWERK_ASSIGN_OR_RETURN(out.total, internal::GpuTypeTable::Count(tx));
+    out.pages = PagesOf(out.total);
     GPUWERK_ASSIGN_OR_RETURN(
-        auto rows,
-        tx.Query("SELECT g.name, g.description, g.hosts_per_instance, g.price_minor_per_hour, "
-                 "g.currency, (SELECT COUNT(*) FROM queue_entries q WHERE q.gpu_type = g.name "
-                 "AND q.status = 'open') FROM gpu_types g ORDER BY g.name"));
-    std::vector<GpuType> out;
-    for (const auto& r : rows) {
-      GPUWERK_ASSIGN_OR_RETURN(internal::Capacity capacity,
-                               internal::LoadCapacity(tx, r.Text(0), r.Int(2), now,
-                                                      options_.host_unknown_after_seconds));
-      out.push_back(GpuType{.name = r.Text(0),
-                            .description = r.Text(1),
-                            .hosts_per_instance = r.Int(2),
-                            .price_minor_per_hour = r.Int(3),
-                            .currency = r.Text(4),
-                            .free_instances = std::max<int64_t>(0, capacity.free_slots - r.Int(5)),
-                            .online = capacity.online,
-                            .online_hosts = capacity.heard_hosts,
-                            .queued = r.Int(5),
-                            .hosts = capacity.hosts,
-                            .pairs = capacity.pairs});
-    }
+        auto types, internal::GpuTypeTable::List(tx, kPageSize, int64_t{(page - 1) * kPageSize}));
+    GPUWERK_ASSIGN_OR_RETURN(out.items, GpuTypesNow(tx, types, now));
     return out;
   });
+}
+
+core::Result<std::vector<GpuType>> InstanceService::GpuTypesNow(
+    store::Transaction& tx, const std::vector<GpuTypeConfig>& types, int64_t now) {
+  std::vector<GpuType> out;
+  for (const auto& t : types) {
+    GPUWERK_ASSIGN_OR_RETURN(const int64_t queued,
+                             internal::QueueEntryTable::CountOpen(tx, t.name));
+    GPUWERK_ASSIGN_OR_RETURN(internal::Capacity capacity, internal::HostTable::LoadCapacity(
+                                                              tx, t.name, t.hosts_per_instance, now,
+                                                              options_.host_unknown_after_seconds));
+    out.push_back(GpuType{.name = t.name,
+                          .description = t.description,
+                          .hosts_per_instance = t.hosts_per_instance,
+                          .price_minor_per_hour = t.price_minor_per_hour,
+                          .currency = t.currency,
+                          .free_instances = std::max<int64_t>(0, capacity.free_slots - queued),
+                          .online = capacity.online,
+                          .online_hosts = capacity.heard_hosts,
+                          .queued = queued,
+                          .hosts = capacity.hosts,
+                          .pairs = capacity.pairs});
+  }
+  return out;
 }
 
 core::Result<int64_t> InstanceService::MarkUnknownHosts(int64_t now_unix) {
   const int64_t since = now_unix - options_.host_unknown_after_seconds;
   return db_.Write([&](store::Transaction& tx) -> core::Result<int64_t> {
-    return tx.Exec(
-        "UPDATE instances SET status = 'unknown', status_reason = 'host not heard from' WHERE "
-        "deleted_at IS NULL AND desired = 'running' AND status NOT IN ('failed', 'unknown') AND "
-        "id IN (SELECT p.instance_id FROM placements p JOIN hosts h ON h.id = p.host_id WHERE "
-        "h.last_seen_at IS NULL OR h.last_seen_at < ?)",
-        {since});
+    GPUWERK_ASSIGN_OR_RETURN(auto ids, internal::PlacementTable::InstancesOnSilentHosts(tx, since));
+    int64_t changed = 0;
+    for (const auto& id : ids) {
+      GPUWERK_ASSIGN_OR_RETURN(bool marked, InstanceTable::MarkUnknown(tx, id));
+      if (marked) ++changed;
+    }
+    return changed;
   });
 }
 

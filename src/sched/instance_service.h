@@ -9,7 +9,10 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "keys/ssh_key_registry.h"
 #include "sched/desired_state_notifier.h"
+#include "sched/host_registry.h"
+#include "sched/queue_service.h"
 #include "sched/sched_options.h"
 #include "store/database.h"
 
@@ -69,6 +72,20 @@ struct GpuType {
   int64_t pairs = 0;         ///< linked pairs of hosts of the type (2-host types)
 };
 
+/// One page of GPU types, by name (the operator's list).
+struct GpuTypePage {
+  std::vector<GpuType> items;
+  int page = 1;
+  int pages = 1;
+  int64_t total = 0;
+};
+
+/// What InstanceService::CreateOrJoinQueue did: exactly one of the two is set.
+struct CreateOutcome {
+  std::optional<Instance> instance;       ///< created (the type was online)
+  std::optional<QueueEntry> queue_entry;  ///< queued instead (the type was not online)
+};
+
 /// A person's instances: create (placing them on free hosts atomically), list, show, restart,
 /// delete. Desired state lives here; AgentSync feeds back what the hosts observe. Every change
 /// is audited. Thread-safe (state lives in the store).
@@ -99,6 +116,16 @@ class InstanceService {
   core::Result<Instance> Create(const std::string& person_id, std::string_view name,
                                 std::string_view ssh_key_id, std::string_view gpu_type,
                                 const std::string& source_address, const InTransaction& in_tx = {});
+  /// Create(), except that a GPU type that is not online (GpuType::online) is joined through
+  /// its queue instead (issue 5: QueueService::Join with the same name and key; the entry may
+  /// be launched at once). `on_create` runs in the create's transaction, `on_join` in the
+  /// join's. Errors: Create's except gpu_type_offline; Join's.
+  core::Result<CreateOutcome> CreateOrJoinQueue(QueueService& queue, const std::string& person_id,
+                                                std::string_view name, std::string_view ssh_key_id,
+                                                std::string_view gpu_type,
+                                                const std::string& source_address,
+                                                const InTransaction& on_create = {},
+                                                const QueueService::InTransaction& on_join = {});
   /// The person's live instances (not yet finally deleted), 15 a page, oldest first.
   /// Errors: invalid_page.
   core::Result<InstancePage> List(const std::string& person_id, int page);
@@ -117,6 +144,8 @@ class InstanceService {
                                 const std::string& source_address);
   /// Every GPU type with its capacity now, by name.
   core::Result<std::vector<GpuType>> GpuTypes();
+  /// GpuTypes(), 15 a page (1-based), paged in the store. Errors: invalid_page; the store's.
+  core::Result<GpuTypePage> GpuTypesPage(int page);
   /// Persists `unknown` for live instances whose hosts were not heard from for
   /// host_unknown_after_seconds before `now_unix`. Returns how many changed. Errors: the store's.
   core::Result<int64_t> MarkUnknownHosts(int64_t now_unix);
@@ -124,9 +153,18 @@ class InstanceService {
   const SchedOptions& options() const { return options_; }
 
  private:
-  core::Result<Instance> CreateOnce(const std::string& person_id, const std::string& name,
-                                    const std::string& ssh_key_id, const std::string& gpu_type,
-                                    const std::string& source_address, const InTransaction& in_tx);
+  /// Create(); nullopt when the type is not online (nothing created).
+  core::Result<std::optional<Instance>> CreateIfOnline(
+      const std::string& person_id, std::string_view name, std::string_view ssh_key_id,
+      std::string_view gpu_type, const std::string& source_address, const InTransaction& in_tx);
+  /// One try of CreateIfOnline in one write transaction.
+  core::Result<std::optional<Instance>> CreateOnce(
+      const std::string& person_id, const std::string& name, const std::string& ssh_key_id,
+      const std::string& gpu_type, const std::string& source_address, const InTransaction& in_tx);
+  /// `types` with their capacity and queue now, within `tx`.
+  core::Result<std::vector<GpuType>> GpuTypesNow(store::Transaction& tx,
+                                                 const std::vector<GpuTypeConfig>& types,
+                                                 int64_t now);
   void WakeHost(const Instance& instance);
 
   store::Database& db_;
@@ -135,5 +173,11 @@ class InstanceService {
   SchedOptions options_;
   DesiredStateNotifier* notifier_;
 };
+
+/// What holds `person_id`'s SSH key `key_id`: their live instances and open queue entries,
+/// by name. What keys::SshKeyRegistry asks before a delete (app/ wires it in). Errors: the
+/// store's.
+core::Result<keys::KeyUse> KeyUsers(store::Transaction& tx, const std::string& person_id,
+                                    const std::string& key_id);
 
 }  // namespace gpuwerk::sched

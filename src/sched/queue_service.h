@@ -114,6 +114,25 @@ class QueueService {
   core::Result<DrainResult> DrainAll();
 
  private:
+  /// What a committed drain must announce.
+  struct DrainEffects {
+    std::vector<std::string> woken_hosts;  ///< hosts that got an instance
+    bool mailed = false;                   ///< mail was enqueued
+  };
+  /// The node-0 host name of the first free slot of `gpu_type` (among `freed_hosts`' slots when
+  /// not empty), in a read transaction; nullopt when the type has no open entry or no free slot.
+  core::Result<std::optional<std::string>> FirstFreeSlot(
+      const std::string& gpu_type, const std::vector<std::string>& freed_hosts, int64_t now);
+  /// The drain's write transaction: walks free slots from `first_slot` and open entries by seq
+  /// and launches or passes over each entry until either runs out.
+  core::Result<DrainResult> DrainInTransaction(store::Transaction& tx, const std::string& gpu_type,
+                                               const std::vector<std::string>& freed_hosts,
+                                               const std::string& first_slot, int64_t now,
+                                               DrainEffects& effects);
+  /// After the commit: wakes the hosts' agents and the mail worker, logs the launches.
+  void Announce(const std::string& gpu_type, const DrainResult& result,
+                const DrainEffects& effects);
+
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;

@@ -2,6 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "keys/ssh_key_table.h"
+#include "sched/instance_table.h"
+#include "sched/internal/billing_session_table.h"
+#include "sched/internal/observed_container_table.h"
+#include "sched/internal/placement_table.h"
+#include "sched/internal/queue_entry_table.h"
 #include "store/audit_log.h"
 
 namespace gpuwerk::sched::internal {
@@ -17,6 +23,23 @@ std::string NodeStatus(const NodeView& n, int64_t restart_generation) {
   if (n.state == "exited" || n.state == "dead") return restart_pending ? "restarting" : "exited";
   if (n.state == "running" && n.ssh_ready && !restart_pending) return "running";
   return restart_pending ? "restarting" : "provisioning";
+}
+
+/// The address the agent publishes sshd ports on, from its inventory JSON; older agents: their
+/// first address; "127.0.0.1" when the inventory says neither.
+std::string SshAddress(const std::string& inventory_text) {
+  auto inventory = nlohmann::json::parse(inventory_text, nullptr, false);
+  if (inventory.is_object() && inventory.contains("ssh_address") &&
+      inventory["ssh_address"].is_string() &&
+      !inventory["ssh_address"].get<std::string>().empty()) {
+    return inventory["ssh_address"].get<std::string>();
+  }
+  if (inventory.is_object() && inventory.contains("addresses") &&
+      inventory["addresses"].is_array() && !inventory["addresses"].empty() &&
+      inventory["addresses"][0].is_string()) {
+    return inventory["addresses"][0].get<std::string>();
+  }
+  return "127.0.0.1";
 }
 
 }  // namespace
@@ -60,67 +83,45 @@ std::pair<std::string, std::string> DeriveStatus(const std::string& desired,
 
 core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const std::string& id,
                                                    int64_t now, int64_t unknown_after) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto row,
-      tx.QueryOne(
-          "SELECT i.id, i.name, i.status, i.status_reason, i.hostname, i.gpu_type, i.desired, "
-          "i.restart_generation, i.ssh_key_id, k.name, k.fingerprint, i.billing_session_id, "
-          "b.started_at, i.created_at, i.deleted_at FROM instances i "
-          "LEFT JOIN ssh_keys k ON k.id = i.ssh_key_id "
-          "LEFT JOIN billing_sessions b ON b.id = i.billing_session_id WHERE i.id = ?",
-          {id}));
+  GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(tx, id));
   if (!row) return std::optional<Instance>();
-  const store::Row& r = *row;
-  Instance in{.id = r.Text(0),
-              .name = r.Text(1),
-              .status = r.Text(2),
-              .status_reason = r.Text(3),
-              .hostname = r.Text(4),
-              .gpu_type = r.Text(5),
-              .desired = r.Text(6),
-              .restart_generation = r.Int(7),
-              .ssh_key_id = r.Text(8),
-              .ssh_key_name = r.Text(9),
-              .ssh_key_fingerprint = r.Text(10),
-              .billing_session_id = r.Text(11),
-              .billing_started_at = r.Int(12),
-              .created_at = r.Int(13),
-              .deleted_at = r.OptInt(14)};
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto nodes_rows,
-      tx.Query("SELECT p.node_index, h.name, h.last_seen_at, h.engine_error, h.gpu_required, "
-               "h.inventory, o.state, o.ssh_ready, o.restart_generation, o.error, o.ssh_port, "
-               "o.container_id FROM placements p JOIN hosts h ON h.id = p.host_id "
-               "LEFT JOIN observed_containers o ON o.instance_id = p.instance_id AND "
-               "o.node_index = p.node_index WHERE p.instance_id = ? ORDER BY p.node_index",
-               {id}));
+  const InstanceRow& r = *row;
+  Instance in{.id = r.id,
+              .name = r.name,
+              .status = std::string(ToString(r.status)),
+              .status_reason = r.status_reason,
+              .hostname = r.hostname,
+              .gpu_type = r.gpu_type,
+              .desired = std::string(ToString(r.desired)),
+              .restart_generation = r.restart_generation,
+              .ssh_key_id = r.ssh_key_id,
+              .billing_session_id = r.billing_session_id,
+              .created_at = r.created_at,
+              .deleted_at = r.deleted_at};
+  GPUWERK_ASSIGN_OR_RETURN(auto key, keys::SshKeyTable::Find(tx, r.ssh_key_id));
+  if (key) {
+    in.ssh_key_name = key->name;
+    in.ssh_key_fingerprint = key->fingerprint;
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto started, BillingSessionTable::StartedAt(tx, r.billing_session_id));
+  in.billing_started_at = started.value_or(0);
+  GPUWERK_ASSIGN_OR_RETURN(auto node_rows, PlacementTable::NodesOf(tx, id));
   std::vector<NodeView> nodes;
-  for (const auto& n : nodes_rows) {
-    NodeView v{.node_index = n.Int(0),
-               .host_name = n.Text(1),
-               .host_last_seen_at = n.OptInt(2),
-               .host_engine_error = n.Text(3),
-               .observed = !n.IsNull(11),
-               .state = n.Text(6),
-               .ssh_ready = n.Int(7) != 0,
-               .restart_generation = n.Int(8),
-               .error = n.Text(9)};
+  for (const auto& n : node_rows) {
+    NodeView v{.node_index = n.node_index,
+               .host_name = n.host_name,
+               .host_last_seen_at = n.host_last_seen_at,
+               .host_engine_error = n.host_engine_error,
+               .observed = n.observed,
+               .state = n.state,
+               .ssh_ready = n.ssh_ready,
+               .restart_generation = n.restart_generation,
+               .error = n.error};
     in.hosts.push_back(v.host_name);
-    if (n.Int(4) == 0) in.gpu_attached = false;
+    if (!n.host_gpu_required) in.gpu_attached = false;
     if (v.node_index == 0) {
-      in.ssh_address = "127.0.0.1";
-      auto inventory = nlohmann::json::parse(n.Text(5), nullptr, false);
-      // The address the agent publishes sshd ports on; older agents: their first address.
-      if (inventory.is_object() && inventory.contains("ssh_address") &&
-          inventory["ssh_address"].is_string() &&
-          !inventory["ssh_address"].get<std::string>().empty()) {
-        in.ssh_address = inventory["ssh_address"].get<std::string>();
-      } else if (inventory.is_object() && inventory.contains("addresses") &&
-                 inventory["addresses"].is_array() && !inventory["addresses"].empty() &&
-                 inventory["addresses"][0].is_string()) {
-        in.ssh_address = inventory["addresses"][0].get<std::string>();
-      }
-      in.ssh_port = v.observed ? n.Int(10) : 0;
+      in.ssh_address = SshAddress(n.host_inventory);
+      in.ssh_port = v.observed ? n.ssh_port : 0;
     }
     nodes.push_back(std::move(v));
   }
@@ -133,24 +134,37 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
 
 core::Result<bool> FinalizeIfGone(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                                   const std::string& id) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto row, tx.QueryOne("SELECT i.person_id, i.name, (SELECT COUNT(*) FROM placements p "
-                            "WHERE p.instance_id = i.id) FROM instances i WHERE i.id = ? AND "
-                            "i.desired = 'deleted' AND i.deleted_at IS NULL",
-                            {id}));
-  if (!row || row->Int(2) != 0) return false;
-  GPUWERK_TRY(
-      tx.Exec("UPDATE instances SET deleted_at = ?, status = 'deleted', status_reason = "
-              "'' WHERE id = ?",
-              {clock.NowUnix(), id}));
-  GPUWERK_TRY(tx.Exec("DELETE FROM observed_containers WHERE instance_id = ?", {id}));
+  GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(tx, id));
+  if (!row || row->desired != DesiredState::kDeleted || row->deleted_at) return false;
+  GPUWERK_ASSIGN_OR_RETURN(int64_t holding, PlacementTable::CountOf(tx, id));
+  if (holding != 0) return false;
+  GPUWERK_TRY(InstanceTable::MarkFinallyDeleted(tx, id, clock.NowUnix()));
+  GPUWERK_TRY(ObservedContainerTable::DeleteOf(tx, id));
   GPUWERK_TRY(store::RecordAudit(tx, clock, rng,
                                  {.actor_id = "",
                                   .action = "instance.deleted",
                                   .target = id,
                                   .source_address = "system",
-                                  .detail = {{"name", row->Text(1)}, {"owner", row->Text(0)}}}));
+                                  .detail = {{"name", row->name}, {"owner", row->person_id}}}));
   return true;
 }
 
 }  // namespace gpuwerk::sched::internal
+
+namespace gpuwerk::sched {
+
+using internal::QueueEntryTable;
+
+core::Result<keys::KeyUse> KeyUsers(store::Transaction& tx, const std::string& person_id,
+                                    const std::string& key_id) {
+  keys::KeyUse use;
+  GPUWERK_ASSIGN_OR_RETURN(auto instances, InstanceTable::ListLiveWithKey(tx, person_id, key_id));
+  for (const auto& in : instances) use.instances.push_back(in.name);
+  GPUWERK_ASSIGN_OR_RETURN(auto entries, QueueEntryTable::ListOpenWithKey(tx, person_id, key_id));
+  for (const auto& e : entries) {
+    use.queue_entries.push_back({.id = e.id, .name = e.name, .gpu_type = e.gpu_type});
+  }
+  return use;
+}
+
+}  // namespace gpuwerk::sched

@@ -1,0 +1,99 @@
+#include "keys/ssh_key_table.h"
+
+namespace gpuwerk::keys {
+namespace {
+
+constexpr const char* kColumns =
+    "id, person_id, name, key_type, bits, public_key, fingerprint, created_at";
+
+SshKey KeyFromRow(const store::Row& r) {
+  return SshKey{.id = r.Text("id"),
+                .person_id = r.Text("person_id"),
+                .name = r.Text("name"),
+                .type = r.Text("key_type"),
+                .bits = static_cast<int>(r.Int("bits")),
+                .public_key = r.Text("public_key"),
+                .fingerprint = r.Text("fingerprint"),
+                .created_at = r.Int("created_at")};
+}
+
+core::Result<std::optional<SshKey>> One(core::Result<std::optional<store::Row>> row) {
+  if (!row) return std::unexpected(row.error());
+  if (!*row) return std::optional<SshKey>();
+  return std::optional<SshKey>(KeyFromRow(**row));
+}
+
+}  // namespace
+
+core::Result<std::optional<SshKey>> SshKeyTable::Find(store::Transaction& tx,
+                                                      const std::string& id) {
+  return One(tx.QueryOne(std::string("SELECT ") + kColumns + " FROM ssh_keys WHERE id = ?", {id}));
+}
+
+core::Result<std::optional<SshKey>> SshKeyTable::FindOwned(store::Transaction& tx,
+                                                           const std::string& person_id,
+                                                           const std::string& id) {
+  return One(tx.QueryOne(
+      std::string("SELECT ") + kColumns + " FROM ssh_keys WHERE id = ? AND person_id = ?",
+      {id, person_id}));
+}
+
+core::Result<std::optional<SshKey>> SshKeyTable::FindClash(store::Transaction& tx,
+                                                           const std::string& person_id,
+                                                           const std::string& name,
+                                                           const std::string& fingerprint) {
+  return One(tx.QueryOne(std::string("SELECT ") + kColumns +
+                             " FROM ssh_keys WHERE person_id = ? AND (name = ? OR fingerprint = ?)",
+                         {person_id, name, fingerprint}));
+}
+
+core::Result<std::vector<SshKey>> SshKeyTable::FindByFingerprint(store::Transaction& tx,
+                                                                 const std::string& fingerprint) {
+  GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query(std::string("SELECT ") + kColumns +
+                                                   " FROM ssh_keys WHERE fingerprint = ?",
+                                               {fingerprint}));
+  std::vector<SshKey> out;
+  for (const auto& r : rows) out.push_back(KeyFromRow(r));
+  return out;
+}
+
+core::Result<void> SshKeyTable::Insert(store::Transaction& tx, const SshKey& key) {
+  GPUWERK_TRY(
+      tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, fingerprint, "
+              "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+              {key.id, key.person_id, key.name, key.type, static_cast<int64_t>(key.bits),
+               key.public_key, key.fingerprint, key.created_at}));
+  return {};
+}
+
+core::Result<std::pair<std::vector<SshKey>, int64_t>> SshKeyTable::ListPage(
+    store::Transaction& tx, const std::string& person_id, int64_t limit, int64_t offset) {
+  // One statement: the page and, beside each row, the total (an uncorrelated subquery, run
+  // once). Only a page past the end needs a separate count.
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto rows,
+      tx.Query(std::string("SELECT ") + kColumns +
+                   ", (SELECT COUNT(*) FROM ssh_keys WHERE person_id = ?) AS total FROM ssh_keys "
+                   "WHERE person_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+               {person_id, person_id, limit, offset}));
+  std::pair<std::vector<SshKey>, int64_t> out;
+  if (!rows.empty()) {
+    out.second = rows.front().Int("total");
+  } else {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto count,
+        tx.QueryOne("SELECT COUNT(*) AS n FROM ssh_keys WHERE person_id = ?", {person_id}));
+    out.second = count->Int("n");
+  }
+  for (const auto& r : rows) out.first.push_back(KeyFromRow(r));
+  return out;
+}
+
+core::Result<bool> SshKeyTable::Delete(store::Transaction& tx, const std::string& person_id,
+                                       const std::string& id) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      int64_t n, tx.Exec("DELETE FROM ssh_keys WHERE id = ? AND person_id = ?", {id, person_id}));
+  return n > 0;
+}
+
+}  // namespace gpuwerk::keys

@@ -1,0 +1,77 @@
+#pragma once
+
+// The named steps of AgentSync::Sync (docs/agent-protocol.md), each usable and testable alone.
+// Not for use outside src/sched/.
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "sched/agent_sync.h"
+#include "sched/internal/placement_table.h"
+#include "sched/sched_options.h"
+#include "store/database.h"
+
+namespace gpuwerk::sched::internal {
+
+/// Launches of one queue entry after which a failure no longer puts it back in the queue.
+inline constexpr int64_t kMaxQueueLaunchAttempts = 3;
+
+/// One node: (instance id, node index).
+using NodeKey = std::pair<std::string, int64_t>;
+
+/// What one sync round works with: its write transaction, the host and the time.
+struct SyncContext {
+  store::Transaction& tx;
+  core::Clock& clock;
+  core::Rng& rng;
+  const SchedOptions& options;
+  const Host& host;
+  int64_t now = 0;  ///< Unix seconds
+};
+
+/// The nodes placed on the host at the start of the round; steps take out what they finish.
+struct NodesHere {
+  std::vector<PlacedNode> placed;   ///< as read, never changed
+  std::set<NodeKey> nodes;          ///< placed nodes still held
+  std::set<std::string> instances;  ///< live instances still on the host
+};
+
+/// Why `host` must get no new instances after this sync (see Host::degraded_reason); "" if
+/// none. A create failure in the GPU runtime (C13: "nvidia", "nvml" in its message) degrades it
+/// until the operator undrains it; so does a host registered with a GPU whose agent sees none.
+std::string DegradedReason(const Host& host, const SyncReport& report);
+
+/// The host's placed nodes (only containers of these are trusted).
+core::Result<NodesHere> LoadNodesHere(SyncContext& ctx);
+
+/// Step 1, failures: each failed instance placed here is failed (its hosts and billing session
+/// freed, audited) and the queue entry it was launched from goes back to its old place;
+/// or, when its delete was asked, finalized. Its nodes leave `here`.
+core::Result<void> ApplyFailures(SyncContext& ctx, const std::vector<CreateFailure>& failures,
+                                 NodesHere& here);
+
+/// Step 2, observations: stores each reported container of a node placed here (the first
+/// report of a node counts) and forgets the nodes placed here that were not reported. Returns
+/// the nodes reported.
+core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
+                                                   const std::vector<ContainerReport>& containers,
+                                                   const NodesHere& here);
+
+/// Step 3, deletions: a node whose delete was asked and whose container is gone here frees
+/// this host; the last node finalizes its instance (which leaves `here`).
+core::Result<void> FinishDeletions(SyncContext& ctx, const std::set<NodeKey>& reported,
+                                   NodesHere& here);
+
+/// Step 4, statuses: stores the derived status of every live instance still on the host.
+core::Result<void> StoreStatuses(SyncContext& ctx, const NodesHere& here);
+
+/// The answer: host id, sync interval and the host's desired list.
+core::Result<nlohmann::json> DesiredAnswer(SyncContext& ctx);
+
+}  // namespace gpuwerk::sched::internal
