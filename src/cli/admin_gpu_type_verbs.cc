@@ -1,0 +1,81 @@
+// admin gpu-types ls|set: the operator's GPU types.
+#include <optional>
+
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+using nlohmann::json;
+
+/// The options of `admin gpu-types set`: only those given are changed.
+struct AdminGpuTypeOptions {
+  std::string name;
+  std::optional<int64_t> price_minor;
+  std::optional<int64_t> hosts_per_instance;
+  std::optional<std::string> description;
+  std::optional<std::string> currency;
+};
+
+core::Result<void> AdminGpuTypesLsVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/admin/gpu-types"));
+  if (PrintJsonIfAsked(ctx, items)) return {};
+  Table table({"NAME", "HOSTS/INSTANCE", "PRICE/H", "HOSTS", "PAIRS", "ONLINE", "FREE", "QUEUED",
+               "DESCRIPTION"});
+  for (const auto& t : items) {
+    table.AddRow({CellText(Field(t, "name")), CellText(Field(t, "hosts_per_instance")),
+                  SafeText(MoneyText(Field(t, "price"))), CellText(Field(t, "hosts")),
+                  CellText(Field(t, "pairs")), CellText(Field(t, "online")),
+                  CellText(Field(t, "free_capacity")), CellText(Field(t, "queued")),
+                  CellText(Field(t, "description"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> AdminGpuTypesSetVerb(VerbContext& ctx, const AdminGpuTypeOptions& opt) {
+  json body = json::object();
+  if (opt.price_minor) body["price_minor_per_hour"] = *opt.price_minor;
+  if (opt.hosts_per_instance) body["hosts_per_instance"] = *opt.hosts_per_instance;
+  if (opt.description) body["description"] = *opt.description;
+  if (opt.currency) body["currency"] = *opt.currency;
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(
+      json type, server.Ok("PUT", "/api/v1/admin/gpu-types/" + PathEscape(opt.name), &body));
+  if (PrintJsonIfAsked(ctx, type)) return {};
+  Print(ctx, "GPU type " + SafeText(Str(type, "name")) + ": " +
+                 CellText(Field(type, "hosts_per_instance")) + " host(s) per instance, " +
+                 SafeText(MoneyText(Field(type, "price"))) +
+                 " per hour (new billing sessions from now on).\n");
+  return {};
+}
+
+}  // namespace
+
+void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs) {
+  auto opt = std::make_shared<AdminGpuTypeOptions>();
+  CLI::App* admin_types = admin.add_subcommand("gpu-types", "Manage GPU types (R-7)");
+  admin_types->require_subcommand(1);
+  CLI::App* types_ls = admin_types->add_subcommand("ls", "List GPU types with hosts and capacity");
+  types_ls->alias("list");
+  verbs.AddTargetOptions(types_ls);
+  verbs.AddJsonFlag(types_ls);
+  verbs.OnRun(types_ls, &AdminGpuTypesLsVerb);
+  CLI::App* types_set = admin_types->add_subcommand(
+      "set", "Create a GPU type or change it (only the options given change)");
+  types_set->add_option("NAME", opt->name, "the type's name (a DNS label)")->required();
+  types_set->add_option("--price-minor", opt->price_minor,
+                        "price per hour in minor units (cents); new billing sessions only");
+  types_set->add_option("--hosts-per-instance", opt->hosts_per_instance,
+                        "1, or 2 for a linked pair (not while the type has hosts, instances or "
+                        "queue entries)");
+  types_set->add_option("--description", opt->description, "one line shown to people");
+  types_set->add_option("--currency", opt->currency, "3 lowercase letters (default usd)");
+  verbs.AddTargetOptions(types_set);
+  verbs.AddJsonFlag(types_set);
+  verbs.OnRun(types_set, [opt](VerbContext& ctx) { return AdminGpuTypesSetVerb(ctx, *opt); });
+}
+
+}  // namespace gpuwerk::cli::internal

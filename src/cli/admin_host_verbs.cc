@@ -1,0 +1,184 @@
+// admin hosts add|ls|drain|undrain|rm|link|unlink: the operator's GPU hosts and host pairs.
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+using core::ErrorCode;
+using nlohmann::json;
+
+/// The options of the admin hosts verbs.
+struct AdminHostOptions {
+  std::string name;               ///< the host's name (unlink: or the pair's id)
+  std::string gpu_type;           ///< add
+  bool no_gpu = false;            ///< add
+  std::vector<std::string> args;  ///< link: two HOST=RAIL_ADDRESS
+};
+
+core::Result<void> AdminHostsAddVerb(VerbContext& ctx, const AdminHostOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  const json body = {{"name", opt.name}, {"gpu_type", opt.gpu_type}, {"gpu_required", !opt.no_gpu}};
+  GPUWERK_ASSIGN_OR_RETURN(json host, server.Ok("POST", "/api/v1/admin/hosts", &body));
+  if (PrintJsonIfAsked(ctx, host)) return {};
+  Print(ctx, "Registered host " + SafeText(Str(host, "name")) + " (" +
+                 SafeText(Str(host, "gpu_type")) + "). Its agent token, shown only now:\n" +
+                 SafeText(Str(host, "token")) + "\n");
+  return {};
+}
+
+core::Result<void> AdminHostsDrainVerb(VerbContext& ctx, const AdminHostOptions& opt, bool drain) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json host,
+                           server.Ok("POST", "/api/v1/admin/hosts/" + PathEscape(opt.name) +
+                                                 (drain ? "/drain" : "/undrain")));
+  if (PrintJsonIfAsked(ctx, host)) return {};
+  Print(ctx, drain ? "Drained " + SafeText(Str(host, "name")) +
+                         ": it gets no new instances; those on it keep running.\n"
+                   : "Undrained " + SafeText(Str(host, "name")) + ": it takes new instances.\n");
+  return {};
+}
+
+core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json hosts, server.Ok("GET", "/api/v1/admin/hosts"));
+  const json& items = Field(hosts, "items");
+  if (PrintJsonIfAsked(ctx, items)) return {};
+  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "PROBLEM"});
+  for (const auto& h : items) {
+    // The engine being away, else why the host is degraded (C13), else nothing.
+    std::string problem = Str(h, "engine_error");
+    if (problem.empty()) problem = Str(h, "degraded_reason");
+    // "node 0 with b (rail 192.168.100.1, hpr_…)"; "-" when unpaired.
+    const json& pair = Field(h, "pair");
+    std::string pair_text = "-";
+    if (pair.is_object()) {
+      pair_text = "node " + CellText(Field(pair, "node_index")) + " with " + Str(pair, "partner") +
+                  " (rail " + Str(pair, "rail_address") + ", " + Str(pair, "id") + ")";
+    }
+    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
+                  CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
+                  CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
+                  SafeText(pair_text), SafeText(problem)});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> AdminHostsRmVerb(VerbContext& ctx, const AdminHostOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_TRY(server.Ok("DELETE", "/api/v1/admin/hosts/" + PathEscape(opt.name)));
+  Print(ctx, "Removed host " + SafeText(opt.name) +
+                 "; its agent token no longer works (a pair it was in is unlinked).\n");
+  return {};
+}
+
+/// `NAME=RAIL_IP` as a pair node of POST /api/v1/admin/host-pairs. Errors: invalid_argument.
+core::Result<json> PairNodeArg(std::string_view arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == arg.size()) {
+    return core::Fail(
+        ErrorCode::kInvalidArgument, "invalid_argument",
+        "expected HOST=RAIL_ADDRESS (e.g. spark-a=192.168.100.1), got '" + std::string(arg) + "'");
+  }
+  return json{{"name", std::string(arg.substr(0, eq))},
+              {"rail_address", std::string(arg.substr(eq + 1))}};
+}
+
+core::Result<void> AdminHostsLinkVerb(VerbContext& ctx, const AdminHostOptions& opt) {
+  if (opt.args.size() != 2) {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_argument",
+                      "give two hosts: gpuwerk admin hosts link A=RAIL_IP B=RAIL_IP (A is node 0)");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(json node0, PairNodeArg(opt.args[0]));
+  GPUWERK_ASSIGN_OR_RETURN(json node1, PairNodeArg(opt.args[1]));
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  const json body = {{"hosts", json::array({node0, node1})}};
+  GPUWERK_ASSIGN_OR_RETURN(json pair, server.Ok("POST", "/api/v1/admin/host-pairs", &body));
+  if (PrintJsonIfAsked(ctx, pair)) return {};
+  std::string members;
+  for (const auto& m : Field(pair, "hosts")) {
+    members += (members.empty() ? "" : " and ") + Str(m, "name") + " (node " +
+               CellText(Field(m, "node_index")) + ", rail " + Str(m, "rail_address") + ")";
+  }
+  Print(ctx, "Linked " + SafeText(members) + " as pair " + SafeText(Str(pair, "id")) + " for " +
+                 SafeText(Str(pair, "gpu_type")) + ".\n");
+  return {};
+}
+
+core::Result<void> AdminHostsUnlinkVerb(VerbContext& ctx, const AdminHostOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json pairs, server.All("/api/v1/admin/host-pairs"));
+  std::string id;
+  for (const auto& p : pairs) {
+    if (Str(p, "id") == opt.name) id = Str(p, "id");
+    for (const auto& m : Field(p, "hosts")) {
+      if (Str(m, "name") == opt.name) id = Str(p, "id");
+    }
+  }
+  if (id.empty()) {
+    return core::Fail(
+        ErrorCode::kNotFound, "not_found",
+        "no pair " + opt.name + " and no paired host by that name; see 'gpuwerk admin hosts ls'");
+  }
+  GPUWERK_TRY(server.Ok("DELETE", "/api/v1/admin/host-pairs/" + PathEscape(id)));
+  Print(ctx, "Unlinked pair " + SafeText(id) + "; both hosts stay registered.\n");
+  return {};
+}
+
+}  // namespace
+
+void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
+  auto opt = std::make_shared<AdminHostOptions>();
+  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
+    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
+  };
+  CLI::App* admin_hosts = admin.add_subcommand("hosts", "Manage GPU hosts");
+  admin_hosts->require_subcommand(1);
+  CLI::App* hosts_add =
+      admin_hosts->add_subcommand("add", "Register a host (its agent token is shown once)");
+  hosts_add->add_option("NAME", opt->name, "the host's name (a DNS label)")->required();
+  hosts_add->add_option("--gpu-type", opt->gpu_type, "the GPU type it serves")->required();
+  hosts_add->add_flag("--no-gpu", opt->no_gpu, "the host has no GPU (instances say so)");
+  verbs.AddTargetOptions(hosts_add);
+  verbs.AddJsonFlag(hosts_add);
+  run(hosts_add, &AdminHostsAddVerb);
+  CLI::App* hosts_ls = admin_hosts->add_subcommand("ls", "List hosts");
+  hosts_ls->alias("list");
+  verbs.AddTargetOptions(hosts_ls);
+  verbs.AddJsonFlag(hosts_ls);
+  verbs.OnRun(hosts_ls, &AdminHostsLsVerb);
+  for (const bool drain : {true, false}) {
+    CLI::App* cmd = admin_hosts->add_subcommand(
+        drain ? "drain" : "undrain",
+        drain ? "Give a host no new instances (those on it keep running)"
+              : "Let a drained or degraded host take new instances again");
+    cmd->add_option("NAME", opt->name, "the host's name")->required();
+    verbs.AddTargetOptions(cmd);
+    verbs.AddJsonFlag(cmd);
+    verbs.OnRun(cmd,
+                [opt, drain](VerbContext& ctx) { return AdminHostsDrainVerb(ctx, *opt, drain); });
+  }
+  CLI::App* hosts_rm = admin_hosts->add_subcommand(
+      "rm", "Remove a host (refused while an instance is placed on it; unlinks its pair)");
+  hosts_rm->alias("remove");
+  hosts_rm->add_option("NAME", opt->name, "the host's name")->required();
+  verbs.AddTargetOptions(hosts_rm);
+  run(hosts_rm, &AdminHostsRmVerb);
+  CLI::App* hosts_link = admin_hosts->add_subcommand(
+      "link", "Link two hosts of a 2-host GPU type into a pair: link A=RAIL_IP B=RAIL_IP");
+  hosts_link->add_option("HOSTS", opt->args, "two HOST=RAIL_ADDRESS; the first is node 0")
+      ->required()
+      ->expected(2);
+  verbs.AddTargetOptions(hosts_link);
+  verbs.AddJsonFlag(hosts_link);
+  run(hosts_link, &AdminHostsLinkVerb);
+  CLI::App* hosts_unlink = admin_hosts->add_subcommand(
+      "unlink", "Unlink a pair (refused while an instance is placed on it)");
+  hosts_unlink->add_option("PAIR", opt->name, "the pair's id, or the name of either host")
+      ->required();
+  verbs.AddTargetOptions(hosts_unlink);
+  run(hosts_unlink, &AdminHostsUnlinkVerb);
+}
+
+}  // namespace gpuwerk::cli::internal

@@ -1,0 +1,249 @@
+// instances ls|create|show|restart|rm|relay-sessions and ssh: the person's instances.
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include "cli/internal/relay_session_table.h"
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+using core::ErrorCode;
+using nlohmann::json;
+
+/// The options of the instances verbs and ssh.
+struct InstanceOptions {
+  std::string name;                   ///< the instance's name (or id)
+  std::string key;                    ///< create: the SSH key's name (or id)
+  std::string gpu_type = "spark-1x";  ///< create
+  std::vector<std::string> args;      ///< ssh: passed on to ssh
+  int page = 1;                       ///< relay-sessions --page
+};
+
+/// The instance as `instances show` prints it for people.
+void PrintInstance(VerbContext& ctx, const json& in) {
+  std::string out = "name:        " + SafeText(Str(in, "name")) + "\n" +
+                    "id:          " + SafeText(Str(in, "id")) + "\n" +
+                    "status:      " + SafeText(Str(in, "status"));
+  if (!Str(in, "status_reason").empty()) out += " (" + SafeText(Str(in, "status_reason")) + ")";
+  out += "\nhostname:    " + SafeText(Str(in, "hostname")) + "\n";
+  out += "gpu type:    " + SafeText(Str(in, "gpu_type"));
+  if (!Str(in, "gpu").empty()) out += " (" + SafeText(Str(in, "gpu")) + ")";
+  out += "\nssh key:     " + SafeText(Str(Field(in, "ssh_key"), "name")) + "\n";
+  std::string hosts;
+  for (const auto& h : Field(in, "hosts")) {
+    if (h.is_string()) hosts += (hosts.empty() ? "" : ", ") + SafeText(h.get<std::string>());
+  }
+  out += "hosts:       " + hosts + "\n";
+  out += "ssh:         " +
+         (Str(in, "ssh_command").empty() ? std::string("(not ready yet)")
+                                         : SafeText(Str(in, "ssh_command"))) +
+         "\n";
+  out += "session:     " + SafeText(Str(Field(in, "billing_session"), "id")) + " since " +
+         SafeText(Str(Field(in, "billing_session"), "started_at")) + "\n";
+  Print(ctx, out);
+}
+
+core::Result<void> InstancesLsVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/instances"));
+  if (PrintJsonIfAsked(ctx, items)) return {};
+  if (items.empty()) {
+    Print(ctx, "No instances. Create one with 'gpuwerk instances create NAME --key KEY'.\n");
+    return {};
+  }
+  Table table({"NAME", "STATUS", "GPU TYPE", "HOSTNAME", "CREATED"});
+  for (const auto& in : items) {
+    table.AddRow({CellText(Field(in, "name")), CellText(Field(in, "status")),
+                  CellText(Field(in, "gpu_type")), CellText(Field(in, "hostname")),
+                  CellText(Field(in, "created_at"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> InstancesCreateVerb(VerbContext& ctx, const InstanceOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(std::string key_id, ResolveKeyId(server, opt.key));
+  const json body = {{"name", opt.name}, {"ssh_key_id", key_id}, {"gpu_type", opt.gpu_type}};
+  auto created = server.Ok("POST", "/api/v1/instances", &body);
+  if (!created && created.error().api_code == "no_capacity") {
+    core::Error e = created.error();
+    e.message = "no " + opt.gpu_type + " host is free right now; wait in the queue with " +
+                "'gpuwerk queue join --gpu-type " + opt.gpu_type + " " + opt.name + " --key " +
+                opt.key + "'";
+    return core::Fail(std::move(e));
+  }
+  if (!created) return core::Fail(created.error());
+  json in = std::move(*created);
+  if (PrintJsonIfAsked(ctx, in)) return {};
+  if (Field(in, "queued") == true) {
+    // The type is not online: the server put the request in its queue (docs/queue.md).
+    Print(ctx, "No " + SafeText(Str(in, "gpu_type")) +
+                   " capacity is online: joined its queue at position " + PositionText(in) +
+                   " (entry " + SafeText(Str(in, "id")) + "). Instance " +
+                   SafeText(Str(in, "name")) +
+                   " is launched when capacity comes, and you get a mail.\n");
+    return {};
+  }
+  Print(ctx, "Created instance " + SafeText(Str(in, "name")) + " (" +
+                 SafeText(Str(in, "hostname")) + "), status " + SafeText(Str(in, "status")) +
+                 ". Connect with 'gpuwerk ssh " + SafeText(Str(in, "name")) + "'.\n");
+  return {};
+}
+
+core::Result<void> InstancesShowVerb(VerbContext& ctx, const InstanceOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
+  GPUWERK_ASSIGN_OR_RETURN(json in,
+                           server.Ok("GET", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  if (PrintJsonIfAsked(ctx, in)) return {};
+  PrintInstance(ctx, in);
+  return {};
+}
+
+core::Result<void> InstancesRestartVerb(VerbContext& ctx, const InstanceOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
+  const json body = json::object();
+  GPUWERK_TRY(
+      server.Ok("POST", "/api/v1/instances/" + PathEscape(Str(found, "id")) + "/restart", &body));
+  Print(ctx, "Restarting " + SafeText(Str(found, "name")) + ".\n");
+  return {};
+}
+
+core::Result<void> InstancesRmVerb(VerbContext& ctx, const InstanceOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
+  GPUWERK_TRY(server.Ok("DELETE", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  Print(ctx, "Deleting " + SafeText(Str(found, "name")) + "; its billing session has ended.\n");
+  return {};
+}
+
+/// Splits an ssh_command from the API ("ssh -p 40123 root@10.0.0.5") into words.
+std::vector<std::string> SplitWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!word.empty()) words.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) words.push_back(std::move(word));
+  return words;
+}
+
+core::Result<void> SshVerb(VerbContext& ctx, const InstanceOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
+  GPUWERK_ASSIGN_OR_RETURN(json in,
+                           server.Ok("GET", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  std::vector<std::string> words = SplitWords(Str(in, "ssh_command"));
+  if (words.size() < 2 || words[0] != "ssh") {
+    return core::Fail(ErrorCode::kFailedPrecondition, "not_ready",
+                      "instance " + opt.name + " is " + Str(in, "status") +
+                          "; it cannot take SSH connections yet");
+  }
+  // Known-hosts entries under the instance's hostname, not the address and port: ports are
+  // reused by later instances, whose new host keys would otherwise look like an attack. The
+  // first connection to an instance records its key (trust on first use, without a prompt that
+  // scripts cannot answer); a changed key later is refused as usual.
+  const std::string hostname = Str(in, "hostname");
+  if (!hostname.empty()) {
+    words.insert(words.begin() + 1,
+                 {"-o", "HostKeyAlias=" + hostname, "-o", "StrictHostKeyChecking=accept-new"});
+  }
+  for (const auto& a : opt.args) words.push_back(a);
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ctx.io.out->flush();
+  ctx.io.err->flush();
+  ::execvp("ssh", argv.data());
+  return core::Fail(ErrorCode::kUnavailable, "ssh_not_found",
+                    std::string("cannot run ssh: ") + std::strerror(errno));
+}
+
+core::Result<void> InstancesRelaySessionsVerb(VerbContext& ctx, const InstanceOptions& opt) {
+  GPUWERK_TRY(CheckPage(opt.page));
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  // A live instance by name or id; else the argument as an id (a deleted instance's history).
+  std::string id = opt.name;
+  auto found = FindInstance(server, opt.name);
+  if (found) {
+    id = Str(*found, "id");
+  } else if (found.error().api_code != "not_found") {
+    return core::Fail(found.error());
+  }
+  auto page = server.Ok("GET", "/api/v1/instances/" + PathEscape(id) +
+                                   "/relay-sessions?page=" + std::to_string(opt.page));
+  if (!page && page.error().api_code == "not_found") {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no instance named " + opt.name +
+                          " (a deleted one is found by its id); see 'gpuwerk instances ls'");
+  }
+  if (!page) return core::Fail(page.error());
+  PrintRelaySessions(ctx, *page, opt.page, /*with_person=*/false);
+  return {};
+}
+
+}  // namespace
+
+void AddInstanceVerbs(CLI::App& app, const VerbRegistry& verbs) {
+  auto opt = std::make_shared<InstanceOptions>();
+  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
+    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
+  };
+  CLI::App* instances = app.add_subcommand("instances", "Manage your instances");
+  instances->require_subcommand(1);
+  CLI::App* ins_ls = instances->add_subcommand("ls", "List your instances");
+  ins_ls->alias("list");
+  verbs.AddTargetOptions(ins_ls);
+  verbs.AddJsonFlag(ins_ls);
+  verbs.OnRun(ins_ls, &InstancesLsVerb);
+  CLI::App* ins_create = instances->add_subcommand("create", "Create an instance");
+  ins_create->add_option("NAME", opt->name, "a DNS label, unique among your instances")->required();
+  ins_create->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
+  ins_create->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  verbs.AddTargetOptions(ins_create);
+  verbs.AddJsonFlag(ins_create);
+  run(ins_create, &InstancesCreateVerb);
+  CLI::App* ins_show = instances->add_subcommand("show", "Show one instance");
+  ins_show->add_option("NAME", opt->name, "the instance's name")->required();
+  verbs.AddTargetOptions(ins_show);
+  verbs.AddJsonFlag(ins_show);
+  run(ins_show, &InstancesShowVerb);
+  CLI::App* ins_restart = instances->add_subcommand("restart", "Restart an instance's container");
+  ins_restart->add_option("NAME", opt->name, "the instance's name")->required();
+  verbs.AddTargetOptions(ins_restart);
+  run(ins_restart, &InstancesRestartVerb);
+  CLI::App* ins_rm = instances->add_subcommand("rm", "Delete an instance");
+  ins_rm->alias("remove");
+  ins_rm->alias("delete");
+  ins_rm->add_option("NAME", opt->name, "the instance's name")->required();
+  verbs.AddTargetOptions(ins_rm);
+  run(ins_rm, &InstancesRmVerb);
+  CLI::App* ins_relay = instances->add_subcommand(
+      "relay-sessions", "List an instance's relay sessions (SSH connections), newest first");
+  ins_relay->add_option("NAME", opt->name, "the instance's name, or the id of a deleted one")
+      ->required();
+  ins_relay->add_option("--page", opt->page, "the page, 15 relay sessions each (default 1)");
+  verbs.AddTargetOptions(ins_relay);
+  verbs.AddJsonFlag(ins_relay);
+  run(ins_relay, &InstancesRelaySessionsVerb);
+
+  CLI::App* ssh = app.add_subcommand("ssh", "Log in to an instance over SSH (runs the system ssh)");
+  ssh->add_option("NAME", opt->name, "the instance's name")->required();
+  ssh->add_option("ARGS", opt->args, "arguments passed on to ssh (after --)");
+  verbs.AddTargetOptions(ssh);
+  run(ssh, &SshVerb);
+}
+
+}  // namespace gpuwerk::cli::internal

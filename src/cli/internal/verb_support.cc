@@ -1,0 +1,186 @@
+#include "cli/internal/verb_support.h"
+
+#include <cctype>
+
+#include "cli/output.h"
+
+namespace gpuwerk::cli::internal {
+
+using core::ErrorCode;
+using nlohmann::json;
+
+VerbRegistry::VerbRegistry(ClientIo io, int& exit_code) : ctx_(std::make_shared<VerbContext>()) {
+  ctx_->io = std::move(io);
+  ctx_->exit_code = &exit_code;
+}
+
+void VerbRegistry::AddTargetOptions(CLI::App* cmd) const {
+  cmd->add_option("--url", ctx_->common.target.url,
+                  "gpuwerk server URL (overrides GPUWERK_URL and the login file)");
+  cmd->add_option("--token", ctx_->common.target.token,
+                  "API token (overrides GPUWERK_TOKEN and the login file)");
+}
+
+void VerbRegistry::AddJsonFlag(CLI::App* cmd) const {
+  cmd->add_flag("--json", ctx_->common.json, "print JSON for scripts instead of a table");
+}
+
+void VerbRegistry::OnRun(CLI::App* cmd, VerbFn verb) const {
+  cmd->callback([ctx = ctx_, verb = std::move(verb)] { RunVerb(*ctx, verb); });
+}
+
+void RunVerb(VerbContext& ctx, const VerbFn& verb) {
+  core::Result<void> result;
+  try {
+    result = verb(ctx);
+  } catch (const std::exception& e) {
+    result = core::Internal(std::string("unexpected failure: ") + e.what());
+  }
+  ctx.io.out->flush();
+  if (result) {
+    *ctx.exit_code = 0;
+    return;
+  }
+  const core::Error& error = result.error();
+  *ctx.io.err << "gpuwerk: " << SafeText(error.message) << " (" << SafeText(error.api_code)
+              << ")\n";
+  ctx.io.err->flush();
+  *ctx.exit_code = 1;
+}
+
+const json& Field(const json& obj, const char* key) {
+  static const json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
+std::string Str(const json& obj, const char* key) {
+  const json& v = Field(obj, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+void Print(VerbContext& ctx, std::string_view text) {
+  *ctx.io.out << text;
+  ctx.io.out->flush();
+}
+
+bool PrintJsonIfAsked(VerbContext& ctx, const json& value) {
+  if (!ctx.common.json) return false;
+  PrintJson(*ctx.io.out, value);
+  return true;
+}
+
+void Warn(VerbContext& ctx, std::string_view text) {
+  *ctx.io.err << "gpuwerk: warning: " << SafeText(text) << "\n";
+  ctx.io.err->flush();
+}
+
+core::Result<std::string> ReadAll(std::istream& in, size_t limit, std::string_view what) {
+  std::string data(limit + 1, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(limit + 1));
+  if (in.bad()) {
+    return core::Fail(ErrorCode::kInvalidArgument, "read_failed",
+                      "cannot read " + std::string(what));
+  }
+  data.resize(static_cast<size_t>(in.gcount()));
+  if (data.size() > limit) {
+    return core::Fail(ErrorCode::kPayloadTooLarge, "input_too_large",
+                      std::string(what) + " is larger than " + std::to_string(limit) + " bytes");
+  }
+  return data;
+}
+
+std::string PositionText(const json& entry) {
+  const json& pos = Field(entry, "position");
+  return pos.is_number_integer() ? std::to_string(pos.get<int64_t>()) : std::string("-");
+}
+
+std::string MoneyText(const json& price) {
+  const json& amount = Field(price, "amount_minor");
+  if (!amount.is_number_integer()) return "";
+  const int64_t a = amount.get<int64_t>();
+  return std::to_string(a / 100) + "." + (a % 100 < 10 ? "0" : "") + std::to_string(a % 100) + " " +
+         Str(price, "currency");
+}
+
+std::string DurationText(const json& seconds) {
+  if (!seconds.is_number_integer()) return "";
+  const int64_t s = seconds.get<int64_t>();
+  return std::to_string(s / 3600) + "h" + (s / 60 % 60 < 10 ? "0" : "") +
+         std::to_string(s / 60 % 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) +
+         "s";
+}
+
+bool IsTokenItem(const json& item, std::string_view token) {
+  const std::string prefix = Str(item, "prefix");
+  return !prefix.empty() && token.starts_with(prefix);
+}
+
+ServerConnection::ServerConnection(Target target)
+    : client_(target.url, target.token), target_(std::move(target)) {
+  target_.url = client_.base_url();
+}
+
+core::Result<json> ServerConnection::Ok(std::string_view method, std::string_view path,
+                                        const json* body) const {
+  auto r = client_.CallOk(method, path, body);
+  if (!r) return core::Fail(Explain(std::move(r).error()));
+  return r;
+}
+
+core::Result<json> ServerConnection::All(std::string_view path) const {
+  auto r = client_.GetAllPages(path);
+  if (!r) return core::Fail(Explain(std::move(r).error()));
+  return r;
+}
+
+core::Error ServerConnection::Explain(core::Error error) const {
+  if (error.api_code == "unauthenticated") {
+    error.message = "the server at " + target_.url +
+                    " refused the API token (deleted, or mistyped?): run 'gpuwerk login' "
+                    "again, or check GPUWERK_TOKEN / --token";
+  }
+  return error;
+}
+
+core::Result<ServerConnection> Connect(const VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(Target target, ResolveTarget(ctx.common.target, ctx.io.env));
+  return ServerConnection(std::move(target));
+}
+
+core::Result<json> FindInstance(const ServerConnection& server, const std::string& name) {
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/instances"));
+  for (const auto& in : items) {
+    if (Str(in, "name") == name) return in;
+  }
+  for (const auto& in : items) {
+    if (Str(in, "id") == name) return in;
+  }
+  return core::Fail(ErrorCode::kNotFound, "not_found",
+                    "no instance named " + name + "; see 'gpuwerk instances ls'");
+}
+
+core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std::string& key) {
+  GPUWERK_ASSIGN_OR_RETURN(json keys, server.All("/api/v1/ssh-keys"));
+  std::string key_id;
+  for (const auto& k : keys) {
+    if (Str(k, "name") == key) key_id = Str(k, "id");
+  }
+  for (const auto& k : keys) {
+    if (key_id.empty() && Str(k, "id") == key) key_id = Str(k, "id");
+  }
+  if (key_id.empty()) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no key named " + key + "; see 'gpuwerk keys ls'");
+  }
+  return key_id;
+}
+
+}  // namespace gpuwerk::cli::internal

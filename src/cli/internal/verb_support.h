@@ -1,0 +1,130 @@
+#pragma once
+// What the verb files share (not for use outside src/cli): the context a verb runs in, how a
+// verb is registered and run, reading answers, and the server connection with the CLI's wording.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <istream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "cli/api_client.h"
+#include "cli/commands.h"
+#include "cli/login_file.h"
+#include "core/error.h"
+
+namespace gpuwerk::cli::internal {
+
+/// The options every verb has, whatever its group: where the server is, and `--json`. Only one
+/// verb runs per invocation, so all verbs share one copy.
+struct CommonOptions {
+  TargetFlags target;  ///< --url, --token
+  bool json = false;   ///< --json: results and errors as JSON
+};
+
+/// What a verb's callback works with.
+struct VerbContext {
+  ClientIo io;
+  CommonOptions common;
+  int* exit_code = nullptr;
+};
+
+/// A verb: does its work, prints its result to `ctx.io.out`, returns its failure.
+using VerbFn = std::function<core::Result<void>(VerbContext&)>;
+
+/// Registers verbs on CLI11 subcommands; owns (through a shared_ptr the callbacks hold) the
+/// context they run in, so it may be destroyed once registration is done.
+class VerbRegistry {
+ public:
+  VerbRegistry(ClientIo io, int& exit_code);
+
+  /// Adds `--url` and `--token` (overriding GPUWERK_URL / GPUWERK_TOKEN and the login file).
+  void AddTargetOptions(CLI::App* cmd) const;
+  /// Adds `--json`.
+  void AddJsonFlag(CLI::App* cmd) const;
+  /// Makes `cmd` run `verb` (see RunVerb).
+  void OnRun(CLI::App* cmd, VerbFn verb) const;
+
+  /// The storage of the common options, for verbs that declare them with their own help text.
+  CommonOptions& common() const { return ctx_->common; }
+
+ private:
+  std::shared_ptr<VerbContext> ctx_;
+};
+
+/// Runs `verb` and turns its outcome into `*ctx.exit_code`: 0, or 1 after one line on stderr:
+/// `gpuwerk: <message> (<code>)`. An exception is an "internal" failure.
+void RunVerb(VerbContext& ctx, const VerbFn& verb);
+
+// --- reading answers ---------------------------------------------------------------------------
+
+/// `obj[key]` when `obj` is an object that has it, else null (never throws).
+const nlohmann::json& Field(const nlohmann::json& obj, const char* key);
+
+/// `obj[key]` as a string, "" when absent or not a string.
+std::string Str(const nlohmann::json& obj, const char* key);
+
+/// `s` without leading and trailing white space (C locale).
+std::string_view Trim(std::string_view s);
+
+/// Writes `text` to stdout and flushes.
+void Print(VerbContext& ctx, std::string_view text);
+
+/// Under --json: prints `value` (RenderJson) and returns true; else returns false.
+bool PrintJsonIfAsked(VerbContext& ctx, const nlohmann::json& value);
+
+/// One line `gpuwerk: warning: <text>` on stderr.
+void Warn(VerbContext& ctx, std::string_view text);
+
+/// Reads all of `in`. Errors: "read_failed"; kPayloadTooLarge "input_too_large" above `limit`
+/// bytes (`what` names the input in the message).
+core::Result<std::string> ReadAll(std::istream& in, size_t limit, std::string_view what);
+
+/// A queue entry's position, "-" when it has none.
+std::string PositionText(const nlohmann::json& entry);
+
+/// `{"amount_minor": 65, "currency": "usd"}` as "0.65 usd" (2 minor digits); "" otherwise.
+std::string MoneyText(const nlohmann::json& price);
+
+/// A number of seconds as "1h02m03s"; "" when not an integer.
+std::string DurationText(const nlohmann::json& seconds);
+
+/// Whether the API token `token` is the one listed as `item` (the list shows only a prefix).
+bool IsTokenItem(const nlohmann::json& item, std::string_view token);
+
+// --- talking to the server ---------------------------------------------------------------------
+
+/// A resolved target and an API client for it, with the CLI's wording for a refused token.
+class ServerConnection {
+ public:
+  explicit ServerConnection(Target target);
+
+  const Target& target() const { return target_; }
+  const ApiClient& client() const { return client_; }
+
+  /// ApiClient::CallOk, with Explain applied to a failure.
+  core::Result<nlohmann::json> Ok(std::string_view method, std::string_view path,
+                                  const nlohmann::json* body = nullptr) const;
+  /// ApiClient::GetAllPages, with Explain applied to a failure.
+  core::Result<nlohmann::json> All(std::string_view path) const;
+  /// Rewords the server's generic "unauthenticated" for someone at a terminal.
+  core::Error Explain(core::Error error) const;
+
+ private:
+  ApiClient client_;
+  Target target_;
+};
+
+/// Resolves the target (ResolveTarget: flags, environment, login file) and connects to it.
+/// Errors: "not_logged_in".
+core::Result<ServerConnection> Connect(const VerbContext& ctx);
+
+/// The caller's live instance named (or with the id) `name`. Errors: the server's, "not_found".
+core::Result<nlohmann::json> FindInstance(const ServerConnection& server, const std::string& name);
+
+/// The id of the caller's SSH key named (or with the id) `key`. Errors: the server's, "not_found".
+core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std::string& key);
+
+}  // namespace gpuwerk::cli::internal

@@ -1,0 +1,148 @@
+// keys ls|add|rm: the person's SSH public keys. `keys add` refuses a private key before anything
+// is sent.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+#include "core/encoding.h"
+#include "keys/public_key.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+namespace fs = std::filesystem;
+using core::ErrorCode;
+using nlohmann::json;
+
+/// The server accepts public keys of up to 64 KiB; a file larger than that is not one.
+constexpr size_t kMaxPublicKeyFileBytes = 64 * 1024;
+
+/// The options of the keys verbs.
+struct KeyOptions {
+  std::string name;  ///< add, rm: the key's name (rm: or id)
+  std::string file;  ///< add: the .pub file, "" or "-" for standard input
+};
+
+core::Result<void> KeysLsVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json keys, server.All("/api/v1/ssh-keys"));
+  if (PrintJsonIfAsked(ctx, keys)) return {};
+  if (keys.empty()) {
+    Print(ctx, "No SSH keys yet. Add one with 'gpuwerk keys add NAME ~/.ssh/id_ed25519.pub'.\n");
+    return {};
+  }
+  Table table({"NAME", "TYPE", "FINGERPRINT", "CREATED"});
+  for (const auto& k : keys) {
+    table.AddRow({CellText(Field(k, "name")), CellText(Field(k, "type")),
+                  CellText(Field(k, "fingerprint")), CellText(Field(k, "created_at"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> KeysAddVerb(VerbContext& ctx, const KeyOptions& opt) {
+  const std::string& file = opt.file;
+  std::string text;
+  if (file.empty() || file == "-") {
+    if (ctx.io.in_is_terminal) {
+      *ctx.io.err << "Paste the public key (the contents of your .pub file), then press Ctrl-D:\n";
+      ctx.io.err->flush();
+    }
+    GPUWERK_ASSIGN_OR_RETURN(text, ReadAll(*ctx.io.in, kMaxPublicKeyFileBytes, "standard input"));
+  } else {
+    std::error_code ec;
+    if (fs::is_directory(file, ec)) {
+      return core::InvalidArgument("file_unreadable",
+                                   "cannot read " + file + ": it is a directory");
+    }
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      return core::InvalidArgument("file_unreadable",
+                                   "cannot read " + file + ": " + std::strerror(errno));
+    }
+    GPUWERK_ASSIGN_OR_RETURN(text, ReadAll(in, kMaxPublicKeyFileBytes, file));
+  }
+
+  // Refuse before sending: a private key must not leave this machine. Never echo it.
+  if (auto refused = keys::FindPrivateKey(text)) {
+    std::string message = refused->message;
+    std::error_code ec;
+    if (!file.empty() && file != "-" && !file.ends_with(".pub") && fs::exists(file + ".pub", ec)) {
+      const std::string example = ", e.g. ~/.ssh/id_ed25519.pub";
+      if (auto at = message.find(example); at != std::string::npos) {
+        message.replace(at, example.size(), " (" + file + ".pub)");
+      }
+    }
+    return core::InvalidArgument("private_key_pasted", std::move(message));
+  }
+  if (text.find('\0') != std::string::npos || !core::IsValidUtf8(text)) {
+    return core::InvalidArgument("invalid_encoding",
+                                 "the key file is not UTF-8 text (saved as UTF-16?): save it as "
+                                 "UTF-8 or ASCII, or pass the .pub file ssh-keygen wrote");
+  }
+  if (Trim(text).empty()) {
+    return core::InvalidArgument("invalid_public_key",
+                                 "the public key is empty; pass the .pub file of your key");
+  }
+
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  const json body = {{"name", opt.name}, {"public_key", text}};
+  GPUWERK_ASSIGN_OR_RETURN(json key, server.Ok("POST", "/api/v1/ssh-keys", &body));
+  if (PrintJsonIfAsked(ctx, key)) return {};
+  Print(ctx, "Added key " + SafeText(Str(key, "name")) + " (" + SafeText(Str(key, "fingerprint")) +
+                 ").\n");
+  return {};
+}
+
+core::Result<void> KeysRmVerb(VerbContext& ctx, const KeyOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json keys, server.All("/api/v1/ssh-keys"));
+  const std::string& name = opt.name;
+  const json* found = nullptr;
+  for (const auto& k : keys) {
+    if (Str(k, "name") == name) found = &k;
+  }
+  for (const auto& k : keys) {  // an id works too
+    if (found == nullptr && Str(k, "id") == name) found = &k;
+  }
+  if (found == nullptr) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no key named " + name + "; see 'gpuwerk keys ls'");
+  }
+  GPUWERK_TRY(server.Ok("DELETE", "/api/v1/ssh-keys/" + PathEscape(Str(*found, "id"))));
+  Print(ctx, "Removed key " + SafeText(Str(*found, "name")) + ".\n");
+  return {};
+}
+
+}  // namespace
+
+void AddKeyVerbs(CLI::App& app, const VerbRegistry& verbs) {
+  auto opt = std::make_shared<KeyOptions>();
+  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
+    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
+  };
+  CLI::App* keys = app.add_subcommand("keys", "Manage your SSH public keys");
+  keys->require_subcommand(1);
+  CLI::App* keys_ls = keys->add_subcommand("ls", "List your SSH keys");
+  keys_ls->alias("list");
+  verbs.AddTargetOptions(keys_ls);
+  verbs.AddJsonFlag(keys_ls);
+  verbs.OnRun(keys_ls, &KeysLsVerb);
+  CLI::App* keys_add = keys->add_subcommand("add", "Add an SSH public key");
+  keys_add->add_option("NAME", opt->name, "a name for the key, unique among your keys")->required();
+  keys_add->add_option("FILE", opt->file,
+                       "the public key file (.pub); '-' or nothing reads standard input");
+  verbs.AddTargetOptions(keys_add);
+  verbs.AddJsonFlag(keys_add);
+  run(keys_add, &KeysAddVerb);
+  CLI::App* keys_rm = keys->add_subcommand("rm", "Remove an SSH key");
+  keys_rm->alias("remove");
+  keys_rm->add_option("NAME", opt->name, "the key's name")->required();
+  verbs.AddTargetOptions(keys_rm);
+  run(keys_rm, &KeysRmVerb);
+}
+
+}  // namespace gpuwerk::cli::internal

@@ -1,0 +1,106 @@
+// queue join|ls|leave: waiting in a GPU type's queue for a free host (docs/queue.md).
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+using core::ErrorCode;
+using nlohmann::json;
+
+/// The options of the queue verbs.
+struct QueueOptions {
+  std::string name;                   ///< join: the instance's name; leave: the entry's id or name
+  std::string key;                    ///< join: the SSH key's name (or id)
+  std::string gpu_type = "spark-1x";  ///< join
+};
+
+core::Result<void> QueueJoinVerb(VerbContext& ctx, const QueueOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(std::string key_id, ResolveKeyId(server, opt.key));
+  const json body = {{"name", opt.name}, {"ssh_key_id", key_id}, {"gpu_type", opt.gpu_type}};
+  GPUWERK_ASSIGN_OR_RETURN(json entry, server.Ok("POST", "/api/v1/queue-entries", &body));
+  if (PrintJsonIfAsked(ctx, entry)) return {};
+  if (Str(entry, "status") == "launched") {
+    Print(ctx, "A " + SafeText(Str(entry, "gpu_type")) + " host was free: instance " +
+                   SafeText(Str(entry, "name")) + " is starting. Connect with 'gpuwerk ssh " +
+                   SafeText(Str(entry, "name")) + "' once it is running.\n");
+    return {};
+  }
+  Print(ctx, "Joined the " + SafeText(Str(entry, "gpu_type")) + " queue at position " +
+                 PositionText(entry) + " (entry " + SafeText(Str(entry, "id")) + "). Instance " +
+                 SafeText(Str(entry, "name")) +
+                 " is launched when your turn comes, and you get a mail.\n");
+  return {};
+}
+
+core::Result<void> QueueLsVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json list, server.Ok("GET", "/api/v1/queue-entries"));
+  const json& items = Field(list, "items");
+  if (PrintJsonIfAsked(ctx, items)) return {};
+  if (!items.is_array() || items.empty()) {
+    Print(ctx,
+          "You are in no queue. Join one with 'gpuwerk queue join --gpu-type TYPE NAME "
+          "--key KEY'.\n");
+    return {};
+  }
+  Table table({"ID", "GPU TYPE", "NAME", "POSITION", "ENTERED", "LAST FAILURE"});
+  for (const auto& e : items) {
+    table.AddRow({CellText(Field(e, "id")), CellText(Field(e, "gpu_type")),
+                  CellText(Field(e, "name")), PositionText(e), CellText(Field(e, "entered_at")),
+                  CellText(Field(e, "last_failure"))});
+  }
+  Print(ctx, table.Render());
+  return {};
+}
+
+core::Result<void> QueueLeaveVerb(VerbContext& ctx, const QueueOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json list, server.Ok("GET", "/api/v1/queue-entries"));
+  const json* found = nullptr;
+  for (const auto& e : Field(list, "items")) {
+    if (Str(e, "id") == opt.name) found = &e;
+  }
+  for (const auto& e : Field(list, "items")) {
+    if (found == nullptr && Str(e, "name") == opt.name) found = &e;
+  }
+  if (found == nullptr) {
+    return core::Fail(ErrorCode::kNotFound, "not_found",
+                      "no open queue entry " + opt.name + "; see 'gpuwerk queue ls'");
+  }
+  GPUWERK_TRY(server.Ok("DELETE", "/api/v1/queue-entries/" + PathEscape(Str(*found, "id"))));
+  Print(ctx, "Left the " + SafeText(Str(*found, "gpu_type")) + " queue (" +
+                 SafeText(Str(*found, "name")) + ").\n");
+  return {};
+}
+
+}  // namespace
+
+void AddQueueVerbs(CLI::App& app, const VerbRegistry& verbs) {
+  auto opt = std::make_shared<QueueOptions>();
+  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
+    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
+  };
+  CLI::App* queue = app.add_subcommand("queue", "Wait in a GPU type's queue for a free host");
+  queue->require_subcommand(1);
+  CLI::App* queue_join = queue->add_subcommand(
+      "join", "Join a GPU type's queue; the instance is launched when your turn comes");
+  queue_join->add_option("NAME", opt->name, "the instance's name (a DNS label)")->required();
+  queue_join->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
+  queue_join->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  verbs.AddTargetOptions(queue_join);
+  verbs.AddJsonFlag(queue_join);
+  run(queue_join, &QueueJoinVerb);
+  CLI::App* queue_ls = queue->add_subcommand("ls", "List your queue entries and positions");
+  queue_ls->alias("list");
+  verbs.AddTargetOptions(queue_ls);
+  verbs.AddJsonFlag(queue_ls);
+  verbs.OnRun(queue_ls, &QueueLsVerb);
+  CLI::App* queue_leave = queue->add_subcommand("leave", "Leave a queue (free, immediate)");
+  queue_leave->add_option("ENTRY", opt->name, "the entry's id or name")->required();
+  verbs.AddTargetOptions(queue_leave);
+  run(queue_leave, &QueueLeaveVerb);
+}
+
+}  // namespace gpuwerk::cli::internal
