@@ -249,7 +249,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);  // prints help, version or the usage error
+    // Prints help, version or the usage error (a mistyped verb with a suggestion).
+    const int rc = cli::ReportUsageError(app, e, std::vector<std::string>(argv + 1, argv + argc),
+                                         std::cout, std::cerr);
     return rc == 0 ? 0 : 2;
   }
   for (auto [cmd, flags, file, is_up] :

@@ -1,4 +1,4 @@
-// login, logout, whoami: the person's own account, and the login file they leave behind.
+// login, signup, logout, whoami: the person's own account, and the login file they leave behind.
 #include <signal.h>
 #include <termios.h>
 #include <unistd.h>
@@ -83,7 +83,8 @@ core::Result<std::string> AskLine(VerbContext& ctx, std::string_view prompt) {
   return std::string(Trim(line));
 }
 
-core::Result<std::string> ReadPassword(VerbContext& ctx, const AccountOptions& opt) {
+core::Result<std::string> ReadPassword(VerbContext& ctx, const AccountOptions& opt,
+                                       std::string_view prompt) {
   if (opt.password_stdin) {
     GPUWERK_ASSIGN_OR_RETURN(std::string password,
                              ReadAll(*ctx.io.in, kMaxPasswordBytes, "the password on stdin"));
@@ -96,7 +97,7 @@ core::Result<std::string> ReadPassword(VerbContext& ctx, const AccountOptions& o
   {
     // Echo goes off before the prompt appears, so nothing typed after it can be shown.
     EchoOff echo_off;
-    *ctx.io.err << "Password: ";
+    *ctx.io.err << prompt;
     ctx.io.err->flush();
     if (!std::getline(*ctx.io.in, password)) {
       return core::Fail(ErrorCode::kInvalidArgument, "input_ended",
@@ -185,18 +186,107 @@ void RevokeOwnToken(VerbContext& ctx, const std::string& url, const std::string&
   }
 }
 
-core::Result<void> LoginVerb(VerbContext& ctx, const AccountOptions& opt) {
-  GPUWERK_ASSIGN_OR_RETURN(const fs::path login_path, LoginFilePath(ctx.io.env));
-
-  // The server: --url, GPUWERK_URL, the server of the last login, the local default.
+/// Where login and signup go: the login file, the login it holds, and the server (--url,
+/// GPUWERK_URL, the server of the last login, the local default).
+struct LoginPlace {
+  fs::path login_path;
   std::optional<Login> previous;
-  if (auto read = ReadLoginFile(login_path); read && *read) previous = **read;
+  std::string url;  ///< normalised as ApiClient does
+};
+
+core::Result<LoginPlace> FindLoginPlace(VerbContext& ctx) {
+  LoginPlace place;
+  GPUWERK_ASSIGN_OR_RETURN(place.login_path, LoginFilePath(ctx.io.env));
+  if (auto read = ReadLoginFile(place.login_path); read && *read) place.previous = **read;
   std::string url = ctx.common.target.url;
   if (url.empty()) url = ctx.io.env("GPUWERK_URL").value_or("");
-  if (url.empty() && previous) url = previous->url;
+  if (url.empty() && place.previous) url = place.previous->url;
   if (url.empty()) url = kDefaultServerUrl;
-  ApiClient client(url, "");
-  url = client.base_url();
+  place.url = ApiClient(url, "").base_url();
+  return place;
+}
+
+/// The email and password to sign in (or up) with: --email or asked; --password-stdin or asked
+/// with echo off (`confirm`: asked twice, for a new password). Errors: "email_required",
+/// "no_terminal" (`alternative` says what else works), "password_required", "passwords_differ",
+/// "input_ended".
+core::Result<std::pair<std::string, std::string>> AskCredentials(VerbContext& ctx,
+                                                                 const AccountOptions& opt,
+                                                                 bool confirm,
+                                                                 std::string_view alternative) {
+  if (opt.password_stdin && opt.email.empty()) {
+    return core::Fail(ErrorCode::kInvalidArgument, "email_required",
+                      "--password-stdin needs the address too: pass --email EMAIL");
+  }
+  if (!opt.password_stdin && !ctx.io.in_is_terminal) {
+    return core::Fail(ErrorCode::kInvalidArgument, "no_terminal",
+                      "cannot ask for the password: standard input is not a terminal; pass the "
+                      "password on standard input with --password-stdin (and --email EMAIL)" +
+                          std::string(alternative));
+  }
+  std::string email = opt.email;
+  if (email.empty()) {
+    GPUWERK_ASSIGN_OR_RETURN(email, AskLine(ctx, "Email: "));
+    if (email.empty()) return core::InvalidArgument("email_required", "no email address given");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(std::string password, ReadPassword(ctx, opt, "Password: "));
+  if (password.empty()) return core::InvalidArgument("password_required", "no password given");
+  if (confirm && !opt.password_stdin) {
+    GPUWERK_ASSIGN_OR_RETURN(const std::string again, ReadPassword(ctx, opt, "Password again: "));
+    if (again != password) {
+      return core::InvalidArgument("passwords_differ",
+                                   "the two passwords differ; nothing was sent");
+    }
+  }
+  return std::pair{std::move(email), std::move(password)};
+}
+
+/// After a password login or a signup answered `signed_in` (with a sign-in session cookie):
+/// creates an API token with that sign-in session, saves it in the login file, ends the sign-in
+/// session, and deletes the previous login's token on the same server. Returns the person's
+/// email as the server spells it.
+core::Result<std::string> KeepSignIn(VerbContext& ctx, const LoginPlace& place,
+                                     const ApiResponse& signed_in, std::string email) {
+  if (!signed_in.ok()) return core::Fail(ErrorFromResponse(signed_in));
+  const std::string session = SessionCookieValue(signed_in.set_cookies);
+  if (session.empty()) {
+    return core::Fail(ErrorCode::kInternal, "unexpected_response",
+                      "the server at " + place.url +
+                          " accepted the password but started no sign-in session; is it a "
+                          "gpuwerk server?");
+  }
+  if (std::string e = Str(Field(signed_in.body, "person"), "email"); !e.empty()) email = e;
+
+  // The sign-in session only serves to create the API token; end it whatever happens.
+  ApiClient client(place.url, "");
+  client.SetCookie(std::string(kSessionCookieName) + "=" + session);
+  auto saved = CreateTokenAndSave(ctx, client, place.login_path, email);
+  auto ended = client.Call("POST", "/api/v1/auth/logout");
+  if (!ended) {
+    Warn(ctx, "could not end the temporary sign-in session: " + ended.error().message);
+  } else if (!ended->ok()) {
+    Warn(ctx, "could not end the temporary sign-in session: " + ErrorFromResponse(*ended).message);
+  }
+  GPUWERK_TRY(saved);
+  // A new login replaces the previous one on the same server: its token would be orphaned.
+  const std::optional<Login>& previous = place.previous;
+  if (previous && ApiClient(previous->url, "").base_url() == place.url &&
+      !previous->token.empty()) {
+    RevokeOwnToken(ctx, place.url, previous->token);
+  }
+  return email;
+}
+
+/// The answer of login and signup: `{"url", "email"}` under --json, else `sentence`.
+void PrintLoggedIn(VerbContext& ctx, const std::string& url, const std::string& email,
+                   std::string_view sentence) {
+  if (PrintJsonIfAsked(ctx, json{{"url", url}, {"email", email}})) return;
+  Print(ctx, std::string(sentence) + " " + url + " as " + SafeText(email) + ".\n");
+}
+
+core::Result<void> LoginVerb(VerbContext& ctx, const AccountOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(const LoginPlace place, FindLoginPlace(ctx));
+  const std::string& url = place.url;
 
   if (!ctx.common.target.token.empty()) {
     ApiClient authed(url, ctx.common.target.token);
@@ -207,64 +297,40 @@ core::Result<void> LoginVerb(VerbContext& ctx, const AccountOptions& opt) {
     }
     if (!me) return core::Fail(me.error());
     const std::string email = Str(*me, "email");
-    GPUWERK_TRY(WriteLoginFile(login_path, Login{url, ctx.common.target.token, email}));
-    Print(ctx, "Logged in to " + url + " as " + SafeText(email) + ".\n");
+    GPUWERK_TRY(WriteLoginFile(place.login_path, Login{url, ctx.common.target.token, email}));
+    PrintLoggedIn(ctx, url, email, "Logged in to");
     return {};
   }
 
-  if (opt.password_stdin && opt.email.empty()) {
-    return core::Fail(ErrorCode::kInvalidArgument, "email_required",
-                      "--password-stdin needs the address too: pass --email EMAIL");
-  }
-  if (!opt.password_stdin && !ctx.io.in_is_terminal) {
-    return core::Fail(ErrorCode::kInvalidArgument, "no_terminal",
-                      "cannot ask for the password: standard input is not a terminal; pass the "
-                      "password on standard input with --password-stdin (and --email EMAIL), or "
-                      "log in with --token TOKEN");
-  }
-  std::string email = opt.email;
-  if (email.empty()) {
-    GPUWERK_ASSIGN_OR_RETURN(email, AskLine(ctx, "Email: "));
-    if (email.empty()) return core::InvalidArgument("email_required", "no email address given");
-  }
-  GPUWERK_ASSIGN_OR_RETURN(const std::string password, ReadPassword(ctx, opt));
-  if (password.empty()) return core::InvalidArgument("password_required", "no password given");
-
-  const json credentials = {{"email", email}, {"password", password}};
+  GPUWERK_ASSIGN_OR_RETURN(auto credentials, AskCredentials(ctx, opt, /*confirm=*/false,
+                                                            ", or log in with --token TOKEN"));
+  const json body = {{"email", credentials.first}, {"password", credentials.second}};
   GPUWERK_ASSIGN_OR_RETURN(ApiResponse signed_in,
-                           client.Call("POST", "/api/v1/auth/login", &credentials));
-  if (!signed_in.ok()) return core::Fail(ErrorFromResponse(signed_in));
-  const std::string session = SessionCookieValue(signed_in.set_cookies);
-  if (session.empty()) {
-    return core::Fail(ErrorCode::kInternal, "unexpected_response",
-                      "the server at " + url +
-                          " accepted the password but started no sign-in session; is it a "
-                          "gpuwerk server?");
-  }
-  if (std::string e = Str(Field(signed_in.body, "person"), "email"); !e.empty()) email = e;
+                           ApiClient(url, "").Call("POST", "/api/v1/auth/login", &body));
+  GPUWERK_ASSIGN_OR_RETURN(const std::string email,
+                           KeepSignIn(ctx, place, signed_in, credentials.first));
+  PrintLoggedIn(ctx, url, email, "Logged in to");
+  return {};
+}
 
-  // The sign-in session only serves to create the API token; end it whatever happens.
-  client.SetCookie(std::string(kSessionCookieName) + "=" + session);
-  auto saved = CreateTokenAndSave(ctx, client, login_path, email);
-  auto ended = client.Call("POST", "/api/v1/auth/logout");
-  if (!ended) {
-    Warn(ctx, "could not end the temporary sign-in session: " + ended.error().message);
-  } else if (!ended->ok()) {
-    Warn(ctx, "could not end the temporary sign-in session: " + ErrorFromResponse(*ended).message);
-  }
-  GPUWERK_TRY(saved);
-  // A new login replaces the previous one on the same server: its token would be orphaned.
-  if (previous && ApiClient(previous->url, "").base_url() == url && !previous->token.empty()) {
-    RevokeOwnToken(ctx, url, previous->token);
-  }
-  Print(ctx, "Logged in to " + url + " as " + SafeText(email) + ".\n");
+core::Result<void> SignupVerb(VerbContext& ctx, const AccountOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(const LoginPlace place, FindLoginPlace(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(auto credentials, AskCredentials(ctx, opt, /*confirm=*/true, ""));
+  const json body = {{"email", credentials.first}, {"password", credentials.second}};
+  GPUWERK_ASSIGN_OR_RETURN(ApiResponse signed_up,
+                           ApiClient(place.url, "").Call("POST", "/api/v1/auth/signup", &body));
+  GPUWERK_ASSIGN_OR_RETURN(const std::string email,
+                           KeepSignIn(ctx, place, signed_up, credentials.first));
+  PrintLoggedIn(ctx, place.url, email, "Signed up and logged in to");
   return {};
 }
 
 core::Result<void> LogoutVerb(VerbContext& ctx) {
   auto resolved = ResolveTarget(ctx.common.target, ctx.io.env);
   if (!resolved && resolved.error().api_code == "not_logged_in") {
-    Print(ctx, "Not logged in.\n");
+    if (!PrintJsonIfAsked(ctx, json{{"url", nullptr}, {"logged_out", false}})) {
+      Print(ctx, "Not logged in.\n");
+    }
     return {};
   }
   if (!resolved) return core::Fail(resolved.error());
@@ -303,6 +369,7 @@ core::Result<void> LogoutVerb(VerbContext& ctx) {
       GPUWERK_TRY(RemoveLoginFile(*path));
     }
   }
+  if (PrintJsonIfAsked(ctx, json{{"url", url}, {"logged_out", true}})) return {};
   Print(ctx, token_was_valid
                  ? "Logged out of " + url + ".\n"
                  : "Logged out of " + url + " (the server no longer accepted the token).\n");
@@ -357,6 +424,16 @@ void AddAccountVerbs(CLI::App& app, const VerbRegistry& verbs) {
   login->add_option("--token", common.target.token,
                     "save this existing API token instead of signing in with a password");
   run(login, &LoginVerb);
+
+  CLI::App* signup = app.add_subcommand(
+      "signup", "Create an account on a gpuwerk server, then log in as `login` does");
+  signup->add_option("--url", common.target.url,
+                     "server URL (default: GPUWERK_URL, the last login's, or " +
+                         std::string(kDefaultServerUrl) + ")");
+  signup->add_option("--email", opt->email, "your email address (asked if not given)");
+  signup->add_flag("--password-stdin", opt->password_stdin,
+                   "read the new password from standard input (else it is asked twice)");
+  run(signup, &SignupVerb);
 
   CLI::App* logout =
       app.add_subcommand("logout", "Delete this CLI's API token and forget the saved login");

@@ -68,6 +68,7 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
 core::Result<void> AdminHostsRmVerb(VerbContext& ctx, const AdminHostOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/admin/hosts/" + PathEscape(opt.name)));
+  if (PrintJsonIfAsked(ctx, json{{"name", opt.name}, {"removed", true}})) return {};
   Print(ctx, "Removed host " + SafeText(opt.name) +
                  "; its agent token no longer works (a pair it was in is unlinked).\n");
   return {};
@@ -122,6 +123,7 @@ core::Result<void> AdminHostsUnlinkVerb(VerbContext& ctx, const AdminHostOptions
         "no pair " + opt.name + " and no paired host by that name; see 'gpuwerk admin hosts ls'");
   }
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/admin/host-pairs/" + PathEscape(id)));
+  if (PrintJsonIfAsked(ctx, json{{"id", id}, {"unlinked", true}})) return {};
   Print(ctx, "Unlinked pair " + SafeText(id) + "; both hosts stay registered.\n");
   return {};
 }

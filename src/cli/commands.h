@@ -1,7 +1,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
 #include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/login_file.h"
 
@@ -17,6 +22,11 @@ struct ClientIo {
   /// Whether `in` is an interactive terminal: then `login` prompts and reads the password with
   /// echo off (termios on file descriptor 0).
   bool in_is_terminal = false;
+  /// Waits between the looks of `--wait`; null: std::this_thread::sleep_for. Tests substitute one
+  /// that only moves `now` on.
+  std::function<void(std::chrono::milliseconds)> sleep;
+  /// The monotonic time `--wait`'s timeout is measured in; null: std::chrono::steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> now;
 
   /// The process's: getenv, std::cin / std::cout / std::cerr, isatty(0).
   static ClientIo Process();
@@ -24,25 +34,44 @@ struct ClientIo {
 
 /// Registers the API client verbs on `app` (the `gpuwerk` root command):
 ///   login [--url URL] [--email EMAIL] [--password-stdin] [--token TOKEN]
+///   signup [--url URL] [--email EMAIL] [--password-stdin]
 ///   logout
-///   whoami [--json]
-///   keys ls [--json] | keys add NAME [FILE|-] [--json] | keys rm NAME
-///   tokens ls [--json] | tokens create NAME [--json] | tokens rm ID
-///   queue join --gpu-type T NAME --key KEY [--json] | queue ls [--json] | queue leave ID|NAME
-///   usage queue [--json]
-///   gpu-types [--json]
+///   whoami
+///   keys ls | keys add NAME [FILE|-] | keys rm NAME
+///   tokens ls | tokens create NAME | tokens rm ID
+///   queue join --gpu-type T NAME --key KEY | queue ls | queue leave ID|NAME
+///   usage queue
+///   gpu-types
 ///   instances ls|show|create|restart|rm|relay-sessions … | ssh NAME [-- ARGS…]
-///   events [--json] [--count N]
+///     (create and restart take --wait [--wait-timeout SECONDS])
+///   events [--count N]
 ///   admin hosts add|ls|drain|undrain|rm|link|unlink … | admin gpu-types ls|set …
-///   admin relay-sessions [--instance ID] [--person ID] [--page N] [--json]
-/// Every verb but login also takes `--url URL` and `--token TOKEN`, which override GPUWERK_URL /
-/// GPUWERK_TOKEN and the login file (see ResolveTarget). A verb's callback runs during
+///   admin relay-sessions [--instance ID] [--person ID] [--page N]
+/// Every verb but login and signup also takes `--url URL` and `--token TOKEN`, which override
+/// GPUWERK_URL / GPUWERK_TOKEN and the login file (see ResolveTarget). Every verb takes `--json`:
+/// its result as JSON on stdout, and a failure as one line of problem JSON on stderr
+/// (`{"type":"about:blank","title":…,"code":…,"detail":…}`). A verb's callback runs during
 /// app.parse() and sets `exit_code`: 0 on success, 1 on failure after printing one line
-/// `gpuwerk: <message> (<code>)` to stderr. Usage errors are CLI11's (thrown from parse()).
-/// `app` and `exit_code` must outlive the parse; the option storage is owned by the callbacks.
+/// `gpuwerk: <message> (<code>)` (or the problem JSON) to stderr. Usage errors are CLI11's
+/// (thrown from parse(); see ReportUsageError). `app` and `exit_code` must outlive the parse;
+/// the option storage is owned by the callbacks.
 void AddClientCommands(CLI::App& app, int& exit_code);
 
 /// As above, reading and writing through `io` instead of the process's streams and environment.
 void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io);
+
+/// Reports a usage error thrown by `app.parse()` as `gpuwerk` does, and returns CLI11's exit
+/// code for it (0 for --help and --version, which print as CLI11 does). A word where a verb
+/// belongs that is none gets one line naming it and the closest verb path, e.g.
+/// "gpuwerk: 'instance' is not a command of `gpuwerk`; did you mean `gpuwerk instances ls`?"
+/// (EditDistance over the names and aliases at that level). With `--json` among `args` the error
+/// is one line of problem JSON on `err` (code "unknown_command" or "usage_error"). Anything
+/// else is CLI11's own message (App::exit). `args` are the arguments without the program name.
+int ReportUsageError(CLI::App& app, const CLI::ParseError& error,
+                     const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+/// The Levenshtein distance between `a` and `b` (insertions, deletions and substitutions of
+/// bytes, each costing 1).
+size_t EditDistance(std::string_view a, std::string_view b);
 
 }  // namespace gpuwerk::cli

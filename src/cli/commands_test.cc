@@ -39,6 +39,17 @@ class FakeApi {
       r.headers.emplace_back("Set-Cookie", "gpuwerk_session=sess1; Path=/; HttpOnly");
       return r;
     }
+    if (req.method == "POST" && req.path == "/api/v1/auth/signup") {
+      if (body.value("email", "") == "taken@example.com") {
+        return FakeResponse::Problem(409, "email_taken", "That address has an account already.");
+      }
+      if (body.value("password", "").size() < 8) {
+        return FakeResponse::Problem(400, "weak_password", "Use at least 8 characters.");
+      }
+      FakeResponse r = FakeResponse::Json(201, {{"person", {{"email", body.value("email", "")}}}});
+      r.headers.emplace_back("Set-Cookie", "gpuwerk_session=sess1; Path=/; HttpOnly");
+      return r;
+    }
     if (req.method == "POST" && req.path == "/api/v1/auth/logout") {
       ++logouts;
       return FakeResponse::NoContent();
@@ -117,7 +128,31 @@ class FakeApi {
       }
       return FakeResponse::Problem(404, "not_found", "SSH key not found.");
     }
+    if (req.method == "POST" && req.path == "/api/v1/instances") {
+      if (launch_.empty()) return FakeResponse::Problem(500, "internal", "no launch scripted");
+      return FakeResponse::Json(201, launch_.front());
+    }
+    if (req.method == "GET" && req.path == "/api/v1/instances") {
+      json items = json::array();
+      if (!launch_.empty()) items.push_back(launch_.front());
+      return FakeResponse::Json(200, {{"items", items}, {"page", 1}, {"pages", 1}, {"total", 1}});
+    }
+    if (req.method == "POST" && req.path == "/api/v1/instances/ins_1/restart") {
+      return FakeResponse::Json(202, launch_.front());
+    }
+    if (req.method == "GET" && req.path == "/api/v1/instances/ins_1") {
+      // Each look moves the launch on by one scripted state; the last one stays.
+      if (launch_.size() > 1) launch_.erase(launch_.begin());
+      return FakeResponse::Json(200, launch_.front());
+    }
     return FakeResponse::Problem(404, "not_found", "No such route.");
+  }
+
+  /// The states instance "web" (ins_1) goes through: the create's answer first, then one per
+  /// GET /api/v1/instances/ins_1.
+  void ScriptLaunch(std::vector<json> states) {
+    std::lock_guard lock(mu_);
+    launch_ = std::move(states);
   }
 
   void AddKey(const std::string& name) {
@@ -153,6 +188,7 @@ class FakeApi {
   std::mutex mu_;
   std::map<std::string, json> tokens_;  // by secret
   std::vector<json> keys_;
+  std::vector<json> launch_;
   int next_id_ = 1;
 };
 
@@ -180,17 +216,21 @@ class CommandsTest : public ::testing::Test {
                 .in = &in,
                 .out = &out,
                 .err = &err,
-                .in_is_terminal = false};
+                .in_is_terminal = false,
+                .sleep = [this](std::chrono::milliseconds d) { now_ += d; },
+                .now = [this] { return now_; }};
     CLI::App app("gpuwerk");
     app.require_subcommand(1);
     CliResult result;
     AddClientCommands(app, result.exit_code, std::move(io));
+    const std::vector<std::string> typed = args;
     std::reverse(args.begin(), args.end());
     try {
       app.parse(args);
     } catch (const CLI::ParseError& e) {
+      // As main does: the usage error, then exit code 2.
+      ReportUsageError(app, e, typed, out, err);
       result.exit_code = 2;
-      err << e.what();
     }
     result.out = out.str();
     result.err = err.str();
@@ -206,6 +246,8 @@ class CommandsTest : public ::testing::Test {
 
   fs::path login_path() const { return tmp_.path() / "login.json"; }
 
+  /// The time `--wait` reads; its sleeps only move it on.
+  std::chrono::steady_clock::time_point now_{};
   testing::TempDir tmp_;
   FakeApi api_;
   FakeApiServer server_;
@@ -346,7 +388,9 @@ TEST_F(CommandsTest, KeysAddRefusesAPrivateKeyWithoutSendingOrPrintingIt) {
   EXPECT_NE(r.err.find("the matching .pub file instead (" + priv.string() + ".pub)."),
             std::string::npos)
       << r.err;
-  EXPECT_TRUE(r.err.ends_with("(private_key_pasted)\n"));
+  EXPECT_TRUE(r.err.ends_with(
+      "Nothing was sent: the key did not leave this machine. (private_key_pasted)\n"))
+      << r.err;
   EXPECT_EQ(r.err.find(secret_body), std::string::npos);
   EXPECT_EQ(r.out, "");
 
@@ -356,7 +400,8 @@ TEST_F(CommandsTest, KeysAddRefusesAPrivateKeyWithoutSendingOrPrintingIt) {
   EXPECT_EQ(piped.err,
             "gpuwerk: This is a PRIVATE key: treat it as exposed and replace it (generate a new "
             "key pair), and paste the contents of the matching .pub file instead, e.g. "
-            "~/.ssh/id_ed25519.pub. (private_key_pasted)\n");
+            "~/.ssh/id_ed25519.pub. Nothing was sent: the key did not leave this machine. "
+            "(private_key_pasted)\n");
   EXPECT_EQ(server_.requests().size(), before);
   EXPECT_EQ(api_.key_count(), 0u);
 }
@@ -434,6 +479,197 @@ TEST_F(CommandsTest, UsageErrorsAreCli11s) {
   EXPECT_EQ(Run({"keys"}).exit_code, 2);
   EXPECT_EQ(Run({"keys", "add"}).exit_code, 2);
   EXPECT_EQ(Run({"tokens", "rm"}).exit_code, 2);
+}
+
+TEST_F(CommandsTest, SignupCreatesTheAccountAndSavesALoginAsLoginDoes) {
+  CliResult r =
+      Run({"signup", "--url", server_.url(), "--email", "bo@example.com", "--password-stdin"},
+          "long enough\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Signed up and logged in to " + server_.url() + " as bo@example.com.\n");
+  EXPECT_EQ(r.err, "");
+  auto saved = ReadLoginFile(login_path());
+  ASSERT_TRUE(saved && *saved);
+  EXPECT_EQ((*saved)->url, server_.url());
+  EXPECT_EQ((*saved)->email, "bo@example.com");
+  EXPECT_TRUE((*saved)->token.starts_with("gwt_"));
+  EXPECT_EQ(api_.logouts, 1);  // the sign-in session only served to create the token
+  auto reqs = server_.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].path, "/api/v1/auth/signup");
+  EXPECT_EQ(reqs[0].Json(), json({{"email", "bo@example.com"}, {"password", "long enough"}}));
+  EXPECT_EQ(reqs[1].path, "/api/v1/tokens");
+  EXPECT_EQ(reqs[1].Header("cookie"), "gpuwerk_session=sess1");
+  EXPECT_EQ(reqs[2].path, "/api/v1/auth/logout");
+  EXPECT_EQ(Run({"whoami"}).exit_code, 0);
+}
+
+TEST_F(CommandsTest, SignupSaysWhyTheServerRefused) {
+  CliResult taken =
+      Run({"signup", "--url", server_.url(), "--email", "taken@example.com", "--password-stdin"},
+          "long enough\n");
+  EXPECT_EQ(taken.exit_code, 1);
+  EXPECT_EQ(taken.err, "gpuwerk: That address has an account already. (email_taken)\n");
+  EXPECT_FALSE(fs::exists(login_path()));
+  CliResult no_terminal = Run({"signup", "--url", server_.url(), "--email", "bo@example.com"});
+  EXPECT_EQ(no_terminal.exit_code, 1);
+  EXPECT_NE(no_terminal.err.find("--password-stdin"), std::string::npos) << no_terminal.err;
+  EXPECT_TRUE(no_terminal.err.ends_with("(no_terminal)\n")) << no_terminal.err;
+}
+
+/// Instance "web" as the API shows it at each step of its launch.
+json Web(const std::string& status, bool ssh, const std::string& reason = "") {
+  return {{"id", "ins_1"},
+          {"name", "web"},
+          {"hostname", "web-x1"},
+          {"status", status},
+          {"status_reason", reason},
+          {"hosts", {"spark-a"}},
+          {"ssh_command", ssh ? json("ssh -p 2222 web-x1@127.0.0.1") : json(nullptr)}};
+}
+
+TEST_F(CommandsTest, CreateWaitPrintsTheLaunchsStepsUntilItRuns) {
+  LogIn();
+  api_.AddKey("laptop");
+  api_.ScriptLaunch({Web("provisioning", false), Web("provisioning", false),
+                     Web("provisioning", true), Web("running", true)});
+  CliResult r = Run({"instances", "create", "web", "--key", "laptop", "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Created instance web (web-x1), status provisioning.\n"
+            "[   0s] placed on spark-a; creating the container\n"
+            "[   2s] container created on spark-a; waiting for sshd\n"
+            "[   3s] sshd ready: running\n"
+            "Instance web is running. Connect with 'gpuwerk ssh web'.\n");
+}
+
+TEST_F(CommandsTest, CreateWithoutWaitGivesNoConnectLineWhileProvisioning) {
+  LogIn();
+  api_.AddKey("laptop");
+  api_.ScriptLaunch({Web("provisioning", false)});
+  CliResult r = Run({"instances", "create", "web", "--key", "laptop"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Created instance web (web-x1), status provisioning. It is not running yet: wait for "
+            "it with 'gpuwerk instances show web' or 'gpuwerk events' (or create with --wait).\n");
+  EXPECT_EQ(r.out.find("Connect with"), std::string::npos);
+}
+
+TEST_F(CommandsTest, WaitEndsWithAClearMessageOnTimeoutAndOnFailure) {
+  LogIn();
+  api_.AddKey("laptop");
+  api_.ScriptLaunch({Web("provisioning", false)});
+  CliResult slow =
+      Run({"instances", "create", "web", "--key", "laptop", "--wait", "--wait-timeout", "30"});
+  EXPECT_EQ(slow.exit_code, 1);
+  EXPECT_EQ(slow.err,
+            "gpuwerk: instance web is not running after 30 s (placed on spark-a; creating the "
+            "container); it may still start: follow it with 'gpuwerk instances show web' or "
+            "'gpuwerk events' (wait_timeout)\n");
+
+  api_.ScriptLaunch(
+      {Web("restarting", true), Web("failed", false, "image_not_found: no such image")});
+  CliResult failed = Run({"instances", "restart", "web", "--wait", "--json"});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_EQ(failed.out, "");
+  std::istringstream lines(failed.err);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(line, "[   0s] restarting the container on spark-a");  // the restart's answer
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(line, "[   1s] failed (image_not_found: no such image)");
+  ASSERT_TRUE(std::getline(lines, line));
+  json problem = json::parse(line);
+  EXPECT_EQ(problem["code"], "instance_failed");
+  EXPECT_EQ(problem["detail"],
+            "instance web failed: image_not_found: no such image; delete it with 'gpuwerk "
+            "instances rm web'");
+}
+
+TEST_F(CommandsTest, JsonErrorsAreOneProblemObjectOnStderr) {
+  CliResult not_logged_in = Run({"keys", "ls", "--json"});
+  EXPECT_EQ(not_logged_in.exit_code, 1);
+  EXPECT_EQ(not_logged_in.out, "");
+  ASSERT_EQ(std::count(not_logged_in.err.begin(), not_logged_in.err.end(), '\n'), 1);
+  json problem = json::parse(not_logged_in.err);
+  EXPECT_EQ(problem["type"], "about:blank");
+  EXPECT_EQ(problem["title"], "unauthenticated");
+  EXPECT_EQ(problem["code"], "not_logged_in");
+  EXPECT_EQ(problem["detail"],
+            "not logged in: run 'gpuwerk login' or set GPUWERK_URL and GPUWERK_TOKEN");
+
+  LogIn();
+  CliResult unknown = Run({"keys", "rm", "nope", "--json"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(json::parse(unknown.err)["code"], "not_found");
+  CliResult refused = Run({"tokens", "create", "x", "--json", "--token", "gwt_bogus"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(json::parse(refused.err)["code"], "unauthenticated");
+
+  // A usage error too, with CLI11's exit code 2.
+  CliResult usage = Run({"keys", "add", "--json"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_EQ(json::parse(usage.err)["code"], "usage_error");
+}
+
+TEST_F(CommandsTest, EveryVerbAnswersJsonUnderJson) {
+  LogIn();
+  api_.AddKey("laptop");
+  CliResult rm = Run({"keys", "rm", "laptop", "--json"});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_EQ(json::parse(rm.out)["name"], "laptop");
+  api_.AddToken("ci");
+  CliResult tokens_rm = Run({"tokens", "rm", "tok_3", "--json"});
+  ASSERT_EQ(tokens_rm.exit_code, 0) << tokens_rm.err;
+  EXPECT_EQ(json::parse(tokens_rm.out)["name"], "ci");
+  CliResult login = Run(
+      {"login", "--url", server_.url(), "--email", "ada@example.com", "--password-stdin", "--json"},
+      "hunter2\n");
+  ASSERT_EQ(login.exit_code, 0) << login.err;
+  EXPECT_EQ(json::parse(login.out), json({{"url", server_.url()}, {"email", "ada@example.com"}}));
+  CliResult logout = Run({"logout", "--json"});
+  ASSERT_EQ(logout.exit_code, 0) << logout.err;
+  EXPECT_EQ(json::parse(logout.out), json({{"url", server_.url()}, {"logged_out", true}}));
+  CliResult again = Run({"logout", "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out), json({{"url", nullptr}, {"logged_out", false}}));
+}
+
+TEST_F(CommandsTest, AMistypedVerbGetsASuggestion) {
+  CliResult instance = Run({"instance", "ls"});
+  EXPECT_EQ(instance.exit_code, 2);
+  EXPECT_EQ(instance.err,
+            "gpuwerk: 'instance' is not a command of `gpuwerk`; did you mean `gpuwerk instances "
+            "ls`?\n");
+  CliResult key = Run({"key", "ls", "--url", "http://x"});
+  EXPECT_EQ(key.err,
+            "gpuwerk: 'key' is not a command of `gpuwerk`; did you mean `gpuwerk keys ls`?\n");
+  CliResult lst = Run({"instances", "lst"});
+  EXPECT_EQ(lst.exit_code, 2);
+  EXPECT_EQ(lst.err,
+            "gpuwerk: 'lst' is not a command of `gpuwerk instances`; did you mean `gpuwerk "
+            "instances ls`?\n");
+  CliResult admin = Run({"admin", "host", "ls"});
+  EXPECT_EQ(admin.err,
+            "gpuwerk: 'host' is not a command of `gpuwerk admin`; did you mean `gpuwerk admin "
+            "hosts ls`?\n");
+  CliResult nothing_close = Run({"frobnicate"});
+  EXPECT_EQ(nothing_close.exit_code, 2);
+  EXPECT_EQ(nothing_close.err,
+            "gpuwerk: 'frobnicate' is not a command of `gpuwerk`; see 'gpuwerk --help'\n");
+  CliResult as_json = Run({"instance", "ls", "--json"});
+  EXPECT_EQ(as_json.exit_code, 2);
+  json problem = json::parse(as_json.err);
+  EXPECT_EQ(problem["code"], "unknown_command");
+  EXPECT_NE(problem["detail"].get<std::string>().find("`gpuwerk instances ls`"), std::string::npos);
+}
+
+TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("instance", "instances"), 1u);
+  EXPECT_EQ(EditDistance("lst", "ls"), 1u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cli/internal/launch_wait.h"
 #include "cli/internal/relay_session_table.h"
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
@@ -22,7 +23,26 @@ struct InstanceOptions {
   std::string gpu_type = "spark-1x";  ///< create
   std::vector<std::string> args;      ///< ssh: passed on to ssh
   int page = 1;                       ///< relay-sessions --page
+  bool wait = false;                  ///< create, restart: --wait until it runs
+  int64_t wait_timeout_s = 600;       ///< --wait-timeout
 };
+
+/// With --wait: follows the launch of `in` until it runs (WaitUntilRunning), then says so.
+core::Result<void> WaitAndSay(VerbContext& ctx, const InstanceOptions& opt,
+                              const ServerConnection& server, const json& in) {
+  if (opt.wait_timeout_s < 1) {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_wait_timeout",
+                      "--wait-timeout must be a whole number of seconds from 1");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(
+      json running,
+      WaitUntilRunning(ctx, server, in, {.timeout = std::chrono::seconds(opt.wait_timeout_s)}));
+  if (PrintJsonIfAsked(ctx, running)) return {};
+  Print(ctx, "Instance " + SafeText(Str(running, "name")) +
+                 " is running. Connect with 'gpuwerk ssh " + SafeText(Str(running, "name")) +
+                 "'.\n");
+  return {};
+}
 
 /// The instance as `instances show` prints it for people.
 void PrintInstance(VerbContext& ctx, const json& in) {
@@ -80,19 +100,37 @@ core::Result<void> InstancesCreateVerb(VerbContext& ctx, const InstanceOptions& 
   }
   if (!created) return core::Fail(created.error());
   json in = std::move(*created);
-  if (PrintJsonIfAsked(ctx, in)) return {};
-  if (Field(in, "queued") == true) {
+  const bool queued = Field(in, "queued") == true;
+  // With --wait, --json prints only the running instance, at the end.
+  if (!(opt.wait && !queued) && PrintJsonIfAsked(ctx, in)) return {};
+  if (queued) {
     // The type is not online: the server put the request in its queue (docs/queue.md).
     Print(ctx, "No " + SafeText(Str(in, "gpu_type")) +
                    " capacity is online: joined its queue at position " + PositionText(in) +
                    " (entry " + SafeText(Str(in, "id")) + "). Instance " +
                    SafeText(Str(in, "name")) +
-                   " is launched when capacity comes, and you get a mail.\n");
+                   " is launched when capacity comes, and you get a mail." +
+                   (opt.wait ? " (--wait does not wait in the queue: 'gpuwerk events' shows the "
+                               "launch.)"
+                             : "") +
+                   "\n");
     return {};
   }
-  Print(ctx, "Created instance " + SafeText(Str(in, "name")) + " (" +
-                 SafeText(Str(in, "hostname")) + "), status " + SafeText(Str(in, "status")) +
-                 ". Connect with 'gpuwerk ssh " + SafeText(Str(in, "name")) + "'.\n");
+  const std::string name = SafeText(Str(in, "name"));
+  std::string said = "Created instance " + name + " (" + SafeText(Str(in, "hostname")) +
+                     "), status " + SafeText(Str(in, "status")) + ".";
+  if (opt.wait) {
+    if (!ctx.common.json) Print(ctx, said + "\n");
+    return WaitAndSay(ctx, opt, server, in);
+  }
+  // "Connect with" only once it can be connected to.
+  if (Str(in, "status") == "running") {
+    said += " Connect with 'gpuwerk ssh " + name + "'.";
+  } else {
+    said += " It is not running yet: wait for it with 'gpuwerk instances show " + name +
+            "' or 'gpuwerk events' (or create with --wait).";
+  }
+  Print(ctx, said + "\n");
   return {};
 }
 
@@ -110,8 +148,14 @@ core::Result<void> InstancesRestartVerb(VerbContext& ctx, const InstanceOptions&
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
   const json body = json::object();
-  GPUWERK_TRY(
+  GPUWERK_ASSIGN_OR_RETURN(
+      json restarting,
       server.Ok("POST", "/api/v1/instances/" + PathEscape(Str(found, "id")) + "/restart", &body));
+  if (opt.wait) {
+    if (!ctx.common.json) Print(ctx, "Restarting " + SafeText(Str(found, "name")) + ".\n");
+    return WaitAndSay(ctx, opt, server, restarting);
+  }
+  if (PrintJsonIfAsked(ctx, restarting)) return {};
   Print(ctx, "Restarting " + SafeText(Str(found, "name")) + ".\n");
   return {};
 }
@@ -120,6 +164,7 @@ core::Result<void> InstancesRmVerb(VerbContext& ctx, const InstanceOptions& opt)
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  if (PrintJsonIfAsked(ctx, found)) return {};
   Print(ctx, "Deleting " + SafeText(Str(found, "name")) + "; its billing session has ended.\n");
   return {};
 }
@@ -201,6 +246,12 @@ void AddInstanceVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
     verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
   };
+  auto add_wait_options = [opt](CLI::App* cmd) {
+    cmd->add_flag("--wait", opt->wait,
+                  "wait until the instance is running, printing the launch's steps");
+    cmd->add_option("--wait-timeout", opt->wait_timeout_s,
+                    "with --wait: give up after this many seconds (default 600)");
+  };
   CLI::App* instances = app.add_subcommand("instances", "Manage your instances");
   instances->require_subcommand(1);
   CLI::App* ins_ls = instances->add_subcommand("ls", "List your instances");
@@ -212,6 +263,7 @@ void AddInstanceVerbs(CLI::App& app, const VerbRegistry& verbs) {
   ins_create->add_option("NAME", opt->name, "a DNS label, unique among your instances")->required();
   ins_create->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
   ins_create->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  add_wait_options(ins_create);
   verbs.AddTargetOptions(ins_create);
   verbs.AddJsonFlag(ins_create);
   run(ins_create, &InstancesCreateVerb);
@@ -222,6 +274,7 @@ void AddInstanceVerbs(CLI::App& app, const VerbRegistry& verbs) {
   run(ins_show, &InstancesShowVerb);
   CLI::App* ins_restart = instances->add_subcommand("restart", "Restart an instance's container");
   ins_restart->add_option("NAME", opt->name, "the instance's name")->required();
+  add_wait_options(ins_restart);
   verbs.AddTargetOptions(ins_restart);
   run(ins_restart, &InstancesRestartVerb);
   CLI::App* ins_rm = instances->add_subcommand("rm", "Delete an instance");

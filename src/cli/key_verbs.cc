@@ -76,7 +76,10 @@ core::Result<void> KeysAddVerb(VerbContext& ctx, const KeyOptions& opt) {
         message.replace(at, example.size(), " (" + file + ".pub)");
       }
     }
-    return core::InvalidArgument("private_key_pasted", std::move(message));
+    // Said outright: someone who just pasted a private key wants to know whether it went out.
+    return core::InvalidArgument(
+        "private_key_pasted",
+        std::move(message) + " Nothing was sent: the key did not leave this machine.");
   }
   if (text.find('\0') != std::string::npos || !core::IsValidUtf8(text)) {
     return core::InvalidArgument("invalid_encoding",
@@ -113,6 +116,7 @@ core::Result<void> KeysRmVerb(VerbContext& ctx, const KeyOptions& opt) {
                       "no key named " + name + "; see 'gpuwerk keys ls'");
   }
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/ssh-keys/" + PathEscape(Str(*found, "id"))));
+  if (PrintJsonIfAsked(ctx, *found)) return {};
   Print(ctx, "Removed key " + SafeText(Str(*found, "name")) + ".\n");
   return {};
 }

@@ -70,6 +70,7 @@ core::Result<void> QueueLeaveVerb(VerbContext& ctx, const QueueOptions& opt) {
                       "no open queue entry " + opt.name + "; see 'gpuwerk queue ls'");
   }
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/queue-entries/" + PathEscape(Str(*found, "id"))));
+  if (PrintJsonIfAsked(ctx, *found)) return {};
   Print(ctx, "Left the " + SafeText(Str(*found, "gpu_type")) + " queue (" +
                  SafeText(Str(*found, "name")) + ").\n");
   return {};

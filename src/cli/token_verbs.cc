@@ -58,7 +58,9 @@ core::Result<void> TokensRmVerb(VerbContext& ctx, const TokenOptions& opt) {
   }
   const bool is_own = IsTokenItem(*found, server.target().token);
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/tokens/" + PathEscape(id)));
-  Print(ctx, "Deleted API token " + SafeText(Str(*found, "name")) + ".\n");
+  if (!PrintJsonIfAsked(ctx, *found)) {
+    Print(ctx, "Deleted API token " + SafeText(Str(*found, "name")) + ".\n");
+  }
   if (is_own) {
     Warn(ctx, "that was the token this command used; run 'gpuwerk login' to get a new one");
   }

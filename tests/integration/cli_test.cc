@@ -101,6 +101,8 @@ TEST_F(CliTest, C03_PrivateKeyFileIsRefusedBeforeItLeavesTheMachine) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("PRIVATE"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(key.private_path.string() + ".pub"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Nothing was sent: the key did not leave this machine."), std::string::npos)
+      << r.err;
   std::istringstream lines(key.private_text);
   for (std::string line; std::getline(lines, line);) {
     if (line.size() > 20 && line.find("-----") == std::string::npos) {
@@ -155,6 +157,57 @@ TEST_F(CliTest, UsageErrorsExitTwoAndUnreachableServerSaysWhatToDo) {
   auto r = Gpuwerk("keys ls", "", "GPUWERK_URL=http://127.0.0.1:1 GPUWERK_TOKEN=gwt_x");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("cannot reach"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, SignupCreatesAnAccountAndLogsIn) {
+  auto r = Gpuwerk("signup --url " + app_->base_url() + " --email bob@example.test --password-stdin",
+                   "bob password 1\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Signed up and logged in to " + app_->base_url() + " as bob@example.test.\n");
+  auto who = Gpuwerk("whoami --json");
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  EXPECT_EQ(nlohmann::json::parse(who.out)["email"], "bob@example.test");
+  EXPECT_EQ(nlohmann::json::parse(who.out)["authenticated_by"], "api_token");
+  // Only the API token is left: the sign-in session the signup started was ended.
+  EXPECT_EQ(nlohmann::json::parse(Gpuwerk("tokens ls --json").out).size(), 1u);
+
+  auto again =
+      Gpuwerk("signup --url " + app_->base_url() + " --email bob@example.test --password-stdin",
+              "bob password 1\n");
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("(email_taken)"), std::string::npos) << again.err;
+}
+
+TEST_F(CliTest, JsonErrorsAreProblemJsonOnStderr) {
+  ASSERT_EQ(Login().exit_code, 0);
+  auto r = Gpuwerk("keys rm nope --json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  ASSERT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  auto problem = nlohmann::json::parse(r.err);
+  EXPECT_EQ(problem["code"], "not_found");
+  EXPECT_EQ(problem["title"], "not_found");
+  EXPECT_EQ(problem["type"], "about:blank");
+  // The server's own problem, passed on with its code.
+  auto weak = Gpuwerk("keys add bad - --json", "ssh-ed25519 not-base64\n");
+  EXPECT_EQ(weak.exit_code, 1);
+  EXPECT_EQ(weak.out, "");
+  EXPECT_EQ(nlohmann::json::parse(weak.err)["code"], "invalid_public_key") << weak.err;
+  auto usage = Gpuwerk("keys add --json");
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_EQ(nlohmann::json::parse(usage.err)["code"], "usage_error") << usage.err;
+}
+
+TEST_F(CliTest, AMistypedVerbGetsASuggestion) {
+  auto r = Gpuwerk("instance ls");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "gpuwerk: 'instance' is not a command of `gpuwerk`; did you mean `gpuwerk instances "
+            "ls`?\n");
+  auto key = Gpuwerk("key ls");
+  EXPECT_EQ(key.exit_code, 2);
+  EXPECT_EQ(key.err,
+            "gpuwerk: 'key' is not a command of `gpuwerk`; did you mean `gpuwerk keys ls`?\n");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 namespace gpuwerk::cli::internal {
 
-/// login, logout, whoami (account_verbs.cc).
+/// login, signup, logout, whoami (account_verbs.cc).
 void AddAccountVerbs(CLI::App& app, const VerbRegistry& verbs);
 /// keys ls|add|rm (key_verbs.cc).
 void AddKeyVerbs(CLI::App& app, const VerbRegistry& verbs);

@@ -26,6 +26,9 @@ void VerbRegistry::AddJsonFlag(CLI::App* cmd) const {
 }
 
 void VerbRegistry::OnRun(CLI::App* cmd, VerbFn verb) const {
+  if (cmd->get_option_no_throw("--json") == nullptr) {
+    cmd->add_flag("--json", ctx_->common.json, "answer JSON (errors too) for scripts");
+  }
   cmd->callback([ctx = ctx_, verb = std::move(verb)] { RunVerb(*ctx, verb); });
 }
 
@@ -42,10 +45,28 @@ void RunVerb(VerbContext& ctx, const VerbFn& verb) {
     return;
   }
   const core::Error& error = result.error();
+  *ctx.exit_code = 1;
+  if (ctx.common.json) {
+    *ctx.io.err << ProblemJson(error).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    ctx.io.err->flush();
+    return;
+  }
   *ctx.io.err << "gpuwerk: " << SafeText(error.message) << " (" << SafeText(error.api_code)
               << ")\n";
   ctx.io.err->flush();
-  *ctx.exit_code = 1;
+}
+
+json ProblemJson(const core::Error& error) {
+  json problem = {{"type", "about:blank"},
+                  {"title", std::string(core::ErrorCodeName(error.code))},
+                  {"code", error.api_code},
+                  {"detail", error.message}};
+  if (error.details.is_object()) {
+    for (const auto& [key, value] : error.details.items()) {
+      if (!problem.contains(key)) problem[key] = value;
+    }
+  }
+  return problem;
 }
 
 const json& Field(const json& obj, const char* key) {

@@ -44,7 +44,8 @@ class VerbRegistry {
   void AddTargetOptions(CLI::App* cmd) const;
   /// Adds `--json`.
   void AddJsonFlag(CLI::App* cmd) const;
-  /// Makes `cmd` run `verb` (see RunVerb).
+  /// Makes `cmd` run `verb` (see RunVerb); adds `--json` when `cmd` has none yet, so that every
+  /// verb answers JSON, its errors included, when asked.
   void OnRun(CLI::App* cmd, VerbFn verb) const;
 
   /// The storage of the common options, for verbs that declare them with their own help text.
@@ -55,8 +56,14 @@ class VerbRegistry {
 };
 
 /// Runs `verb` and turns its outcome into `*ctx.exit_code`: 0, or 1 after one line on stderr:
-/// `gpuwerk: <message> (<code>)`. An exception is an "internal" failure.
+/// `gpuwerk: <message> (<code>)`, or under --json the problem object (ProblemJson). An exception
+/// is an "internal" failure.
 void RunVerb(VerbContext& ctx, const VerbFn& verb);
+
+/// A failure as the CLI prints it under --json, shaped as RFC 9457 problem JSON:
+/// `{"type":"about:blank","title":<ErrorCodeName>,"code":<api_code>,"detail":<message>}` plus the
+/// error's `details` members (e.g. the `field` of a server's invalid_field).
+nlohmann::json ProblemJson(const core::Error& error);
 
 // --- reading answers ---------------------------------------------------------------------------
 

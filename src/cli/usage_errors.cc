@@ -1,0 +1,147 @@
+// Usage errors (CLI11's parse errors) as one clear line, with a suggestion for a mistyped verb,
+// or as problem JSON under --json.
+#include <algorithm>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/internal/verb_support.h"
+#include "cli/output.h"
+
+namespace gpuwerk::cli {
+namespace {
+
+/// The names (first) and aliases of `app`'s subcommands.
+std::vector<std::string> VerbNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    for (const auto& alias : sub->get_aliases()) names.push_back(alias);
+  }
+  return names;
+}
+
+const CLI::App* SubcommandNamed(const CLI::App& app, std::string_view word) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->check_name(std::string(word))) return sub;
+  }
+  return nullptr;
+}
+
+/// The name among `app`'s subcommands closest to `word`: within edit distance 2 (1 for words of
+/// up to 3 letters); "" when none is that close. Ties go to the first (names before aliases).
+std::string ClosestVerb(const CLI::App& app, std::string_view word) {
+  std::string best;
+  size_t best_distance = word.size() <= 3 ? 2 : 3;
+  for (const auto& name : VerbNames(app)) {
+    const size_t d = EditDistance(word, name);
+    if (d < best_distance) {
+      best = name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+/// Whether `word` takes the next argument as its value on `app` (an option with a value).
+bool TakesValue(const CLI::App& app, std::string_view word) {
+  if (word.find('=') != std::string_view::npos) return false;
+  const CLI::Option* option = app.get_option_no_throw(std::string(word));
+  return option != nullptr && option->get_type_size() != 0;
+}
+
+/// For `args` (without the program name) that name a verb that does not exist, the message that
+/// says so and suggests the closest verb path ("did you mean `gpuwerk instances ls`?"); "" when
+/// every word that should be a verb is one.
+std::string MistypedVerbMessage(const CLI::App& root, const std::vector<std::string>& args) {
+  const CLI::App* current = &root;
+  std::string path = "gpuwerk";
+  size_t i = 0;
+  auto next_word = [&]() -> const std::string* {
+    while (i < args.size()) {
+      const std::string& a = args[i++];
+      if (a == "--") return nullptr;
+      if (a.starts_with("-")) {
+        if (TakesValue(*current, a)) ++i;
+        continue;
+      }
+      return &a;
+    }
+    return nullptr;
+  };
+  while (!current->get_subcommands({}).empty()) {
+    const std::string* word = next_word();
+    if (word == nullptr) return "";
+    if (const CLI::App* sub = SubcommandNamed(*current, *word)) {
+      current = sub;
+      path += " " + sub->get_name();
+      continue;
+    }
+    // Not a verb at this level: a mistake, unless this command takes positionals of its own.
+    if (!current->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty()) {
+      return "";
+    }
+    const std::string typed = *word;
+    std::string closest = ClosestVerb(*current, typed);
+    std::string message = "'" + SafeText(typed) + "' is not a command of `" + path + "`";
+    if (closest.empty()) {
+      return message + "; see '" + path + " --help'";
+    }
+    // Follow the rest of the words under the suggestion, correcting them too.
+    std::string suggestion = path + " " + closest;
+    const CLI::App* sub = SubcommandNamed(*current, closest);
+    while (sub != nullptr && !sub->get_subcommands({}).empty()) {
+      current = sub;
+      const std::string* more = next_word();
+      if (more == nullptr) break;
+      std::string fixed = SubcommandNamed(*sub, *more) ? *more : ClosestVerb(*sub, *more);
+      if (fixed.empty()) break;
+      suggestion += " " + fixed;
+      sub = SubcommandNamed(*sub, fixed);
+    }
+    return message + "; did you mean `" + suggestion + "`?";
+  }
+  return "";
+}
+
+}  // namespace
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+int ReportUsageError(CLI::App& app, const CLI::ParseError& error,
+                     const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (error.get_exit_code() == 0) return app.exit(error, out, err);  // --help, --version
+  const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
+  std::string message = MistypedVerbMessage(app, args);
+  const bool mistyped = !message.empty();
+  if (!mistyped && !json) return app.exit(error, out, err);
+  if (!mistyped) message = error.what();
+  if (json) {
+    const core::Error problem(core::ErrorCode::kInvalidArgument,
+                              mistyped ? "unknown_command" : "usage_error", message);
+    err << internal::ProblemJson(problem).dump(-1, ' ', false,
+                                               nlohmann::json::error_handler_t::replace)
+        << "\n";
+  } else {
+    err << "gpuwerk: " << message << "\n";
+  }
+  err.flush();
+  return error.get_exit_code();
+}
+
+}  // namespace gpuwerk::cli
