@@ -160,8 +160,9 @@ TEST_F(CliTest, UsageErrorsExitTwoAndUnreachableServerSaysWhatToDo) {
 }
 
 TEST_F(CliTest, SignupCreatesAnAccountAndLogsIn) {
-  auto r = Gpuwerk("signup --url " + app_->base_url() + " --email bob@example.test --password-stdin",
-                   "bob password 1\n");
+  auto r =
+      Gpuwerk("signup --url " + app_->base_url() + " --email bob@example.test --password-stdin",
+              "bob password 1\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "Signed up and logged in to " + app_->base_url() + " as bob@example.test.\n");
   auto who = Gpuwerk("whoami --json");
