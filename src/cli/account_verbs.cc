@@ -409,41 +409,28 @@ core::Result<void> WhoamiVerb(VerbContext& ctx) {
 
 void AddAccountVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<AccountOptions>();
-  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
-    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
-  };
   CommonOptions& common = verbs.common();
-
-  CLI::App* login = app.add_subcommand(
-      "login", "Sign in to a gpuwerk server and save an API token for the other commands");
-  login->add_option("--url", common.target.url,
+  // login and signup: their own --url (no login yet), --email and --password-stdin.
+  auto add_sign_in = [&](const std::string& name, const std::string& help,
+                         const std::string& password_help, auto verb) {
+    CLI::App* cmd = app.add_subcommand(name, help);
+    cmd->add_option("--url", common.target.url,
                     "server URL (default: GPUWERK_URL, the last login's, or " +
                         std::string(kDefaultServerUrl) + ")");
-  login->add_option("--email", opt->email, "your account's email address (asked if not given)");
-  login->add_flag("--password-stdin", opt->password_stdin, "read the password from standard input");
-  login->add_option("--token", common.target.token,
-                    "save this existing API token instead of signing in with a password");
-  run(login, &LoginVerb);
-
-  CLI::App* signup = app.add_subcommand(
-      "signup", "Create an account on a gpuwerk server, then log in as `login` does");
-  signup->add_option("--url", common.target.url,
-                     "server URL (default: GPUWERK_URL, the last login's, or " +
-                         std::string(kDefaultServerUrl) + ")");
-  signup->add_option("--email", opt->email, "your email address (asked if not given)");
-  signup->add_flag("--password-stdin", opt->password_stdin,
-                   "read the new password from standard input (else it is asked twice)");
-  run(signup, &SignupVerb);
-
-  CLI::App* logout =
-      app.add_subcommand("logout", "Delete this CLI's API token and forget the saved login");
-  verbs.AddTargetOptions(logout);
-  verbs.OnRun(logout, &LogoutVerb);
-
-  CLI::App* whoami = app.add_subcommand("whoami", "Show who the saved login belongs to");
-  verbs.AddTargetOptions(whoami);
-  verbs.AddJsonFlag(whoami);
-  verbs.OnRun(whoami, &WhoamiVerb);
+    cmd->add_option("--email", opt->email, "your account's email address (asked if not given)");
+    cmd->add_flag("--password-stdin", opt->password_stdin, password_help);
+    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
+    return cmd;
+  };
+  add_sign_in("login", "Sign in to a gpuwerk server and save an API token for the other commands",
+              "read the password from standard input", &LoginVerb)
+      ->add_option("--token", common.target.token,
+                   "save this existing API token instead of signing in with a password");
+  add_sign_in("signup", "Create an account on a gpuwerk server, then log in as `login` does",
+              "read the new password from standard input (else it is asked twice)", &SignupVerb);
+  verbs.AddVerb(app, "logout", "Delete this CLI's API token and forget the saved login",
+                &LogoutVerb);
+  verbs.AddVerb(app, "whoami", "Show who the saved login belongs to", &WhoamiVerb);
 }
 
 }  // namespace gpuwerk::cli::internal

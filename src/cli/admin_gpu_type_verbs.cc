@@ -56,26 +56,20 @@ core::Result<void> AdminGpuTypesSetVerb(VerbContext& ctx, const AdminGpuTypeOpti
 
 void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   auto opt = std::make_shared<AdminGpuTypeOptions>();
-  CLI::App* admin_types = admin.add_subcommand("gpu-types", "Manage GPU types (R-7)");
-  admin_types->require_subcommand(1);
-  CLI::App* types_ls = admin_types->add_subcommand("ls", "List GPU types with hosts and capacity");
-  types_ls->alias("list");
-  verbs.AddTargetOptions(types_ls);
-  verbs.AddJsonFlag(types_ls);
-  verbs.OnRun(types_ls, &AdminGpuTypesLsVerb);
-  CLI::App* types_set = admin_types->add_subcommand(
-      "set", "Create a GPU type or change it (only the options given change)");
-  types_set->add_option("NAME", opt->name, "the type's name (a DNS label)")->required();
-  types_set->add_option("--price-minor", opt->price_minor,
-                        "price per hour in minor units (cents); new billing sessions only");
-  types_set->add_option("--hosts-per-instance", opt->hosts_per_instance,
-                        "1, or 2 for a linked pair (not while the type has hosts, instances or "
-                        "queue entries)");
-  types_set->add_option("--description", opt->description, "one line shown to people");
-  types_set->add_option("--currency", opt->currency, "3 lowercase letters (default usd)");
-  verbs.AddTargetOptions(types_set);
-  verbs.AddJsonFlag(types_set);
-  verbs.OnRun(types_set, [opt](VerbContext& ctx) { return AdminGpuTypesSetVerb(ctx, *opt); });
+  CLI::App* types = VerbRegistry::AddGroup(admin, "gpu-types", "Manage GPU types (R-7)");
+  verbs.AddVerb(*types, "ls", "List GPU types with hosts and capacity", &AdminGpuTypesLsVerb)
+      ->alias("list");
+  CLI::App* set =
+      verbs.AddVerb(*types, "set", "Create a GPU type or change it (only the options given change)",
+                    opt, &AdminGpuTypesSetVerb);
+  set->add_option("NAME", opt->name, "the type's name (a DNS label)")->required();
+  set->add_option("--price-minor", opt->price_minor,
+                  "price per hour in minor units (cents); new billing sessions only");
+  set->add_option("--hosts-per-instance", opt->hosts_per_instance,
+                  "1, or 2 for a linked pair (not while the type has hosts, instances or queue "
+                  "entries)");
+  set->add_option("--description", opt->description, "one line shown to people");
+  set->add_option("--currency", opt->currency, "3 lowercase letters (default usd)");
 }
 
 }  // namespace gpuwerk::cli::internal

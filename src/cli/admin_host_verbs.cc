@@ -132,55 +132,41 @@ core::Result<void> AdminHostsUnlinkVerb(VerbContext& ctx, const AdminHostOptions
 
 void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   auto opt = std::make_shared<AdminHostOptions>();
-  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
-    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
-  };
-  CLI::App* admin_hosts = admin.add_subcommand("hosts", "Manage GPU hosts");
-  admin_hosts->require_subcommand(1);
-  CLI::App* hosts_add =
-      admin_hosts->add_subcommand("add", "Register a host (its agent token is shown once)");
-  hosts_add->add_option("NAME", opt->name, "the host's name (a DNS label)")->required();
-  hosts_add->add_option("--gpu-type", opt->gpu_type, "the GPU type it serves")->required();
-  hosts_add->add_flag("--no-gpu", opt->no_gpu, "the host has no GPU (instances say so)");
-  verbs.AddTargetOptions(hosts_add);
-  verbs.AddJsonFlag(hosts_add);
-  run(hosts_add, &AdminHostsAddVerb);
-  CLI::App* hosts_ls = admin_hosts->add_subcommand("ls", "List hosts");
-  hosts_ls->alias("list");
-  verbs.AddTargetOptions(hosts_ls);
-  verbs.AddJsonFlag(hosts_ls);
-  verbs.OnRun(hosts_ls, &AdminHostsLsVerb);
+  CLI::App* hosts = VerbRegistry::AddGroup(admin, "hosts", "Manage GPU hosts");
+  CLI::App* add = verbs.AddVerb(*hosts, "add", "Register a host (its agent token is shown once)",
+                                opt, &AdminHostsAddVerb);
+  add->add_option("NAME", opt->name, "the host's name (a DNS label)")->required();
+  add->add_option("--gpu-type", opt->gpu_type, "the GPU type it serves")->required();
+  add->add_flag("--no-gpu", opt->no_gpu, "the host has no GPU (instances say so)");
+  verbs.AddVerb(*hosts, "ls", "List hosts", &AdminHostsLsVerb)->alias("list");
   for (const bool drain : {true, false}) {
-    CLI::App* cmd = admin_hosts->add_subcommand(
-        drain ? "drain" : "undrain",
-        drain ? "Give a host no new instances (those on it keep running)"
-              : "Let a drained or degraded host take new instances again");
-    cmd->add_option("NAME", opt->name, "the host's name")->required();
-    verbs.AddTargetOptions(cmd);
-    verbs.AddJsonFlag(cmd);
-    verbs.OnRun(cmd,
-                [opt, drain](VerbContext& ctx) { return AdminHostsDrainVerb(ctx, *opt, drain); });
+    verbs
+        .AddVerb(*hosts, drain ? "drain" : "undrain",
+                 drain ? "Give a host no new instances (those on it keep running)"
+                       : "Let a drained or degraded host take new instances again",
+                 [opt, drain](VerbContext& ctx) { return AdminHostsDrainVerb(ctx, *opt, drain); })
+        ->add_option("NAME", opt->name, "the host's name")
+        ->required();
   }
-  CLI::App* hosts_rm = admin_hosts->add_subcommand(
-      "rm", "Remove a host (refused while an instance is placed on it; unlinks its pair)");
-  hosts_rm->alias("remove");
-  hosts_rm->add_option("NAME", opt->name, "the host's name")->required();
-  verbs.AddTargetOptions(hosts_rm);
-  run(hosts_rm, &AdminHostsRmVerb);
-  CLI::App* hosts_link = admin_hosts->add_subcommand(
-      "link", "Link two hosts of a 2-host GPU type into a pair: link A=RAIL_IP B=RAIL_IP");
-  hosts_link->add_option("HOSTS", opt->args, "two HOST=RAIL_ADDRESS; the first is node 0")
+  verbs
+      .AddVerb(*hosts, "rm",
+               "Remove a host (refused while an instance is placed on it; unlinks its pair)", opt,
+               &AdminHostsRmVerb)
+      ->alias("remove")
+      ->add_option("NAME", opt->name, "the host's name")
+      ->required();
+  verbs
+      .AddVerb(*hosts, "link",
+               "Link two hosts of a 2-host GPU type into a pair: link A=RAIL_IP B=RAIL_IP", opt,
+               &AdminHostsLinkVerb)
+      ->add_option("HOSTS", opt->args, "two HOST=RAIL_ADDRESS; the first is node 0")
       ->required()
       ->expected(2);
-  verbs.AddTargetOptions(hosts_link);
-  verbs.AddJsonFlag(hosts_link);
-  run(hosts_link, &AdminHostsLinkVerb);
-  CLI::App* hosts_unlink = admin_hosts->add_subcommand(
-      "unlink", "Unlink a pair (refused while an instance is placed on it)");
-  hosts_unlink->add_option("PAIR", opt->name, "the pair's id, or the name of either host")
+  verbs
+      .AddVerb(*hosts, "unlink", "Unlink a pair (refused while an instance is placed on it)", opt,
+               &AdminHostsUnlinkVerb)
+      ->add_option("PAIR", opt->name, "the pair's id, or the name of either host")
       ->required();
-  verbs.AddTargetOptions(hosts_unlink);
-  run(hosts_unlink, &AdminHostsUnlinkVerb);
 }
 
 }  // namespace gpuwerk::cli::internal

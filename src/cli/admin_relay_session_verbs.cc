@@ -30,14 +30,12 @@ core::Result<void> AdminRelaySessionsVerb(VerbContext& ctx, const AdminRelaySess
 
 void AddAdminRelaySessionVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   auto opt = std::make_shared<AdminRelaySessionOptions>();
-  CLI::App* admin_relay = admin.add_subcommand(
-      "relay-sessions", "List every relay session (SSH connection), newest first");
-  admin_relay->add_option("--instance", opt->instance, "only this instance's (an instance id)");
-  admin_relay->add_option("--person", opt->person, "only this person's (a person id)");
-  admin_relay->add_option("--page", opt->page, "the page, 15 relay sessions each (default 1)");
-  verbs.AddTargetOptions(admin_relay);
-  verbs.AddJsonFlag(admin_relay);
-  verbs.OnRun(admin_relay, [opt](VerbContext& ctx) { return AdminRelaySessionsVerb(ctx, *opt); });
+  CLI::App* cmd = verbs.AddVerb(admin, "relay-sessions",
+                                "List every relay session (SSH connection), newest first", opt,
+                                &AdminRelaySessionsVerb);
+  cmd->add_option("--instance", opt->instance, "only this instance's (an instance id)");
+  cmd->add_option("--person", opt->person, "only this person's (a person id)");
+  cmd->add_option("--page", opt->page, "the page, 15 relay sessions each (default 1)");
 }
 
 }  // namespace gpuwerk::cli::internal

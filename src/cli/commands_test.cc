@@ -246,6 +246,15 @@ class CommandsTest : public ::testing::Test {
 
   fs::path login_path() const { return tmp_.path() / "login.json"; }
 
+  /// The login file holds a new API token for the fake server, for `email`.
+  void ExpectSavedLogin(const std::string& email) {
+    auto saved = ReadLoginFile(login_path());
+    ASSERT_TRUE(saved && *saved);
+    EXPECT_EQ((*saved)->url, server_.url());
+    EXPECT_EQ((*saved)->email, email);
+    EXPECT_TRUE((*saved)->token.starts_with("gwt_"));
+  }
+
   /// The time `--wait` reads; its sleeps only move it on.
   std::chrono::steady_clock::time_point now_{};
   testing::TempDir tmp_;
@@ -261,11 +270,7 @@ TEST_F(CommandsTest, LoginWithPasswordCreatesATokenSavesItAndEndsTheSignInSessio
   EXPECT_EQ(r.out, "Logged in to " + server_.url() + " as ada@example.com.\n");
   EXPECT_EQ(r.err, "");
 
-  auto saved = ReadLoginFile(login_path());
-  ASSERT_TRUE(saved && *saved);
-  EXPECT_EQ((*saved)->url, server_.url());
-  EXPECT_EQ((*saved)->email, "ada@example.com");
-  EXPECT_TRUE((*saved)->token.starts_with("gwt_"));
+  ExpectSavedLogin("ada@example.com");
   EXPECT_EQ(api_.logouts, 1);
 
   auto reqs = server_.requests();
@@ -488,11 +493,7 @@ TEST_F(CommandsTest, SignupCreatesTheAccountAndSavesALoginAsLoginDoes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "Signed up and logged in to " + server_.url() + " as bo@example.com.\n");
   EXPECT_EQ(r.err, "");
-  auto saved = ReadLoginFile(login_path());
-  ASSERT_TRUE(saved && *saved);
-  EXPECT_EQ((*saved)->url, server_.url());
-  EXPECT_EQ((*saved)->email, "bo@example.com");
-  EXPECT_TRUE((*saved)->token.starts_with("gwt_"));
+  ExpectSavedLogin("bo@example.com");
   EXPECT_EQ(api_.logouts, 1);  // the sign-in session only served to create the token
   auto reqs = server_.requests();
   ASSERT_EQ(reqs.size(), 3u);

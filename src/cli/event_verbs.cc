@@ -103,14 +103,11 @@ core::Result<void> EventsVerb(VerbContext& ctx, const EventOptions& opt) {
 
 void AddEventVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<EventOptions>();
-  CLI::App* events = app.add_subcommand(
-      "events",
-      "Print your instance and queue changes as they happen, one line each (Ctrl-C ends)");
-  events->add_option("--count", opt->count,
-                     "exit after this many events (the first is a snapshot)");
-  verbs.AddTargetOptions(events);
-  verbs.AddJsonFlag(events);
-  verbs.OnRun(events, [opt](VerbContext& ctx) { return EventsVerb(ctx, *opt); });
+  verbs
+      .AddVerb(app, "events",
+               "Print your instance and queue changes as they happen, one line each (Ctrl-C ends)",
+               opt, &EventsVerb)
+      ->add_option("--count", opt->count, "exit after this many events (the first is a snapshot)");
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -26,10 +26,7 @@ core::Result<void> GpuTypesVerb(VerbContext& ctx) {
 }  // namespace
 
 void AddGpuTypeVerbs(CLI::App& app, const VerbRegistry& verbs) {
-  CLI::App* gpu_types = app.add_subcommand("gpu-types", "List GPU types, prices and capacity");
-  verbs.AddTargetOptions(gpu_types);
-  verbs.AddJsonFlag(gpu_types);
-  verbs.OnRun(gpu_types, &GpuTypesVerb);
+  verbs.AddVerb(app, "gpu-types", "List GPU types, prices and capacity", &GpuTypesVerb);
 }
 
 }  // namespace gpuwerk::cli::internal

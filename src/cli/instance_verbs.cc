@@ -243,60 +243,44 @@ core::Result<void> InstancesRelaySessionsVerb(VerbContext& ctx, const InstanceOp
 
 void AddInstanceVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<InstanceOptions>();
-  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
-    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
-  };
   auto add_wait_options = [opt](CLI::App* cmd) {
     cmd->add_flag("--wait", opt->wait,
                   "wait until the instance is running, printing the launch's steps");
     cmd->add_option("--wait-timeout", opt->wait_timeout_s,
                     "with --wait: give up after this many seconds (default 600)");
   };
-  CLI::App* instances = app.add_subcommand("instances", "Manage your instances");
-  instances->require_subcommand(1);
-  CLI::App* ins_ls = instances->add_subcommand("ls", "List your instances");
-  ins_ls->alias("list");
-  verbs.AddTargetOptions(ins_ls);
-  verbs.AddJsonFlag(ins_ls);
-  verbs.OnRun(ins_ls, &InstancesLsVerb);
-  CLI::App* ins_create = instances->add_subcommand("create", "Create an instance");
-  ins_create->add_option("NAME", opt->name, "a DNS label, unique among your instances")->required();
-  ins_create->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
-  ins_create->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
-  add_wait_options(ins_create);
-  verbs.AddTargetOptions(ins_create);
-  verbs.AddJsonFlag(ins_create);
-  run(ins_create, &InstancesCreateVerb);
-  CLI::App* ins_show = instances->add_subcommand("show", "Show one instance");
-  ins_show->add_option("NAME", opt->name, "the instance's name")->required();
-  verbs.AddTargetOptions(ins_show);
-  verbs.AddJsonFlag(ins_show);
-  run(ins_show, &InstancesShowVerb);
-  CLI::App* ins_restart = instances->add_subcommand("restart", "Restart an instance's container");
-  ins_restart->add_option("NAME", opt->name, "the instance's name")->required();
-  add_wait_options(ins_restart);
-  verbs.AddTargetOptions(ins_restart);
-  run(ins_restart, &InstancesRestartVerb);
-  CLI::App* ins_rm = instances->add_subcommand("rm", "Delete an instance");
-  ins_rm->alias("remove");
-  ins_rm->alias("delete");
-  ins_rm->add_option("NAME", opt->name, "the instance's name")->required();
-  verbs.AddTargetOptions(ins_rm);
-  run(ins_rm, &InstancesRmVerb);
-  CLI::App* ins_relay = instances->add_subcommand(
-      "relay-sessions", "List an instance's relay sessions (SSH connections), newest first");
-  ins_relay->add_option("NAME", opt->name, "the instance's name, or the id of a deleted one")
+  CLI::App* instances = VerbRegistry::AddGroup(app, "instances", "Manage your instances");
+  verbs.AddVerb(*instances, "ls", "List your instances", &InstancesLsVerb)->alias("list");
+  CLI::App* create =
+      verbs.AddVerb(*instances, "create", "Create an instance", opt, &InstancesCreateVerb);
+  create->add_option("NAME", opt->name, "a DNS label, unique among your instances")->required();
+  create->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
+  create->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  add_wait_options(create);
+  verbs.AddVerb(*instances, "show", "Show one instance", opt, &InstancesShowVerb)
+      ->add_option("NAME", opt->name, "the instance's name")
       ->required();
-  ins_relay->add_option("--page", opt->page, "the page, 15 relay sessions each (default 1)");
-  verbs.AddTargetOptions(ins_relay);
-  verbs.AddJsonFlag(ins_relay);
-  run(ins_relay, &InstancesRelaySessionsVerb);
+  CLI::App* restart = verbs.AddVerb(*instances, "restart", "Restart an instance's container", opt,
+                                    &InstancesRestartVerb);
+  restart->add_option("NAME", opt->name, "the instance's name")->required();
+  add_wait_options(restart);
+  verbs.AddVerb(*instances, "rm", "Delete an instance", opt, &InstancesRmVerb)
+      ->alias("remove")
+      ->alias("delete")
+      ->add_option("NAME", opt->name, "the instance's name")
+      ->required();
+  CLI::App* relay_sessions =
+      verbs.AddVerb(*instances, "relay-sessions",
+                    "List an instance's relay sessions (SSH connections), newest first", opt,
+                    &InstancesRelaySessionsVerb);
+  relay_sessions->add_option("NAME", opt->name, "the instance's name, or the id of a deleted one")
+      ->required();
+  relay_sessions->add_option("--page", opt->page, "the page, 15 relay sessions each (default 1)");
 
-  CLI::App* ssh = app.add_subcommand("ssh", "Log in to an instance over SSH (runs the system ssh)");
+  CLI::App* ssh = verbs.AddVerb(app, "ssh", "Log in to an instance over SSH (runs the system ssh)",
+                                opt, &SshVerb);
   ssh->add_option("NAME", opt->name, "the instance's name")->required();
   ssh->add_option("ARGS", opt->args, "arguments passed on to ssh (after --)");
-  verbs.AddTargetOptions(ssh);
-  run(ssh, &SshVerb);
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -104,13 +104,7 @@ core::Result<void> KeysRmVerb(VerbContext& ctx, const KeyOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json keys, server.All("/api/v1/ssh-keys"));
   const std::string& name = opt.name;
-  const json* found = nullptr;
-  for (const auto& k : keys) {
-    if (Str(k, "name") == name) found = &k;
-  }
-  for (const auto& k : keys) {  // an id works too
-    if (found == nullptr && Str(k, "id") == name) found = &k;
-  }
+  const json* found = FindItem(keys, name, "name", "id");  // an id works too
   if (found == nullptr) {
     return core::Fail(ErrorCode::kNotFound, "not_found",
                       "no key named " + name + "; see 'gpuwerk keys ls'");
@@ -125,28 +119,16 @@ core::Result<void> KeysRmVerb(VerbContext& ctx, const KeyOptions& opt) {
 
 void AddKeyVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<KeyOptions>();
-  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
-    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
-  };
-  CLI::App* keys = app.add_subcommand("keys", "Manage your SSH public keys");
-  keys->require_subcommand(1);
-  CLI::App* keys_ls = keys->add_subcommand("ls", "List your SSH keys");
-  keys_ls->alias("list");
-  verbs.AddTargetOptions(keys_ls);
-  verbs.AddJsonFlag(keys_ls);
-  verbs.OnRun(keys_ls, &KeysLsVerb);
-  CLI::App* keys_add = keys->add_subcommand("add", "Add an SSH public key");
-  keys_add->add_option("NAME", opt->name, "a name for the key, unique among your keys")->required();
-  keys_add->add_option("FILE", opt->file,
-                       "the public key file (.pub); '-' or nothing reads standard input");
-  verbs.AddTargetOptions(keys_add);
-  verbs.AddJsonFlag(keys_add);
-  run(keys_add, &KeysAddVerb);
-  CLI::App* keys_rm = keys->add_subcommand("rm", "Remove an SSH key");
-  keys_rm->alias("remove");
-  keys_rm->add_option("NAME", opt->name, "the key's name")->required();
-  verbs.AddTargetOptions(keys_rm);
-  run(keys_rm, &KeysRmVerb);
+  CLI::App* keys = VerbRegistry::AddGroup(app, "keys", "Manage your SSH public keys");
+  verbs.AddVerb(*keys, "ls", "List your SSH keys", &KeysLsVerb)->alias("list");
+  CLI::App* add = verbs.AddVerb(*keys, "add", "Add an SSH public key", opt, &KeysAddVerb);
+  add->add_option("NAME", opt->name, "a name for the key, unique among your keys")->required();
+  add->add_option("FILE", opt->file,
+                  "the public key file (.pub); '-' or nothing reads standard input");
+  verbs.AddVerb(*keys, "rm", "Remove an SSH key", opt, &KeysRmVerb)
+      ->alias("remove")
+      ->add_option("NAME", opt->name, "the key's name")
+      ->required();
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -58,13 +58,7 @@ core::Result<void> QueueLsVerb(VerbContext& ctx) {
 core::Result<void> QueueLeaveVerb(VerbContext& ctx, const QueueOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json list, server.Ok("GET", "/api/v1/queue-entries"));
-  const json* found = nullptr;
-  for (const auto& e : Field(list, "items")) {
-    if (Str(e, "id") == opt.name) found = &e;
-  }
-  for (const auto& e : Field(list, "items")) {
-    if (found == nullptr && Str(e, "name") == opt.name) found = &e;
-  }
+  const json* found = FindItem(Field(list, "items"), opt.name, "id", "name");
   if (found == nullptr) {
     return core::Fail(ErrorCode::kNotFound, "not_found",
                       "no open queue entry " + opt.name + "; see 'gpuwerk queue ls'");
@@ -80,28 +74,18 @@ core::Result<void> QueueLeaveVerb(VerbContext& ctx, const QueueOptions& opt) {
 
 void AddQueueVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<QueueOptions>();
-  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
-    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
-  };
-  CLI::App* queue = app.add_subcommand("queue", "Wait in a GPU type's queue for a free host");
-  queue->require_subcommand(1);
-  CLI::App* queue_join = queue->add_subcommand(
-      "join", "Join a GPU type's queue; the instance is launched when your turn comes");
-  queue_join->add_option("NAME", opt->name, "the instance's name (a DNS label)")->required();
-  queue_join->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
-  queue_join->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
-  verbs.AddTargetOptions(queue_join);
-  verbs.AddJsonFlag(queue_join);
-  run(queue_join, &QueueJoinVerb);
-  CLI::App* queue_ls = queue->add_subcommand("ls", "List your queue entries and positions");
-  queue_ls->alias("list");
-  verbs.AddTargetOptions(queue_ls);
-  verbs.AddJsonFlag(queue_ls);
-  verbs.OnRun(queue_ls, &QueueLsVerb);
-  CLI::App* queue_leave = queue->add_subcommand("leave", "Leave a queue (free, immediate)");
-  queue_leave->add_option("ENTRY", opt->name, "the entry's id or name")->required();
-  verbs.AddTargetOptions(queue_leave);
-  run(queue_leave, &QueueLeaveVerb);
+  CLI::App* queue =
+      VerbRegistry::AddGroup(app, "queue", "Wait in a GPU type's queue for a free host");
+  CLI::App* join = verbs.AddVerb(
+      *queue, "join", "Join a GPU type's queue; the instance is launched when your turn comes", opt,
+      &QueueJoinVerb);
+  join->add_option("NAME", opt->name, "the instance's name (a DNS label)")->required();
+  join->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
+  join->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
+  verbs.AddVerb(*queue, "ls", "List your queue entries and positions", &QueueLsVerb)->alias("list");
+  verbs.AddVerb(*queue, "leave", "Leave a queue (free, immediate)", opt, &QueueLeaveVerb)
+      ->add_option("ENTRY", opt->name, "the entry's id or name")
+      ->required();
 }
 
 }  // namespace gpuwerk::cli::internal

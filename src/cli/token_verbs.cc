@@ -48,10 +48,7 @@ core::Result<void> TokensRmVerb(VerbContext& ctx, const TokenOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json tokens, server.All("/api/v1/tokens"));
   const std::string& id = opt.id;
-  const json* found = nullptr;
-  for (const auto& t : tokens) {
-    if (Str(t, "id") == id) found = &t;
-  }
+  const json* found = FindItem(tokens, id, "id");
   if (found == nullptr) {
     return core::Fail(ErrorCode::kNotFound, "not_found",
                       "no API token with the id " + id + "; see 'gpuwerk tokens ls'");
@@ -71,27 +68,17 @@ core::Result<void> TokensRmVerb(VerbContext& ctx, const TokenOptions& opt) {
 
 void AddTokenVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<TokenOptions>();
-  auto run = [&verbs, opt](CLI::App* cmd, auto verb) {
-    verbs.OnRun(cmd, [opt, verb](VerbContext& ctx) { return verb(ctx, *opt); });
-  };
-  CLI::App* tokens = app.add_subcommand("tokens", "Manage your personal API tokens");
-  tokens->require_subcommand(1);
-  CLI::App* tokens_ls = tokens->add_subcommand("ls", "List your API tokens");
-  tokens_ls->alias("list");
-  verbs.AddTargetOptions(tokens_ls);
-  verbs.AddJsonFlag(tokens_ls);
-  verbs.OnRun(tokens_ls, &TokensLsVerb);
-  CLI::App* tokens_create =
-      tokens->add_subcommand("create", "Create an API token (its secret is shown once)");
-  tokens_create->add_option("NAME", opt->name, "a name for the token")->required();
-  verbs.AddTargetOptions(tokens_create);
-  verbs.AddJsonFlag(tokens_create);
-  run(tokens_create, &TokensCreateVerb);
-  CLI::App* tokens_rm = tokens->add_subcommand("rm", "Delete an API token");
-  tokens_rm->alias("remove");
-  tokens_rm->add_option("ID", opt->id, "the token's id (see 'gpuwerk tokens ls')")->required();
-  verbs.AddTargetOptions(tokens_rm);
-  run(tokens_rm, &TokensRmVerb);
+  CLI::App* tokens = VerbRegistry::AddGroup(app, "tokens", "Manage your personal API tokens");
+  verbs.AddVerb(*tokens, "ls", "List your API tokens", &TokensLsVerb)->alias("list");
+  verbs
+      .AddVerb(*tokens, "create", "Create an API token (its secret is shown once)", opt,
+               &TokensCreateVerb)
+      ->add_option("NAME", opt->name, "a name for the token")
+      ->required();
+  verbs.AddVerb(*tokens, "rm", "Delete an API token", opt, &TokensRmVerb)
+      ->alias("remove")
+      ->add_option("ID", opt->id, "the token's id (see 'gpuwerk tokens ls')")
+      ->required();
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -29,12 +29,8 @@ core::Result<void> UsageQueueVerb(VerbContext& ctx) {
 }  // namespace
 
 void AddUsageVerbs(CLI::App& app, const VerbRegistry& verbs) {
-  CLI::App* usage = app.add_subcommand("usage", "Your usage history");
-  usage->require_subcommand(1);
-  CLI::App* usage_queue = usage->add_subcommand("queue", "Your queue history: waits and outcomes");
-  verbs.AddTargetOptions(usage_queue);
-  verbs.AddJsonFlag(usage_queue);
-  verbs.OnRun(usage_queue, &UsageQueueVerb);
+  CLI::App* usage = VerbRegistry::AddGroup(app, "usage", "Your usage history");
+  verbs.AddVerb(*usage, "queue", "Your queue history: waits and outcomes", &UsageQueueVerb);
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -14,6 +14,21 @@ VerbRegistry::VerbRegistry(ClientIo io, int& exit_code) : ctx_(std::make_shared<
   ctx_->exit_code = &exit_code;
 }
 
+CLI::App* VerbRegistry::AddGroup(CLI::App& parent, const std::string& name,
+                                 const std::string& help) {
+  CLI::App* group = parent.add_subcommand(name, help);
+  group->require_subcommand(1);
+  return group;
+}
+
+CLI::App* VerbRegistry::AddVerb(CLI::App& parent, const std::string& name, const std::string& help,
+                                VerbFn verb) const {
+  CLI::App* cmd = parent.add_subcommand(name, help);
+  AddTargetOptions(cmd);
+  OnRun(cmd, std::move(verb));
+  return cmd;
+}
+
 void VerbRegistry::AddTargetOptions(CLI::App* cmd) const {
   cmd->add_option("--url", ctx_->common.target.url,
                   "gpuwerk server URL (overrides GPUWERK_URL and the login file)");
@@ -21,13 +36,9 @@ void VerbRegistry::AddTargetOptions(CLI::App* cmd) const {
                   "API token (overrides GPUWERK_TOKEN and the login file)");
 }
 
-void VerbRegistry::AddJsonFlag(CLI::App* cmd) const {
-  cmd->add_flag("--json", ctx_->common.json, "print JSON for scripts instead of a table");
-}
-
 void VerbRegistry::OnRun(CLI::App* cmd, VerbFn verb) const {
   if (cmd->get_option_no_throw("--json") == nullptr) {
-    cmd->add_flag("--json", ctx_->common.json, "answer JSON (errors too) for scripts");
+    cmd->add_flag("--json", ctx_->common.json, "print JSON for scripts (errors too)");
   }
   cmd->callback([ctx = ctx_, verb = std::move(verb)] { RunVerb(*ctx, verb); });
 }
@@ -139,6 +150,18 @@ std::string DurationText(const json& seconds) {
          "s";
 }
 
+const json* FindItem(const json& items, std::string_view value, const char* first_key,
+                     const char* second_key) {
+  if (!items.is_array()) return nullptr;
+  for (const char* key : {first_key, second_key}) {
+    if (key == nullptr) continue;
+    for (const auto& item : items) {
+      if (Str(item, key) == value) return &item;
+    }
+  }
+  return nullptr;
+}
+
 bool IsTokenItem(const json& item, std::string_view token) {
   const std::string prefix = Str(item, "prefix");
   return !prefix.empty() && token.starts_with(prefix);
@@ -178,30 +201,19 @@ core::Result<ServerConnection> Connect(const VerbContext& ctx) {
 
 core::Result<json> FindInstance(const ServerConnection& server, const std::string& name) {
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/instances"));
-  for (const auto& in : items) {
-    if (Str(in, "name") == name) return in;
-  }
-  for (const auto& in : items) {
-    if (Str(in, "id") == name) return in;
-  }
+  if (const json* found = FindItem(items, name, "name", "id")) return *found;
   return core::Fail(ErrorCode::kNotFound, "not_found",
                     "no instance named " + name + "; see 'gpuwerk instances ls'");
 }
 
 core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std::string& key) {
   GPUWERK_ASSIGN_OR_RETURN(json keys, server.All("/api/v1/ssh-keys"));
-  std::string key_id;
-  for (const auto& k : keys) {
-    if (Str(k, "name") == key) key_id = Str(k, "id");
-  }
-  for (const auto& k : keys) {
-    if (key_id.empty() && Str(k, "id") == key) key_id = Str(k, "id");
-  }
-  if (key_id.empty()) {
+  const json* found = FindItem(keys, key, "name", "id");
+  if (found == nullptr) {
     return core::Fail(ErrorCode::kNotFound, "not_found",
                       "no key named " + key + "; see 'gpuwerk keys ls'");
   }
-  return key_id;
+  return Str(*found, "id");
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -40,10 +40,26 @@ class VerbRegistry {
  public:
   VerbRegistry(ClientIo io, int& exit_code);
 
+  /// Adds the command group `name` under `parent`: a verb of it must follow (`keys ls`).
+  static CLI::App* AddGroup(CLI::App& parent, const std::string& name, const std::string& help);
+
+  /// Adds the verb `name` under `parent` with `--url`, `--token` and `--json`, running `verb`.
+  /// The caller adds the verb's own options to the answer.
+  CLI::App* AddVerb(CLI::App& parent, const std::string& name, const std::string& help,
+                    VerbFn verb) const;
+
+  /// As above, for a verb whose options are in `*options` (the group's options struct, shared by
+  /// its verbs: one verb runs per invocation).
+  template <class Options>
+  CLI::App* AddVerb(CLI::App& parent, const std::string& name, const std::string& help,
+                    std::shared_ptr<Options> options,
+                    core::Result<void> (*verb)(VerbContext&, const Options&)) const {
+    return AddVerb(parent, name, help,
+                   [options, verb](VerbContext& ctx) { return verb(ctx, *options); });
+  }
+
   /// Adds `--url` and `--token` (overriding GPUWERK_URL / GPUWERK_TOKEN and the login file).
   void AddTargetOptions(CLI::App* cmd) const;
-  /// Adds `--json`.
-  void AddJsonFlag(CLI::App* cmd) const;
   /// Makes `cmd` run `verb` (see RunVerb); adds `--json` when `cmd` has none yet, so that every
   /// verb answers JSON, its errors included, when asked.
   void OnRun(CLI::App* cmd, VerbFn verb) const;
@@ -97,6 +113,11 @@ std::string MoneyText(const nlohmann::json& price);
 
 /// A number of seconds as "1h02m03s"; "" when not an integer.
 std::string DurationText(const nlohmann::json& seconds);
+
+/// The item of the array `items` whose `first_key` is `value`, else the one whose `second_key`
+/// is (when given), e.g. a key by name, else by id; nullptr when none. The pointer is into `items`.
+const nlohmann::json* FindItem(const nlohmann::json& items, std::string_view value,
+                               const char* first_key, const char* second_key = nullptr);
 
 /// Whether the API token `token` is the one listed as `item` (the list shows only a prefix).
 bool IsTokenItem(const nlohmann::json& item, std::string_view token);
