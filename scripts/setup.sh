@@ -1,28 +1,58 @@
 #!/usr/bin/env bash
-# Installs everything gpuwerk needs to build, run and test on Debian bookworm.
-# Idempotent: when every package is already installed it returns in well under a second.
+# Installs the Debian bookworm packages gpuwerk needs, by purpose:
+#
+#   scripts/setup.sh [build] [run] [test]     (no group: all three)
+#
+#   build  the compiler, CMake and the libraries gpuwerk compiles against
+#   run    what `gpuwerk up` and its agent use at run time: the container engine (podman) and
+#          what scripts/instance-image/build.sh needs (debootstrap), ssh for `gpuwerk ssh`
+#   test   what scripts/test.sh adds: GoogleTest, sshd, an SMTP sink, clang for the fuzzers and
+#          the format check, the tools the integration tests and benchmarks call
+#
+# scripts/up.sh installs `build run`, scripts/test.sh `build run test`. Idempotent: when every
+# package is already installed it returns in well under a second.
 set -euo pipefail
 
-packages=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config ccache git clang-16 libclang-rt-16-dev
-  clang-format clang-tidy
+build=(
+  build-essential cmake ninja-build pkg-config ccache git
   # libraries (DESIGN.md: Dependencies)
   libboost1.74-dev libboost-system1.74-dev nlohmann-json3-dev libsqlite3-dev libpq-dev
   libssh-dev libsodium-dev libssl-dev libcurl4-openssl-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev libjemalloc-dev libutfcpp-dev
   libarchive-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev openssh-client openssh-server python3-aiosmtpd
-  putty-tools wrk jq curl ca-certificates procps iproute2 tmux rsync
+)
+run=(
   # the container engine and the instance image (shared/notes/container-engine.md)
   podman runc conmon containernetworking-plugins iptables debootstrap debian-archive-keyring
-  util-linux tar
+  util-linux tar ca-certificates curl procps
+  # `gpuwerk ssh`
+  openssh-client
+)
+test=(
+  clang-16 libclang-rt-16-dev clang-format clang-tidy
+  libgtest-dev libgmock-dev libbenchmark-dev openssh-server python3-aiosmtpd
+  putty-tools wrk jq iproute2 tmux rsync
 )
 
+(($#)) || set -- build run test
+packages=()
+for group in "$@"; do
+  case $group in
+    build) packages+=("${build[@]}") ;;
+    run) packages+=("${run[@]}") ;;
+    test) packages+=("${test[@]}") ;;
+    *) echo "usage: $0 [build] [run] [test]" >&2; exit 2 ;;
+  esac
+done
+
+# One dpkg-query for all: the packages installed, then the ones asked for that are not.
+declare -A installed=()
+while read -r name status; do
+  [[ $status == 'install ok installed' ]] && installed[${name%%:*}]=1
+done < <(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  [[ -n ${installed[$p]:-} ]] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up this machine (scripts/setup.sh), then builds and runs every test:
+# Sets up this machine for building, running and testing (scripts/setup.sh build run test), then
+# builds and runs every test:
 #   1. a format check of the C++ sources (clang-format, .clang-format),
 #   2. the unit and integration tests (GoogleTest via CTest) in an AddressSanitizer +
 #      UndefinedBehaviorSanitizer build with warnings as errors,
@@ -10,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-bash scripts/setup.sh
+bash scripts/setup.sh build run test
 jobs=${GPUWERK_JOBS:-$(nproc)}
 
 echo "== format check"

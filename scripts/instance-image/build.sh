@@ -2,16 +2,70 @@
 # Builds the development instance image (Debian bookworm + openssh-server) with debootstrap and
 # imports it into the local container engine (podman). See README.md beside this file.
 #
-#   scripts/instance-image/build.sh [TAG]     (default localhost/gpuwerk-instance:bookworm)
+#   scripts/instance-image/build.sh [--mirror URL] [TAG]   (default localhost/gpuwerk-instance:bookworm)
 #
 # Idempotent: when the engine already has TAG it exits 0 at once. Concurrent runs serialise on a
 # lock and the later one finds the image. Needs root (debootstrap, rootful podman) and network
-# access to the Debian mirror that apt uses on this machine.
-# Environment: GPUWERK_DEBIAN_MIRROR overrides the mirror; CONTAINERS_CONF defaults to the
-# project's config/containers.conf.
+# access to a Debian mirror: --mirror URL, else GPUWERK_DEBIAN_MIRROR, else the one apt uses on
+# this machine (/etc/apt/sources.list.d/*.sources, then sources.list and sources.list.d/*.list);
+# with none of them it fails and says so. CONTAINERS_CONF defaults to the project's
+# config/containers.conf.
 set -euo pipefail
 
-tag=${1:-localhost/gpuwerk-instance:bookworm}
+usage() {
+  sed -n '2,12s/^# \{0,1\}//p' "$0"
+}
+
+# The first Debian archive URI apt uses (not a -security suite, not a disabled entry), from the
+# deb822 files first, then the one-line format; prints nothing when there is none.
+debian_mirror() {
+  local apt=${1:-/etc/apt} uri
+  shopt -s nullglob
+  local deb822=("$apt"/sources.list.d/*.sources) one_line=("$apt"/sources.list "$apt"/sources.list.d/*.list)
+  shopt -u nullglob
+  if ((${#deb822[@]})); then
+    uri=$(awk '
+      function flush() {
+        if (!found && types ~ /(^|[ \t])deb([ \t]|$)/ && tolower(enabled) != "no" &&
+            suites !~ /-security/ && uri ~ /^(https?|file):\/\//) { print uri; found = 1 }
+        types = ""; uri = ""; suites = ""; enabled = ""
+      }
+      FNR == 1 { flush() }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { flush(); next }
+      /^Types:/ { types = $0 }
+      /^URIs:/ { uri = $2 }
+      /^Suites:/ { suites = $0 }
+      /^Enabled:/ { enabled = $2 }
+      END { flush() }' "${deb822[@]}")
+  fi
+  if [[ -z ${uri:-} ]]; then
+    for f in "${one_line[@]}"; do
+      [[ -f $f ]] || continue
+      uri=$(awk '$1 == "deb" {
+        for (i = 2; i < NF; i++) if ($i ~ /^(https?|file):\/\//) {
+          if ($(i + 1) !~ /-security/) { print $i; exit }
+          break
+        } }' "$f")
+      [[ -z $uri ]] || break
+    done
+  fi
+  [[ -z ${uri:-} ]] || echo "$uri"
+}
+
+mirror=${GPUWERK_DEBIAN_MIRROR:-}
+tag=localhost/gpuwerk-instance:bookworm
+while (($#)); do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --mirror) [[ $# -ge 2 ]] || { echo "instance-image: --mirror needs a URL" >&2; exit 2; }
+      mirror=$2; shift 2 ;;
+    --mirror=*) mirror=${1#--mirror=}; shift ;;
+    -*) echo "instance-image: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) tag=$1; shift ;;
+  esac
+done
+
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/config/containers.conf}
 
@@ -33,17 +87,13 @@ if podman image exists "$tag"; then
   exit 0
 fi
 
-# The Debian mirror apt uses here: deb822 sources first, then the one-line format.
-mirror=${GPUWERK_DEBIAN_MIRROR:-}
-if [[ -z $mirror && -f /etc/apt/sources.list.d/debian.sources ]]; then
-  mirror=$(awk '/^URIs:/ && $2 !~ /security/ { print $2; exit }' \
-    /etc/apt/sources.list.d/debian.sources)
+[[ -n $mirror ]] || mirror=$(debian_mirror /etc/apt)
+if [[ -z $mirror ]]; then
+  echo "instance-image: no Debian mirror: apt on this machine names none (looked in" \
+    "/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list, /etc/apt/sources.list.d/*.list);" \
+    "pass --mirror URL or set GPUWERK_DEBIAN_MIRROR" >&2
+  exit 1
 fi
-if [[ -z $mirror && -f /etc/apt/sources.list ]]; then
-  mirror=$(awk '$1 == "deb" && $0 !~ /security/ {
-    for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' /etc/apt/sources.list)
-fi
-mirror=${mirror:-http://deb.debian.org/debian}
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
