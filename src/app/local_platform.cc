@@ -19,6 +19,7 @@
 #include "agent/docker_engine.h"
 #include "agent/inventory.h"
 #include "app/containers_conf.h"
+#include "app/options.h"
 #include "app/store_relay_access.h"
 #include "relay/relay.h"
 
@@ -230,26 +231,13 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   }
 
   if (!options.ssh_listen.empty()) {
-    const size_t colon = options.ssh_listen.rfind(':');
-    int port = -1;
-    if (colon != std::string::npos) {
-      try {
-        port = std::stoi(options.ssh_listen.substr(colon + 1));
-      } catch (const std::exception&) {
-        port = -1;
-      }
-    }
-    if (colon == std::string::npos || port < 0 || port > 65535) {
-      return core::InvalidArgument(
-          "invalid_ssh_listen", "--ssh-listen must be ADDR:PORT, got '" + options.ssh_listen + "'");
+    auto listen = ParseAddressPort(options.ssh_listen);
+    if (!listen) {
+      return core::InvalidArgument("invalid_ssh_listen", "--ssh-listen " + listen.error().message);
     }
     relay::RelayOptions relay_options;
-    relay_options.listen_address = options.ssh_listen.substr(0, colon);
-    if (relay_options.listen_address.starts_with('[')) {  // [::1]:2222
-      relay_options.listen_address =
-          relay_options.listen_address.substr(1, relay_options.listen_address.size() - 2);
-    }
-    relay_options.listen_port = static_cast<uint16_t>(port);
+    relay_options.listen_address = listen->address;
+    relay_options.listen_port = listen->port;
     const fs::path relay_dir = (fs::absolute(options.data_dir) / "relay").lexically_normal();
     relay_options.host_key_path = relay_dir / "host_key";
     relay_options.relay_key_path = relay_dir / "relay_key";

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "app/command_config.h"
+#include "app/relay_config.h"
 #include "core/logging.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
@@ -17,16 +19,6 @@
 
 namespace gpuwerk::app {
 namespace {
-
-struct RelayFlags {
-  std::string server;
-  std::string token;
-  std::string listen = "0.0.0.0:2222";
-  std::string host_key = "/var/lib/gpuwerk/relay/host_key";
-  std::string relay_key = "/var/lib/gpuwerk/relay/relay_key";
-  std::string log_level = "info";
-  std::string name;  ///< empty: the machine's host name
-};
 
 /// The machine's host name, "relay" when it has none.
 std::string HostName() {
@@ -79,46 +71,35 @@ class TeeRelaySessionLog final : public relay::RelaySessionLog {
   relay::RelaySessionLog& b_;
 };
 
-int RunRelay(const RelayFlags& f) {
-  const size_t colon = f.listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos) {
-    try {
-      port = std::stoi(f.listen.substr(colon + 1));
-    } catch (const std::exception&) {
-      port = -1;
-    }
-  }
-  if (colon == std::string::npos || port < 0 || port > 65535) {
-    std::fprintf(stderr, "gpuwerk relay: --listen must be ADDR:PORT, got '%s'\n", f.listen.c_str());
+int RunRelay(const RelayConfig& f) {
+  auto listen = ParseAddressPort(f.ssh_listen);
+  if (!listen) {
+    std::fprintf(stderr, "gpuwerk relay: --listen %s\n", listen.error().message.c_str());
     return 2;
   }
   core::InitLogging(f.log_level);
   relay::RelayOptions options;
-  options.listen_address = f.listen.substr(0, colon);
-  if (options.listen_address.starts_with('[') && options.listen_address.ends_with(']')) {
-    options.listen_address = options.listen_address.substr(1, options.listen_address.size() - 2);
-  }
-  options.listen_port = static_cast<uint16_t>(port);
+  options.listen_address = listen->address;
+  options.listen_port = listen->port;
   options.host_key_path = f.host_key;
   options.relay_key_path = f.relay_key;
   // Open relay sessions ask the server again every second, so that a deleted instance's (or a
   // person's whose access ended) end within about a second here too. The cost: one
   // POST /api/v1/relay/authorize per open relay session per second (docs/ssh.md).
   options.reauthorize_interval = std::chrono::seconds(1);
-  const std::string name = f.name.empty() ? HostName() : f.name;
+  const std::string name = f.relay_name.empty() ? HostName() : f.relay_name;
   if (name == "local") {
     std::fprintf(stderr,
                  "gpuwerk relay: the name 'local' belongs to gpuwerk up's own relay; pass "
                  "--name\n");
     return 2;
   }
-  relay::HttpRelayAuthorizer authorizer(f.server, f.token);
+  relay::HttpRelayAuthorizer authorizer(f.server_url, f.relay_token);
   relay::HttpRelaySessionLog reports(
-      {.server_url = f.server, .token = f.token, .relay_name = name});
+      {.server_url = f.server_url, .token = f.relay_token, .relay_name = name});
   LogRelaySessionLog lines;
   TeeRelaySessionLog log(lines, reports);
-  spdlog::info("relay: reporting relay sessions to {} as relay '{}'", f.server, name);
+  spdlog::info("relay: reporting relay sessions to {} as relay '{}'", f.server_url, name);
   reports.Start();  // announces the restart first: the server closes what this relay left open
   const int rc = relay::RunRelayUntilSignal(options, authorizer, log);
   reports.Stop();  // the relay has stopped: its last ends are queued; sends them (up to 5 s)
@@ -128,28 +109,8 @@ int RunRelay(const RelayFlags& f) {
 }  // namespace
 
 void AddRelayCommand(CLI::App& app, int& exit_code) {
-  auto flags = std::make_shared<RelayFlags>();
-  auto* cmd = app.add_subcommand("relay", "run the SSH relay (the front door to instances)");
-  cmd->add_option("--server", flags->server, "the control plane's URL")
-      ->envname("GPUWERK_SERVER_URL")
-      ->required();
-  cmd->add_option("--token", flags->token, "an operator's API token the relay asks with")
-      ->envname("GPUWERK_RELAY_TOKEN")
-      ->required();
-  cmd->add_option("--listen", flags->listen, "SSH address ADDR:PORT (default 0.0.0.0:2222)")
-      ->envname("GPUWERK_SSH_LISTEN");
-  cmd->add_option("--host-key", flags->host_key, "the relay's SSH host key (created once)")
-      ->envname("GPUWERK_HOST_KEY");
-  cmd->add_option("--relay-key", flags->relay_key,
-                  "the key the relay logs in to instances with (created once)")
-      ->envname("GPUWERK_RELAY_KEY");
-  cmd->add_option("--name", flags->name,
-                  "this relay's name in relay session records, unique per server (default: the "
-                  "machine's host name)")
-      ->envname("GPUWERK_RELAY_NAME");
-  cmd->add_option("--log-level", flags->log_level, "trace, debug, info, warn or error")
-      ->envname("GPUWERK_LOG_LEVEL");
-  cmd->callback([flags, &exit_code] { exit_code = RunRelay(*flags); });
+  AddConfiguredCommand<RelayConfig>(app, "relay", "run the SSH relay (the front door to instances)",
+                                    RelayOptions(), "GPUWERK_RELAY_CONFIG", RunRelay, exit_code);
 }
 
 }  // namespace gpuwerk::app

@@ -1,10 +1,6 @@
 #include "app/server_config.h"
 
-#include <toml++/toml.h>
-
-#include <cstdlib>
-#include <functional>
-#include <map>
+#include "app/common_options.h"
 
 namespace gpuwerk::app {
 namespace {
@@ -13,109 +9,119 @@ core::Error ConfigError(std::string message) {
   return core::Error(core::ErrorCode::kInvalidArgument, "invalid_config", std::move(message));
 }
 
-/// Each option: its name and how to set it from text.
-using Setter = std::function<core::Result<void>(ServerConfig&, const std::string&)>;
+using C = ServerConfig;
 
-Setter Text(std::string ServerConfig::*field) {
-  return [field](ServerConfig& c, const std::string& v) -> core::Result<void> {
-    c.*field = v;
-    return {};
-  };
-}
+}  // namespace
 
-template <class Int>
-Setter Number(Int ServerConfig::*field, const char* name) {
-  return [field, name](ServerConfig& c, const std::string& v) -> core::Result<void> {
-    char* end = nullptr;
-    long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') {
-      return std::unexpected(ConfigError(std::string(name) + " must be a whole number"));
-    }
-    c.*field = static_cast<Int>(n);
-    return {};
-  };
-}
-
-const std::map<std::string, Setter>& Options() {
-  static const std::map<std::string, Setter> kOptions = {
-      {"data_dir",
-       [](ServerConfig& c, const std::string& v) -> core::Result<void> {
-         c.data_dir = v;
-         return {};
-       }},
-      {"listen", Text(&ServerConfig::listen)},
-      {"public_url", Text(&ServerConfig::public_url)},
-      {"mail", Text(&ServerConfig::mail)},
-      {"smtp_url", Text(&ServerConfig::smtp_url)},
-      {"smtp_from", Text(&ServerConfig::smtp_from)},
-      {"smtp_username", Text(&ServerConfig::smtp_username)},
-      {"smtp_password", Text(&ServerConfig::smtp_password)},
-      {"smtp_starttls", Text(&ServerConfig::smtp_starttls)},
-      {"log_level", Text(&ServerConfig::log_level)},
-      {"password_hash_cost", Text(&ServerConfig::password_hash_cost)},
-      {"http_threads", Number(&ServerConfig::http_threads, "http_threads")},
-      {"body_limit_bytes", Number(&ServerConfig::body_limit_bytes, "body_limit_bytes")},
-      {"read_timeout_seconds", Number(&ServerConfig::read_timeout_seconds, "read_timeout_seconds")},
-      {"idle_timeout_seconds", Number(&ServerConfig::idle_timeout_seconds, "idle_timeout_seconds")},
-      {"sign_in_failures_per_account",
-       Number(&ServerConfig::sign_in_failures_per_account, "sign_in_failures_per_account")},
-      {"sign_in_failures_per_address",
-       Number(&ServerConfig::sign_in_failures_per_address, "sign_in_failures_per_address")},
-      {"sign_in_window_seconds",
-       Number(&ServerConfig::sign_in_window_seconds, "sign_in_window_seconds")},
-      {"instance_image", Text(&ServerConfig::instance_image)},
-      {"instance_memory_bytes",
-       Number(&ServerConfig::instance_memory_bytes, "instance_memory_bytes")},
-      {"host_unknown_after_seconds",
-       Number(&ServerConfig::host_unknown_after_seconds, "host_unknown_after_seconds")},
-      {"operator_email", Text(&ServerConfig::operator_email)},
-      {"operator_password", Text(&ServerConfig::operator_password)},
-      {"engine", Text(&ServerConfig::engine)},
-      {"ssh_listen", Text(&ServerConfig::ssh_listen)},
-      {"ssh_domain", Text(&ServerConfig::ssh_domain)},
-      {"ssh_port", Number(&ServerConfig::ssh_port, "ssh_port")},
+const std::vector<Option<ServerConfig>>& ServerOptions() {
+  static const std::vector<Option<C>> kOptions = {
+      {.key = "data_dir",
+       .field = &C::data_dir,
+       .help = "data directory: the SQLite store gpuwerk.db, the local mail outbox mail/, the "
+               "operator password of `up`",
+       .flag = "--data"},
+      {.key = "listen",
+       .field = &C::listen,
+       .help = "HTTP address ADDR:PORT; port 0 picks a free one"},
+      {.key = "public_url",
+       .field = &C::public_url,
+       .help = "the base URL people reach (http:// or https://); used in mailed links, the "
+               "cookie's Secure flag and the origin check",
+       .shown_default = "http://<listen>"},
+      {.key = "mail",
+       .field = &C::mail,
+       .help = "maildir (files in DATA/mail/new, links printed to the log) or smtp"},
+      {.key = "smtp_url",
+       .field = &C::smtp_url,
+       .help = "the SMTP server: smtp://host:25, smtp://host:587 or smtps://host:465"},
+      {.key = "smtp_from", .field = &C::smtp_from, .help = "the sender of mails"},
+      {.key = "smtp_username",
+       .field = &C::smtp_username,
+       .help = "SMTP AUTH user name (used when smtp_password is set too)"},
+      {.key = "smtp_password",
+       .field = &C::smtp_password,
+       .help = "SMTP AUTH password; better in the environment or a 0600 config file than on a "
+               "command line"},
+      {.key = "smtp_starttls", .field = &C::smtp_starttls, .help = "never, if-offered or required"},
+      LogLevelOption<C>(),
+      {.key = "password_hash_cost",
+       .field = &C::password_hash_cost,
+       .help = "argon2id cost: interactive, moderate, or test-only-minimum (test suites only)"},
+      {.key = "http_threads", .field = &C::http_threads, .help = "threads serving HTTP (1 to 256)"},
+      {.key = "body_limit_bytes",
+       .field = &C::body_limit_bytes,
+       .help = "largest request body in bytes; larger ones get 413 payload_too_large"},
+      {.key = "read_timeout_seconds",
+       .field = &C::read_timeout_seconds,
+       .help = "a request must arrive whole within this"},
+      {.key = "idle_timeout_seconds",
+       .field = &C::idle_timeout_seconds,
+       .help = "idle keep-alive connections are closed after this"},
+      {.key = "sign_in_failures_per_account",
+       .field = &C::sign_in_failures_per_account,
+       .help = "failed sign-ins per account per window (docs/accounts.md)"},
+      {.key = "sign_in_failures_per_address",
+       .field = &C::sign_in_failures_per_address,
+       .help = "failed sign-ins per source address per window"},
+      {.key = "sign_in_window_seconds",
+       .field = &C::sign_in_window_seconds,
+       .help = "the sliding window of both sign-in limits"},
+      {.key = "instance_image",
+       .field = &C::instance_image,
+       .help = "the container image of every instance, snapshotted per instance at create",
+       .details = "(production: a CUDA base image with openssh-server, "
+                  "scripts/instance-image/README.md)"},
+      {.key = "instance_memory_bytes",
+       .field = &C::instance_memory_bytes,
+       .help = "each instance container's memory limit in bytes; 0 means no limit"},
+      {.key = "host_unknown_after_seconds",
+       .field = &C::host_unknown_after_seconds,
+       .help = "a host whose agent has not synced for this long gets no new instances, and its "
+               "instances show unknown"},
+      {.key = "operator_email",
+       .field = &C::operator_email,
+       .help = "bootstrap: create this operator account at start when no account has the email "
+               "(an existing one is left alone); needs operator_password",
+       .details = "`gpuwerk up` makes its own operator (`operator@gpuwerk.local`, password in "
+                  "`DATA/operator-password`) when this is unset."},
+      {.key = "operator_password",
+       .field = &C::operator_password,
+       .help = "the bootstrap operator's password (12 characters or more); give it through the "
+               "environment or a 0600 config file: a flag shows on the process list"},
+      {.key = "ssh_domain",
+       .field = &C::ssh_domain,
+       .help = "the relays' wildcard DNS domain, e.g. ssh.example.com: instances then show "
+               "ssh <hostname>@<hostname>.<ssh_domain> (docs/ssh.md)",
+       .details = "Unset: the direct command to the container's sshd, or under `gpuwerk up` its "
+                  "relay's address."},
+      {.key = "ssh_port",
+       .field = &C::ssh_port,
+       .help = "the relays' public SSH port, used with ssh_domain"},
   };
   return kOptions;
 }
 
-}  // namespace
-
-core::Result<void> LoadConfigFile(const std::filesystem::path& path, ServerConfig& config) {
-  toml::table table;
-  try {
-    table = toml::parse_file(path.string());
-  } catch (const toml::parse_error& err) {
-    return std::unexpected(ConfigError(path.string() + ":" +
-                                       std::to_string(err.source().begin.line) + ": " +
-                                       std::string(err.description())));
-  }
-  for (const auto& [key, node] : table) {
-    std::string name(key.str());
-    auto it = Options().find(name);
-    if (it == Options().end()) {
-      return std::unexpected(ConfigError(path.string() + ": unknown option '" + name + "'"));
-    }
-    std::string text;
-    if (auto s = node.value<std::string>()) {
-      text = *s;
-    } else if (auto n = node.value<int64_t>()) {
-      text = std::to_string(*n);
-    } else {
-      return std::unexpected(
-          ConfigError(path.string() + ": option '" + name + "' must be a string or an integer"));
-    }
-    GPUWERK_TRY(it->second(config, text));
-  }
-  return {};
+const std::vector<Option<ServerConfig>>& UpOnlyOptions() {
+  static const std::vector<Option<C>> kOptions = {
+      {.key = "engine",
+       .field = &C::engine,
+       .help = "the container engine, a Docker Engine API socket unix:///PATH",
+       .shown_default = "found or started",
+       .details = "Unset: Docker's `/var/run/docker.sock` when it answers, else a podman API "
+                  "service that `up` starts on `DATA/engine/podman.sock` (with the project's "
+                  "`config/containers.conf`, compiled into the binary) and stops on Ctrl-C."},
+      {.key = "ssh_listen",
+       .field = &C::ssh_listen,
+       .help = "where the SSH relay of `up` listens, ADDR:PORT (numeric address); port 0 picks "
+               "a free one"},
+  };
+  return kOptions;
 }
 
-core::Result<void> ApplyEnvironment(ServerConfig& config) {
-  for (const auto& [name, set] : Options()) {
-    std::string env = "GPUWERK_";
-    for (char c : name) env += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (const char* v = std::getenv(env.c_str())) GPUWERK_TRY(set(config, v));
-  }
-  return {};
+std::vector<Option<ServerConfig>> UpOptions() {
+  std::vector<Option<C>> all = ServerOptions();
+  all.insert(all.end(), UpOnlyOptions().begin(), UpOnlyOptions().end());
+  return all;
 }
 
 core::Result<void> Validate(const ServerConfig& c) {

@@ -4,11 +4,208 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
 
+#include "app/agent_config.h"
+#include "app/command_config.h"
+#include "app/relay_config.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuwerk::app {
 namespace {
+
+/// Sets environment variables for one scope and restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv() = default;
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_) {
+      if (old) {
+        ::setenv(name.c_str(), old->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+  void Set(const std::string& name, const std::string& value) {
+    Save(name);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  void Unset(const std::string& name) {
+    Save(name);
+    ::unsetenv(name.c_str());
+  }
+
+ private:
+  void Save(const std::string& name) {
+    if (saved_.contains(name)) return;
+    const char* old = std::getenv(name.c_str());
+    saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+  }
+
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+/// A value as text, lists joined with ','.
+std::string Text(const OptionValue& value) {
+  if (auto* s = std::get_if<std::string*>(&value)) return **s;
+  if (auto* p = std::get_if<std::filesystem::path*>(&value)) return (*p)->string();
+  if (auto* i = std::get_if<int*>(&value)) return std::to_string(**i);
+  if (auto* n = std::get_if<int64_t*>(&value)) return std::to_string(**n);
+  std::string all;
+  for (const std::string& item : *std::get<std::vector<std::string>*>(value)) {
+    all += (all.empty() ? "" : ",") + item;
+  }
+  return all;
+}
+
+bool IsNumber(const OptionValue& v) {
+  return std::holds_alternative<int*>(v) || std::holds_alternative<int64_t*>(v);
+}
+bool IsList(const OptionValue& v) { return std::holds_alternative<std::vector<std::string>*>(v); }
+
+/// The value source `source` ("file", "env", "flag") gives the `index`th option: distinct per
+/// source and per option. Lists get two items.
+std::vector<std::string> Items(const BoundOption& o, size_t index, const std::string& source) {
+  if (IsNumber(o.value)) {
+    const int base = source == "file" ? 1000 : source == "env" ? 2000 : 3000;
+    return {std::to_string(base + static_cast<int>(index))};
+  }
+  const std::string v = source + "-" + std::string(o.key);
+  if (IsList(o.value)) return {v + "-1", v + "-2"};
+  return {v};
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string all;
+  for (const std::string& item : items) all += (all.empty() ? "" : ",") + item;
+  return all;
+}
+
+/// Checks, for every option of `options`, that the file, the environment and the flag each set
+/// it, and that flags > environment > file > default.
+template <class Config>
+void ExpectEverySourceSetsEveryOption(const std::vector<Option<Config>>& options,
+                                      const std::string& config_env) {
+  Config defaults;
+  const std::vector<BoundOption> declared = Bind(options, defaults);
+  testing::TempDir dir;
+  const auto file = dir.path() / "all.toml";
+  {
+    std::ofstream out(file);
+    for (size_t i = 0; i < declared.size(); ++i) {
+      const BoundOption& o = declared[i];
+      const auto items = Items(o, i, "file");
+      out << o.key << " = ";
+      if (IsNumber(o.value)) {
+        out << items[0];
+      } else if (IsList(o.value)) {
+        out << "[\"" << items[0] << "\", \"" << items[1] << "\"]";
+      } else {
+        out << "\"" << items[0] << "\"";
+      }
+      out << "\n";
+    }
+  }
+  std::vector<std::string> flag_args = {"gpuwerk", "cmd"};
+  for (size_t i = 0; i < declared.size(); ++i) {
+    for (const std::string& item : Items(declared[i], i, "flag")) {
+      flag_args.push_back(declared[i].Flag());
+      flag_args.push_back(item);
+    }
+  }
+
+  // Which sources are given, from least to most, and whom each option must come from.
+  for (const std::string top : {"file", "env", "flag"}) {
+    SCOPED_TRACE("highest source given: " + top);
+    ScopedEnv env;
+    env.Set(config_env, file.string());
+    for (size_t i = 0; i < declared.size(); ++i) {
+      if (top == "file") {
+        env.Unset(declared[i].EnvName());
+        continue;
+      }
+      std::string lines;  // a list takes one item per line
+      for (const std::string& item : Items(declared[i], i, "env")) {
+        lines += (lines.empty() ? "" : "\n") + item;
+      }
+      env.Set(declared[i].EnvName(), lines);
+    }
+    std::vector<std::string> args = {"gpuwerk", "cmd"};
+    if (top == "flag") args = flag_args;
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+
+    CLI::App app;
+    auto* cmd = app.add_subcommand("cmd");
+    CommandConfig<Config> command(*cmd, options, config_env);
+    ASSERT_NO_THROW(app.parse(static_cast<int>(argv.size()), argv.data()));
+    auto config = command.Resolve();
+    ASSERT_TRUE(config) << config.error().message;
+    const std::vector<BoundOption> got = Bind(options, *config);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(Text(got[i].value), Joined(Items(declared[i], i, top)))
+          << got[i].Flag() << " / " << got[i].EnvName() << " / " << got[i].key;
+    }
+  }
+}
+
+TEST(ServerConfigTest, EveryOptionIsSetByFileEnvironmentAndFlagInThatPrecedence) {
+  ExpectEverySourceSetsEveryOption(ServerOptions(), "GPUWERK_CONFIG");
+  ExpectEverySourceSetsEveryOption(UpOptions(), "GPUWERK_CONFIG");
+  ExpectEverySourceSetsEveryOption(AgentOptions(), "GPUWERK_AGENT_CONFIG");
+  ExpectEverySourceSetsEveryOption(RelayOptions(), "GPUWERK_RELAY_CONFIG");
+}
+
+TEST(ServerConfigTest, NoSourceGivesTheDefaults) {
+  CLI::App app;
+  auto* cmd = app.add_subcommand("up");
+  CommandConfig<ServerConfig> command(*cmd, UpOptions(), "GPUWERK_CONFIG_UNSET_IN_TESTS");
+  const char* argv[] = {"gpuwerk", "up"};
+  app.parse(2, argv);
+  auto config = command.Resolve();
+  ASSERT_TRUE(config) << config.error().message;
+  ServerConfig defaults;
+  const auto got = Bind(UpOptions(), *config);
+  const auto want = Bind(UpOptions(), defaults);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(Text(got[i].value), Text(want[i].value));
+}
+
+TEST(ServerConfigTest, FlagsAreDeclaredOnceEach) {
+  ServerConfig server;
+  AgentConfig agent;
+  RelayConfig relay;
+  for (const auto& options :
+       {Bind(UpOptions(), server), Bind(AgentOptions(), agent), Bind(RelayOptions(), relay)}) {
+    std::set<std::string> flags, keys;
+    for (const BoundOption& o : options) {
+      EXPECT_TRUE(flags.insert(o.Flag()).second) << o.Flag();
+      EXPECT_TRUE(keys.insert(std::string(o.key)).second) << o.key;
+      EXPECT_FALSE(o.help.empty()) << o.key;
+    }
+  }
+}
+
+TEST(ServerConfigTest, MissingRequiredOptionIsNamedWithAllItsSources) {
+  CLI::App app;
+  auto* cmd = app.add_subcommand("agent");
+  CommandConfig<AgentConfig> command(*cmd, AgentOptions(), "GPUWERK_AGENT_CONFIG_UNSET_IN_TESTS");
+  const char* argv[] = {"gpuwerk", "agent", "--token", "gwh_x", "--engine", "unix:///e.sock"};
+  ScopedEnv env;
+  env.Set("GPUWERK_SERVER_URL", "");
+  app.parse(6, argv);
+  auto config = command.Resolve();
+  ASSERT_FALSE(config);
+  EXPECT_EQ(config.error().api_code, "invalid_config");
+  EXPECT_EQ(config.error().message,
+            "--server is required (or GPUWERK_SERVER_URL, or server_url in the config file)");
+}
 
 TEST(ServerConfigTest, FileThenEnvironment) {
   testing::TempDir dir;
@@ -16,11 +213,11 @@ TEST(ServerConfigTest, FileThenEnvironment) {
   std::ofstream(file) << "listen = \"127.0.0.1:9000\"\npublic_url = \"https://gpu.example.test\"\n"
                          "http_threads = 8\n";
   ServerConfig c;
-  ASSERT_TRUE(LoadConfigFile(file, c));
+  ASSERT_TRUE(LoadConfigFile(file, Bind(ServerOptions(), c)));
   EXPECT_EQ(c.listen, "127.0.0.1:9000");
   EXPECT_EQ(c.http_threads, 8);
   ::setenv("GPUWERK_LISTEN", "127.0.0.1:9001", 1);
-  ASSERT_TRUE(ApplyEnvironment(c));
+  ASSERT_TRUE(ApplyEnvironment(Bind(ServerOptions(), c)));
   ::unsetenv("GPUWERK_LISTEN");
   EXPECT_EQ(c.listen, "127.0.0.1:9001");
   EXPECT_EQ(c.public_url, "https://gpu.example.test");
@@ -32,20 +229,31 @@ TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
   const auto file = dir.path() / "bad.toml";
   std::ofstream(file) << "listen = \n";
   ServerConfig c;
-  auto r = LoadConfigFile(file, c);
+  auto r = LoadConfigFile(file, Bind(ServerOptions(), c));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().api_code, "invalid_config");
   EXPECT_NE(r.error().message.find("bad.toml:1"), std::string::npos) << r.error().message;
 
   std::ofstream(file) << "no_such_option = 1\n";
-  r = LoadConfigFile(file, c);
+  r = LoadConfigFile(file, Bind(ServerOptions(), c));
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("no_such_option"), std::string::npos);
 
+  std::ofstream(file) << "engine = \"unix:///e.sock\"\n";
+  r = LoadConfigFile(file, Bind(ServerOptions(), c));
+  ASSERT_FALSE(r) << "engine is an option of up only";
+  EXPECT_TRUE(LoadConfigFile(file, Bind(UpOptions(), c)));
+
   ::setenv("GPUWERK_HTTP_THREADS", "many", 1);
-  r = ApplyEnvironment(c);
+  r = ApplyEnvironment(Bind(ServerOptions(), c));
   ::unsetenv("GPUWERK_HTTP_THREADS");
   ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("GPUWERK_HTTP_THREADS"), std::string::npos) << r.error().message;
+
+  ::setenv("GPUWERK_SSH_PORT", "99999999999", 1);
+  r = ApplyEnvironment(Bind(ServerOptions(), c));
+  ::unsetenv("GPUWERK_SSH_PORT");
+  EXPECT_FALSE(r) << "out of the range of int";
 
   c = ServerConfig{};
   c.mail = "smtp";
@@ -53,6 +261,68 @@ TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
   c = ServerConfig{};
   c.public_url = "gpu.example.test";
   EXPECT_FALSE(Validate(c));
+}
+
+// docs/configuration.md: each command's table is generated from the declarations (between
+// `<!-- options NAME -->` and `<!-- end options NAME -->`), and every flag and GPUWERK_
+// variable the page names exists. GPUWERK_UPDATE_DOCS=1 rewrites the tables in the source tree.
+TEST(ServerConfigTest, ConfigurationDocMatchesTheDeclarations) {
+  const std::filesystem::path path =
+      std::filesystem::path(GPUWERK_TEST_SOURCE_DIR) / "docs" / "configuration.md";
+  std::stringstream read;
+  read << std::ifstream(path).rdbuf();
+  std::string doc = read.str();
+  ASSERT_FALSE(doc.empty()) << path;
+
+  const std::vector<std::pair<std::string, std::string>> tables = {
+      {"server", OptionsMarkdown(ServerOptions())},
+      {"up", OptionsMarkdown(UpOnlyOptions())},
+      {"agent", OptionsMarkdown(AgentOptions())},
+      {"relay", OptionsMarkdown(RelayOptions())},
+  };
+  std::string updated = doc;
+  for (const auto& [name, table] : tables) {
+    const std::string begin = "<!-- options " + name + " -->\n";
+    const std::string end = "<!-- end options " + name + " -->";
+    const size_t b = updated.find(begin);
+    const size_t e = updated.find(end);
+    ASSERT_NE(b, std::string::npos) << begin;
+    ASSERT_NE(e, std::string::npos) << end;
+    ASSERT_LT(b, e);
+    updated.replace(b + begin.size(), e - b - begin.size(), table);
+  }
+  if (updated != doc && std::getenv("GPUWERK_UPDATE_DOCS") != nullptr) {
+    std::ofstream(path) << updated;
+    doc = updated;
+  }
+  EXPECT_EQ(doc, updated) << "docs/configuration.md differs from the declarations; run "
+                             "GPUWERK_UPDATE_DOCS=1 build/asan/src/app/app_test";
+
+  // Nothing documented that does not exist.
+  std::set<std::string> flags = {"--config", "--help"};
+  std::set<std::string> variables = {"GPUWERK_CONFIG", "GPUWERK_AGENT_CONFIG",
+                                     "GPUWERK_RELAY_CONFIG", "GPUWERK_FAULT_POINTS",
+                                     "GPUWERK_UPDATE_DOCS"};
+  ServerConfig server;
+  AgentConfig agent;
+  RelayConfig relay;
+  for (const auto& options :
+       {Bind(UpOptions(), server), Bind(AgentOptions(), agent), Bind(RelayOptions(), relay)}) {
+    for (const BoundOption& o : options) {
+      flags.insert(o.Flag());
+      variables.insert(o.EnvName());
+    }
+  }
+  const std::regex named(R"((?:^|[^\w-])(--[a-z][a-z-]*|GPUWERK_[A-Z_]*[A-Z]))");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), named); it != std::sregex_iterator();
+       ++it) {
+    const std::string name = (*it)[1];
+    if (name.starts_with("--")) {
+      EXPECT_TRUE(flags.contains(name)) << "docs/configuration.md names " << name;
+    } else {
+      EXPECT_TRUE(variables.contains(name)) << "docs/configuration.md names " << name;
+    }
+  }
 }
 
 }  // namespace

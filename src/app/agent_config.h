@@ -1,0 +1,27 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/options.h"
+
+namespace gpuwerk::app {
+
+/// Everything `gpuwerk agent` can be told: the type and default of each option, declared in
+/// AgentOptions() (flag, `GPUWERK_<KEY>`, TOML key of `--config FILE`; docs/configuration.md).
+struct AgentConfig {
+  std::string server_url;
+  std::string host_token;  ///< gwh_…
+  std::string engine;      ///< unix:///PATH
+  std::string ssh_bind = "127.0.0.1";
+  std::string state_dir = "/var/lib/gpuwerk/agent";
+  int sync_interval_seconds = 2;
+  std::string log_level = "info";
+  std::vector<std::string> relay_keys;  ///< public key lines
+  std::string relay_from;               ///< sshd from= patterns; empty: none
+};
+
+/// The options of `gpuwerk agent`, one declaration each (app/options.h).
+const std::vector<Option<AgentConfig>>& AgentOptions();
+
+}  // namespace gpuwerk::app

@@ -1,0 +1,38 @@
+#include "app/relay_config.h"
+
+#include "app/common_options.h"
+
+namespace gpuwerk::app {
+
+const std::vector<Option<RelayConfig>>& RelayOptions() {
+  using C = RelayConfig;
+  static const std::vector<Option<C>> kOptions = {
+      ServerUrlOption<C>(),
+      {.key = "relay_token",
+       .field = &C::relay_token,
+       .help = "an operator's API token the relay asks the server with",
+       .flag = "--token",
+       .required = true},
+      {.key = "ssh_listen",
+       .field = &C::ssh_listen,
+       .help = "the SSH address ADDR:PORT people connect to",
+       .flag = "--listen"},
+      {.key = "host_key",
+       .field = &C::host_key,
+       .help = "the relay's SSH host key file (created once, 0600)"},
+      {.key = "relay_key",
+       .field = &C::relay_key,
+       .help = "the key file the relay logs in to instances with (created once, 0600); agents "
+               "get its public line with --relay-key"},
+      {.key = "relay_name",
+       .field = &C::relay_name,
+       .help = "this relay's name in relay session records, unique per server; 'local' is "
+               "refused",
+       .flag = "--name",
+       .shown_default = "the machine's host name"},
+      LogLevelOption<C>(),
+  };
+  return kOptions;
+}
+
+}  // namespace gpuwerk::app

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/options.h"
+
+namespace gpuwerk::app {
+
+/// Everything `gpuwerk relay` can be told: the type and default of each option, declared in
+/// RelayOptions() (flag, `GPUWERK_<KEY>`, TOML key of `--config FILE`; docs/configuration.md).
+struct RelayConfig {
+  std::string server_url;
+  std::string relay_token;  ///< an operator's API token
+  std::string ssh_listen = "0.0.0.0:2222";
+  std::string host_key = "/var/lib/gpuwerk/relay/host_key";
+  std::string relay_key = "/var/lib/gpuwerk/relay/relay_key";
+  std::string relay_name;  ///< empty: the machine's host name
+  std::string log_level = "info";
+};
+
+/// The options of `gpuwerk relay`, one declaration each (app/options.h).
+const std::vector<Option<RelayConfig>>& RelayOptions();
+
+}  // namespace gpuwerk::app
