@@ -1,5 +1,7 @@
 #pragma once
 
+// Include only from .cc files of src/relay (libssh types).
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -45,7 +47,7 @@ struct ConnectionContext {
 
 /// Serves one accepted client until it ends: key exchange, public-key authentication through the
 /// authorizer, the upstream login, then channel forwarding. Runs on its own thread; `client` is
-/// the accepted session, before its key exchange. Included only by relay.cc (libssh types).
+/// the accepted session, before its key exchange.
 void RunConnection(SshSessionPtr client, const ConnectionContext& context,
                    ConnectionControl& control);
 
