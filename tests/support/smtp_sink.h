@@ -18,18 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/source_dir.h"
+
 namespace gpuwerk::testing {
 
 namespace fs = std::filesystem;
 
 inline constexpr const char* kPython = "/usr/bin/python3";
-
-inline fs::path SourceDir() {
-  if (const char* dir = std::getenv("GPUWERK_SOURCE_DIR"); dir != nullptr && *dir != '\0') {
-    return dir;
-  }
-  return fs::path(__FILE__).parent_path().parent_path().parent_path();  // tests/support/ → root
-}
 
 /// Why the real SMTP server cannot run here, or nullopt when it can.
 inline std::optional<std::string> SinkUnavailable() {
@@ -53,8 +48,9 @@ class SmtpSink {
   /// `error` when it did not report "listening <port>" within 20 s.
   bool Start(int port, const fs::path& dir, const std::vector<std::string>& extra,
              std::string* error) {
-    std::vector<std::string> args = {kPython, (SourceDir() / "tests/support/smtp_sink.py").string(),
-                                     std::to_string(port), dir.string()};
+    std::vector<std::string> args = {
+        kPython, (fs::path(SourceDir()) / "tests/support/smtp_sink.py").string(),
+        std::to_string(port), dir.string()};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
