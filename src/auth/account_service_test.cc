@@ -6,7 +6,7 @@
 #include "auth/password_hasher.h"
 #include "core/logging.h"
 #include "store/sqlite_database.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/temp_database.h"
 
 namespace gpuwerk::auth {
 namespace {
@@ -40,10 +40,7 @@ class AccountServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     core::InitCrypto();
-    auto db = store::SqliteDatabase::Open({.path = (dir_.path() / "db").string()});
-    ASSERT_TRUE(db);
-    db_ = std::move(*db);
-    ASSERT_TRUE(store::Migrate(*db_));
+    ASSERT_TRUE(db_.Open());
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     AccountOptions options;
     options.sign_in_failures_per_account.limit = 3;
@@ -56,11 +53,10 @@ class AccountServiceTest : public ::testing::Test {
       return row->Int(0);
     });
   }
-  testing::TempDir dir_;
   core::FakeClock clock_;
   core::SodiumRng rng_;
   PasswordHasher hasher_{HashCost::kTestOnlyMinimum};
-  std::unique_ptr<store::SqliteDatabase> db_;
+  testing::TempDatabase db_;
   std::unique_ptr<mail::Outbox> outbox_;
   std::unique_ptr<AccountService> accounts_;
   Caller caller_{.address = "192.0.2.1"};

@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "store/sqlite_database.h"
+#include "tests/support/temp_database.h"
 
 namespace gpuwerk::mail {
 namespace {
@@ -111,25 +112,14 @@ struct Stored {
 class OutboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuwerk-outbox-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    db_ = OpenDb();
-    ASSERT_TRUE(store::Migrate(*db_));
+    ASSERT_TRUE(db_.Open());
     outbox_ = std::make_unique<Outbox>(*db_, clock_, rng_);
   }
   void TearDown() override {
     outbox_.reset();
     db_.reset();
-    std::filesystem::remove_all(dir_);
   }
-  std::unique_ptr<store::SqliteDatabase> OpenDb() {
-    auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-    EXPECT_TRUE(db) << db.error().message;
-    return std::move(*db);
-  }
+  std::unique_ptr<store::SqliteDatabase> OpenDb() { return db_.OpenAnother(); }
   std::string Enqueue(const Mail& mail) {
     auto id = outbox_->Enqueue(mail);
     EXPECT_TRUE(id) << id.error().message;
@@ -161,8 +151,7 @@ class OutboxTest : public ::testing::Test {
     return sent.value_or(-1);
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<store::SqliteDatabase> db_;
+  testing::TempDatabase db_;
   core::FakeClock clock_;
   CountingRng rng_;
   std::unique_ptr<Outbox> outbox_;

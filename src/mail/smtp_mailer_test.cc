@@ -31,6 +31,8 @@
 #include "mail/outbox.h"
 #include "store/sqlite_database.h"
 #include "tests/support/smtp_sink.h"
+#include "tests/support/temp_database.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuwerk::mail {
 namespace {
@@ -92,17 +94,10 @@ class SmtpMailerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (auto why = SinkUnavailable()) GTEST_SKIP() << "no real SMTP server: " << *why;
-    dir_ = fs::temp_directory_path() /
-           ("gpuwerk-smtp-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
     fs::create_directories(dir_ / "inbox");
     std::ofstream(dir_ / "parse.py") << kParseScript;
   }
-  void TearDown() override {
-    sink_.Stop();
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
+  void TearDown() override { sink_.Stop(); }
   void StartSink(int port = 0, const std::vector<std::string>& extra = {}) {
     std::string error;
     ASSERT_TRUE(sink_.Start(port, dir_ / "inbox", extra, &error)) << error;
@@ -113,7 +108,8 @@ class SmtpMailerTest : public ::testing::Test {
                              .timeout_seconds = 10};
   }
 
-  fs::path dir_;
+  testing::TempDir temp_;
+  const fs::path& dir_ = temp_.path();
   SmtpSink sink_;
 };
 
@@ -268,14 +264,13 @@ TEST_F(SmtpMailerTest, OutboxRetriesUntilTheServerIsBack) {
   const int port = sink_.port();
   sink_.Stop();
 
-  auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-  ASSERT_TRUE(db) << db.error().message;
-  ASSERT_TRUE(store::Migrate(**db));
+  testing::TempDatabase db;
+  ASSERT_TRUE(db.Open());
   core::FakeClock clock;
   core::SodiumRng rng;
-  Outbox outbox(**db, clock, rng);
+  Outbox outbox(*db, clock, rng);
   SmtpMailer mailer(Options());
-  OutboxWorker worker(**db, mailer, clock);
+  OutboxWorker worker(*db, mailer, clock);
 
   auto id = outbox.Enqueue(Mail{.to = "ada@example.com",
                                 .subject = "Your sign-in link",
@@ -283,7 +278,7 @@ TEST_F(SmtpMailerTest, OutboxRetriesUntilTheServerIsBack) {
                                 .html_body = "<a href=\"https://gpuwerk.test/\">sign in</a>"});
   ASSERT_TRUE(id) << id.error().message;
   const auto stored = [&]() {
-    return (*db)->Read([&](store::Transaction& tx) -> core::Result<store::Row> {
+    return db->Read([&](store::Transaction& tx) -> core::Result<store::Row> {
       GPUWERK_ASSIGN_OR_RETURN(auto row,
                                tx.QueryOne("SELECT attempts, sent_at, last_error, next_attempt_at "
                                            "FROM outbox_mails WHERE id = ?",

@@ -14,6 +14,7 @@
 #include "sched/agent_sync.h"
 #include "sched/host_registry.h"
 #include "store/sqlite_database.h"
+#include "tests/support/temp_database.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -24,15 +25,7 @@ class QueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
     core::InitCrypto();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuwerk-queue-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-    ASSERT_TRUE(db) << db.error().message;
-    db_ = std::move(*db);
-    ASSERT_TRUE(store::Migrate(*db_));
+    ASSERT_TRUE(db_.Open());
     hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     queue_ = std::make_unique<QueueService>(
@@ -44,7 +37,6 @@ class QueueTest : public ::testing::Test {
   void TearDown() override {
     queue_.reset();
     db_.reset();
-    std::filesystem::remove_all(dir_);
   }
   void AddPerson(const std::string& id) {
     ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
@@ -88,11 +80,10 @@ class QueueTest : public ::testing::Test {
     return list->items.empty() ? "" : list->items.back().entry.status;
   }
 
-  std::filesystem::path dir_;
   core::FakeClock clock_;
   core::SodiumRng rng_;
   SchedOptions options_;
-  std::unique_ptr<store::Database> db_;
+  testing::TempDatabase db_;
   std::unique_ptr<HostRegistry> hosts_;
   std::unique_ptr<mail::Outbox> outbox_;
   std::unique_ptr<QueueService> queue_;

@@ -15,6 +15,7 @@
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
 #include "store/sqlite_database.h"
+#include "tests/support/temp_database.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -25,15 +26,7 @@ class SchedTest : public ::testing::Test {
  protected:
   void SetUp() override {
     core::InitCrypto();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuwerk-sched-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-    ASSERT_TRUE(db) << db.error().message;
-    db_ = std::move(*db);
-    ASSERT_TRUE(store::Migrate(*db_));
+    ASSERT_TRUE(db_.Open());
     options_.host_unknown_after_seconds = 30;
     hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
     instances_ = std::make_unique<InstanceService>(*db_, clock_, rng_, options_);
@@ -43,10 +36,7 @@ class SchedTest : public ::testing::Test {
     AddKey("alice", "key_alice");
     AddKey("bob", "key_bob");
   }
-  void TearDown() override {
-    db_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { db_.reset(); }
 
   void AddPerson(const std::string& id) {
     ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
@@ -111,8 +101,7 @@ class SchedTest : public ::testing::Test {
     return in ? in->status : in.error().api_code;
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<store::SqliteDatabase> db_;
+  testing::TempDatabase db_;
   core::FakeClock clock_;
   core::SodiumRng rng_;
   SchedOptions options_;

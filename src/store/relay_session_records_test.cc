@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "store/sqlite_database.h"
+#include "tests/support/temp_database.h"
 
 namespace gpuwerk::store {
 namespace {
@@ -15,15 +16,7 @@ namespace {
 class RelaySessionRecordsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuwerk-rls-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-    ASSERT_TRUE(db) << db.error().message;
-    db_ = std::move(*db);
-    ASSERT_TRUE(Migrate(*db_));
+    ASSERT_TRUE(db_.Open());
     ASSERT_TRUE(db_->Write([](Transaction& tx) -> core::Result<void> {
       for (const auto& [id, email] :
            {std::pair<std::string, std::string>{"per_a", "a@x.test"}, {"per_b", "b@x.test"}}) {
@@ -34,10 +27,7 @@ class RelaySessionRecordsTest : public ::testing::Test {
       return {};
     }));
   }
-  void TearDown() override {
-    db_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { db_.reset(); }
 
   static RelaySessionRow Rec(const std::string& id, int64_t started,
                              const std::string& instance = "ins_1",
@@ -76,8 +66,7 @@ class RelaySessionRecordsTest : public ::testing::Test {
     return n ? *n : -1;
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<SqliteDatabase> db_;
+  testing::TempDatabase db_;
   core::FakeClock clock_;
   core::SodiumRng rng_;
 };

@@ -8,29 +8,17 @@
 #include <thread>
 
 #include "store/database.h"
+#include "tests/support/eventually.h"
+#include "tests/support/temp_database.h"
 
 namespace gpuwerk::store {
 namespace {
 
 class SqliteDatabaseTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuwerk-store-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-    ASSERT_TRUE(db) << db.error().message;
-    db_ = std::move(*db);
-    ASSERT_TRUE(Migrate(*db_));
-  }
-  void TearDown() override {
-    db_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  std::filesystem::path dir_;
-  std::unique_ptr<SqliteDatabase> db_;
+  void SetUp() override { ASSERT_TRUE(db_.Open()); }
+  void TearDown() override { db_.reset(); }
+  testing::TempDatabase db_;
 };
 
 TEST_F(SqliteDatabaseTest, MigrateIsIdempotent) {
@@ -128,20 +116,12 @@ class SqliteCheckpointTest : public SqliteDatabaseTest {
     EXPECT_TRUE(db) << db.error().message;
     return db ? std::move(*db) : nullptr;
   }
-  std::string path() const { return (dir_ / "db.sqlite").string(); }
+  std::string path() const { return db_.path(); }
   /// Bytes in the -wal file (0 when there is none).
   int64_t WalBytes() const {
     std::error_code ec;
     auto n = std::filesystem::file_size(path() + "-wal", ec);
     return ec ? 0 : static_cast<int64_t>(n);
-  }
-  /// Polls `done` every 10 ms for up to 10 s.
-  static bool Eventually(const std::function<bool()>& done) {
-    for (int i = 0; i < 1000; ++i) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return done();
   }
   /// One commit that writes about `bytes` bytes.
   static void Insert(Database& db, int bytes) {
@@ -199,10 +179,12 @@ TEST_F(SqliteCheckpointTest, WalStaysBoundedOverManyCommits) {
   EXPECT_EQ(stats.failed, 0);
   // Once the writes stop, the next look copies everything that is left (or a TRUNCATE emptied
   // the WAL: 0 of 0).
-  EXPECT_TRUE(Eventually([&] {
-    auto s = db->CheckpointStats();
-    return s.last_copied_frames == s.last_wal_frames;
-  }));
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        auto s = db->CheckpointStats();
+        return s.last_copied_frames == s.last_wal_frames;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(10)));
 }
 
 TEST_F(SqliteCheckpointTest, TruncatesAWalThatReadersLetGrowPastTheBound) {
@@ -223,10 +205,10 @@ TEST_F(SqliteCheckpointTest, TruncatesAWalThatReadersLetGrowPastTheBound) {
   }
   // The reader is gone: the checkpointer retries (an incomplete checkpoint is pending work even
   // without new commits) and, with no one writing, TRUNCATE empties the file.
-  EXPECT_TRUE(Eventually([&] {
-    return db->CheckpointStats().truncated > 0 && WalBytes() <= (1 << 20);
-  })) << "the WAL is still "
-      << WalBytes() << " bytes";
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return db->CheckpointStats().truncated > 0 && WalBytes() <= (1 << 20); },
+      std::chrono::seconds(10), std::chrono::milliseconds(10)))
+      << "the WAL is still " << WalBytes() << " bytes";
   EXPECT_EQ(db->CheckpointStats().failed, 0);
   auto count = db->Read([](Transaction& tx) -> core::Result<int64_t> {
     GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*) FROM blobs"));

@@ -34,8 +34,12 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
+#include "tests/support/eventually.h"
 #include "tests/support/http_client.h"
+#include "tests/support/matchers.h"
+#include "tests/support/net.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
@@ -43,66 +47,17 @@
 namespace gpuwerk::testing {
 namespace {
 
+const auto* const kEngine = RegisterEngineEnvironment("gpuwerk-crace-engine");
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Steady = std::chrono::steady_clock;
 
-constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
-constexpr const char* kInstanceLabel = "gpuwerk.instance";
-constexpr const char* kHostLabel = "gpuwerk.host";
-constexpr const char* kOperatorEmail = "operator@example.test";
-constexpr const char* kOperatorPassword = "operator password 1";
-constexpr const char* kPassword = "correct horse battery";
 constexpr int kPeople = 50;
 constexpr int kHosts = 3;
 /// Sign-ups per source address, below the server's 30 an hour.
 constexpr int kSignUpsPerAddress = 25;
-
-std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
-
-/// The last `lines` lines of a file, for failure messages.
-std::string Tail(const fs::path& file, size_t lines = 60) {
-  const std::string text = ReadFile(file);
-  size_t pos = text.size();
-  for (size_t n = 0; n <= lines; ++n) {
-    if (pos == 0) return text;
-    pos = text.rfind('\n', pos - 1);
-    if (pos == std::string::npos) return text;
-  }
-  return text.substr(pos + 1);
-}
-
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-/// Polls `pred` every 200 ms until it holds or `limit` passes; whether it held.
-bool Eventually(const std::function<bool()>& pred, milliseconds limit) {
-  const auto deadline = Steady::now() + limit;
-  while (true) {
-    if (pred()) return true;
-    if (Steady::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(200));
-  }
-}
-
-CommandResult Script(const std::string& command) {
-  return RunCommand(fs::temp_directory_path(), command);
-}
 
 size_t AppendBody(char* ptr, size_t size, size_t n, void* user) {
   static_cast<std::string*>(user)->append(ptr, size * n);
@@ -141,15 +96,6 @@ long SignUpFrom(const std::string& url, const std::string& source, const std::st
   return status;
 }
 
-/// Suite-wide: one podman API service and the instance image.
-struct SharedEngine {
-  fs::path dir;
-  std::string socket;
-  std::string setup_error;  ///< why the suite cannot run; "" when it can
-  bool started = false;
-};
-SharedEngine* g_engine = nullptr;
-
 /// One racer: signed in, with one SSH key on file.
 struct Racer {
   std::string email;
@@ -167,53 +113,13 @@ struct RaceHost {
 };
 
 class CapacityRaceE2eTest : public ::testing::Test {
- public:
-  static void SetUpTestSuite() {
-    g_engine = new SharedEngine();
-    if (::geteuid() != 0) {
-      g_engine->setup_error = "needs root: rootful podman and containers";
-      return;
-    }
-    std::string tmpl = (fs::temp_directory_path() / "gpuwerk-crace-engine-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      g_engine->setup_error = "mkdtemp failed";
-      return;
-    }
-    g_engine->dir = tmpl;
-    g_engine->socket = (g_engine->dir / "podman.sock").string();
-    ::setenv("CONTAINERS_CONF", (SourceDir() + "/config/containers.conf").c_str(), 1);
-    CommandResult started =
-        Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
-    if (started.exit_code != 0) {
-      g_engine->setup_error = "engine.sh start failed: " + started.out + started.err;
-      return;
-    }
-    g_engine->started = true;
-    CommandResult built =
-        Script(SourceDir() + "/scripts/instance-image/build.sh " + std::string(kImage));
-    if (built.exit_code != 0) {
-      g_engine->setup_error = "instance image build failed: " + built.out + built.err;
-    }
-  }
-
-  static void TearDownTestSuite() {
-    if (g_engine != nullptr && g_engine->started) {
-      Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
-    }
-    if (g_engine != nullptr && !g_engine->dir.empty()) {
-      std::error_code ec;
-      fs::remove_all(g_engine->dir, ec);
-    }
-    delete g_engine;
-    g_engine = nullptr;
-  }
-
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << g_engine->setup_error;
-    ASSERT_EQ(g_engine->setup_error, "");
-    engine_ = std::make_unique<EngineProbe>(g_engine->socket);
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on " << g_engine->socket;
+    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
+    ASSERT_EQ(EngineEnvironment::setup_error(), "");
+    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
+    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
+                               << EngineEnvironment::socket();
     data_ = dir_.path() / "data";
     const std::array<const char*, kHosts> names = {"spark-race-a", "spark-race-b", "spark-race-c"};
     for (int i = 0; i < kHosts; ++i) {
@@ -253,23 +159,13 @@ class CapacityRaceE2eTest : public ::testing::Test {
         << (status ? ChildProcess::Describe(*status) : "no status");
   }
 
-  /// The environment of every child: none of the caller's gpuwerk settings leak in.
-  static std::map<std::string, std::string> CleanEnv() {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      std::string kv(*e);
-      if (kv.starts_with("GPUWERK_")) env[kv.substr(0, kv.find('='))] = "";
-    }
-    return env;
-  }
-
   /// Starts `gpuwerk server` on a free port and waits until /healthz answers.
   void StartServer() {
     std::map<std::string, std::string> env = CleanEnv();
     env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
     env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
     env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    env["GPUWERK_INSTANCE_IMAGE"] = kImage;
+    env["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
     env["GPUWERK_LOG_LEVEL"] = "debug";
     for (int attempt = 0; attempt < 3; ++attempt) {
       port_ = FreePort();
@@ -307,7 +203,7 @@ class CapacityRaceE2eTest : public ::testing::Test {
     ASSERT_FALSE(token.empty()) << added.body;
     ASSERT_TRUE(h.agent.Start(
         {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
-         "unix://" + g_engine->socket, "--ssh-bind", "127.0.0.1", "--state-dir",
+         "unix://" + EngineEnvironment::socket(), "--ssh-bind", "127.0.0.1", "--state-dir",
          h.state_dir.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
         CleanEnv(), h.log))
         << h.agent.error();
@@ -451,7 +347,7 @@ class CapacityRaceE2eTest : public ::testing::Test {
 };
 
 TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
-  const auto t0 = Steady::now();
+  const auto t0 = std::chrono::steady_clock::now();
   StartServer();
   ASSERT_FALSE(HasFatalFailure());
   op_ = SignIn(kOperatorEmail, kOperatorPassword);
@@ -482,7 +378,7 @@ TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
     racers.push_back(NewRacer(i));
     ASSERT_FALSE(HasFailure()) << "setting up " << racers.back().email;
   }
-  const auto t_people = Steady::now();
+  const auto t_people = std::chrono::steady_clock::now();
 
   // The race: every thread waits at the latch until all 50 are there, then creates at once.
   std::vector<HttpResult> results(kPeople);
@@ -499,7 +395,7 @@ TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
   }
   start.arrive_and_wait();
   for (auto& t : threads) t.join();
-  const auto t_race = Steady::now();
+  const auto t_race = std::chrono::steady_clock::now();
 
   int created = 0, no_capacity = 0;
   std::set<std::string> instances;
@@ -515,7 +411,7 @@ TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
       owner[id] = i;
     } else {
       EXPECT_EQ(r.status, 409) << racers[i].email << ": " << r.body;
-      EXPECT_EQ(r.Code(), "no_capacity") << racers[i].email << ": " << r.body;
+      EXPECT_THAT(r, HasApiCode("no_capacity")) << racers[i].email << ": " << r.body;
       if (r.status == 409 && r.Code() == "no_capacity") ++no_capacity;
     }
   }
@@ -543,7 +439,7 @@ TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
   // The engine, once the agents have reconciled: one running container per host.
   EXPECT_TRUE(Eventually([&] { return EngineSettled(instances); }, seconds(30)))
       << "the engine never showed one running container per host";
-  const auto t_running = Steady::now();
+  const auto t_running = std::chrono::steady_clock::now();
   ExpectOneInstancePerHost(instances, "once the instances run");
   // And it stays so over further agent rounds.
   WaitAgentRounds(2);
@@ -572,12 +468,13 @@ TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
   for (const auto& [name, instance] : StoreHolders()) {
     EXPECT_EQ(instance, "") << name << " still held after the deletes";
   }
-  const auto secs = [](Steady::time_point a, Steady::time_point b) {
+  const auto secs = [](std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
   };
   std::cout << "[ timing ] setup " << secs(t0, t_people) << " s, race " << secs(t_people, t_race)
             << " s, to running " << secs(t_race, t_running) << " s, total "
-            << secs(t0, Steady::now()) << " s\n";
+            << secs(t0, std::chrono::steady_clock::now()) << " s\n";
 }
 
 }  // namespace

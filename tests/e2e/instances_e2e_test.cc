@@ -27,9 +27,13 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/engine_stand_in.h"
+#include "tests/support/eventually.h"
 #include "tests/support/http_client.h"
+#include "tests/support/matchers.h"
+#include "tests/support/net.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
@@ -37,74 +41,16 @@
 namespace gpuwerk::testing {
 namespace {
 
+const auto* const kEngine = RegisterEngineEnvironment("gpuwerk-e2e-engine");
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Steady = std::chrono::steady_clock;
-
-constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
-constexpr const char* kInstanceLabel = "gpuwerk.instance";
-constexpr const char* kOperatorEmail = "operator@example.test";
-constexpr const char* kOperatorPassword = "operator password 1";
-constexpr const char* kPassword = "correct horse battery";
-
-std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
-}
-
-/// The last `lines` lines of a file, for failure messages.
-std::string Tail(const fs::path& file, size_t lines = 60) {
-  const std::string text = ReadFile(file);
-  size_t pos = text.size();
-  for (size_t n = 0; n <= lines; ++n) {
-    if (pos == 0) return text;
-    pos = text.rfind('\n', pos - 1);
-    if (pos == std::string::npos) return text;
-  }
-  return text.substr(pos + 1);
-}
-
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-/// Whether something accepts TCP connections on address:port.
-bool PortOpen(const std::string& address, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, address.c_str(), &addr.sin_addr);
-  const bool open = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return open;
-}
-
-/// Polls `pred` every 200 ms until it holds or `limit` passes; whether it held.
-bool Eventually(const std::function<bool()>& pred, milliseconds limit) {
-  const auto deadline = Steady::now() + limit;
-  while (true) {
-    if (pred()) return true;
-    if (Steady::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(200));
-  }
 }
 
 /// `ssh -p PORT USER@ADDRESS` as the API shows it, split up.
@@ -128,67 +74,14 @@ std::optional<SshTarget> ParseSshCommand(const json& command) {
   return t;
 }
 
-/// Suite-wide: one podman API service and the instance image, shared by every test.
-struct SharedEngine {
-  fs::path dir;
-  std::string socket;
-  std::string setup_error;  ///< why the suite cannot run; "" when it can
-  bool started = false;
-};
-SharedEngine* g_engine = nullptr;
-
-CommandResult Script(const std::string& command) {
-  return RunCommand(fs::temp_directory_path(), command);
-}
-
 class InstancesE2eTest : public ::testing::Test {
- public:
-  static void SetUpTestSuite() {
-    g_engine = new SharedEngine();
-    if (::geteuid() != 0) {
-      g_engine->setup_error = "needs root: rootful podman and containers";
-      return;
-    }
-    std::string tmpl = (fs::temp_directory_path() / "gpuwerk-e2e-engine-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      g_engine->setup_error = "mkdtemp failed";
-      return;
-    }
-    g_engine->dir = tmpl;
-    g_engine->socket = (g_engine->dir / "podman.sock").string();
-    ::setenv("CONTAINERS_CONF", (SourceDir() + "/config/containers.conf").c_str(), 1);
-    CommandResult started =
-        Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
-    if (started.exit_code != 0) {
-      g_engine->setup_error = "engine.sh start failed: " + started.out + started.err;
-      return;
-    }
-    g_engine->started = true;
-    CommandResult built =
-        Script(SourceDir() + "/scripts/instance-image/build.sh " + std::string(kImage));
-    if (built.exit_code != 0) {
-      g_engine->setup_error = "instance image build failed: " + built.out + built.err;
-    }
-  }
-
-  static void TearDownTestSuite() {
-    if (g_engine != nullptr && g_engine->started) {
-      Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
-    }
-    if (g_engine != nullptr && !g_engine->dir.empty()) {
-      std::error_code ec;
-      fs::remove_all(g_engine->dir, ec);
-    }
-    delete g_engine;
-    g_engine = nullptr;
-  }
-
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << g_engine->setup_error;
-    ASSERT_EQ(g_engine->setup_error, "");
-    engine_ = std::make_unique<EngineProbe>(g_engine->socket);
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on " << g_engine->socket;
+    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
+    ASSERT_EQ(EngineEnvironment::setup_error(), "");
+    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
+    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
+                               << EngineEnvironment::socket();
     data_ = dir_.path() / "data";
     state_ = dir_.path() / "agent";
   }
@@ -204,7 +97,7 @@ class InstancesE2eTest : public ::testing::Test {
     }
     if (!engine_) return;
     // The engine may have been stopped by a test that failed half-way: bring it back first.
-    if (!engine_->Up()) Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
+    if (!engine_->Up()) EngineEnvironment::Start();
     for (const auto& id : instances_) {
       json list = engine_->ContainersWithLabel(kInstanceLabel, id);
       if (!list.is_array()) continue;
@@ -223,16 +116,6 @@ class InstancesE2eTest : public ::testing::Test {
 
   // ---- processes ---------------------------------------------------------------------------
 
-  /// The environment of every child: none of the caller's gpuwerk settings leak in.
-  static std::map<std::string, std::string> CleanEnv() {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      std::string kv(*e);
-      if (kv.starts_with("GPUWERK_")) env[kv.substr(0, kv.find('='))] = "";
-    }
-    return env;
-  }
-
   /// Starts `gpuwerk server` on `port_` (a free one the first time) with `env` on top of the
   /// test settings, and waits until /healthz answers.
   void StartServer(const std::map<std::string, std::string>& env = {}) {
@@ -240,7 +123,7 @@ class InstancesE2eTest : public ::testing::Test {
     all["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
     all["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
     all["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    all["GPUWERK_INSTANCE_IMAGE"] = kImage;
+    all["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
     all["GPUWERK_HOST_UNKNOWN_AFTER_SECONDS"] = "3";
     all["GPUWERK_LOG_LEVEL"] = "debug";
     for (const auto& [k, v] : env) all[k] = v;
@@ -271,8 +154,8 @@ class InstancesE2eTest : public ::testing::Test {
   void StartAgent(const std::string& token) {
     ASSERT_TRUE(agent_.Start(
         {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
-         "unix://" + (agent_engine_.empty() ? g_engine->socket : agent_engine_), "--state-dir",
-         state_.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
+         "unix://" + (agent_engine_.empty() ? EngineEnvironment::socket() : agent_engine_),
+         "--state-dir", state_.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
         CleanEnv(), dir_.path() / "agent.log"))
         << agent_.error();
   }
@@ -510,7 +393,7 @@ TEST_F(InstancesE2eTest, C05_C14_LifecycleSshRestartKeepsFilesAndSessionDeleteFr
   // the key of a live instance cannot be deleted; the error names the instance.
   auto key_delete = alice->Delete("/api/v1/ssh-keys/" + key_id);
   EXPECT_EQ(key_delete.status, 409) << key_delete.body;
-  EXPECT_EQ(key_delete.Code(), "key_in_use") << key_delete.body;
+  EXPECT_THAT(key_delete, HasApiCode("key_in_use")) << key_delete.body;
   EXPECT_EQ(key_delete.Json()["instances"], json::array({"alpha"})) << key_delete.body;
 
   json before = OnlyContainer(id);
@@ -555,7 +438,7 @@ TEST_F(InstancesE2eTest, C05_C14_LifecycleSshRestartKeepsFilesAndSessionDeleteFr
   EXPECT_FALSE(PortOpen("127.0.0.1", target2->port)) << "port " << target2->port << " still open";
   auto gone = alice->PostJson("/api/v1/instances/" + id + "/restart", json::object());
   EXPECT_EQ(gone.status, 404) << gone.body;
-  EXPECT_EQ(gone.Code(), "not_found");
+  EXPECT_THAT(gone, HasApiCode("not_found"));
   EXPECT_EQ(alice->Get("/api/v1/instances").Json()["total"], 0);
 
   // every action is in the audit log, by whom and from where.
@@ -600,13 +483,13 @@ TEST_F(InstancesE2eTest, SecondPersonGets404AndTheInstanceKeepsRunning) {
   for (const std::string& ref : {id, std::string("alpha")}) {
     auto get = bob->Get("/api/v1/instances/" + ref);
     EXPECT_EQ(get.status, 404) << get.body;
-    EXPECT_EQ(get.Code(), "not_found");
+    EXPECT_THAT(get, HasApiCode("not_found"));
     auto restart = bob->PostJson("/api/v1/instances/" + ref + "/restart", json::object());
     EXPECT_EQ(restart.status, 404) << restart.body;
-    EXPECT_EQ(restart.Code(), "not_found");
+    EXPECT_THAT(restart, HasApiCode("not_found"));
     auto del = bob->Delete("/api/v1/instances/" + ref);
     EXPECT_EQ(del.status, 404) << del.body;
-    EXPECT_EQ(del.Code(), "not_found");
+    EXPECT_THAT(del, HasApiCode("not_found"));
   }
   EXPECT_EQ(bob->Get("/api/v1/instances").Json()["total"], 0);
   // Bob cannot create one with alice's key either.
@@ -650,12 +533,13 @@ TEST_F(InstancesE2eTest,
 
   agent_.Kill(SIGKILL);
   ASSERT_TRUE(agent_.status().has_value());
-  const auto killed_at = Steady::now();
+  const auto killed_at = std::chrono::steady_clock::now();
   // host_unknown_after_seconds is 3; one-second store resolution and a round's length as slack.
   shown = WaitStatus(*alice, id, "unknown", seconds(3 + 5));
   EXPECT_EQ(shown["status"], "unknown");
   EXPECT_FALSE(shown["status_reason"].get<std::string>().empty());
-  const auto took = std::chrono::duration_cast<milliseconds>(Steady::now() - killed_at);
+  const auto took =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - killed_at);
   EXPECT_LE(took.count(), 8000) << "unknown only after " << took.count() << " ms";
   // The container itself kept running meanwhile.
   json during = OnlyContainer(id);
@@ -765,7 +649,7 @@ TEST_F(InstancesE2eTest, C11_EngineGoneIsReportedNeverStaleRunningAndTheAgentRec
   ASSERT_TRUE(before.is_object());
   const pid_t agent_pid = agent_.pid();
 
-  CommandResult stopped = Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
+  CommandResult stopped = EngineEnvironment::Stop();
   ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
   json host;
   EXPECT_TRUE(Eventually(
@@ -786,7 +670,7 @@ TEST_F(InstancesE2eTest, C11_EngineGoneIsReportedNeverStaleRunningAndTheAgentRec
       << shown.dump();
   EXPECT_TRUE(agent_.Running()) << "the agent died with its engine";
 
-  CommandResult again = Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
+  CommandResult again = EngineEnvironment::Start();
   ASSERT_EQ(again.exit_code, 0) << again.err;
   shown = WaitRunning(*alice, id, seconds(30));
   EXPECT_EQ(shown["status"], "running");
@@ -812,7 +696,7 @@ TEST_F(InstancesE2eTest, C13_HostWhoseEngineIsGoneTakesNoNewInstance) {
   ASSERT_FALSE(HasFatalFailure());
   auto alice = SignUp("alice@example.test");
   const std::string key_id = AddKey(*alice, "laptop", nullptr);
-  CommandResult stopped = Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
+  CommandResult stopped = EngineEnvironment::Stop();
   ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -831,7 +715,7 @@ TEST_F(InstancesE2eTest, C13_HostWhoseEngineIsGoneTakesNoNewInstance) {
   EXPECT_EQ(created.Json()["queued"], true) << created.body;
 
   // The engine back: the host is offered again and takes an instance (or runs the one it got).
-  CommandResult again = Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
+  CommandResult again = EngineEnvironment::Start();
   ASSERT_EQ(again.exit_code, 0) << again.err;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -859,7 +743,7 @@ TEST_F(InstancesE2eTest, C11_OneEngineErrorDuringCreateIsRetriedNotAFailureForGo
   // The agent talks to a stand-in socket that forwards to the real engine, except that the first
   // authorized_keys upload (PUT …/archive) gets a 500, as a busy daemon answers now and then.
   std::atomic<bool> failed_once{false};
-  EngineStandIn stand_in((dir_.path() / "stand-in.sock").string(), g_engine->socket,
+  EngineStandIn stand_in((dir_.path() / "stand-in.sock").string(), EngineEnvironment::socket(),
                          [&](const std::string& method, const std::string& target) -> std::string {
                            if (method == "PUT" && target.find("/archive") != std::string::npos &&
                                !failed_once.exchange(true)) {
@@ -910,7 +794,7 @@ TEST_F(InstancesE2eTest, BadInputAndMissingImageCreateNothingAndSayWhy) {
   auto expect_problem = [](const HttpResult& r, long status, const std::string& code) {
     EXPECT_EQ(r.status, status) << r.body;
     EXPECT_EQ(r.Header("content-type"), "application/problem+json") << r.body;
-    EXPECT_EQ(r.Code(), code) << r.body;
+    EXPECT_THAT(r, HasApiCode(code)) << r.body;
     const json j = r.Json();
     EXPECT_TRUE(j.is_object() && j.contains("detail") && j["detail"].is_string() &&
                 !j["detail"].get<std::string>().empty())
@@ -950,7 +834,7 @@ TEST_F(InstancesE2eTest, BadInputAndMissingImageCreateNothingAndSayWhy) {
   // A failed instance cannot be restarted; it can be deleted, which frees its name.
   auto restart = alice->PostJson("/api/v1/instances/" + id + "/restart", json::object());
   EXPECT_EQ(restart.status, 409) << restart.body;
-  EXPECT_EQ(restart.Code(), "instance_failed");
+  EXPECT_THAT(restart, HasApiCode("instance_failed"));
   EXPECT_EQ(alice->Delete("/api/v1/instances/" + id).status, 204);
   EXPECT_TRUE(
       Eventually([&] { return alice->Get("/api/v1/instances/" + id).status == 404; }, seconds(20)));
@@ -961,7 +845,7 @@ TEST_F(InstancesE2eTest, BadInputAndMissingImageCreateNothingAndSayWhy) {
 
   // The freed host takes the next instance once the server has a real image.
   StopCleanly(server_, "gpuwerk server");
-  RestartServer({{"GPUWERK_INSTANCE_IMAGE", kImage}});
+  RestartServer({{"GPUWERK_INSTANCE_IMAGE", kInstanceImage}});
   ASSERT_FALSE(HasFatalFailure());
   auto next = Create(*alice, "alpha", key_id);
   ASSERT_EQ(next.status, 201) << next.body;

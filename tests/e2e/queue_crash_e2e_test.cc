@@ -33,9 +33,12 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
+#include "tests/support/eventually.h"
 #include "tests/support/http_client.h"
 #include "tests/support/mail_reader.h"
+#include "tests/support/net.h"
 #include "tests/support/run_command.h"
 #include "tests/support/smtp_sink.h"
 #include "tests/support/ssh_keygen.h"
@@ -44,62 +47,12 @@
 namespace gpuwerk::testing {
 namespace {
 
+const auto* const kEngine = RegisterEngineEnvironment("gpuwerk-qcrash-engine");
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Steady = std::chrono::steady_clock;
-
-constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
-constexpr const char* kInstanceLabel = "gpuwerk.instance";
-constexpr const char* kHostLabel = "gpuwerk.host";
-constexpr const char* kOperatorEmail = "operator@example.test";
-constexpr const char* kOperatorPassword = "operator password 1";
-constexpr const char* kPassword = "correct horse battery";
-
-std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
-
-/// The last `lines` lines of a file, for failure messages.
-std::string Tail(const fs::path& file, size_t lines = 80) {
-  const std::string text = ReadFile(file);
-  size_t pos = text.size();
-  for (size_t n = 0; n <= lines; ++n) {
-    if (pos == 0) return text;
-    pos = text.rfind('\n', pos - 1);
-    if (pos == std::string::npos) return text;
-  }
-  return text.substr(pos + 1);
-}
-
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-/// Polls `pred` every 200 ms until it holds or `limit` passes; whether it held.
-bool Eventually(const std::function<bool()>& pred, milliseconds limit) {
-  const auto deadline = Steady::now() + limit;
-  while (true) {
-    if (pred()) return true;
-    if (Steady::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(200));
-  }
-}
-
-CommandResult Script(const std::string& command) {
-  return RunCommand(fs::temp_directory_path(), command);
-}
 
 /// One integer from the server's SQLite store (read-only, beside the running server): the first
 /// column of the first row of `sql` with `args` bound as text; -1 when the query fails.
@@ -122,64 +75,15 @@ int64_t StoreCount(const fs::path& db_path, const std::string& sql,
   return out;
 }
 
-/// Suite-wide: one podman API service and the instance image.
-struct SharedEngine {
-  fs::path dir;
-  std::string socket;
-  std::string setup_error;  ///< why the suite cannot run; "" when it can
-  bool started = false;
-};
-SharedEngine* g_engine = nullptr;
-
 /// The parameter: the fault point the server dies at.
 class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
- public:
-  static void SetUpTestSuite() {
-    g_engine = new SharedEngine();
-    if (::geteuid() != 0) {
-      g_engine->setup_error = "needs root: rootful podman and containers";
-      return;
-    }
-    std::string tmpl = (fs::temp_directory_path() / "gpuwerk-qcrash-engine-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      g_engine->setup_error = "mkdtemp failed";
-      return;
-    }
-    g_engine->dir = tmpl;
-    g_engine->socket = (g_engine->dir / "podman.sock").string();
-    ::setenv("CONTAINERS_CONF", (SourceDir() + "/config/containers.conf").c_str(), 1);
-    CommandResult started =
-        Script(SourceDir() + "/scripts/engine.sh start " + g_engine->dir.string());
-    if (started.exit_code != 0) {
-      g_engine->setup_error = "engine.sh start failed: " + started.out + started.err;
-      return;
-    }
-    g_engine->started = true;
-    CommandResult built =
-        Script(SourceDir() + "/scripts/instance-image/build.sh " + std::string(kImage));
-    if (built.exit_code != 0) {
-      g_engine->setup_error = "instance image build failed: " + built.out + built.err;
-    }
-  }
-
-  static void TearDownTestSuite() {
-    if (g_engine != nullptr && g_engine->started) {
-      Script(SourceDir() + "/scripts/engine.sh stop " + g_engine->dir.string());
-    }
-    if (g_engine != nullptr && !g_engine->dir.empty()) {
-      std::error_code ec;
-      fs::remove_all(g_engine->dir, ec);
-    }
-    delete g_engine;
-    g_engine = nullptr;
-  }
-
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << g_engine->setup_error;
-    ASSERT_EQ(g_engine->setup_error, "");
-    engine_ = std::make_unique<EngineProbe>(g_engine->socket);
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on " << g_engine->socket;
+    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
+    ASSERT_EQ(EngineEnvironment::setup_error(), "");
+    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
+    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
+                               << EngineEnvironment::socket();
     data_ = dir_.path() / "data";
   }
 
@@ -188,8 +92,8 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     if (server_.Running()) server_.Stop(seconds(20));
     if (HasFailure()) {
       std::cerr << "---- server log (last lines)\n"
-                << Tail(dir_.path() / "server.log") << "\n---- agent log (last lines)\n"
-                << Tail(dir_.path() / "agent.log") << "\n----\n";
+                << Tail(dir_.path() / "server.log", 80) << "\n---- agent log (last lines)\n"
+                << Tail(dir_.path() / "agent.log", 80) << "\n----\n";
     }
     // Every container of this test's host, whatever happened.
     if (engine_ && !host_id_.empty()) {
@@ -200,16 +104,6 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  /// The environment of every child: none of the caller's gpuwerk settings leak in.
-  static std::map<std::string, std::string> CleanEnv() {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      std::string kv(*e);
-      if (kv.starts_with("GPUWERK_")) env[kv.substr(0, kv.find('='))] = "";
-    }
-    return env;
-  }
-
   /// Starts `gpuwerk server` on `port_` (a free one the first time, the same one after) with
   /// `fault_points` as GPUWERK_FAULT_POINTS, and waits until /healthz answers.
   void StartServer(const std::string& fault_points) {
@@ -217,7 +111,7 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
     env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
     env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    env["GPUWERK_INSTANCE_IMAGE"] = kImage;
+    env["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
     env["GPUWERK_LOG_LEVEL"] = "debug";
     if (!fault_points.empty()) env["GPUWERK_FAULT_POINTS"] = fault_points;
     for (const auto& [name, value] : extra_env_) env[name] = value;
@@ -234,9 +128,9 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
           [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60));
       if (up && server_.Running()) return;
       if (!server_.Running() && !restart) continue;  // e.g. the port was taken meanwhile
-      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log");
+      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log", 80);
     }
-    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log");
+    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log", 80);
   }
 
   std::unique_ptr<HttpClient> SignIn(const std::string& email, const std::string& password) {
@@ -334,7 +228,7 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
 // waiting, alice's container gone.
 TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   const std::string fault_point = GetParam();
-  const auto t0 = Steady::now();
+  const auto t0 = std::chrono::steady_clock::now();
   StartServer(fault_point);
   ASSERT_FALSE(HasFatalFailure());
   op_ = SignIn(kOperatorEmail, kOperatorPassword);
@@ -345,11 +239,11 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   host_id_ = added.Json().value("id", "");
   const std::string token = added.Json().value("token", "");
   ASSERT_FALSE(host_id_.empty());
-  ASSERT_TRUE(
-      agent_.Start({GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
-                    "unix://" + g_engine->socket, "--state-dir", (dir_.path() / "agent").string(),
-                    "--sync-interval-seconds", "1", "--log-level", "debug"},
-                   CleanEnv(), dir_.path() / "agent.log"))
+  ASSERT_TRUE(agent_.Start(
+      {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
+       "unix://" + EngineEnvironment::socket(), "--state-dir", (dir_.path() / "agent").string(),
+       "--sync-interval-seconds", "1", "--log-level", "debug"},
+      CleanEnv(), dir_.path() / "agent.log"))
       << agent_.error();
   ASSERT_TRUE(Eventually(
       [&] {
@@ -463,7 +357,8 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   WaitAgentRounds(4);
   check("after four more agent rounds");
   std::cout << "[ timing ] " << fault_point << ": "
-            << std::chrono::duration<double>(Steady::now() - t0).count() << " s\n";
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(FaultPoints, QueueCrashE2eTest,
@@ -519,8 +414,8 @@ class QueueMailE2eTest : public QueueCrashE2eTest {
     ASSERT_FALSE(host_id_.empty());
     ASSERT_TRUE(agent_.Start(
         {GpuwerkBinary(), "agent", "--server", url_, "--token", added.Json().value("token", ""),
-         "--engine", "unix://" + g_engine->socket, "--state-dir", (dir_.path() / "agent").string(),
-         "--sync-interval-seconds", "1", "--log-level", "debug"},
+         "--engine", "unix://" + EngineEnvironment::socket(), "--state-dir",
+         (dir_.path() / "agent").string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
         CleanEnv(), dir_.path() / "agent.log"))
         << agent_.error();
     ASSERT_TRUE(Eventually(

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/support/child_process.h"
+#include "tests/support/e2e_engine.h"
 #include "tests/support/http_client.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
@@ -26,10 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using std::chrono::seconds;
-
-constexpr const char* kImage = "localhost/gpuwerk-instance:bookworm";
-
-std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
 
 std::string Podman(const std::string& args) {
   return "CONTAINERS_CONF='" + SourceDir() + "/config/containers.conf' podman " + args;
@@ -47,8 +44,9 @@ class UpTest : public ::testing::Test {
     if (fs::exists("/var/run/docker.sock") || fs::exists("/run/docker.sock")) {
       GTEST_SKIP() << "a Docker socket exists here; this test covers the podman service of up";
     }
-    CommandResult built = RunCommand(
-        dir_.path(), "bash '" + SourceDir() + "/scripts/instance-image/build.sh' " + kImage);
+    CommandResult built =
+        RunCommand(dir_.path(),
+                   "bash '" + SourceDir() + "/scripts/instance-image/build.sh' " + kInstanceImage);
     ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
     data_ = dir_.path() / "data";
   }

@@ -4,40 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/server_fixture.h"
-#include "tests/support/smtp_sink.h"
+#include "tests/integration/smtp_fixture.h"
 
 namespace gpuwerk::testing {
 namespace {
 
-class MailDeliveryTest : public ServerTest {
- protected:
-  void SetUp() override {
-    if (auto why = SinkUnavailable()) GTEST_SKIP() << "no real SMTP server: " << *why;
-    std::string error;
-    ASSERT_TRUE(sink_.Start(0, inbox(), {}, &error)) << error;
-    ServerTest::SetUp();
-  }
-  void Customize(app::ServerConfig& c) override {
-    c.mail = "smtp";
-    c.smtp_url = "smtp://127.0.0.1:" + std::to_string(sink_.port());
-    c.smtp_from = "gpuwerk <noreply@gpuwerk.test>";
-  }
-  std::filesystem::path inbox() const { return dir_.path() / "inbox"; }
-
-  /// Waits up to 10 s for `count` mails to `to` in the SMTP server's inbox.
-  std::vector<ReceivedMail> Received(const std::string& to, size_t count) {
-    std::vector<ReceivedMail> mails;
-    for (int i = 0; i < 200; ++i) {
-      (void)app_->DeliverMailNow();
-      mails = MailsTo(inbox(), to);
-      if (mails.size() >= count) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return mails;
-  }
-
-  SmtpSink sink_;
-};
+using MailDeliveryTest = WithSmtpSink<ServerTest>;
 
 TEST_F(MailDeliveryTest, MagicLinkMailArrivesOverSmtpAndItsLinkWorks) {
   auto b = Browser();

@@ -14,6 +14,7 @@
 
 #include "core/logging.h"
 #include "tests/support/http_client.h"
+#include "tests/support/net.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
@@ -24,18 +25,6 @@ namespace gpuwerk::testing {
 namespace {
 
 using nlohmann::json;
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class QueueCrashTest : public ::testing::Test {
  protected:

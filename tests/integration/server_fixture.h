@@ -12,6 +12,7 @@
 #include "core/random.h"
 #include "tests/support/http_client.h"
 #include "tests/support/mail_reader.h"
+#include "tests/support/matchers.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuwerk::testing {
@@ -72,7 +73,7 @@ class ServerTest : public ::testing::Test {
 inline void ExpectProblem(const HttpResult& r, long status, const std::string& code) {
   EXPECT_EQ(r.status, status) << r.body;
   EXPECT_EQ(r.Header("content-type"), "application/problem+json") << r.body;
-  EXPECT_EQ(r.Code(), code) << r.body;
+  EXPECT_THAT(r, HasApiCode(code)) << r.body;
   auto j = r.Json();
   EXPECT_TRUE(j.is_object() && j.contains("title") && j.contains("status") && j.contains("detail"))
       << r.body;

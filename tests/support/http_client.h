@@ -2,6 +2,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct HttpResult {
   /// The problem JSON `code`, or "" when the body is not a problem.
   std::string Code() const;
 };
+
+/// How GoogleTest prints an answer in a failure message: the status and the body.
+inline void PrintTo(const HttpResult& r, std::ostream* os) {
+  *os << "HTTP " << r.status << " " << r.body;
+}
 
 /// A small blocking HTTP/1.1 client over libcurl for tests, with a cookie jar of its own
 /// (a "browser"). Not thread-safe; make one per thread.

@@ -21,22 +21,10 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/net.h"
 #include "tests/support/ssh_keygen.h"
 
 namespace gpuwerk::testing {
-
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-inline uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 /// A blocking TCP connection to 127.0.0.1:`port`; -1 when refused.
 inline int Connect(uint16_t port) {
