@@ -350,9 +350,13 @@ TEST_F(RelayTest, RsyncOverSshPushesAndPullsATreeAndItsChanges) {
   EXPECT_EQ(manifest(back), want);
 
   // A change to one file: rsync's delta transfer sends only what differs, and the trees agree.
+  // The change keeps the size and may land within the second of the push, and rsync's quick check
+  // (size and mtime to the second) would then skip the file: the changed file gets an mtime of its
+  // own (2001-09-09), as an edit made later would.
   ASSERT_EQ(RunCommand(dir_.path(),
                        "printf 'changed' | dd of=tree/big.bin bs=1 seek=1000000 "
-                       "conv=notrunc 2>/dev/null && rm tree/.hidden")
+                       "conv=notrunc 2>/dev/null && touch -m -d @1000000000 tree/big.bin && "
+                       "rm tree/.hidden")
                 .exit_code,
             0);
   auto again =
