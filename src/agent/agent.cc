@@ -370,6 +370,29 @@ void Agent::Create(const DesiredContainer& d) {
                d.container_name, d.instance_id, d.node_index, d.restart_generation);
 }
 
+bool Agent::KeysBeforeStart(const Action& a) {
+  auto c = std::find_if(observed_.begin(), observed_.end(),
+                        [&](const ContainerInfo& o) { return o.id == a.container_id; });
+  if (c == observed_.end() || KeysCurrent(*c)) return true;
+  // A stopped container whose file is not known to be current: e.g. one whose create the engine
+  // carried out after the agent had given up on its answer (a slow engine just after its start),
+  // so that it never got the archive Create puts in before the first start. It gets the file now,
+  // by archive, while it is stopped: once it runs, only an exec can write it, and an engine that
+  // runs execs outside the container (exec_outside_container) would leave sshd refusing the
+  // person's key for good.
+  const std::vector<std::string> lines = KeyLines(a.desired);
+  auto put = WriteAuthorizedKeys(engine_, c->id, c->state, lines, options_.engine_timeout,
+                                 a.desired.hostname);
+  if (!put) {
+    spdlog::error("agent: writing authorized_keys of {} before its start failed: {}", c->name,
+                  Describe(put.error()));
+    return false;  // not started without the keys; the next round tries again
+  }
+  keys_written_[c->id] = KeysDigest(lines);
+  SaveState();
+  return true;
+}
+
 std::vector<std::string> Agent::KeyLines(const DesiredContainer& d) const {
   std::vector<std::string> lines = d.authorized_keys;
   lines.insert(lines.end(), options_.relay_authorized_keys.begin(),
@@ -434,6 +457,7 @@ bool Agent::Apply(const std::vector<Action>& actions) {
         h.last = now;
         const int pause = h.in_a_row <= 1 ? 0 : std::min(60, 1 << std::min(h.in_a_row - 1, 6));
         h.next_allowed = now + std::chrono::seconds(pause);
+        if (!KeysBeforeStart(a)) break;
         if (auto r = engine_.StartContainer(a.container_id, options_.engine_timeout); r) {
           spdlog::info("agent: started {} (instance {})", a.container_id, a.desired.instance_id);
           RecordGeneration(a.container_id, a.generation);

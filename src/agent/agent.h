@@ -138,6 +138,10 @@ class Agent {
   /// changed since they were last written (a relay key added, a person's access removed: C09).
   /// Returns whether it wrote any.
   bool SyncAuthorizedKeys();
+  /// Before the start of a stopped container (action `a`) whose authorized_keys is not known to
+  /// be current (KeysCurrent): writes it by archive (WriteAuthorizedKeys) and records it. Returns
+  /// whether the start may go ahead (false: the write failed, logged; the next round retries).
+  bool KeysBeforeStart(const Action& a);
   /// The key lines a container of `d` gets: the desired ones, then the relay's.
   std::vector<std::string> KeyLines(const DesiredContainer& d) const;
   void RecordGeneration(const std::string& id, int64_t generation);

@@ -2,13 +2,19 @@
 // is not there or never answers (testing/stand_in_engine.h). Hermetic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/agent_client.h"
+#include "agent/container_engine.h"
 #include "agent/docker_engine.h"
+#include "agent/reconciler.h"
 #include "agent/testing/stand_in_engine.h"
 #include "cli/fake_api_server.h"
 
@@ -169,6 +175,122 @@ TEST(AgentTest, StopEndsRun) {
   agent.Stop();
   runner.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+/// An engine in memory that keeps an ordered log of the calls that change a container
+/// ("put_archive <id>", "start <id>", "exec <id>", "create <name>") and holds the containers the
+/// test gives it. Starting one makes it running.
+class RecordingEngine : public ContainerEngine {
+ public:
+  core::Result<void> Ping(Timeout) override { return {}; }
+  core::Result<EngineVersion> Version(Timeout) override { return EngineVersion{}; }
+  core::Result<std::string> CreateContainer(const ContainerSpec& spec, Timeout) override {
+    Log("create " + spec.name);
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "not_in_this_test", "no creates");
+  }
+  core::Result<void> PutArchive(std::string_view id, std::string_view, std::string_view,
+                                Timeout) override {
+    Log("put_archive " + std::string(id));
+    return {};
+  }
+  core::Result<void> StartContainer(std::string_view id, Timeout) override {
+    Log("start " + std::string(id));
+    std::lock_guard lock(mu_);
+    for (auto& c : containers_) {
+      if (c.id == id) c.state = ContainerState::kRunning;
+    }
+    return {};
+  }
+  core::Result<void> RestartContainer(std::string_view id, int, Timeout) override {
+    Log("restart " + std::string(id));
+    return {};
+  }
+  core::Result<ContainerInfo> InspectContainer(std::string_view id, Timeout) override {
+    std::lock_guard lock(mu_);
+    for (const auto& c : containers_) {
+      if (c.id == id) return c;
+    }
+    return core::Fail(core::ErrorCode::kNotFound, "container_not_found", "no such container");
+  }
+  core::Result<void> RemoveContainer(std::string_view id, bool, Timeout) override {
+    Log("remove " + std::string(id));
+    return {};
+  }
+  core::Result<std::vector<ContainerInfo>> ListContainers(const std::map<std::string, std::string>&,
+                                                          Timeout) override {
+    std::lock_guard lock(mu_);
+    return containers_;
+  }
+  core::Result<bool> ImageExists(std::string_view, Timeout) override { return true; }
+  core::Result<std::string> CreateExec(std::string_view id, const ExecSpec&, Timeout) override {
+    Log("exec " + std::string(id));
+    // As an engine that runs execs outside the container does: the guard refuses to write.
+    return std::string("exec_1");
+  }
+  core::Result<ExecOutput> StartExec(std::string_view, Timeout) override {
+    return ExecOutput{.out = "", .err = "this exec does not run inside the container"};
+  }
+  core::Result<ExecInfo> InspectExec(std::string_view, Timeout) override {
+    return ExecInfo{.running = false, .exit_code = 97};
+  }
+
+  void Add(ContainerInfo c) {
+    std::lock_guard lock(mu_);
+    containers_.push_back(std::move(c));
+  }
+  std::vector<std::string> calls() const {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+ private:
+  void Log(std::string call) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(std::move(call));
+  }
+  mutable std::mutex mu_;
+  std::vector<ContainerInfo> containers_;
+  std::vector<std::string> calls_;
+};
+
+// A container of a desired instance that exists but was never started, and whose key file the
+// agent never wrote: the engine made it after the agent had given up on the create's answer (a
+// slow engine just after its own start). The agent puts the key file in by archive BEFORE the
+// start, as a create does; started first, only an exec could write it, and an engine whose execs
+// land outside the container (exec_outside_container) would leave sshd refusing the person's key.
+TEST(AgentTest, AContainerMadeButNeverStartedGetsItsKeysByArchiveBeforeItsStart) {
+  FakeApiServer server([](const FakeRequest&) {
+    return FakeResponse::Json(200, nlohmann::json::parse(R"({"host_id":"hst_1",
+      "sync_interval_seconds":1,"desired":[{"instance_id":"ins_a","node_index":0,
+      "container_name":"gpuwerk-ins_a-0","hostname":"a","image":"img",
+      "authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey alice"],
+      "restart_generation":0}]})"));
+  });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.Add(ContainerInfo{.id = "c1",
+                           .name = "gpuwerk-ins_a-0",
+                           .image = "img",
+                           .labels = {{std::string(kInstanceLabel), "ins_a"},
+                                      {std::string(kNodeLabel), "0"},
+                                      {std::string(kHostLabel), "hst_1"}},
+                           .state = ContainerState::kCreated});
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // observes the created container, acts
+  const std::vector<std::string> calls = engine.calls();
+  const auto put = std::find(calls.begin(), calls.end(), "put_archive c1");
+  const auto start = std::find(calls.begin(), calls.end(), "start c1");
+  ASSERT_NE(put, calls.end()) << ::testing::PrintToString(calls);
+  ASSERT_NE(start, calls.end()) << ::testing::PrintToString(calls);
+  EXPECT_LT(put, start) << ::testing::PrintToString(calls);
+  // The file is current: no exec tries to write it again once the container runs.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "exec c1"), 0)
+      << ::testing::PrintToString(calls);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "put_archive c1"), 1)
+      << ::testing::PrintToString(calls);
 }
 
 TEST(AgentTest, SshBannerProbe) {
