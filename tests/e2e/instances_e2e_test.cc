@@ -731,6 +731,7 @@ TEST_F(InstancesE2eTest, C13_HostWhoseEngineIsGoneTakesNoNewInstance) {
         auto items = alice->Get("/api/v1/instances").Json()["items"];
         if (!items.is_array() || items.size() != 1) return false;
         id = items[0]["id"];
+        instances_.insert(id);  // launched from the queue: TearDown removes its container too
         return true;
       },
       seconds(20)));
@@ -777,6 +778,52 @@ TEST_F(InstancesE2eTest, C11_OneEngineErrorDuringCreateIsRetriedNotAFailureForGo
   // Whatever happened, nothing is left half-made: one container when running, none when failed.
   EXPECT_EQ(ContainersOf(id).size(), shown["status"] == "running" ? 1u : 0u)
       << ContainersOf(id).dump();
+}
+
+// ---- 5d. a create whose answer is lost, on an engine whose execs cannot write ---------------
+
+// What C13 ran into after the podman service came back (in a fresh root): the engine made the
+// container but the agent never got the create's answer, so the container was never given its
+// authorized_keys by archive before its first start; started later as it was, only an exec could
+// write the file, and execs there do not reach the container (exec_outside_container). Here the
+// stand-in loses the first create's answer and refuses every exec: the agent must still put the
+// person's key in (by archive, before the start), and the stock ssh client must log in with it.
+TEST_F(InstancesE2eTest, C13_ACreateWhoseAnswerIsLostStillGetsThePersonsKeyBeforeItsStart) {
+  std::atomic<bool> lost_once{false};
+  EngineStandIn stand_in((dir_.path() / "stand-in.sock").string(), EngineEnvironment::socket(),
+                         [&](const std::string& method, const std::string& target) -> std::string {
+                           if (method == "POST" &&
+                               target.find("/containers/create") != std::string::npos &&
+                               !lost_once.exchange(true)) {
+                             return EngineStandIn::AfterForwarding(EngineStandIn::Answer(
+                                 500, "Internal Server Error", "the answer got lost"));
+                           }
+                           if (method == "POST" && target.find("/exec") != std::string::npos) {
+                             return EngineStandIn::Answer(500, "Internal Server Error",
+                                                          "execs do not reach this container");
+                           }
+                           return "";
+                         });
+  ASSERT_TRUE(stand_in.ok());
+  agent_engine_ = (dir_.path() / "stand-in.sock").string();
+  StartPlatform();
+  ASSERT_FALSE(HasFatalFailure());
+  auto alice = SignUp("alice@example.test");
+  GeneratedKey key;
+  const std::string key_id = AddKey(*alice, "laptop", &key);
+  auto created = Create(*alice, "alpha", key_id);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+
+  json shown = WaitRunning(*alice, id);
+  ASSERT_TRUE(lost_once.load());
+  ASSERT_EQ(shown["status"], "running") << shown.dump();
+  EXPECT_EQ(ContainersOf(id).size(), 1u) << ContainersOf(id).dump();
+  auto target = ParseSshCommand(shown["ssh_command"]);
+  ASSERT_TRUE(target) << shown["ssh_command"];
+  CommandResult ssh = Ssh(key, target->address, target->port, "hostname");
+  EXPECT_EQ(ssh.exit_code, 0) << ssh.err;
+  EXPECT_EQ(Trim(ssh.out), shown["hostname"]);
 }
 
 // ---- 6. bad input, and an image that does not exist ------------------------------------------

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace gpuwerk::testing {
@@ -18,7 +19,8 @@ namespace gpuwerk::testing {
 /// A stand-in container engine socket for fault tests: it listens on a unix socket of its own and
 /// forwards every HTTP request to the real engine's socket, one request per connection
 /// (`Connection: close` both ways), except the requests `fail` picks: those get the answer it
-/// returns instead (e.g. a 500 as a busy daemon gives), and never reach the engine. Requests are
+/// returns instead (e.g. a 500 as a busy daemon gives), and never reach the engine, or (with
+/// AfterForwarding) reach it and get the made-up answer in place of the engine's. Requests are
 /// served one at a time, in the order they arrive.
 class EngineStandIn {
  public:
@@ -55,6 +57,12 @@ class EngineStandIn {
   bool ok() const { return listen_fd_ >= 0; }
   /// How many requests got a made-up answer.
   int faults() const { return faults_; }
+
+  /// What a Fault returns to let the request reach the engine but lose the engine's answer on the
+  /// way back: the engine acts (e.g. creates the container) and the caller gets `answer` instead.
+  static std::string AfterForwarding(const std::string& answer) {
+    return std::string(kAfterForwarding) + answer;
+  }
 
   /// A plain HTTP answer with a Docker-style JSON error body.
   static std::string Answer(int status, const std::string& reason, const std::string& message) {
@@ -127,7 +135,9 @@ class EngineStandIn {
     const size_t sp2 = line.find(' ', sp1 + 1);
     const std::string method = line.substr(0, sp1);
     const std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    if (std::string made = fail_ ? fail_(method, target) : ""; !made.empty()) {
+    std::string made = fail_ ? fail_(method, target) : "";
+    const bool forward_first = made.starts_with(kAfterForwarding);
+    if (!made.empty() && !forward_first) {
       ++faults_;
       WriteAll(client, made);
       return;
@@ -144,11 +154,20 @@ class EngineStandIn {
         if (::poll(&p, 1, 60000) <= 0) break;
         const ssize_t n = ::recv(engine, buf, sizeof buf, 0);
         if (n <= 0) break;
+        if (forward_first) continue;  // the engine's answer is lost
         if (!WriteAll(client, std::string(buf, static_cast<size_t>(n)))) break;
       }
     }
     ::close(engine);
+    if (forward_first) {
+      ++faults_;
+      WriteAll(client, made.substr(kAfterForwarding.size()));
+    }
   }
+
+  static constexpr std::string_view kAfterForwarding =
+      "\x01"
+      "after-forwarding\n";
 
   std::string listen_path_;
   std::string engine_path_;
