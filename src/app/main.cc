@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -149,6 +150,40 @@ int RunServer(const ServerConfig& config, bool up) {
   return 0;
 }
 
+/// For an unknown option given to `server`, `up`, `agent` or `relay` (CLI11 names the extras in
+/// reverse, without the command), one line naming it in the command's words and the closest
+/// declared flag; "" for other errors or commands (the CLI's own reporting takes those).
+std::string UnknownOptionMessage(const CLI::App& app, const CLI::ParseError& error,
+                                 const std::vector<std::string>& args) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr) return "";
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  if (parsed.size() != 1) return "";
+  const CLI::App& cmd = *parsed.front();
+  static constexpr std::string_view kCommands[] = {"server", "up", "agent", "relay"};
+  if (std::ranges::find(kCommands, cmd.get_name()) == std::end(kCommands)) return "";
+  for (const std::string& arg : args) {
+    if (!arg.starts_with("--")) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (cmd.get_option_no_throw(name) != nullptr) continue;
+    std::string closest;
+    size_t best = 4;  // suggest only within 3 edits
+    for (const CLI::Option* o : cmd.get_options()) {
+      for (const std::string& flag : o->get_lnames()) {
+        const size_t d = cli::EditDistance(name, "--" + flag);
+        if (d < best) {
+          best = d;
+          closest = "--" + flag;
+        }
+      }
+    }
+    const std::string command = "gpuwerk " + cmd.get_name();
+    return command + ": unknown option " + name +
+           (closest.empty() ? "" : "; did you mean " + closest + "?") + " (see " + command +
+           " --help)";
+  }
+  return "";
+}
+
 }  // namespace
 }  // namespace gpuwerk::app
 
@@ -184,9 +219,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (const std::string unknown = app::UnknownOptionMessage(app, e, args); !unknown.empty()) {
+      std::fprintf(stderr, "%s\n", unknown.c_str());
+      return 2;
+    }
     // Prints help, version or the usage error (a mistyped verb with a suggestion).
-    const int rc = cli::ReportUsageError(app, e, std::vector<std::string>(argv + 1, argv + argc),
-                                         std::cout, std::cerr);
+    const int rc = cli::ReportUsageError(app, e, args, std::cout, std::cerr);
     return rc == 0 ? 0 : 2;
   }
   return exit_code;
