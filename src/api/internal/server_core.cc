@@ -1,0 +1,188 @@
+#include "api/internal/server_core.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/error.hpp>
+#include <charconv>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "api/internal/connection.h"
+
+namespace gpuwerk::api::internal {
+namespace {
+
+namespace beast = boost::beast;
+
+/// Splits "host:port" / "[v6]:port". nullopt when malformed.
+std::optional<std::pair<std::string, uint16_t>> SplitHostPort(std::string_view listen) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  std::string_view host = listen.substr(0, colon);
+  std::string_view port_text = listen.substr(colon + 1);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return std::nullopt;
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return std::nullopt;  // an IPv6 literal must be bracketed
+  }
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port > 65535) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string(host), static_cast<uint16_t>(port));
+}
+
+}  // namespace
+
+thread_local const ServerCore* ServerCore::current_ = nullptr;
+
+core::Result<void> ServerCore::Listen() {
+  auto fail = [&](const std::string& why) {
+    return core::Fail(core::ErrorCode::kUnavailable, "listen_failed",
+                      fmt::format("cannot listen on '{}': {}", options_.listen, why));
+  };
+  auto host_port = SplitHostPort(options_.listen);
+  if (!host_port) return fail("expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080");
+  auto& [host, port] = *host_port;
+
+  beast::error_code ec;
+  tcp::endpoint endpoint;
+  asio::ip::address address = asio::ip::make_address(host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(address, port);
+  } else {
+    tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+      return fail("cannot resolve host '" + host + "'" + (ec ? ": " + ec.message() : ""));
+    }
+    endpoint = results.begin()->endpoint();
+  }
+
+  acceptor_.open(endpoint.protocol(), ec);
+  if (ec) return fail(ec.message());
+  // Not inherited by processes we start (e.g. `gpuwerk up`'s podman service, whose containers
+  // outlive us and would keep the port taken).
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
+  acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (ec) return fail(ec.message());
+  acceptor_.bind(endpoint, ec);
+  if (ec == asio::error::address_in_use) {
+    return fail(ec.message() + " (is another server running there? pick another --listen)");
+  }
+  if (ec) return fail(ec.message());
+  acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail(ec.message());
+  tcp::endpoint bound = acceptor_.local_endpoint(ec);
+  if (ec) return fail(ec.message());
+  port_ = bound.port();
+
+  asio::ip::address url_address = bound.address();
+  if (url_address.is_unspecified()) {
+    url_address = url_address.is_v6() ? asio::ip::address(asio::ip::address_v6::loopback())
+                                      : asio::ip::address(asio::ip::address_v4::loopback());
+  }
+  base_url_ = url_address.is_v6() ? fmt::format("http://[{}]:{}", url_address.to_string(), port_)
+                                  : fmt::format("http://{}:{}", url_address.to_string(), port_);
+  return {};
+}
+
+void ServerCore::Run() {
+  asio::dispatch(acceptor_.get_executor(), [this] { DoAccept(); });
+  threads_.reserve(options_.threads);
+  for (int i = 0; i < options_.threads; ++i) {
+    threads_.emplace_back([this] {
+      current_ = this;
+      while (true) {
+        try {
+          ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("http: uncaught exception on an I/O thread: {}", e.what());
+        }
+      }
+    });
+  }
+  spdlog::info("http: listening on {}", base_url_);
+}
+
+void ServerCore::DoAccept() {
+  acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor_.is_open() || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // E.g. out of file descriptors: wait a little instead of spinning.
+      spdlog::warn("http: accept failed: {}", ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](beast::error_code wait_ec) {
+        if (!wait_ec && acceptor_.is_open()) DoAccept();
+      });
+      return;
+    }
+    if (!stopping_) std::make_shared<Connection>(*this, std::move(socket))->Start();
+    DoAccept();
+  });
+}
+
+void ServerCore::Register(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(connections_mu_);
+  connections_.emplace(connection.get(), connection);
+}
+
+void ServerCore::Unregister(Connection* connection) {
+  std::lock_guard lock(connections_mu_);
+  connections_.erase(connection);
+  if (connections_.empty()) connections_cv_.notify_all();
+}
+
+void ServerCore::Stop() {
+  if (!stopping_.exchange(true)) {
+    asio::post(acceptor_.get_executor(), [this] {
+      beast::error_code ignored;
+      acceptor_.close(ignored);
+      accept_retry_.cancel();
+    });
+    std::vector<std::shared_ptr<Connection>> live;
+    {
+      std::lock_guard lock(connections_mu_);
+      for (auto& [ptr, weak] : connections_) {
+        if (auto s = weak.lock()) live.push_back(std::move(s));
+      }
+    }
+    for (auto& s : live) s->OnServerStopping();
+  }
+  if (IsIoThread()) return;  // cannot wait for ourselves; the destructor finishes
+
+  std::lock_guard stop_lock(stop_mu_);
+  if (joined_) return;
+  {
+    std::unique_lock lock(connections_mu_);
+    connections_cv_.wait_for(lock, options_.stop_grace, [this] { return connections_.empty(); });
+    if (!connections_.empty()) {
+      spdlog::warn("http: stopping with {} connection(s) still busy after {} ms",
+                   connections_.size(), options_.stop_grace.count());
+    }
+  }
+  work_.reset();
+  ioc_.stop();  // a handler still running finishes first; join waits for it
+  for (auto& t : threads_) t.join();
+  joined_ = true;
+  {
+    std::lock_guard lock(liveness_->mu);  // streams' producers post nothing from now on
+    liveness_->alive = false;
+  }
+  // The threads are gone: close the listening socket here in case the posted close never ran.
+  beast::error_code ignored;
+  acceptor_.close(ignored);
+  spdlog::info("http: stopped listening on {}", base_url_);
+}
+
+}  // namespace gpuwerk::api::internal
