@@ -5,7 +5,7 @@
 
 #include "api/api_context.h"
 #include "api/handler_support.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 #include "core/encoding.h"
 
 namespace gpuwerk::api {
@@ -36,6 +36,18 @@ std::string HiddenToken(std::string_view token) {
                      core::HtmlEscape(token));
 }
 
+/// The page a mailed link opens: `form` (a format string whose `{}` takes the hidden token field)
+/// under `title`, or a 400 page titled `missing_title` when the link has no token.
+Response LinkPage(const Request& req, std::string_view missing_title, std::string_view title,
+                  fmt::format_string<std::string> form) {
+  auto it = req.query.find("token");
+  if (it == req.query.end() || it->second.empty()) {
+    return Page(400, missing_title,
+                "<p class=\"error\">This link has no token. Ask for a new one.</p>");
+  }
+  return Page(200, title, fmt::format(form, HiddenToken(it->second)));
+}
+
 /// The form fields of an application/x-www-form-urlencoded body.
 std::map<std::string, std::string> FormFields(const Request& req) {
   return ParseQuery(req.body).value_or(std::map<std::string, std::string>{});
@@ -48,76 +60,66 @@ std::string Field(const std::map<std::string, std::string>& f, const std::string
 
 }  // namespace
 
-void RegisterAuthPages(Router& router, ApiContext& ctx) {
-  router.Add("GET", "/auth/magic-link", [](Request& req) {
-    auto it = req.query.find("token");
-    if (it == req.query.end() || it->second.empty()) {
-      return Page(400, "Sign-in link",
-                  "<p class=\"error\">This link has no token. Ask for a new one.</p>");
-    }
-    return Page(200, "Sign in to gpuwerk",
-                fmt::format("<p>Press the button to finish signing in.</p>"
-                            "<form method=\"post\" action=\"/auth/magic-link\">{}"
-                            "<button type=\"submit\">Sign in</button></form>",
-                            HiddenToken(it->second)));
-  });
+namespace handlers {
 
-  router.Add("POST", "/auth/magic-link", [&ctx](Request& req) {
-    if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
-      return Page(403, "Sign-in link",
-                  "<p class=\"error\">This request came from another site.</p>");
-    }
-    auto fields = FormFields(req);
-    auto s = ctx.accounts.ConsumeMagicLink(Field(fields, "token"), Authenticator::CallerOf(req));
-    if (!s) {
-      return Page(400, "Sign-in link",
-                  fmt::format("<p class=\"error\">{}</p><p><a href=\"/\">Back to sign in</a></p>",
-                              core::HtmlEscape(s.error().message)));
-    }
-    Response r = Response::Redirect("/");
-    r.AddHeader("Set-Cookie", ctx.authn.SessionCookie(*s, ctx.clock.NowUnix()));
-    return r;
-  });
-
-  router.Add("GET", "/auth/reset-password", [](Request& req) {
-    auto it = req.query.find("token");
-    if (it == req.query.end() || it->second.empty()) {
-      return Page(400, "Set a password",
-                  "<p class=\"error\">This link has no token. Ask for a new one.</p>");
-    }
-    return Page(200, "Set a new password",
-                fmt::format("<form method=\"post\" action=\"/auth/reset-password\">{}"
-                            "<label>New password (at least 8 characters)"
-                            "<input type=\"password\" name=\"password\" minlength=\"8\" required "
-                            "autocomplete=\"new-password\"></label>"
-                            "<button type=\"submit\">Set password</button></form>",
-                            HiddenToken(it->second)));
-  });
-
-  router.Add("POST", "/auth/reset-password", [&ctx](Request& req) {
-    if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
-      return Page(403, "Set a password",
-                  "<p class=\"error\">This request came from another site.</p>");
-    }
-    auto fields = FormFields(req);
-    auto p = ctx.accounts.ResetPassword(Field(fields, "token"), Field(fields, "password"),
-                                        Authenticator::CallerOf(req));
-    if (!p) {
-      std::string retry;
-      if (p.error().api_code == "weak_password") {
-        retry = fmt::format("<p><a href=\"/auth/reset-password?token={}\">Try again</a></p>",
-                            core::HtmlEscape(Field(fields, "token")));
-      }
-      return Page(
-          400, "Set a password",
-          fmt::format("<p class=\"error\">{}</p>{}", core::HtmlEscape(p.error().message), retry));
-    }
-    Response r = Page(200, "Password set",
-                      "<p>Your new password is set, and every other sign-in was ended.</p>"
-                      "<p><a href=\"/\">Sign in</a></p>");
-    r.AddHeader("Set-Cookie", ctx.authn.ClearedSessionCookie());
-    return r;
-  });
+Answer MagicLinkPage(ApiContext&, Call& call) {
+  return LinkPage(call.req, "Sign-in link", "Sign in to gpuwerk",
+                  "<p>Press the button to finish signing in.</p>"
+                  "<form method=\"post\" action=\"/auth/magic-link\">{}"
+                  "<button type=\"submit\">Sign in</button></form>");
 }
 
+Answer MagicLinkForm(ApiContext& ctx, Call& call) {
+  const Request& req = call.req;
+  if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
+    return Page(403, "Sign-in link", "<p class=\"error\">This request came from another site.</p>");
+  }
+  auto fields = FormFields(req);
+  auto s = ctx.accounts.ConsumeMagicLink(Field(fields, "token"), Authenticator::CallerOf(req));
+  if (!s) {
+    return Page(400, "Sign-in link",
+                fmt::format("<p class=\"error\">{}</p><p><a href=\"/\">Back to sign in</a></p>",
+                            core::HtmlEscape(s.error().message)));
+  }
+  Response r = Response::Redirect("/");
+  r.AddHeader("Set-Cookie", ctx.authn.SessionCookie(*s, ctx.clock.NowUnix()));
+  return r;
+}
+
+Answer ResetPasswordPage(ApiContext&, Call& call) {
+  return LinkPage(call.req, "Set a password", "Set a new password",
+                  "<form method=\"post\" action=\"/auth/reset-password\">{}"
+                  "<label>New password (at least 8 characters)"
+                  "<input type=\"password\" name=\"password\" minlength=\"8\" required "
+                  "autocomplete=\"new-password\"></label>"
+                  "<button type=\"submit\">Set password</button></form>");
+}
+
+Answer ResetPasswordForm(ApiContext& ctx, Call& call) {
+  const Request& req = call.req;
+  if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
+    return Page(403, "Set a password",
+                "<p class=\"error\">This request came from another site.</p>");
+  }
+  auto fields = FormFields(req);
+  auto p = ctx.accounts.ResetPassword(Field(fields, "token"), Field(fields, "password"),
+                                      Authenticator::CallerOf(req));
+  if (!p) {
+    std::string retry;
+    if (p.error().api_code == "weak_password") {
+      retry = fmt::format("<p><a href=\"/auth/reset-password?token={}\">Try again</a></p>",
+                          core::HtmlEscape(Field(fields, "token")));
+    }
+    return Page(
+        400, "Set a password",
+        fmt::format("<p class=\"error\">{}</p>{}", core::HtmlEscape(p.error().message), retry));
+  }
+  Response r = Page(200, "Password set",
+                    "<p>Your new password is set, and every other sign-in was ended.</p>"
+                    "<p><a href=\"/\">Sign in</a></p>");
+  r.AddHeader("Set-Cookie", ctx.authn.ClearedSessionCookie());
+  return r;
+}
+
+}  // namespace handlers
 }  // namespace gpuwerk::api

@@ -4,7 +4,7 @@
 #include "api/api_context.h"
 #include "api/event_hub.h"
 #include "api/handler_support.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 #include "sched/person_events.h"
 
 namespace gpuwerk::api {
@@ -36,32 +36,33 @@ EventHub::Reader PersonEventReader(sched::PersonStateReader& state, const SshCom
   };
 }
 
-void RegisterEventRoutes(Router& router, ApiContext& ctx, EventHub& hub) {
-  router.Add("GET", "/api/v1/events", [&ctx, &hub](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      // The stream outlives this request: its credentials are checked again now and then, so
-      // that signing out (or a deleted token, an expired sign-in) ends it.
-      Request credentials;
-      credentials.method = "GET";
-      for (const auto& [name, value] : req.headers) {
-        if (EqualsIgnoreCase(name, "Authorization") || EqualsIgnoreCase(name, "Cookie")) {
-          credentials.headers.emplace_back(name, value);
-        }
-      }
-      auto still_allowed = [&ctx, credentials = std::move(credentials), person_id = who.person_id] {
-        auto now = ctx.authn.Authenticate(credentials);
-        if (now) return now->person_id == person_id;
-        // A store that is busy or away is no answer: ask again next time.
-        return now.error().code != core::ErrorCode::kUnauthenticated;
-      };
-      auto producer = hub.Open(who.person_id, std::move(still_allowed));
-      if (!producer) return ErrorResponse(producer.error());
-      Response r;
-      r.SetHeader("Content-Type", "text/event-stream");  // always UTF-8 (WHATWG HTML §9.2)
-      r.stream = std::move(*producer);
-      return r;
-    });
-  });
+namespace handlers {
+
+Answer OpenEventStream(ApiContext& ctx, Call& call) {
+  if (ctx.events == nullptr) return core::NotFound("event stream");
+  // The stream outlives this request: its credentials are checked again now and then, so that
+  // signing out (or a deleted token, an expired sign-in) ends it.
+  Request credentials;
+  credentials.method = "GET";
+  for (const auto& [name, value] : call.req.headers) {
+    if (EqualsIgnoreCase(name, "Authorization") || EqualsIgnoreCase(name, "Cookie")) {
+      credentials.headers.emplace_back(name, value);
+    }
+  }
+  auto still_allowed = [&ctx, credentials = std::move(credentials),
+                        person_id = call.who.person_id] {
+    auto now = ctx.authn.Authenticate(credentials);
+    if (now) return now->person_id == person_id;
+    // A store that is busy or away is no answer: ask again next time.
+    return now.error().code != core::ErrorCode::kUnauthenticated;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(auto producer,
+                           ctx.events->Open(call.who.person_id, std::move(still_allowed)));
+  Response r;
+  r.SetHeader("Content-Type", "text/event-stream");  // always UTF-8 (WHATWG HTML §9.2)
+  r.stream = std::move(producer);
+  return r;
 }
 
+}  // namespace handlers
 }  // namespace gpuwerk::api

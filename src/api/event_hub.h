@@ -21,8 +21,6 @@ class PersonStateReader;
 
 namespace gpuwerk::api {
 
-class Router;
-struct ApiContext;
 class SshCommandFormat;
 
 /// One thing a person's event stream shows: an instance or a queue entry.
@@ -136,9 +134,5 @@ class EventHub {
 /// The Reader of the server's event streams: sched::PersonStateReader's state, shown with the
 /// REST API's own JSON shapes. `state` and `ssh` must outlive the hub.
 EventHub::Reader PersonEventReader(sched::PersonStateReader& state, const SshCommandFormat& ssh);
-
-/// Registers `GET /api/v1/events` (a signed-in person: cookie or API token; 401 otherwise) on
-/// `router`, streaming from `hub`. `ctx` and `hub` must outlive the router.
-void RegisterEventRoutes(Router& router, ApiContext& ctx, EventHub& hub);
 
 }  // namespace gpuwerk::api

@@ -1,6 +1,7 @@
 #include "api/handler_support.h"
 
 #include <charconv>
+#include <utility>
 
 namespace gpuwerk::api {
 
@@ -26,6 +27,26 @@ core::Result<int> PageParam(const Request& req) {
     return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
   }
   return static_cast<int>(*page);
+}
+
+core::Result<Response> IdempotentCreate(
+    ApiContext& ctx, const Call& call,
+    const std::function<core::Result<Response>(const RecordAnswer& record)>& create) {
+  GPUWERK_ASSIGN_OR_RETURN(const std::string key, IdempotencyKeys::KeyOf(call.req));
+  if (key.empty()) return create(RecordAnswer());
+  const std::string& person_id = call.who.person_id;
+  const std::string hash = IdempotencyKeys::RequestHash(call.req);
+  GPUWERK_ASSIGN_OR_RETURN(auto stored, ctx.idempotency.Replay(person_id, key, hash));
+  if (stored) return std::move(*stored);
+  auto created = create([&](store::Transaction& tx, int status, const nlohmann::json& body) {
+    return ctx.idempotency.Record(tx, person_id, key, hash, status, body.dump());
+  });
+  if (created) return created;
+  // A concurrent request with the same key committed first: this one failed on its record, or on
+  // what the first one created (the name, the host). Answer the first's.
+  GPUWERK_ASSIGN_OR_RETURN(auto first, ctx.idempotency.Replay(person_id, key, hash));
+  if (first) return std::move(*first);
+  return created;
 }
 
 }  // namespace gpuwerk::api

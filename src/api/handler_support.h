@@ -1,35 +1,22 @@
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
 
 #include "api/api_context.h"
+#include "api/api_routes.h"
 #include "api/http_types.h"
 #include "auth/principal.h"
 #include "core/error.h"
 #include "core/time_format.h"
+#include "store/database.h"
 
 namespace gpuwerk::api {
 
 /// The problem JSON for `error`, with Retry-After when the error carries retry_after_seconds.
+/// Used by the route table only (api_routes.cc): handlers return errors.
 Response ErrorResponse(const core::Error& error);
-
-/// Authenticates `req` and calls `fn(principal)`; answers the problem JSON when that fails.
-template <class Fn>
-Response Authenticated(ApiContext& ctx, Request& req, Fn&& fn) {
-  auto who = ctx.authn.Authenticate(req);
-  if (!who) return ErrorResponse(who.error());
-  return std::forward<Fn>(fn)(*who);
-}
-
-/// Parses the JSON object body and calls `fn(body)`; answers invalid_json otherwise.
-template <class Fn>
-Response WithJsonBody(const Request& req, Fn&& fn) {
-  auto body = ParseJsonObject(req);
-  if (!body) return ErrorResponse(body.error());
-  return std::forward<Fn>(fn)(*body);
-}
 
 /// `{"amount_minor": …}`-style helpers and shared JSON shapes.
 nlohmann::json PersonJson(const auth::Person& person);
@@ -40,5 +27,22 @@ nlohmann::json InstanceJson(const sched::Instance& instance, const SshCommandFor
 
 /// The 1-based `?page=` query parameter. Errors: invalid_page.
 core::Result<int> PageParam(const Request& req);
+
+/// Stores a create's answer (`status`, `body`) inside the create's own transaction `tx`, so the
+/// answer commits with the change it reports. Errors: IdempotencyKeys::Record's.
+using RecordAnswer = std::function<core::Result<void>(store::Transaction& tx, int status,
+                                                      const nlohmann::json& body)>;
+
+/// A creating POST under its `Idempotency-Key` header (docs/queue.md; POST /api/v1/instances and
+/// /api/v1/queue-entries): the same key from the same person answers the first request's answer
+/// again and creates nothing new. Without the header, `create` runs with an empty RecordAnswer.
+/// With it: a stored answer is answered without running `create`; else `create` runs and must
+/// call the RecordAnswer it gets inside its transaction; when `create` fails because a concurrent
+/// request with the same key committed first (on its record, or on what that one created), the
+/// first request's answer is answered. Errors: 400 invalid_idempotency_key, 409
+/// idempotency_key_reused (the key came with another request), `create`'s.
+core::Result<Response> IdempotentCreate(
+    ApiContext& ctx, const Call& call,
+    const std::function<core::Result<Response>(const RecordAnswer& record)>& create);
 
 }  // namespace gpuwerk::api

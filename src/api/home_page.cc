@@ -4,7 +4,7 @@
 // script.
 #include "api/api_context.h"
 #include "api/handler_support.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -108,20 +108,22 @@ show();
 
 }  // namespace
 
-void RegisterHomePage(Router& router) {
-  router.Add("GET", "/", [](Request&) {
-    Response r = Response::Html(200, std::string(kHomeHtml));
-    r.SetHeader("Content-Security-Policy",
-                "default-src 'none'; script-src 'self'; connect-src 'self'; "
-                "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
-    r.SetHeader("Cache-Control", "no-store");
-    return r;
-  });
-  router.Add("GET", "/home.js", [](Request&) {
-    Response r = Response::Text(200, std::string(kHomeJs), "text/javascript; charset=utf-8");
-    r.SetHeader("Cache-Control", "no-cache");
-    return r;
-  });
+namespace handlers {
+
+Answer HomePage(ApiContext&, Call&) {
+  Response r = Response::Html(200, std::string(kHomeHtml));
+  r.SetHeader("Content-Security-Policy",
+              "default-src 'none'; script-src 'self'; connect-src 'self'; "
+              "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
+  r.SetHeader("Cache-Control", "no-store");
+  return r;
 }
 
+Answer HomeScript(ApiContext&, Call&) {
+  Response r = Response::Text(200, std::string(kHomeJs), "text/javascript; charset=utf-8");
+  r.SetHeader("Cache-Control", "no-cache");
+  return r;
+}
+
+}  // namespace handlers
 }  // namespace gpuwerk::api

@@ -6,8 +6,7 @@
 
 #include "api/api_context.h"
 #include "api/handler_support.h"
-#include "api/idempotency.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 
 namespace gpuwerk::api {
 
@@ -61,18 +60,6 @@ nlohmann::json AdminGpuTypeJson(const sched::GpuType& t) {
   return j;
 }
 
-/// Authenticates a person who must be an operator.
-template <class Fn>
-Response AsOperator(ApiContext& ctx, Request& req, Fn&& fn) {
-  return Authenticated(ctx, req, [&](const auth::Principal& who) {
-    if (!who.is_operator) {
-      return ErrorResponse(core::Error(core::ErrorCode::kPermissionDenied, "forbidden",
-                                       "Only operators may do this."));
-    }
-    return fn(who);
-  });
-}
-
 /// The body of PUT /api/v1/admin/gpu-types/{name}: only the known fields, each optional.
 core::Result<sched::GpuTypeChange> GpuTypeChangeFrom(const nlohmann::json& body) {
   for (const auto& [key, value] : body.items()) {
@@ -118,139 +105,97 @@ core::Result<sched::GpuTypeChange> GpuTypeChangeFrom(const nlohmann::json& body)
 
 }  // namespace
 
-void RegisterInstanceRoutes(Router& router, ApiContext& ctx) {
-  router.Add("GET", "/api/v1/instances", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto page = PageParam(req);
-      if (!page) return ErrorResponse(page.error());
-      auto list = ctx.instances.List(who.person_id, *page);
-      if (!list) return ErrorResponse(list.error());
-      nlohmann::json items = nlohmann::json::array();
-      for (const auto& in : list->items) items.push_back(InstanceJson(in, ctx.ssh_command));
-      return Response::Json(
-          200,
-          {{"items", items}, {"page", list->page}, {"pages", list->pages}, {"total", list->total}});
-    });
-  });
+namespace handlers {
 
-  router.Add("POST", "/api/v1/instances", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto name = RequireString(body, "name", 256, 0);
-        if (!name) return ErrorResponse(name.error());
-        auto key = RequireString(body, "ssh_key_id", 256);
-        if (!key) return ErrorResponse(key.error());
-        auto type = OptionalString(body, "gpu_type", 256);
-        if (!type) return ErrorResponse(type.error());
-        // Idempotency-Key (docs/queue.md): the first answer again, nothing created twice.
-        auto idem = IdempotencyKeys::KeyOf(req);
-        if (!idem) return ErrorResponse(idem.error());
-        const std::string hash = IdempotencyKeys::RequestHash(req);
-        if (!idem->empty()) {
-          auto replay = ctx.idempotency.Replay(who.person_id, *idem, hash);
-          if (!replay) return ErrorResponse(replay.error());
-          if (*replay) return std::move(**replay);
-        }
-        sched::InstanceService::InTransaction record;
-        sched::QueueService::InTransaction record_entry;
-        if (!idem->empty()) {
-          record = [&](store::Transaction& tx, const sched::Instance& in) {
-            return ctx.idempotency.Record(tx, who.person_id, *idem, hash, 201,
-                                          InstanceJson(in, ctx.ssh_command).dump());
-          };
-          record_entry = [&](store::Transaction& tx, const sched::QueueEntry& e) {
-            return ctx.idempotency.Record(tx, who.person_id, *idem, hash, 202,
-                                          QueuedJson(e).dump());
-          };
-        }
-        // Issue 5: choosing a type that is not online enters its queue directly (202).
-        auto done = ctx.instances.CreateOrJoinQueue(ctx.queue, who.person_id, *name, *key,
-                                                    type->value_or("spark-1x"), req.remote_address,
-                                                    record, record_entry);
-        // A concurrent request with the same key committed first: this one failed on its
-        // record, or on what the first one created (the name, the host). Answer the first's.
-        if (!done && !idem->empty()) {
-          auto replay = ctx.idempotency.Replay(who.person_id, *idem, hash);
-          if (!replay) return ErrorResponse(replay.error());
-          if (*replay) return std::move(**replay);
-        }
-        if (!done) return ErrorResponse(done.error());
-        if (done->queue_entry) {
-          if (ctx.events) ctx.events->Wake();  // the joiner's streams show the entry
-          return Response::Json(202, QueuedJson(*done->queue_entry));
-        }
-        return Response::Json(201, InstanceJson(*done->instance, ctx.ssh_command));
-      });
-    });
-  });
+Answer ListInstances(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.instances.List(call.who.person_id, page));
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& in : list.items) items.push_back(InstanceJson(in, ctx.ssh_command));
+  return Response::Json(
+      200, {{"items", items}, {"page", list.page}, {"pages", list.pages}, {"total", list.total}});
+}
 
-  router.Add("GET", "/api/v1/instances/{id}", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto in = ctx.instances.Get(who.person_id, req.PathParam("id"));
-      if (!in) return ErrorResponse(in.error());
-      return Response::Json(200, InstanceJson(*in, ctx.ssh_command));
-    });
-  });
-
-  router.Add("POST", "/api/v1/instances/{id}/restart", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto in = ctx.instances.Restart(who.person_id, req.PathParam("id"), req.remote_address);
-      if (!in) return ErrorResponse(in.error());
-      return Response::Json(202, InstanceJson(*in, ctx.ssh_command));
-    });
-  });
-
-  router.Add("DELETE", "/api/v1/instances/{id}", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto in = ctx.instances.Delete(who.person_id, req.PathParam("id"), req.remote_address);
-      if (!in) return ErrorResponse(in.error());
-      return Response::NoContent();
-    });
-  });
-
-  router.Add("GET", "/api/v1/gpu-types", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal&) {
-      auto types = ctx.instances.GpuTypes();
-      if (!types) return ErrorResponse(types.error());
-      nlohmann::json items = nlohmann::json::array();
-      for (const auto& t : *types) items.push_back(GpuTypeJson(t));
-      return Response::Json(200, {{"items", items}});
-    });
-  });
-
-  router.Add("GET", "/api/v1/admin/gpu-types", [&ctx](Request& req) {
-    return AsOperator(ctx, req, [&](const auth::Principal&) {
-      auto page = PageParam(req);
-      if (!page) return ErrorResponse(page.error());
-      auto types = ctx.instances.GpuTypesPage(*page);
-      if (!types) return ErrorResponse(types.error());
-      nlohmann::json items = nlohmann::json::array();
-      for (const auto& t : types->items) items.push_back(AdminGpuTypeJson(t));
-      return Response::Json(200, {{"items", items},
-                                  {"page", types->page},
-                                  {"pages", types->pages},
-                                  {"total", types->total}});
-    });
-  });
-
-  // Creates or changes a GPU type; fields left out keep their value (docs/api.md).
-  router.Add("PUT", "/api/v1/admin/gpu-types/{name}", [&ctx](Request& req) {
-    return AsOperator(ctx, req, [&](const auth::Principal& who) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto change = GpuTypeChangeFrom(body);
-        if (!change) return ErrorResponse(change.error());
-        const std::string& name = req.path_params["name"];
-        auto set = ctx.hosts.SetGpuType(who.person_id, name, *change, req.remote_address);
-        if (!set) return ErrorResponse(set.error());
-        auto types = ctx.instances.GpuTypes();
-        if (!types) return ErrorResponse(types.error());
-        for (const auto& t : *types) {
-          if (t.name == name) return Response::Json(set->second ? 201 : 200, AdminGpuTypeJson(t));
-        }
-        return ErrorResponse(core::NotFound("GPU type").error());
-      });
-    });
+Answer CreateInstance(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto key, RequireString(body, "ssh_key_id", 256));
+  GPUWERK_ASSIGN_OR_RETURN(auto type, OptionalString(body, "gpu_type", 256));
+  const std::string gpu_type = type.value_or("spark-1x");
+  const std::string& person_id = call.who.person_id;
+  const std::string& source = call.req.remote_address;
+  return IdempotentCreate(ctx, call, [&](const RecordAnswer& record) -> Answer {
+    sched::InstanceService::InTransaction record_instance;
+    sched::QueueService::InTransaction record_entry;
+    if (record) {
+      record_instance = [&](store::Transaction& tx, const sched::Instance& in) {
+        return record(tx, 201, InstanceJson(in, ctx.ssh_command));
+      };
+      record_entry = [&](store::Transaction& tx, const sched::QueueEntry& e) {
+        return record(tx, 202, QueuedJson(e));
+      };
+    }
+    // Issue 5: choosing a type that is not online enters its queue directly (202).
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto done, ctx.instances.CreateOrJoinQueue(ctx.queue, person_id, name, key, gpu_type,
+                                                   source, record_instance, record_entry));
+    if (done.queue_entry) {
+      if (ctx.events) ctx.events->Wake();  // the joiner's streams show the entry
+      return Response::Json(202, QueuedJson(*done.queue_entry));
+    }
+    return Response::Json(201, InstanceJson(*done.instance, ctx.ssh_command));
   });
 }
 
+Answer GetInstance(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto in,
+                           ctx.instances.Get(call.who.person_id, call.req.PathParam("id")));
+  return Response::Json(200, InstanceJson(in, ctx.ssh_command));
+}
+
+Answer RestartInstance(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto in,
+      ctx.instances.Restart(call.who.person_id, call.req.PathParam("id"), call.req.remote_address));
+  return Response::Json(202, InstanceJson(in, ctx.ssh_command));
+}
+
+Answer DeleteInstance(ApiContext& ctx, Call& call) {
+  GPUWERK_TRY(
+      ctx.instances.Delete(call.who.person_id, call.req.PathParam("id"), call.req.remote_address));
+  return Response::NoContent();
+}
+
+Answer ListGpuTypes(ApiContext& ctx, Call&) {
+  GPUWERK_ASSIGN_OR_RETURN(auto types, ctx.instances.GpuTypes());
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& t : types) items.push_back(GpuTypeJson(t));
+  return Response::Json(200, {{"items", items}});
+}
+
+Answer AdminListGpuTypes(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto types, ctx.instances.GpuTypesPage(page));
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& t : types.items) items.push_back(AdminGpuTypeJson(t));
+  return Response::Json(
+      200,
+      {{"items", items}, {"page", types.page}, {"pages", types.pages}, {"total", types.total}});
+}
+
+// Creates or changes a GPU type; fields left out keep their value (docs/api.md).
+Answer AdminPutGpuType(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto change, GpuTypeChangeFrom(body));
+  const std::string name = call.req.PathParam("name");
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto set, ctx.hosts.SetGpuType(call.who.person_id, name, change, call.req.remote_address));
+  GPUWERK_ASSIGN_OR_RETURN(auto types, ctx.instances.GpuTypes());
+  for (const auto& t : types) {
+    if (t.name == name) return Response::Json(set.second ? 201 : 200, AdminGpuTypeJson(t));
+  }
+  return core::NotFound("GPU type");
+}
+
+}  // namespace handlers
 }  // namespace gpuwerk::api

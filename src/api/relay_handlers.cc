@@ -1,30 +1,40 @@
-// /api/v1/relay/…: what a remote relay asks and reports (docs/ssh.md).
+// The routes of the SSH relay (docs/ssh.md, docs/api.md "Relay sessions"):
+//
+// For remote `gpuwerk relay`s, authenticated as an operator (the relay runs with an operator's
+// API token; a person's token gets 403 `forbidden`):
+// - `POST /api/v1/relay/authorize`: whether a login may pass and where it goes. Body: {user,
+//   key_type, public_key, fingerprint, source_address}, each a string; answer 200
+//   {"decision":"allow","target":…} or {"decision":"refuse","code","message"} from `authorizer`
+//   (the store-backed one, so a remote relay decides exactly as `gpuwerk up`'s in-process one).
+// - `PUT /api/v1/relay/sessions/{id}`: a relay session's start (ended_at null) or end
+//   (relay::RelaySessionReportJson), recorded idempotently (store::RecordRelaySessionStart /
+//   End); 200 {id, recorded} where `recorded` says whether this report changed anything.
+//   Errors: 400 `invalid_field`, `invalid_relay_session`; 409 `relay_session_conflict` (the id
+//   belongs to another relay).
+// - `POST /api/v1/relay/restarted` {relay}: the relay started; its rows still open are closed
+//   with "relay restarted" (store::CloseOpenRelaySessions); 200 {relay, closed}.
+//
+// Lists (relay_session_handlers.cc), 15 a page, newest first:
+// - `GET /api/v1/instances/{id}/relay-sessions?page=N`: the instance's owner (id, or live
+//   name; a deleted instance's history stays listed by id); 404 `not_found` for anyone else.
+// - `GET /api/v1/admin/relay-sessions?page=N[&instance_id=…][&person_id=…]`: operators (403
+//   `forbidden` otherwise); items also carry the person's `email`.
+//
+// The relay name "local" belongs to `gpuwerk up`'s in-process relay and is refused from remote
+// relays (400 `invalid_field`). Errors everywhere: 503 when the store fails.
 #include <arpa/inet.h>
 
 #include <cctype>
 #include <limits>
 
 #include "api/handler_support.h"
-#include "api/relay_routes.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 #include "relay/http_relay_authorizer.h"
 #include "sched/instance_table.h"
 #include "store/relay_session_records.h"
 
 namespace gpuwerk::api {
 namespace {
-
-/// Authenticates a relay: a person who must be an operator.
-template <class Fn>
-Response AsRelay(ApiContext& ctx, Request& req, Fn&& fn) {
-  return Authenticated(ctx, req, [&](const auth::Principal& who) {
-    if (!who.is_operator) {
-      return ErrorResponse(core::Error(core::ErrorCode::kPermissionDenied, "forbidden",
-                                       "Only a relay (an operator's API token) may do this."));
-    }
-    return fn(who);
-  });
-}
 
 core::Error InvalidField(const std::string& field, const std::string& message) {
   return core::Error(core::ErrorCode::kInvalidArgument, "invalid_field", message)
@@ -116,66 +126,50 @@ core::Result<store::RelaySessionRow> ParseReport(const std::string& id, const nl
 
 }  // namespace
 
-void RegisterRelayRoutes(Router& router, ApiContext& ctx, relay::RelayAuthorizer& authorizer,
-                         store::Database& db, core::Rng& rng) {
-  router.Add("POST", "/api/v1/relay/authorize", [&ctx, &authorizer](Request& req) {
-    return AsRelay(ctx, req, [&](const auth::Principal&) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        relay::AuthorizeRequest r;
-        for (auto [field, out] : {std::pair{"user", &r.user},
-                                  {"key_type", &r.key_type},
-                                  {"public_key", &r.key_blob_base64},
-                                  {"fingerprint", &r.key_fingerprint},
-                                  {"source_address", &r.source_address}}) {
-          auto value = RequireString(body, field, 16 * 1024);
-          if (!value) return ErrorResponse(value.error());
-          *out = *value;
-        }
-        auto decision = authorizer.Authorize(r);
-        if (!decision) return ErrorResponse(decision.error());
-        return Response::Json(200, relay::AuthorizeDecisionJson(*decision));
-      });
-    });
-  });
+namespace handlers {
 
-  router.Add("PUT", "/api/v1/relay/sessions/{id}", [&ctx, &db, &rng](Request& req) {
-    return AsRelay(ctx, req, [&](const auth::Principal&) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto row = ParseReport(req.PathParam("id"), body, ctx.clock.NowUnix());
-        if (!row) return ErrorResponse(row.error());
-        auto recorded = db.Write([&](store::Transaction& tx) -> core::Result<bool> {
-          // The person must be the instance's owner: a report cannot file a relay session
-          // under someone else's instance (it would show in their list).
-          GPUWERK_ASSIGN_OR_RETURN(
-              auto owned, sched::InstanceTable::FindOwned(tx, row->person_id, row->instance_id));
-          if (!owned) {
-            return core::Fail(InvalidField(
-                "instance_id", "instance_id is not an instance of person_id on this server."));
-          }
-          return row->ended_at ? store::RecordRelaySessionEnd(tx, ctx.clock, rng, *row)
-                               : store::RecordRelaySessionStart(tx, ctx.clock, rng, *row);
-        });
-        if (!recorded) return ErrorResponse(recorded.error());
-        return Response::Json(200, {{"id", row->id}, {"recorded", *recorded}});
-      });
-    });
-  });
-
-  router.Add("POST", "/api/v1/relay/restarted", [&ctx, &db, &rng](Request& req) {
-    return AsRelay(ctx, req, [&](const auth::Principal&) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto relay = RelayName(body);
-        if (!relay) return ErrorResponse(relay.error());
-        auto closed = db.Write([&](store::Transaction& tx) {
-          return store::CloseOpenRelaySessions(tx, ctx.clock, rng, *relay, ctx.clock.NowUnix());
-        });
-        if (!closed) return ErrorResponse(closed.error());
-        return Response::Json(200, {{"relay", *relay}, {"closed", *closed}});
-      });
-    });
-  });
-
-  RegisterRelaySessionRoutes(router, ctx, db);
+Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  relay::AuthorizeRequest r;
+  for (auto [field, out] : {std::pair{"user", &r.user},
+                            {"key_type", &r.key_type},
+                            {"public_key", &r.key_blob_base64},
+                            {"fingerprint", &r.key_fingerprint},
+                            {"source_address", &r.source_address}}) {
+    GPUWERK_ASSIGN_OR_RETURN(*out, RequireString(body, field, 16 * 1024));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_authorizer.Authorize(r));
+  return Response::Json(200, relay::AuthorizeDecisionJson(decision));
 }
 
+Answer ReportRelaySession(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto row,
+                           ParseReport(call.req.PathParam("id"), body, ctx.clock.NowUnix()));
+  GPUWERK_ASSIGN_OR_RETURN(
+      bool recorded, ctx.db.Write([&](store::Transaction& tx) -> core::Result<bool> {
+        // The person must be the instance's owner: a report cannot file a relay session under
+        // someone else's instance (it would show in their list).
+        GPUWERK_ASSIGN_OR_RETURN(
+            auto owned, sched::InstanceTable::FindOwned(tx, row.person_id, row.instance_id));
+        if (!owned) {
+          return core::Fail(InvalidField(
+              "instance_id", "instance_id is not an instance of person_id on this server."));
+        }
+        return row.ended_at ? store::RecordRelaySessionEnd(tx, ctx.clock, ctx.rng, row)
+                            : store::RecordRelaySessionStart(tx, ctx.clock, ctx.rng, row);
+      }));
+  return Response::Json(200, {{"id", row.id}, {"recorded", recorded}});
+}
+
+Answer RelayRestarted(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(body));
+  GPUWERK_ASSIGN_OR_RETURN(auto closed, ctx.db.Write([&](store::Transaction& tx) {
+    return store::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
+  }));
+  return Response::Json(200, {{"relay", relay}, {"closed", closed}});
+}
+
+}  // namespace handlers
 }  // namespace gpuwerk::api

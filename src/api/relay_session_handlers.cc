@@ -4,8 +4,7 @@
 #include <algorithm>
 
 #include "api/handler_support.h"
-#include "api/relay_routes.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 #include "store/relay_session_records.h"
 
 namespace gpuwerk::api {
@@ -43,10 +42,9 @@ Response PageResponse(const store::RelaySessionPage& page, int64_t now, bool wit
 /// The id of the caller's instance named by `id_or_name`: any of their instances by id, deleted
 /// ones included (their relay sessions stay listed), else a live one by name.
 /// Errors: not_found (also for another person's instance, R-19).
-core::Result<std::string> OwnedInstanceId(ApiContext& ctx, store::Database& db,
-                                          const std::string& person_id,
+core::Result<std::string> OwnedInstanceId(ApiContext& ctx, const std::string& person_id,
                                           const std::string& id_or_name) {
-  GPUWERK_ASSIGN_OR_RETURN(auto row, db.Read([&](store::Transaction& tx) {
+  GPUWERK_ASSIGN_OR_RETURN(auto row, ctx.db.Read([&](store::Transaction& tx) {
     return tx.QueryOne("SELECT id FROM instances WHERE id = ? AND person_id = ?",
                        {id_or_name, person_id});
   }));
@@ -57,47 +55,37 @@ core::Result<std::string> OwnedInstanceId(ApiContext& ctx, store::Database& db,
 
 }  // namespace
 
-void RegisterRelaySessionRoutes(Router& router, ApiContext& ctx, store::Database& db) {
-  router.Add("GET", "/api/v1/instances/{id}/relay-sessions", [&ctx, &db](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto page = PageParam(req);
-      if (!page) return ErrorResponse(page.error());
-      auto id = OwnedInstanceId(ctx, db, who.person_id, req.PathParam("id"));
-      if (!id) return ErrorResponse(id.error());
-      auto list = db.Read([&](store::Transaction& tx) {
-        return store::ListRelaySessions(tx, {.instance_id = *id, .person_id = ""}, *page);
-      });
-      if (!list) return ErrorResponse(list.error());
-      return PageResponse(*list, ctx.clock.NowUnix(), /*with_email=*/false);
-    });
-  });
+namespace handlers {
 
-  router.Add("GET", "/api/v1/admin/relay-sessions", [&ctx, &db](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      if (!who.is_operator) {
-        return ErrorResponse(core::Error(core::ErrorCode::kPermissionDenied, "forbidden",
-                                         "Only operators may do this."));
-      }
-      auto page = PageParam(req);
-      if (!page) return ErrorResponse(page.error());
-      store::RelaySessionFilter filter;
-      for (auto [name, out] :
-           {std::pair{"instance_id", &filter.instance_id}, {"person_id", &filter.person_id}}) {
-        auto it = req.query.find(name);
-        if (it == req.query.end()) continue;
-        if (it->second.size() > 256) {
-          return ErrorResponse(core::Error(core::ErrorCode::kInvalidArgument, "invalid_query",
-                                           std::string(name) + " is too long.")
-                                   .WithDetail("parameter", name));
-        }
-        *out = it->second;
-      }
-      auto list = db.Read(
-          [&](store::Transaction& tx) { return store::ListRelaySessions(tx, filter, *page); });
-      if (!list) return ErrorResponse(list.error());
-      return PageResponse(*list, ctx.clock.NowUnix(), /*with_email=*/true);
-    });
-  });
+Answer ListInstanceRelaySessions(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto id,
+                           OwnedInstanceId(ctx, call.who.person_id, call.req.PathParam("id")));
+  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.db.Read([&](store::Transaction& tx) {
+    return store::ListRelaySessions(tx, {.instance_id = id, .person_id = ""}, page);
+  }));
+  return PageResponse(list, ctx.clock.NowUnix(), /*with_email=*/false);
 }
 
+Answer AdminListRelaySessions(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  store::RelaySessionFilter filter;
+  for (auto [name, out] :
+       {std::pair{"instance_id", &filter.instance_id}, {"person_id", &filter.person_id}}) {
+    auto it = call.req.query.find(name);
+    if (it == call.req.query.end()) continue;
+    if (it->second.size() > 256) {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_query",
+                                    std::string(name) + " is too long.")
+                            .WithDetail("parameter", name));
+    }
+    *out = it->second;
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.db.Read([&](store::Transaction& tx) {
+    return store::ListRelaySessions(tx, filter, page);
+  }));
+  return PageResponse(list, ctx.clock.NowUnix(), /*with_email=*/true);
+}
+
+}  // namespace handlers
 }  // namespace gpuwerk::api

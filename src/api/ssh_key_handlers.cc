@@ -1,9 +1,9 @@
 // /api/v1/ssh-keys. The posted key text is never logged or echoed back.
 #include "api/api_context.h"
 #include "api/handler_support.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 
-namespace gpuwerk::api {
+namespace gpuwerk::api::handlers {
 namespace {
 
 nlohmann::json KeyJson(const keys::SshKey& k) {
@@ -18,42 +18,28 @@ nlohmann::json KeyJson(const keys::SshKey& k) {
 
 }  // namespace
 
-void RegisterSshKeyRoutes(Router& router, ApiContext& ctx) {
-  router.Add("GET", "/api/v1/ssh-keys", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto page = PageParam(req);
-      if (!page) return ErrorResponse(page.error());
-      auto list = ctx.ssh_keys.List(who.person_id, *page);
-      if (!list) return ErrorResponse(list.error());
-      nlohmann::json items = nlohmann::json::array();
-      for (const auto& k : list->items) items.push_back(KeyJson(k));
-      return Response::Json(
-          200,
-          {{"items", items}, {"page", list->page}, {"pages", list->pages}, {"total", list->total}});
-    });
-  });
-
-  router.Add("POST", "/api/v1/ssh-keys", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto name = RequireString(body, "name", 256, 0);
-        if (!name) return ErrorResponse(name.error());
-        auto text = RequireString(body, "public_key", 64 * 1024);
-        if (!text) return ErrorResponse(text.error());
-        auto key = ctx.ssh_keys.Add(who.person_id, *name, *text, req.remote_address);
-        if (!key) return ErrorResponse(key.error());
-        return Response::Json(201, KeyJson(*key));
-      });
-    });
-  });
-
-  router.Add("DELETE", "/api/v1/ssh-keys/{id}", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto r = ctx.ssh_keys.Delete(who.person_id, req.PathParam("id"), req.remote_address);
-      if (!r) return ErrorResponse(r.error());
-      return Response::NoContent();
-    });
-  });
+Answer ListSshKeys(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.ssh_keys.List(call.who.person_id, page));
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& k : list.items) items.push_back(KeyJson(k));
+  return Response::Json(
+      200, {{"items", items}, {"page", list.page}, {"pages", list.pages}, {"total", list.total}});
 }
 
-}  // namespace gpuwerk::api
+Answer AddSshKey(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto key, ctx.ssh_keys.Add(call.who.person_id, name, text, call.req.remote_address));
+  return Response::Json(201, KeyJson(key));
+}
+
+Answer DeleteSshKey(ApiContext& ctx, Call& call) {
+  GPUWERK_TRY(
+      ctx.ssh_keys.Delete(call.who.person_id, call.req.PathParam("id"), call.req.remote_address));
+  return Response::NoContent();
+}
+
+}  // namespace gpuwerk::api::handlers

@@ -1,9 +1,9 @@
 // /api/v1/tokens: personal API tokens; the secret is in the create answer only.
 #include "api/api_context.h"
 #include "api/handler_support.h"
-#include "api/router.h"
+#include "api/internal/handlers.h"
 
-namespace gpuwerk::api {
+namespace gpuwerk::api::handlers {
 namespace {
 
 nlohmann::json TokenJson(const auth::ApiToken& t) {
@@ -17,39 +17,28 @@ nlohmann::json TokenJson(const auth::ApiToken& t) {
 
 }  // namespace
 
-void RegisterTokenRoutes(Router& router, ApiContext& ctx) {
-  router.Add("GET", "/api/v1/tokens", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto list = ctx.accounts.ListApiTokens(who);
-      if (!list) return ErrorResponse(list.error());
-      nlohmann::json items = nlohmann::json::array();
-      for (const auto& t : *list) items.push_back(TokenJson(t));
-      const auto total = static_cast<int64_t>(items.size());
-      return Response::Json(200, {{"items", items}, {"page", 1}, {"pages", 1}, {"total", total}});
-    });
-  });
-
-  router.Add("POST", "/api/v1/tokens", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      return WithJsonBody(req, [&](const nlohmann::json& body) {
-        auto name = RequireString(body, "name", 256, 0);
-        if (!name) return ErrorResponse(name.error());
-        auto created = ctx.accounts.CreateApiToken(who, *name, Authenticator::CallerOf(req));
-        if (!created) return ErrorResponse(created.error());
-        nlohmann::json j = TokenJson(created->first);
-        j["token"] = created->second;
-        return Response::Json(201, j);
-      });
-    });
-  });
-
-  router.Add("DELETE", "/api/v1/tokens/{id}", [&ctx](Request& req) {
-    return Authenticated(ctx, req, [&](const auth::Principal& who) {
-      auto r = ctx.accounts.DeleteApiToken(who, req.PathParam("id"), Authenticator::CallerOf(req));
-      if (!r) return ErrorResponse(r.error());
-      return Response::NoContent();
-    });
-  });
+Answer ListTokens(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.accounts.ListApiTokens(call.who));
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& t : list) items.push_back(TokenJson(t));
+  const auto total = static_cast<int64_t>(items.size());
+  return Response::Json(200, {{"items", items}, {"page", 1}, {"pages", 1}, {"total", total}});
 }
 
-}  // namespace gpuwerk::api
+Answer CreateToken(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto created, ctx.accounts.CreateApiToken(call.who, name, Authenticator::CallerOf(call.req)));
+  nlohmann::json j = TokenJson(created.first);
+  j["token"] = created.second;
+  return Response::Json(201, j);
+}
+
+Answer DeleteToken(ApiContext& ctx, Call& call) {
+  GPUWERK_TRY(ctx.accounts.DeleteApiToken(call.who, call.req.PathParam("id"),
+                                          Authenticator::CallerOf(call.req)));
+  return Response::NoContent();
+}
+
+}  // namespace gpuwerk::api::handlers

@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "api/api_context.h"
+#include "api/api_routes.h"
 #include "api/authenticator.h"
 #include "api/http_server.h"
 #include "api/idempotency.h"
 #include "api/metrics.h"
-#include "api/relay_routes.h"
 #include "api/router.h"
 #include "app/store_relay_access.h"
 #include "auth/account_service.h"
@@ -220,16 +220,15 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->events =
       std::make_unique<api::EventHub>(api::PersonEventReader(*p->person_state, *p->ssh_command));
   p->events->ListenTo(*p->desired_state);
-  p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
-      *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync,
-      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command, p->events.get()});
+  p->relay_authorizer = std::make_unique<StoreRelayAuthorizer>(*p->db, *p->instances);
+  p->api_context = std::make_unique<api::ApiContext>(
+      api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
+                      *p->agent_sync, *p->desired_state, *p->queue, *p->idempotency,
+                      *p->ssh_command, *p->relay_authorizer, *p->db, rng, p->events.get()});
   api::AddOperationalRoutes(*p->router, *p->metrics);
   api::RegisterApiRoutes(*p->router, *p->api_context);
-  api::RegisterEventRoutes(*p->router, *p->api_context, *p->events);
   p->metrics->AddGauge("gpuwerk_event_streams", "Open event streams (GET /api/v1/events)",
                        [events = p->events.get()] { return double(events->open_streams()); });
-  p->relay_authorizer = std::make_unique<StoreRelayAuthorizer>(*p->db, *p->instances);
-  api::RegisterRelayRoutes(*p->router, *p->api_context, *p->relay_authorizer, *p->db, rng);
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
                          [worker] { return static_cast<double>(worker->sent_total()); });
   p->metrics->AddCounter("gpuwerk_mail_failed_attempts_total", "Failed mail delivery attempts",

@@ -1,0 +1,131 @@
+// The route table: every route of the server (besides /healthz and /metrics), who may call it,
+// and its handler. Authentication per access level and the error → problem JSON answer happen
+// here, once (RegisterApiRoutes).
+#include "api/api_routes.h"
+
+#include <array>
+#include <string>
+
+#include "api/handler_support.h"
+#include "api/internal/handlers.h"
+#include "api/router.h"
+
+namespace gpuwerk::api {
+namespace {
+
+using enum Access;
+namespace h = handlers;
+
+constexpr auto kRoutes = std::to_array<ApiRoute>({
+    // Accounts and sign-in (R-1, R-2, R-3; docs/api.md "Accounts").
+    {"POST", "/api/v1/auth/signup", kPublic, h::SignUp},
+    {"POST", "/api/v1/auth/login", kPublic, h::LogIn},
+    {"POST", "/api/v1/auth/logout", kPublic, h::LogOut},
+    {"POST", "/api/v1/auth/magic-link", kPublic, h::RequestMagicLink},
+    {"POST", "/api/v1/auth/magic-link/consume", kPublic, h::ConsumeMagicLink},
+    {"POST", "/api/v1/auth/password-reset", kPublic, h::RequestPasswordReset},
+    {"POST", "/api/v1/auth/password-reset/consume", kPublic, h::ConsumePasswordReset},
+    {"GET", "/api/v1/me", kPerson, h::GetMe},
+    // The pages mailed links open: a GET shows a button, its form POST consumes the token.
+    {"GET", "/auth/magic-link", kPublic, h::MagicLinkPage},
+    {"POST", "/auth/magic-link", kPublic, h::MagicLinkForm},
+    {"GET", "/auth/reset-password", kPublic, h::ResetPasswordPage},
+    {"POST", "/auth/reset-password", kPublic, h::ResetPasswordForm},
+    {"GET", "/", kPublic, h::HomePage},
+    {"GET", "/home.js", kPublic, h::HomeScript},
+
+    // Personal API tokens and SSH keys.
+    {"GET", "/api/v1/tokens", kPerson, h::ListTokens},
+    {"POST", "/api/v1/tokens", kPerson, h::CreateToken},
+    {"DELETE", "/api/v1/tokens/{id}", kPerson, h::DeleteToken},
+    {"GET", "/api/v1/ssh-keys", kPerson, h::ListSshKeys},
+    {"POST", "/api/v1/ssh-keys", kPerson, h::AddSshKey},
+    {"DELETE", "/api/v1/ssh-keys/{id}", kPerson, h::DeleteSshKey},
+
+    // Instances, GPU types and the queue.
+    {"GET", "/api/v1/instances", kPerson, h::ListInstances},
+    {"POST", "/api/v1/instances", kPerson, h::CreateInstance},
+    {"GET", "/api/v1/instances/{id}", kPerson, h::GetInstance},
+    {"POST", "/api/v1/instances/{id}/restart", kPerson, h::RestartInstance},
+    {"DELETE", "/api/v1/instances/{id}", kPerson, h::DeleteInstance},
+    {"GET", "/api/v1/instances/{id}/relay-sessions", kPerson, h::ListInstanceRelaySessions},
+    {"GET", "/api/v1/gpu-types", kPerson, h::ListGpuTypes},
+    {"GET", "/api/v1/queue-entries", kPerson, h::ListQueueEntries},
+    {"POST", "/api/v1/queue-entries", kPerson, h::JoinQueue},
+    {"DELETE", "/api/v1/queue-entries/{id}", kPerson, h::LeaveQueue},
+    {"GET", "/api/v1/usage/queue", kPerson, h::QueueHistory},
+    {"GET", "/api/v1/events", kPerson, h::OpenEventStream},
+
+    // Operators: capacity and everyone's relay sessions.
+    {"GET", "/api/v1/admin/gpu-types", kOperator, h::AdminListGpuTypes},
+    {"PUT", "/api/v1/admin/gpu-types/{name}", kOperator, h::AdminPutGpuType},
+    {"GET", "/api/v1/admin/hosts", kOperator, h::ListHosts},
+    {"POST", "/api/v1/admin/hosts", kOperator, h::AddHost},
+    {"POST", "/api/v1/admin/hosts/{name}/drain", kOperator, h::DrainHost},
+    {"POST", "/api/v1/admin/hosts/{name}/undrain", kOperator, h::UndrainHost},
+    {"DELETE", "/api/v1/admin/hosts/{name}", kOperator, h::RemoveHost},
+    {"GET", "/api/v1/admin/host-pairs", kOperator, h::ListHostPairs},
+    {"POST", "/api/v1/admin/host-pairs", kOperator, h::LinkHostPair},
+    {"DELETE", "/api/v1/admin/host-pairs/{id}", kOperator, h::UnlinkHostPair},
+    {"GET", "/api/v1/admin/relay-sessions", kOperator, h::AdminListRelaySessions},
+
+    // Host agents (docs/agent-protocol.md).
+    {"POST", "/api/v1/agent/sync", kAgent, h::AgentSync},
+    {"GET", "/api/v1/agent/watch", kAgent, h::AgentWatch},
+
+    // Remote relays (docs/ssh.md).
+    {"POST", "/api/v1/relay/authorize", kRelay, h::AuthorizeRelayLogin},
+    {"PUT", "/api/v1/relay/sessions/{id}", kRelay, h::ReportRelaySession},
+    {"POST", "/api/v1/relay/restarted", kRelay, h::RelayRestarted},
+});
+
+/// The bearer token of `Authorization: Bearer …` (scheme case-insensitive), "" when absent.
+std::string_view BearerToken(const Request& req) {
+  constexpr std::string_view kBearer = "bearer ";
+  std::string_view authz = req.Header("Authorization");
+  if (authz.size() > kBearer.size() && EqualsIgnoreCase(authz.substr(0, kBearer.size()), kBearer)) {
+    return authz.substr(kBearer.size());
+  }
+  return {};
+}
+
+/// Authenticates `call` for `access`: fills call.who or call.host.
+core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
+  switch (access) {
+    case kPublic:
+      return {};
+    case kAgent: {
+      GPUWERK_ASSIGN_OR_RETURN(call.host, ctx.hosts.AuthenticateAgent(BearerToken(call.req)));
+      return {};
+    }
+    case kPerson:
+    case kOperator:
+    case kRelay: {
+      GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req));
+      if (access == kPerson || call.who.is_operator) return {};
+      return core::Fail(core::ErrorCode::kPermissionDenied, "forbidden",
+                        access == kRelay ? "Only a relay (an operator's API token) may do this."
+                                         : "Only operators may do this.");
+    }
+  }
+  return core::Internal("unknown access level");
+}
+
+}  // namespace
+
+std::span<const ApiRoute> ApiRoutes() { return kRoutes; }
+
+void RegisterApiRoutes(Router& router, ApiContext& ctx) {
+  for (const ApiRoute& route : kRoutes) {
+    router.Add(std::string(route.method), std::string(route.pattern), [&ctx, &route](Request& req) {
+      Call call{.req = req, .who = {}, .host = {}};
+      if (auto admitted = Admit(ctx, route.access, call); !admitted) {
+        return ErrorResponse(admitted.error());
+      }
+      core::Result<Response> answer = route.handler(ctx, call);
+      return answer ? std::move(*answer) : ErrorResponse(answer.error());
+    });
+  }
+}
+
+}  // namespace gpuwerk::api

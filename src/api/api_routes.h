@@ -1,0 +1,65 @@
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "api/api_context.h"
+#include "api/http_types.h"
+#include "auth/principal.h"
+#include "core/error.h"
+#include "sched/host_registry.h"
+
+namespace gpuwerk::api {
+
+class Router;
+
+/// Who may call a route. The route table checks it before the handler runs, so a handler only
+/// sees callers its route admits.
+enum class Access {
+  /// Anyone; no credentials are read (handlers that change state check Origin themselves).
+  kPublic,
+  /// A signed-in person: a sign-in session cookie (Origin checked on unsafe methods, R-2) or an
+  /// API token (`Authorization: Bearer gwt_…`). Errors: 401 unauthenticated, 403
+  /// origin_mismatch.
+  kPerson,
+  /// A person who is an operator. Errors: as kPerson; 403 forbidden for anyone else.
+  kOperator,
+  /// A host agent, by its host token (`Authorization: Bearer gwh_…`). Errors: 401.
+  kAgent,
+  /// A remote `gpuwerk relay`: an operator's API token. Errors: as kOperator.
+  kRelay,
+};
+
+/// One call of a handler: the request and who the route table authenticated it as.
+struct Call {
+  Request& req;
+  /// The caller of kPerson, kOperator and kRelay routes; empty for the others.
+  auth::Principal who;
+  /// The calling host of kAgent routes; empty for the others.
+  sched::Host host;
+};
+
+/// A handler answers a call or returns the error that the route table answers as problem JSON
+/// (HttpStatusFor maps its code to the status; ErrorResponse adds Retry-After). Runs on an HTTP
+/// server thread and may block briefly (store, password hashing).
+using ApiHandler = core::Result<Response> (*)(ApiContext& ctx, Call& call);
+
+/// One route: `method` and `pattern` as Router::Add takes them, who may call it, its handler.
+struct ApiRoute {
+  std::string_view method;
+  std::string_view pattern;
+  Access access;
+  ApiHandler handler;
+};
+
+/// Every route the server answers besides `/healthz` and `/metrics` (AddOperationalRoutes): the
+/// /api/v1 resources, the agent and relay endpoints, the link pages and the home page. One table
+/// in api_routes.cc, so a reader sees every route and who may call it in one place.
+std::span<const ApiRoute> ApiRoutes();
+
+/// Registers every route of ApiRoutes() on `router`. Each request is authenticated for its
+/// route's Access, then its handler runs; an error from either becomes problem JSON here and
+/// nowhere else. `ctx` must outlive the router.
+void RegisterApiRoutes(Router& router, ApiContext& ctx);
+
+}  // namespace gpuwerk::api

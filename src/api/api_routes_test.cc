@@ -1,0 +1,43 @@
+#include "api/api_routes.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+
+namespace gpuwerk::api {
+namespace {
+
+/// The access level a path's prefix promises (docs/api.md): operators under /api/v1/admin/, host
+/// agents under /api/v1/agent/, relays under /api/v1/relay/, anyone for sign-in, the link pages
+/// and the home page, a signed-in person for the rest of /api/v1.
+Access ExpectedAccess(std::string_view pattern) {
+  if (pattern.starts_with("/api/v1/admin/")) return Access::kOperator;
+  if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
+  if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;
+  if (pattern.starts_with("/api/v1/auth/") || pattern.starts_with("/auth/") || pattern == "/" ||
+      pattern == "/home.js") {
+    return Access::kPublic;
+  }
+  return Access::kPerson;
+}
+
+TEST(ApiRoutesTest, EveryRouteHasAHandlerAndIsListedOnce) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const ApiRoute& route : ApiRoutes()) {
+    EXPECT_NE(route.handler, nullptr) << route.method << " " << route.pattern;
+    EXPECT_TRUE(seen.emplace(route.method, route.pattern).second)
+        << "listed twice: " << route.method << " " << route.pattern;
+  }
+  EXPECT_EQ(seen.size(), ApiRoutes().size());
+}
+
+TEST(ApiRoutesTest, AccessFollowsThePathPrefix) {
+  for (const ApiRoute& route : ApiRoutes()) {
+    EXPECT_EQ(route.access, ExpectedAccess(route.pattern)) << route.method << " " << route.pattern;
+  }
+}
+
+}  // namespace
+}  // namespace gpuwerk::api

@@ -1,0 +1,85 @@
+#pragma once
+
+// The handlers of the route table (api_routes.cc), one group per *_handlers.cc file. Each answers
+// one route; the table says which and who may call it.
+
+#include "api/api_context.h"
+#include "api/api_routes.h"
+#include "api/http_types.h"
+#include "core/error.h"
+
+namespace gpuwerk::api::handlers {
+
+using Answer = core::Result<Response>;
+
+// account_handlers.cc: /api/v1/auth/*, /api/v1/me.
+Answer SignUp(ApiContext& ctx, Call& call);
+Answer LogIn(ApiContext& ctx, Call& call);
+Answer LogOut(ApiContext& ctx, Call& call);
+Answer RequestMagicLink(ApiContext& ctx, Call& call);
+Answer ConsumeMagicLink(ApiContext& ctx, Call& call);
+Answer RequestPasswordReset(ApiContext& ctx, Call& call);
+Answer ConsumePasswordReset(ApiContext& ctx, Call& call);
+Answer GetMe(ApiContext& ctx, Call& call);
+
+// auth_pages.cc: the pages mailed links open (/auth/…).
+Answer MagicLinkPage(ApiContext& ctx, Call& call);
+Answer MagicLinkForm(ApiContext& ctx, Call& call);
+Answer ResetPasswordPage(ApiContext& ctx, Call& call);
+Answer ResetPasswordForm(ApiContext& ctx, Call& call);
+
+// home_page.cc: "/" and "/home.js".
+Answer HomePage(ApiContext& ctx, Call& call);
+Answer HomeScript(ApiContext& ctx, Call& call);
+
+// token_handlers.cc: /api/v1/tokens.
+Answer ListTokens(ApiContext& ctx, Call& call);
+Answer CreateToken(ApiContext& ctx, Call& call);
+Answer DeleteToken(ApiContext& ctx, Call& call);
+
+// ssh_key_handlers.cc: /api/v1/ssh-keys.
+Answer ListSshKeys(ApiContext& ctx, Call& call);
+Answer AddSshKey(ApiContext& ctx, Call& call);
+Answer DeleteSshKey(ApiContext& ctx, Call& call);
+
+// instance_handlers.cc: /api/v1/instances, /api/v1/gpu-types, /api/v1/admin/gpu-types.
+Answer ListInstances(ApiContext& ctx, Call& call);
+Answer CreateInstance(ApiContext& ctx, Call& call);
+Answer GetInstance(ApiContext& ctx, Call& call);
+Answer RestartInstance(ApiContext& ctx, Call& call);
+Answer DeleteInstance(ApiContext& ctx, Call& call);
+Answer ListGpuTypes(ApiContext& ctx, Call& call);
+Answer AdminListGpuTypes(ApiContext& ctx, Call& call);
+Answer AdminPutGpuType(ApiContext& ctx, Call& call);
+
+// queue_handlers.cc: /api/v1/queue-entries, /api/v1/usage/queue.
+Answer ListQueueEntries(ApiContext& ctx, Call& call);
+Answer JoinQueue(ApiContext& ctx, Call& call);
+Answer LeaveQueue(ApiContext& ctx, Call& call);
+Answer QueueHistory(ApiContext& ctx, Call& call);
+
+// host_handlers.cc: /api/v1/admin/hosts, /api/v1/admin/host-pairs, /api/v1/agent/*.
+Answer AddHost(ApiContext& ctx, Call& call);
+Answer ListHosts(ApiContext& ctx, Call& call);
+Answer DrainHost(ApiContext& ctx, Call& call);
+Answer UndrainHost(ApiContext& ctx, Call& call);
+Answer RemoveHost(ApiContext& ctx, Call& call);
+Answer LinkHostPair(ApiContext& ctx, Call& call);
+Answer ListHostPairs(ApiContext& ctx, Call& call);
+Answer UnlinkHostPair(ApiContext& ctx, Call& call);
+Answer AgentSync(ApiContext& ctx, Call& call);
+Answer AgentWatch(ApiContext& ctx, Call& call);
+
+// event_handlers.cc: GET /api/v1/events.
+Answer OpenEventStream(ApiContext& ctx, Call& call);
+
+// relay_handlers.cc: what remote relays ask and report (docs/ssh.md).
+Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call);
+Answer ReportRelaySession(ApiContext& ctx, Call& call);
+Answer RelayRestarted(ApiContext& ctx, Call& call);
+
+// relay_session_handlers.cc: relay session lists.
+Answer ListInstanceRelaySessions(ApiContext& ctx, Call& call);
+Answer AdminListRelaySessions(ApiContext& ctx, Call& call);
+
+}  // namespace gpuwerk::api::handlers
