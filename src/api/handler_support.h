@@ -7,6 +7,7 @@
 #include "api/api_context.h"
 #include "api/api_routes.h"
 #include "api/http_types.h"
+#include "api/json_writer.h"
 #include "auth/principal.h"
 #include "core/error.h"
 #include "core/time_format.h"
@@ -44,5 +45,18 @@ using RecordAnswer = std::function<core::Result<void>(store::Transaction& tx, in
 core::Result<Response> IdempotentCreate(
     ApiContext& ctx, const Call& call,
     const std::function<core::Result<Response>(const RecordAnswer& record)>& create);
+
+/// A list page as the API answers it (docs/api.md): `{"items": [...], "page", "pages",
+/// "total"}`, each item written by `write_item(JsonWriter&, item)` straight into the body (no
+/// json tree: list routes are the hot ones).
+template <class Items, class WriteItem>
+Response JsonPage(const Items& items, int64_t page, int64_t pages, int64_t total,
+                  WriteItem&& write_item) {
+  JsonWriter w;
+  w.BeginObject().Key("items").BeginArray();
+  for (const auto& item : items) write_item(w, item);
+  w.EndArray().Member("page", page).Member("pages", pages).Member("total", total).EndObject();
+  return Response::JsonText(200, w.Take());
+}
 
 }  // namespace gpuwerk::api

@@ -166,6 +166,14 @@ Response Response::Json(int status, const nlohmann::json& value) {
   return r;
 }
 
+Response Response::JsonText(int status, std::string json_text) {
+  Response r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = std::move(json_text);
+  return r;
+}
+
 Response Response::Text(int status, std::string body, std::string content_type) {
   Response r;
   r.status = status;

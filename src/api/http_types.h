@@ -126,6 +126,9 @@ struct Response {
   /// `status` with `value` serialised as JSON (`Content-Type: application/json`). Invalid
   /// UTF-8 in strings is replaced by U+FFFD rather than throwing.
   static Response Json(int status, const nlohmann::json& value);
+  /// `status` with `json_text`, JSON already serialised (e.g. by JsonWriter), as the body
+  /// (`Content-Type: application/json`).
+  static Response JsonText(int status, std::string json_text);
   /// `status` with a plain-text body (`text/plain; charset=utf-8` unless given).
   static Response Text(int status, std::string body,
                        std::string content_type = "text/plain; charset=utf-8");

@@ -2,21 +2,27 @@
 # Benchmark (issue 2): authenticated, store-backed `GET /api/v1/ssh-keys` (10 keys) against
 # `GET /healthz` on one server, same wrk settings, back to back. Prints both rates and the ratio.
 # Usage: tests/bench/http_keys.sh [duration_seconds=10] [connections=16] [threads=2]
+# GPUWERK_BENCH_BINARY=path/to/gpuwerk runs that binary instead of building build/release (to
+# compare two builds back to back).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 duration=${1:-10}
 connections=${2:-16}
 threads=${3:-2}
 
-bash scripts/setup.sh
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUWERK_TESTS=OFF \
-  -DGPUWERK_BENCH=OFF >/dev/null
-ninja -C build/release gpuwerk >/dev/null
+binary=${GPUWERK_BENCH_BINARY:-}
+if [[ -z $binary ]]; then
+  bash scripts/setup.sh
+  cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUWERK_TESTS=OFF \
+    -DGPUWERK_BENCH=OFF >/dev/null
+  ninja -C build/release gpuwerk >/dev/null
+  binary=build/release/src/app/gpuwerk
+fi
 
 work=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 url=http://127.0.0.1:$port
-build/release/src/app/gpuwerk server --data "$work/data" --listen "127.0.0.1:$port" \
+"$binary" server --data "$work/data" --listen "127.0.0.1:$port" \
   --log-level warn >"$work/server.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
