@@ -1,5 +1,6 @@
 #include "api/json_writer.h"
 
+#include <array>
 #include <charconv>
 #include <utility>
 
@@ -37,18 +38,22 @@ size_t Utf8SequenceLength(std::string_view s) {
   return len;
 }
 
+/// Which bytes a JSON string takes as they are (printable ASCII but `"` and backslash); the others
+/// are escaped or checked as UTF-8.
+constexpr std::array<bool, 256> kPlainBytes = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
+  return plain;
+}();
+
 void AppendEscaped(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
   size_t i = 0;
   while (i < s.size()) {
-    // Copy the longest run that needs no escaping at once.
+    // Copy the longest run that needs no escaping at once (one table lookup a byte).
     size_t run = i;
-    while (run < s.size()) {
-      const auto c = static_cast<unsigned char>(s[run]);
-      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
-      ++run;
-    }
+    while (run < s.size() && kPlainBytes[static_cast<unsigned char>(s[run])]) ++run;
     out.append(s.data() + i, run - i);
     i = run;
     if (i == s.size()) break;
