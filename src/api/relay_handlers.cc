@@ -7,12 +7,12 @@
 //   {"decision":"allow","target":…} or {"decision":"refuse","code","message"} from `authorizer`
 //   (the store-backed one, so a remote relay decides exactly as `gpuwerk up`'s in-process one).
 // - `PUT /api/v1/relay/sessions/{id}`: a relay session's start (ended_at null) or end
-//   (relay::RelaySessionReportJson), recorded idempotently (store::RecordRelaySessionStart /
+//   (relay::RelaySessionReportJson), recorded idempotently (access::RecordRelaySessionStart /
 //   End); 200 {id, recorded} where `recorded` says whether this report changed anything.
 //   Errors: 400 `invalid_field`, `invalid_relay_session`; 409 `relay_session_conflict` (the id
 //   belongs to another relay).
 // - `POST /api/v1/relay/restarted` {relay}: the relay started; its rows still open are closed
-//   with "relay restarted" (store::CloseOpenRelaySessions); 200 {relay, closed}.
+//   with "relay restarted" (access::CloseOpenRelaySessions); 200 {relay, closed}.
 //
 // Lists (relay_session_handlers.cc), 15 a page, newest first:
 // - `GET /api/v1/instances/{id}/relay-sessions?page=N`: the instance's owner (id, or live
@@ -27,11 +27,11 @@
 #include <cctype>
 #include <limits>
 
+#include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
 #include "relay/http_relay_authorizer.h"
 #include "sched/instance_table.h"
-#include "store/relay_session_records.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -82,9 +82,9 @@ bool IsIpLiteral(const std::string& text) {
 /// How far in the future a relay's clock may put a time it reports, in seconds.
 constexpr int64_t kClockSkewSeconds = 300;
 
-core::Result<store::RelaySessionRow> ParseReport(const std::string& id, const nlohmann::json& body,
-                                                 int64_t now) {
-  store::RelaySessionRow row;
+core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const nlohmann::json& body,
+                                                  int64_t now) {
+  access::RelaySessionRow row;
   if (!ValidSessionId(id)) {
     return core::InvalidArgument("invalid_relay_session",
                                  "A relay session id is 1 to 128 letters, digits, '_' or '-'.");
@@ -156,8 +156,8 @@ Answer ReportRelaySession(ApiContext& ctx, Call& call) {
           return core::Fail(InvalidField(
               "instance_id", "instance_id is not an instance of person_id on this server."));
         }
-        return row.ended_at ? store::RecordRelaySessionEnd(tx, ctx.clock, ctx.rng, row)
-                            : store::RecordRelaySessionStart(tx, ctx.clock, ctx.rng, row);
+        return row.ended_at ? access::RecordRelaySessionEnd(tx, ctx.clock, ctx.rng, row)
+                            : access::RecordRelaySessionStart(tx, ctx.clock, ctx.rng, row);
       }));
   return Response::Json(200, {{"id", row.id}, {"recorded", recorded}});
 }
@@ -166,7 +166,7 @@ Answer RelayRestarted(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(body));
   GPUWERK_ASSIGN_OR_RETURN(auto closed, ctx.db.Write([&](store::Transaction& tx) {
-    return store::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
+    return access::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
   }));
   return Response::Json(200, {{"relay", relay}, {"closed", closed}});
 }

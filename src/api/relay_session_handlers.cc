@@ -3,14 +3,14 @@
 // from remote relays); see docs/ssh.md.
 #include <algorithm>
 
+#include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
-#include "store/relay_session_records.h"
 
 namespace gpuwerk::api {
 namespace {
 
-nlohmann::json RelaySessionJson(const store::RelaySessionRow& r, int64_t now, bool with_email) {
+nlohmann::json RelaySessionJson(const access::RelaySessionRow& r, int64_t now, bool with_email) {
   const int64_t end = r.ended_at.value_or(now);
   nlohmann::json j = {{"id", r.id},
                       {"relay", r.relay},
@@ -32,7 +32,7 @@ nlohmann::json RelaySessionJson(const store::RelaySessionRow& r, int64_t now, bo
   return j;
 }
 
-Response PageResponse(const store::RelaySessionPage& page, int64_t now, bool with_email) {
+Response PageResponse(const access::RelaySessionPage& page, int64_t now, bool with_email) {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& r : page.items) items.push_back(RelaySessionJson(r, now, with_email));
   return Response::Json(
@@ -62,14 +62,14 @@ Answer ListInstanceRelaySessions(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto id,
                            OwnedInstanceId(ctx, call.who.person_id, call.req.PathParam("id")));
   GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.db.Read([&](store::Transaction& tx) {
-    return store::ListRelaySessions(tx, {.instance_id = id, .person_id = ""}, page);
+    return access::ListRelaySessions(tx, {.instance_id = id, .person_id = ""}, page);
   }));
   return PageResponse(list, ctx.clock.NowUnix(), /*with_email=*/false);
 }
 
 Answer AdminListRelaySessions(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
-  store::RelaySessionFilter filter;
+  access::RelaySessionFilter filter;
   for (auto [name, out] :
        {std::pair{"instance_id", &filter.instance_id}, {"person_id", &filter.person_id}}) {
     auto it = call.req.query.find(name);
@@ -82,7 +82,7 @@ Answer AdminListRelaySessions(ApiContext& ctx, Call& call) {
     *out = it->second;
   }
   GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.db.Read([&](store::Transaction& tx) {
-    return store::ListRelaySessions(tx, filter, page);
+    return access::ListRelaySessions(tx, filter, page);
   }));
   return PageResponse(list, ctx.clock.NowUnix(), /*with_email=*/true);
 }

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <limits>
 
+#include "access/relay_session_records.h"
+#include "audit/audit_log.h"
 #include "relay/in_memory_relay_authorizer.h"
-#include "store/audit_log.h"
-#include "store/relay_session_records.h"
 
 namespace gpuwerk::app {
 
@@ -49,8 +49,8 @@ int64_t Bytes(uint64_t n) {
       std::min<uint64_t>(n, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
 }
 
-store::RelaySessionRow RowOf(const relay::RelaySessionRecord& r, bool ended) {
-  store::RelaySessionRow row;
+access::RelaySessionRow RowOf(const relay::RelaySessionRecord& r, bool ended) {
+  access::RelaySessionRow row;
   row.id = r.id;
   row.relay = AuditRelaySessionLog::kRelayName;
   row.person_id = r.person_id;
@@ -73,22 +73,22 @@ store::RelaySessionRow RowOf(const relay::RelaySessionRecord& r, bool ended) {
 
 core::Result<int64_t> AuditRelaySessionLog::CloseLeftOpen() {
   return db_.Write([&](store::Transaction& tx) {
-    return store::CloseOpenRelaySessions(tx, clock_, rng_, kRelayName, clock_.NowUnix());
+    return access::CloseOpenRelaySessions(tx, clock_, rng_, kRelayName, clock_.NowUnix());
   });
 }
 
 void AuditRelaySessionLog::OnStart(const relay::RelaySessionRecord& r) {
-  const store::RelaySessionRow row = RowOf(r, /*ended=*/false);
+  const access::RelaySessionRow row = RowOf(r, /*ended=*/false);
   auto done = db_.Write([&](store::Transaction& tx) {
-    return store::RecordRelaySessionStart(tx, clock_, rng_, row);
+    return access::RecordRelaySessionStart(tx, clock_, rng_, row);
   });
   if (!done) spdlog::error("relay: cannot record relay session {}: {}", r.id, done.error().message);
 }
 
 void AuditRelaySessionLog::OnEnd(const relay::RelaySessionRecord& r) {
-  const store::RelaySessionRow row = RowOf(r, /*ended=*/true);
+  const access::RelaySessionRow row = RowOf(r, /*ended=*/true);
   auto done = db_.Write(
-      [&](store::Transaction& tx) { return store::RecordRelaySessionEnd(tx, clock_, rng_, row); });
+      [&](store::Transaction& tx) { return access::RecordRelaySessionEnd(tx, clock_, rng_, row); });
   if (!done) {
     spdlog::error("relay: cannot record the end of relay session {}: {}", r.id,
                   done.error().message);
@@ -97,7 +97,7 @@ void AuditRelaySessionLog::OnEnd(const relay::RelaySessionRecord& r) {
 
 void AuditRelaySessionLog::OnRefused(const relay::RelayRefusalRecord& r) {
   auto done = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-    return store::RecordAudit(
+    return audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = r.person_id,
          .action = "relay_session.refused",

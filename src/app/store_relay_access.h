@@ -44,7 +44,7 @@ class AuditRelaySessionLog final : public relay::RelaySessionLog {
   AuditRelaySessionLog(store::Database& db, core::Clock& clock, core::Rng& rng)
       : db_(db), clock_(clock), rng_(rng) {}
   /// Closes the rows a previous run's relay left open (it was killed before their end) with
-  /// "relay restarted" (store::CloseOpenRelaySessions). Call it before the relay starts.
+  /// "relay restarted" (access::CloseOpenRelaySessions). Call it before the relay starts.
   /// Returns how many it closed. Errors: the store's.
   core::Result<int64_t> CloseLeftOpen();
   void OnStart(const relay::RelaySessionRecord& record) override;

@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "audit/audit_log.h"
 #include "auth/account_mails.h"
 #include "auth/email_address.h"
 #include "core/encoding.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::auth {
 namespace {
@@ -83,7 +83,7 @@ core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& 
       tx.Exec("INSERT INTO sign_in_sessions (token_hash, person_id, created_at, expires_at, "
               "source_address) VALUES (?, ?, ?, ?, ?)",
               {TokenHash(out.session_token), person.id, now, out.expires_at, caller.address}));
-  GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+  GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                  {.actor_id = person.id,
                                   .action = "person.sign_in",
                                   .target = person.id,
@@ -123,7 +123,7 @@ core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_
       }
       return std::unexpected(inserted.error());
     }
-    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = person.id,
                                     .action = "person.sign_up",
                                     .target = person.id,
@@ -181,7 +181,7 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
         if (!ok) {
           GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_account, norm));
           GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_address, caller.address));
-          GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+          GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                          {.actor_id = found.person ? found.person->id : "",
                                           .action = "person.sign_in_failed",
                                           .target = found.person ? found.person->id : "unknown",
@@ -204,7 +204,7 @@ core::Result<void> AccountService::SignOut(std::string_view session_token, const
         tx.QueryOne("SELECT person_id FROM sign_in_sessions WHERE token_hash = ?", {hash}));
     if (!row) return {};
     GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE token_hash = ?", {hash}));
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = row->Text(0),
                                .action = "person.sign_out",
                                .target = row->Text(0),
@@ -256,7 +256,7 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
                              token;
     GPUWERK_TRY(outbox_.Enqueue(tx, magic ? MagicLinkMail(person.email, link, minutes)
                                           : PasswordResetMail(person.email, link, minutes)));
-    return store::RecordAudit(
+    return audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = "",
          .action = magic ? "person.magic_link_sent" : "person.reset_link_sent",
@@ -315,7 +315,7 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
     GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE person_id = ?", {person.id}));
     GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
                                ParseEmailAddress(person.email)->normalised));
-    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = person.id,
                                     .action = "person.password_reset",
                                     .target = person.id,
@@ -395,7 +395,7 @@ core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
       }
       return std::unexpected(inserted.error());
     }
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = who.person_id,
                                .action = "api_token.create",
                                .target = token.id,
@@ -430,7 +430,7 @@ core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::str
                              tx.Exec("DELETE FROM api_tokens WHERE id = ? AND person_id = ?",
                                      {std::string(id), who.person_id}));
     if (n == 0) return core::NotFound("API token");
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = who.person_id,
                                .action = "api_token.delete",
                                .target = std::string(id),
@@ -461,7 +461,7 @@ core::Result<bool> AccountService::EnsureOperator(std::string_view email,
             {core::NewId(rng_, "per"), address.display, address.normalised, hash,
              clock_.NowUnix()}));
     if (n == 1) {
-      GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = "",
                                       .action = "person.create_operator",
                                       .target = address.normalised,

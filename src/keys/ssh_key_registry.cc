@@ -1,9 +1,9 @@
 #include "keys/ssh_key_registry.h"
 
+#include "audit/audit_log.h"
 #include "keys/key_name.h"
 #include "keys/public_key.h"
 #include "keys/ssh_key_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::keys {
 namespace {
@@ -38,7 +38,7 @@ core::Result<SshKey> SshKeyRegistry::Add(const std::string& person_id, std::stri
                             .WithDetail("existing_name", clash->name));
     }
     GPUWERK_TRY(SshKeyTable::Insert(tx, key));
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = person_id,
                                .action = "ssh_key.add",
                                .target = key.id,
@@ -95,7 +95,7 @@ core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::str
                             .WithDetail("queue_entries", std::move(entries)));
     }
     GPUWERK_TRY(SshKeyTable::Delete(tx, person_id, key_id));
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = person_id,
                                .action = "ssh_key.delete",
                                .target = key_id,

@@ -42,7 +42,7 @@ struct HttpRelaySessionLogStats {
 };
 
 /// The RelaySessionLog of a remote `gpuwerk relay`: reports every relay session's start and end
-/// to the control plane, which stores them (store::RelaySessionRow) and lists them over the API.
+/// to the control plane, which stores them (access::RelaySessionRow) and lists them over the API.
 ///
 /// Protocol (docs/ssh.md), with `Authorization: Bearer <token>`:
 /// - first, once per process: `POST {server}/api/v1/relay/restarted {"relay": name}`. The

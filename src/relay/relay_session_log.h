@@ -11,7 +11,7 @@ namespace gpuwerk::relay {
 /// programs on either end read and wrote), not TCP bytes.
 struct RelaySessionRecord {
   /// "rls_" + 16 random base32 characters (80 bits, core::NewId): unique across relays and
-  /// restarts, so it keys the stored record (store::RelaySessionRow::id).
+  /// restarts, so it keys the stored record (access::RelaySessionRow::id).
   std::string id;
   uint64_t relay_session_id = 0;  ///< the connection's number within this relay process (logs)
   std::string person_id;

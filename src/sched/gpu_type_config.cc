@@ -2,12 +2,12 @@
 #include <algorithm>
 #include <string_view>
 
+#include "audit/audit_log.h"
 #include "sched/host_registry.h"
 #include "sched/instance_table.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/host_table.h"
 #include "sched/internal/queue_entry_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -97,7 +97,7 @@ core::Result<std::pair<GpuTypeConfig, bool>> HostRegistry::SetGpuType(
                       .price_minor_per_hour = *change.price_minor_per_hour,
                       .currency = change.currency.value_or("usd")};
       GPUWERK_TRY(internal::GpuTypeTable::Insert(tx, t));
-      GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = actor_id,
                                       .action = "gpu_type.create",
                                       .target = t.name,
@@ -131,7 +131,7 @@ core::Result<std::pair<GpuTypeConfig, bool>> HostRegistry::SetGpuType(
       }
     }
     GPUWERK_TRY(internal::GpuTypeTable::Update(tx, after));
-    GPUWERK_TRY(store::RecordAudit(
+    GPUWERK_TRY(audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = actor_id,
          .action = "gpu_type.update",

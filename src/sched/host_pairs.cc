@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
+#include "audit/audit_log.h"
 #include "sched/host_registry.h"
 #include "sched/internal/host_pair_table.h"
 #include "sched/internal/host_table.h"
 #include "sched/internal/launch.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -107,7 +107,7 @@ core::Result<HostPair> HostRegistry::LinkPair(const std::string& actor_id, const
                             .WithDetail("gpu_type", types[0]));
     }
     GPUWERK_TRY(HostPairTable::Insert(tx, id, now, ids, rails));
-    GPUWERK_TRY(store::RecordAudit(
+    GPUWERK_TRY(audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = actor_id,
          .action = "host_pair.link",
@@ -154,7 +154,7 @@ core::Result<HostPair> HostRegistry::UnlinkPair(const std::string& actor_id, std
     GPUWERK_TRY(HostPairTable::Delete(tx, pair->id));
     nlohmann::json hosts = nlohmann::json::array();
     for (const auto& m : pair->members) hosts.push_back(m.host_name);
-    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = actor_id,
                                     .action = "host_pair.unlink",
                                     .target = pair->id,

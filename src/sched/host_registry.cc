@@ -1,5 +1,6 @@
 #include "sched/host_registry.h"
 
+#include "audit/audit_log.h"
 #include "core/encoding.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/host_pair_table.h"
@@ -7,7 +8,6 @@
 #include "sched/internal/launch.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/placement_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched {
 
@@ -55,7 +55,7 @@ core::Result<NewHost> HostRegistry::Add(const std::string& actor_id, std::string
                         "A host named '" + out.host.name + "' is already registered.");
     }
     GPUWERK_TRY(HostTable::Insert(tx, out.host, HostTokenHash(out.token)));
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = actor_id,
                                .action = "host.add",
                                .target = out.host.id,
@@ -86,7 +86,7 @@ core::Result<NewHost> HostRegistry::AddOrRotateToken(const std::string& actor_id
   out.host.gpu_required = gpu_required;
   GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_TRY(HostTable::SetToken(tx, out.host.id, HostTokenHash(out.token), gpu_required));
-    return store::RecordAudit(
+    return audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = actor_id,
          .action = "host.token_rotated",
@@ -120,7 +120,7 @@ core::Result<void> HostRegistry::SetDrained(const std::string& actor_id, std::st
     GPUWERK_ASSIGN_OR_RETURN(auto host, HostTable::FindByName(tx, std::string(name)));
     if (!host) return core::NotFound("Host");
     GPUWERK_TRY(HostTable::SetDrained(tx, host->id, drained));
-    return store::RecordAudit(tx, clock_, rng_,
+    return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = actor_id,
                                .action = drained ? "host.drain" : "host.undrain",
                                .target = host->id,
@@ -160,7 +160,7 @@ core::Result<Host> HostRegistry::Remove(const std::string& actor_id, std::string
     GPUWERK_TRY(HostTable::Delete(tx, host.id));
     nlohmann::json detail = {{"name", host.name}, {"gpu_type", host.gpu_type}};
     if (pair) detail["unlinked_pair_id"] = host.pair_id;
-    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = actor_id,
                                     .action = "host.remove",
                                     .target = host.id,

@@ -1,5 +1,6 @@
 #include "sched/instance_service.h"
 
+#include "audit/audit_log.h"
 #include "core/fault_point.h"
 #include "sched/host_registry.h"
 #include "sched/instance_table.h"
@@ -11,7 +12,6 @@
 #include "sched/internal/placement_table.h"
 #include "sched/internal/queue_entry_table.h"
 #include "sched/queue_service.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -193,7 +193,7 @@ core::Result<Instance> InstanceService::Restart(const std::string& person_id,
                         "This instance failed to start; delete it and create a new one.");
     }
     GPUWERK_TRY(InstanceTable::BumpRestart(tx, *id));
-    GPUWERK_TRY(store::RecordAudit(
+    GPUWERK_TRY(audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = person_id,
          .action = "instance.restart",
@@ -220,7 +220,7 @@ core::Result<Instance> InstanceService::Delete(const std::string& person_id,
       GPUWERK_TRY(InstanceTable::MarkDeleting(tx, *id));
       // the session ends when the delete is asked for, not when the container is gone.
       GPUWERK_TRY(internal::BillingSessionTable::End(tx, row->billing_session_id, now));
-      GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = person_id,
                                       .action = "instance.delete",
                                       .target = *id,

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 
+#include "audit/audit_log.h"
 #include "core/fault_point.h"
 #include "sched/host_registry.h"
 #include "sched/internal/drain_steps.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/launch.h"
 #include "sched/internal/queue_entry_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -73,7 +73,7 @@ core::Result<QueueEntry> QueueService::Join(const std::string& person_id, std::s
                                                .ssh_key_id = key_id,
                                                .status = QueueEntryStatus::kOpen,
                                                .entered_at = now}));
-      GPUWERK_TRY(store::RecordAudit(
+      GPUWERK_TRY(audit::RecordAudit(
           tx, clock_, rng_,
           {.actor_id = person_id,
            .action = "queue.join",
@@ -106,7 +106,7 @@ core::Result<QueueEntry> QueueService::Leave(const std::string& person_id,
     if (!row) return core::NotFound("Queue entry");
     const std::string id = row->id;
     GPUWERK_TRY(QueueEntryTable::Cancel(tx, id, now));
-    GPUWERK_TRY(store::RecordAudit(tx, clock_, rng_,
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = person_id,
                                     .action = "queue.leave",
                                     .target = id,

@@ -10,12 +10,12 @@
 #include <map>
 #include <thread>
 
+#include "access/relay_session_records.h"
 #include "app/store_relay_access.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
 #include "relay/relay.h"
 #include "relay/ssh_key_file.h"
-#include "store/relay_session_records.h"
 #include "tests/integration/server_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/run_command.h"

@@ -1,11 +1,11 @@
 #include "sched/internal/drain_steps.h"
 
+#include "audit/audit_log.h"
 #include "core/fault_point.h"
 #include "sched/instance_table.h"
 #include "sched/internal/launch.h"
 #include "sched/internal/placement_table.h"
 #include "sched/queue_mails.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched::internal {
 
@@ -60,7 +60,7 @@ core::Result<bool> PassOver(DrainContext& ctx, const DrainCandidate& c) {
   GPUWERK_TRY(QueueEntryTable::MarkPassedOver(ctx.tx, e.id, ctx.now,
                                               "passed over: your account cannot launch right now"));
   GPUWERK_TRY(ctx.outbox.Enqueue(ctx.tx, QueuePassedOverMail(c.email, e.name, ctx.gpu_type)));
-  GPUWERK_TRY(store::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
+  GPUWERK_TRY(audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
                                  {.actor_id = "",
                                   .action = "queue.pass_over",
                                   .target = e.id,
@@ -106,7 +106,7 @@ core::Result<std::optional<QueueLaunch>> LaunchEntry(DrainContext& ctx, const Dr
   GPUWERK_ASSIGN_OR_RETURN(auto instance, InstanceTable::Find(ctx.tx, *launched));
   GPUWERK_TRY(ctx.outbox.Enqueue(
       ctx.tx, QueueLaunchMail(c.email, e.name, instance->hostname, ctx.gpu_type)));
-  GPUWERK_TRY(store::RecordAudit(
+  GPUWERK_TRY(audit::RecordAudit(
       ctx.tx, ctx.clock, ctx.rng,
       {.actor_id = "",
        .action = "queue.launch",

@@ -2,13 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "audit/audit_log.h"
 #include "keys/ssh_key_table.h"
 #include "sched/instance_table.h"
 #include "sched/internal/billing_session_table.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/queue_entry_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched::internal {
 namespace {
@@ -140,7 +140,7 @@ core::Result<bool> FinalizeIfGone(store::Transaction& tx, core::Clock& clock, co
   if (holding != 0) return false;
   GPUWERK_TRY(InstanceTable::MarkFinallyDeleted(tx, id, clock.NowUnix()));
   GPUWERK_TRY(ObservedContainerTable::DeleteOf(tx, id));
-  GPUWERK_TRY(store::RecordAudit(tx, clock, rng,
+  GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
                                  {.actor_id = "",
                                   .action = "instance.deleted",
                                   .target = id,

@@ -1,12 +1,12 @@
 #include "sched/internal/launch.h"
 
+#include "audit/audit_log.h"
 #include "keys/ssh_key_table.h"
 #include "sched/instance_table.h"
 #include "sched/internal/billing_session_table.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/queue_entry_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched::internal {
 namespace {
@@ -107,7 +107,7 @@ core::Result<std::string> InsertInstance(store::Transaction& tx, core::Clock& cl
                            {"ssh_key_id", spec.ssh_key_id},
                            {"billing_session_id", session_id}};
   if (spec.audit_detail.is_object()) detail.update(spec.audit_detail);
-  GPUWERK_TRY(store::RecordAudit(tx, clock, rng,
+  GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
                                  {.actor_id = spec.actor_id,
                                   .action = "instance.create",
                                   .target = id,

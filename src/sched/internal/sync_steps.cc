@@ -2,12 +2,12 @@
 
 #include <cctype>
 
+#include "audit/audit_log.h"
 #include "sched/instance_table.h"
 #include "sched/internal/billing_session_table.h"
 #include "sched/internal/instance_rows.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/queue_entry_table.h"
-#include "store/audit_log.h"
 
 namespace gpuwerk::sched::internal {
 namespace {
@@ -47,7 +47,7 @@ core::Result<void> AddPairEnv(store::Transaction& tx, const std::string& instanc
 core::Result<void> FailInstance(SyncContext& ctx, const InstanceRow& row, const std::string& code,
                                 const std::string& reason) {
   GPUWERK_TRY(InstanceTable::SetStatus(ctx.tx, row.id, InstanceStatus::kFailed, reason));
-  GPUWERK_TRY(store::RecordAudit(
+  GPUWERK_TRY(audit::RecordAudit(
       ctx.tx, ctx.clock, ctx.rng,
       {.actor_id = "",
        .action = "instance.fail",
@@ -63,7 +63,7 @@ core::Result<void> FailInstance(SyncContext& ctx, const InstanceRow& row, const 
                                "launch failed on host " + ctx.host.name + ": " + reason,
                                kMaxQueueLaunchAttempts));
   if (requeued > 0) {
-    GPUWERK_TRY(store::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
+    GPUWERK_TRY(audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
                                    {.actor_id = "",
                                     .action = "queue.requeue",
                                     .target = row.id,

@@ -1,6 +1,6 @@
 // Relay session records in a real SQLite store: idempotent start and end, closing a
 // restarted relay's open rows, paging newest first, filters, audit events.
-#include "store/relay_session_records.h"
+#include "access/relay_session_records.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,12 @@
 #include "store/sqlite_database.h"
 #include "tests/support/temp_database.h"
 
-namespace gpuwerk::store {
+namespace gpuwerk::access {
 namespace {
+
+using store::Migrate;
+using store::SqliteDatabase;
+using store::Transaction;
 
 class RelaySessionRecordsTest : public ::testing::Test {
  protected:
@@ -204,4 +208,4 @@ TEST_F(RelaySessionRecordsTest, PagesAreNewestFirstInAStableOrderAndFilter) {
 }
 
 }  // namespace
-}  // namespace gpuwerk::store
+}  // namespace gpuwerk::access

@@ -1,10 +1,11 @@
-#include "store/audit_log.h"
+#include "audit/audit_log.h"
 
-namespace gpuwerk::store {
+namespace gpuwerk::audit {
 
-core::Result<void> RecordAudit(Transaction& tx, core::Clock& clock, core::Rng& rng,
+core::Result<void> RecordAudit(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                                const AuditEvent& event) {
-  Value actor = event.actor_id.empty() ? Value(kNull) : Value(event.actor_id);
+  store::Value actor =
+      event.actor_id.empty() ? store::Value(store::kNull) : store::Value(event.actor_id);
   GPUWERK_TRY(
       tx.Exec("INSERT INTO audit_events (id, at, actor_id, action, target, source_address, detail) "
               "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -13,4 +14,4 @@ core::Result<void> RecordAudit(Transaction& tx, core::Clock& clock, core::Rng& r
   return {};
 }
 
-}  // namespace gpuwerk::store
+}  // namespace gpuwerk::audit

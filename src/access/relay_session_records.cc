@@ -1,12 +1,15 @@
-#include "store/relay_session_records.h"
+#include "access/relay_session_records.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "store/audit_log.h"
+#include "audit/audit_log.h"
 
-namespace gpuwerk::store {
+namespace gpuwerk::access {
 namespace {
+
+using store::Row;
+using store::Value;
 
 constexpr const char* kColumns =
     "r.id, r.relay, r.person_id, COALESCE(p.email, ''), r.key_fingerprint, r.instance_id, "
@@ -58,20 +61,20 @@ nlohmann::json Detail(const RelaySessionRow& row) {
       {"hostname", row.hostname},   {"login", row.login}, {"started_at", row.started_at}};
 }
 
-core::Result<void> Audit(Transaction& tx, core::Clock& clock, core::Rng& rng,
+core::Result<void> Audit(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                          const RelaySessionRow& row, const char* action, nlohmann::json detail) {
-  return RecordAudit(tx, clock, rng,
-                     {.actor_id = row.person_id,
-                      .action = action,
-                      .target = row.instance_id,
-                      .source_address = row.source_address,
-                      .detail = std::move(detail)});
+  return audit::RecordAudit(tx, clock, rng,
+                            {.actor_id = row.person_id,
+                             .action = action,
+                             .target = row.instance_id,
+                             .source_address = row.source_address,
+                             .detail = std::move(detail)});
 }
 
 }  // namespace
 
-core::Result<bool> RecordRelaySessionStart(Transaction& tx, core::Clock& clock, core::Rng& rng,
-                                           const RelaySessionRow& row) {
+core::Result<bool> RecordRelaySessionStart(store::Transaction& tx, core::Clock& clock,
+                                           core::Rng& rng, const RelaySessionRow& row) {
   GPUWERK_TRY(Validate(row));
   GPUWERK_ASSIGN_OR_RETURN(
       int64_t inserted,
@@ -92,7 +95,7 @@ core::Result<bool> RecordRelaySessionStart(Transaction& tx, core::Clock& clock, 
   return true;
 }
 
-core::Result<bool> RecordRelaySessionEnd(Transaction& tx, core::Clock& clock, core::Rng& rng,
+core::Result<bool> RecordRelaySessionEnd(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                                          const RelaySessionRow& row) {
   GPUWERK_TRY(Validate(row));
   if (!row.ended_at) {
@@ -129,8 +132,9 @@ core::Result<bool> RecordRelaySessionEnd(Transaction& tx, core::Clock& clock, co
   return true;
 }
 
-core::Result<int64_t> CloseOpenRelaySessions(Transaction& tx, core::Clock& clock, core::Rng& rng,
-                                             const std::string& relay, int64_t ended_at) {
+core::Result<int64_t> CloseOpenRelaySessions(store::Transaction& tx, core::Clock& clock,
+                                             core::Rng& rng, const std::string& relay,
+                                             int64_t ended_at) {
   // ended_at never before started_at, whatever the clocks did.
   GPUWERK_ASSIGN_OR_RETURN(
       int64_t closed,
@@ -138,18 +142,19 @@ core::Result<int64_t> CloseOpenRelaySessions(Transaction& tx, core::Clock& clock
               "ELSE ? END, end_reason = ? WHERE relay = ? AND ended_at IS NULL",
               {ended_at, ended_at, std::string(kRelayRestartedReason), relay}));
   if (closed > 0) {
-    GPUWERK_TRY(RecordAudit(tx, clock, rng,
-                            {.actor_id = "",
-                             .action = "relay.restarted",
-                             .target = relay,
-                             .source_address = "system",
-                             .detail = {{"relay", relay}, {"closed_relay_sessions", closed}}}));
+    GPUWERK_TRY(
+        audit::RecordAudit(tx, clock, rng,
+                           {.actor_id = "",
+                            .action = "relay.restarted",
+                            .target = relay,
+                            .source_address = "system",
+                            .detail = {{"relay", relay}, {"closed_relay_sessions", closed}}}));
   }
   return closed;
 }
 
-core::Result<RelaySessionPage> ListRelaySessions(Transaction& tx, const RelaySessionFilter& filter,
-                                                 int page) {
+core::Result<RelaySessionPage> ListRelaySessions(store::Transaction& tx,
+                                                 const RelaySessionFilter& filter, int page) {
   if (page < 1) return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
   const std::string from =
       std::string(" FROM relay_sessions r LEFT JOIN persons p ON p.id = r.person_id ");
@@ -182,4 +187,4 @@ core::Result<RelaySessionPage> ListRelaySessions(Transaction& tx, const RelaySes
   return run("");
 }
 
-}  // namespace gpuwerk::store
+}  // namespace gpuwerk::access

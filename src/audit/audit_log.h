@@ -8,7 +8,7 @@
 #include "core/random.h"
 #include "store/database.h"
 
-namespace gpuwerk::store {
+namespace gpuwerk::audit {
 
 /// One audit event: who did what to what, when, from where.
 struct AuditEvent {
@@ -21,7 +21,7 @@ struct AuditEvent {
 
 /// Records `event` inside the caller's transaction, so the audit row commits or rolls back
 /// with the change it describes. Errors: the store's.
-core::Result<void> RecordAudit(Transaction& tx, core::Clock& clock, core::Rng& rng,
+core::Result<void> RecordAudit(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                                const AuditEvent& event);
 
-}  // namespace gpuwerk::store
+}  // namespace gpuwerk::audit

@@ -10,7 +10,7 @@
 #include "core/random.h"
 #include "store/database.h"
 
-namespace gpuwerk::store {
+namespace gpuwerk::access {
 
 /// One relay session as the store keeps it (DESIGN.md R-10; table `relay_sessions`, migration
 /// 6): one SSH connection through a relay, from the client's proven login to its end.
@@ -42,8 +42,8 @@ inline constexpr const char* kRelayRestartedReason = "relay restarted";
 /// Errors: kInvalidArgument "invalid_relay_session" when id, relay, person_id or instance_id is
 /// empty; kAlreadyExists "relay_session_conflict" when the id belongs to another relay; the
 /// store's.
-core::Result<bool> RecordRelaySessionStart(Transaction& tx, core::Clock& clock, core::Rng& rng,
-                                           const RelaySessionRow& row);
+core::Result<bool> RecordRelaySessionStart(store::Transaction& tx, core::Clock& clock,
+                                           core::Rng& rng, const RelaySessionRow& row);
 
 /// Records a relay session's end (`row.ended_at` must be set): an open row with this id gets its
 /// ended_at, byte counts and end_reason; an absent one is inserted whole (its start report was
@@ -51,7 +51,7 @@ core::Result<bool> RecordRelaySessionStart(Transaction& tx, core::Clock& clock, 
 /// changes nothing). Audits `relay_session.end` (with bytes and reason) only when it changed
 /// something. Returns whether it did. Errors: as RecordRelaySessionStart, and
 /// "invalid_relay_session" without ended_at.
-core::Result<bool> RecordRelaySessionEnd(Transaction& tx, core::Clock& clock, core::Rng& rng,
+core::Result<bool> RecordRelaySessionEnd(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                                          const RelaySessionRow& row);
 
 /// Ends every still-open row of `relay` at `ended_at` (Unix seconds) with end_reason
@@ -59,8 +59,9 @@ core::Result<bool> RecordRelaySessionEnd(Transaction& tx, core::Clock& clock, co
 /// relay process that crashed left its open rows behind. Their bytes stay as last reported (0
 /// when only the start was). Audits `relay.restarted` (detail: relay, closed) when it closed
 /// any. Returns how many it closed. Errors: the store's.
-core::Result<int64_t> CloseOpenRelaySessions(Transaction& tx, core::Clock& clock, core::Rng& rng,
-                                             const std::string& relay, int64_t ended_at);
+core::Result<int64_t> CloseOpenRelaySessions(store::Transaction& tx, core::Clock& clock,
+                                             core::Rng& rng, const std::string& relay,
+                                             int64_t ended_at);
 
 /// Which rows ListRelaySessions returns; empty fields do not filter. Both set: rows that match
 /// both.
@@ -81,10 +82,10 @@ struct RelaySessionPage {
 /// order (started_at DESC, id DESC), each with the person's email. A page past the last is
 /// empty (with the real `pages` and `total`). Errors: kInvalidArgument "invalid_page" when
 /// page < 1; the store's.
-core::Result<RelaySessionPage> ListRelaySessions(Transaction& tx, const RelaySessionFilter& filter,
-                                                 int page);
+core::Result<RelaySessionPage> ListRelaySessions(store::Transaction& tx,
+                                                 const RelaySessionFilter& filter, int page);
 
 /// The number of rows a page of ListRelaySessions holds.
 inline constexpr int kRelaySessionPageSize = 15;
 
-}  // namespace gpuwerk::store
+}  // namespace gpuwerk::access
