@@ -10,10 +10,24 @@
 #include <string>
 #include <string_view>
 
-#include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/login_file.h"
 #include "core/error.h"
+#include "protocol/api_client.h"
+#include "protocol/sse_parser.h"
+
+namespace gpuwerk::cli {
+
+// The one API client and the event stream parser live in src/protocol (shared with the agent and
+// the relay); the verbs use them by these names.
+using protocol::ApiClient;
+using protocol::ApiResponse;
+using protocol::ErrorFromResponse;
+using protocol::PathEscape;
+using protocol::ServerSentEvent;
+using protocol::SseParser;
+
+}  // namespace gpuwerk::cli
 
 namespace gpuwerk::cli::internal {
 

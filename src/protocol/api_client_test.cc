@@ -1,4 +1,4 @@
-#include "cli/api_client.h"
+#include "protocol/api_client.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include "cli/fake_api_server.h"
+#include "protocol/sse_parser.h"
 
-namespace gpuwerk::cli {
+namespace gpuwerk::protocol {
 namespace {
+
+using cli::FakeApiServer;
+using cli::FakeRequest;
+using cli::FakeResponse;
 
 using core::ErrorCode;
 using nlohmann::json;
@@ -174,6 +179,54 @@ TEST(ApiClientTest, UnreachableServerSaysSoAndHowToFixIt) {
       << r.error().message;
 }
 
+TEST(ErrorCodeForStatusTest, ConflictCodesAreLookedUpNotGuessed) {
+  for (const char* code : {"name_taken", "email_taken", "key_exists", "already_exists",
+                           "already_queued", "already_paired"}) {
+    EXPECT_TRUE(IsAlreadyExistsCode(code)) << code;
+    EXPECT_EQ(ErrorCodeForStatus(409, code), ErrorCode::kAlreadyExists) << code;
+  }
+  // A code that merely looks like one is a failed precondition.
+  EXPECT_EQ(ErrorCodeForStatus(409, "thing_taken"), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorCodeForStatus(409, "already_whatever"), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorCodeForStatus(409, "no_capacity"), ErrorCode::kFailedPrecondition);
+}
+
+TEST(ErrorFromResponseTest, JsonThatIsNotAProblemIsAnHttpError) {
+  core::Error e = ErrorFromResponse(ApiResponse{.status = 404, .body = {{"code", "not_found"}}});
+  EXPECT_EQ(e.code, ErrorCode::kNotFound);
+  EXPECT_EQ(e.api_code, "http_404");
+  EXPECT_EQ(e.message, "the server answered HTTP 404 without an explanation");
+}
+
+TEST(ApiClientTest, UserAgentHintAndPerCallTimeoutAreSettable) {
+  FakeApiServer server([](const FakeRequest&) { return FakeResponse::NoContent(); });
+  ApiClient client(server.url(), "");
+  client.SetUserAgent("gpuwerk-agent");
+  ASSERT_TRUE(client.Call("GET", "/x", nullptr, {}, std::chrono::seconds(3)));
+  EXPECT_EQ(server.requests().at(0).Header("user-agent"), "gpuwerk-agent");
+
+  ApiClient unreachable("http://127.0.0.1:" + std::to_string(ClosedPort()), "");
+  unreachable.SetUnreachableHint("");
+  auto r = unreachable.Call("GET", "/x");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "server_unreachable");
+  EXPECT_EQ(r.error().message.find("Is it running"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(r.error().details.contains("reason"));
+}
+
+TEST(ApiClientTest, ACancelledClientSendsNothing) {
+  FakeApiServer server([](const FakeRequest&) { return FakeResponse::NoContent(); });
+  std::atomic<bool> cancelled{true};
+  ApiClient client(server.url(), "t");
+  client.SetCancelFlag(&cancelled);
+  auto r = client.Call("GET", "/api/v1/agent/watch");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_TRUE(server.requests().empty());
+  cancelled = false;
+  EXPECT_TRUE(client.Call("GET", "/api/v1/agent/watch"));
+}
+
 // --- ApiClient::Stream and SseParser (gpuwerk events) ----------------------------------------
 
 TEST(ApiClientStreamTest, HandsOverTheBodyAndStopsWhenTheSinkSaysSo) {
@@ -280,4 +333,4 @@ TEST(SseParserTest, IgnoresBadRetryAndIdsWithNul) {
 }
 
 }  // namespace
-}  // namespace gpuwerk::cli
+}  // namespace gpuwerk::protocol

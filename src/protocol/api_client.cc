@@ -1,4 +1,4 @@
-#include "cli/api_client.h"
+#include "protocol/api_client.h"
 
 #include <curl/curl.h>
 
@@ -8,8 +8,10 @@
 #include <mutex>
 
 #include "core/curl_handles.h"
+#include "protocol/page.h"
+#include "protocol/problem.h"
 
-namespace gpuwerk::cli {
+namespace gpuwerk::protocol {
 namespace {
 
 using core::ErrorCode;
@@ -22,6 +24,7 @@ struct Transfer {
   std::string body;
   std::vector<std::string> set_cookies;
   bool too_large = false;
+  const std::atomic<bool>* cancelled = nullptr;  // ApiClient::SetCancelFlag
 };
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
@@ -105,9 +108,19 @@ size_t OnStreamHeader(char* data, size_t size, size_t count, void* user) {
   return OnHeader(data, size, count, &t->error_answer);
 }
 
+bool Cancelled(const std::atomic<bool>* cancelled) {
+  return cancelled != nullptr && cancelled->load();
+}
+
+/// Called about once a second while a transfer runs: aborts it once cancelled.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return Cancelled(static_cast<Transfer*>(user)->cancelled) ? 1 : 0;
+}
+
 /// Called about once a second while the transfer runs: ends a stream that went quiet.
 int OnStreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* t = static_cast<StreamTransfer*>(user);
+  if (Cancelled(t->error_answer.cancelled)) return 1;
   if (std::chrono::steady_clock::now() - t->last_byte > t->idle) {
     t->idle_expired = true;
     return 1;  // abort
@@ -137,11 +150,8 @@ ErrorCode ErrorCodeForStatus(int status, std::string_view api_code) {
     case 404:
       return ErrorCode::kNotFound;
     case 409:
-      if (api_code.ends_with("_taken") || api_code.ends_with("_exists") ||
-          api_code.starts_with("already_")) {
-        return ErrorCode::kAlreadyExists;
-      }
-      return ErrorCode::kFailedPrecondition;
+      return IsAlreadyExistsCode(api_code) ? ErrorCode::kAlreadyExists
+                                           : ErrorCode::kFailedPrecondition;
     case 413:
       return ErrorCode::kPayloadTooLarge;
     case 429:
@@ -157,35 +167,29 @@ ErrorCode ErrorCodeForStatus(int status, std::string_view api_code) {
   return ErrorCode::kInternal;
 }
 
+bool IsAlreadyExistsCode(std::string_view api_code) {
+  static constexpr std::string_view kCodes[] = {"name_taken",     "email_taken",
+                                                "key_exists",     "already_exists",
+                                                "already_queued", "already_paired"};
+  return std::find(std::begin(kCodes), std::end(kCodes), api_code) != std::end(kCodes);
+}
+
 core::Error ErrorFromResponse(const ApiResponse& response) {
   const int status = response.status;
-  const nlohmann::json& body = response.body;
+  if (auto problem = ProblemFromJson(response.body); problem && !problem->code.empty()) {
+    std::string message = problem->detail.empty() ? problem->title : problem->detail;
+    if (message.empty()) {
+      message = "the server answered HTTP " + std::to_string(status) + " without an explanation";
+    }
+    core::Error error(ErrorCodeForStatus(status, problem->code), problem->code, std::move(message));
+    error.details = std::move(problem->extensions);
+    return error;
+  }
   std::string api_code = "http_" + std::to_string(status);
-  std::string message;
-  nlohmann::json details = nlohmann::json::object();
-  if (body.is_object()) {
-    if (auto it = body.find("code"); it != body.end() && it->is_string() && !it->empty()) {
-      api_code = it->get<std::string>();
-    }
-    if (auto it = body.find("detail"); it != body.end() && it->is_string()) {
-      message = it->get<std::string>();
-    }
-    if (auto it = body.find("title"); message.empty() && it != body.end() && it->is_string()) {
-      message = it->get<std::string>();
-    }
-    for (const auto& [key, value] : body.items()) {
-      if (key != "type" && key != "title" && key != "status" && key != "detail" && key != "code") {
-        details[key] = value;
-      }
-    }
-  }
-  if (message.empty()) {
-    message = "the server answered HTTP " + std::to_string(status) +
-              (body.is_null() ? " with a body that is not JSON" : " without an explanation");
-  }
-  core::Error error(ErrorCodeForStatus(status, api_code), std::move(api_code), std::move(message));
-  error.details = std::move(details);
-  return error;
+  std::string message =
+      "the server answered HTTP " + std::to_string(status) +
+      (response.body.is_null() ? " with a body that is not JSON" : " without an explanation");
+  return core::Error(ErrorCodeForStatus(status, api_code), std::move(api_code), std::move(message));
 }
 
 std::string PathEscape(std::string_view segment) {
@@ -209,49 +213,82 @@ ApiClient::ApiClient(std::string base_url, std::string token)
   while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
 }
 
+namespace {
+
+curl_slist* HeaderList(const std::string& token, const std::vector<std::string>& headers) {
+  curl_slist* list = nullptr;
+  auto add_header = [&list](const std::string& h) {
+    if (curl_slist* next = curl_slist_append(list, h.c_str())) list = next;
+  };
+  if (!token.empty()) add_header("Authorization: Bearer " + token);
+  for (const auto& h : headers) add_header(h);
+  return list;
+}
+
+void SetCommonOptions(CURL* c, const std::string& url, char* error_buffer, curl_slist* headers,
+                      std::chrono::milliseconds connect_timeout, const std::string& user_agent,
+                      const std::string& cookie) {
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout.count()));
+  curl_easy_setopt(c, CURLOPT_USERAGENT, user_agent.c_str());
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  if (!cookie.empty()) curl_easy_setopt(c, CURLOPT_COOKIE, cookie.c_str());
+}
+
+core::Error Unreachable(const std::string& base_url, const std::string& hint, std::string reason) {
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == '.')) reason.pop_back();
+  std::string message = "cannot reach the gpuwerk server at " + base_url + ": " + reason;
+  if (!hint.empty()) message += ". " + hint;
+  return core::Error(ErrorCode::kUnavailable, "server_unreachable", std::move(message))
+      .WithDetail("reason", reason);
+}
+
+core::Error TooLarge(const std::string& base_url) {
+  return core::Error(ErrorCode::kPayloadTooLarge, "response_too_large",
+                     "the answer from the gpuwerk server at " + base_url +
+                         " is larger than the client accepts (32 MiB)");
+}
+
+}  // namespace
+
 core::Result<ApiResponse> ApiClient::Call(std::string_view method, std::string_view path,
                                           const nlohmann::json* body,
-                                          const std::vector<std::string>& headers) const {
+                                          const std::vector<std::string>& headers,
+                                          std::optional<std::chrono::milliseconds> timeout) const {
   core::CurlGlobalInitOnce();
   core::CurlEasy curl(curl_easy_init());
   if (!curl) return core::Internal("could not start an HTTP request (curl_easy_init failed)");
   CURL* c = curl.get();
+  const std::chrono::milliseconds limit = timeout.value_or(timeout_);
 
   const std::string url = base_url_ + std::string(path);
   const std::string method_str(method);
   std::string payload;
   Transfer transfer;
+  transfer.cancelled = cancelled_;
   char error_buffer[CURL_ERROR_SIZE] = {};
 
-  curl_slist* list = nullptr;
-  auto add_header = [&list](const std::string& h) {
-    if (curl_slist* next = curl_slist_append(list, h.c_str())) list = next;
-  };
-  add_header("Accept: application/json, application/problem+json");
-  add_header("Expect:");  // no "Expect: 100-continue" round trip for larger bodies
-  if (body != nullptr) {
-    add_header("Content-Type: application/json");
-  } else {
-    add_header("Content-Type:");  // drop the form content type curl adds to a bare POST
-  }
-  if (!token_.empty()) add_header("Authorization: Bearer " + token_);
-  for (const auto& h : headers) add_header(h);
-  core::CurlList header_list(list);
+  std::vector<std::string> all_headers = {
+      "Accept: application/json, application/problem+json",
+      "Expect:",  // no "Expect: 100-continue" round trip for larger bodies
+      // Without a body: drop the form content type curl adds to a bare POST.
+      body != nullptr ? "Content-Type: application/json" : "Content-Type:"};
+  all_headers.insert(all_headers.end(), headers.begin(), headers.end());
+  core::CurlList header_list(HeaderList(token_, all_headers));
 
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuwerk-cli");
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+  SetCommonOptions(c, url, error_buffer, header_list.get(), limit, user_agent_, cookie_);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
-  if (!cookie_.empty()) curl_easy_setopt(c, CURLOPT_COOKIE, cookie_.c_str());
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &transfer);
 
   if (body != nullptr || method_str == "POST" || method_str == "PUT" || method_str == "PATCH") {
     if (body != nullptr) payload = body->dump();
@@ -267,31 +304,24 @@ core::Result<ApiResponse> ApiClient::Call(std::string_view method, std::string_v
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method_str.c_str());
   }
 
-  const CURLcode rc = curl_easy_perform(c);
+  const CURLcode rc = Cancelled(cancelled_) ? CURLE_ABORTED_BY_CALLBACK : curl_easy_perform(c);
   if (rc != CURLE_OK) {
-    if (transfer.too_large) {
-      return core::Fail(ErrorCode::kPayloadTooLarge, "response_too_large",
-                        "the answer from the gpuwerk server at " + base_url_ +
-                            " is larger than the client accepts (32 MiB)");
-    }
+    if (transfer.too_large) return core::Fail(TooLarge(base_url_));
     std::string reason = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(rc);
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '.')) reason.pop_back();
     curl_off_t connect_us = 0;
     curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connect_us);
     if (rc == CURLE_OPERATION_TIMEDOUT && connect_us > 0) {
+      while (!reason.empty() && (reason.back() == '\n' || reason.back() == '.')) reason.pop_back();
       return core::Fail(
-          ErrorCode::kDeadlineExceeded, "server_timeout",
-          "the gpuwerk server at " + base_url_ + " did not answer in time: " + reason);
+          core::Error(ErrorCode::kDeadlineExceeded, "server_timeout",
+                      "the gpuwerk server at " + base_url_ + " did not answer in time: " + reason)
+              .WithDetail("reason", reason));
     }
-    return core::Fail(ErrorCode::kUnavailable, "server_unreachable",
-                      "cannot reach the gpuwerk server at " + base_url_ + ": " + reason +
-                          ". Is it running? Set GPUWERK_URL or run 'gpuwerk login --url URL'");
+    return core::Fail(Unreachable(base_url_, unreachable_hint_, std::move(reason)));
   }
 
   ApiResponse response;
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  response.status = static_cast<int>(status);
+  response.status = static_cast<int>(ResponseCode(c));
   response.set_cookies = std::move(transfer.set_cookies);
   response.text = std::move(transfer.body);
   if (!response.text.empty()) {
@@ -317,19 +347,19 @@ core::Result<nlohmann::json> ApiClient::CallOk(std::string_view method, std::str
 core::Result<nlohmann::json> ApiClient::GetAllPages(std::string_view path) const {
   constexpr int kMaxPages = 100000;  // a guard against a server that never stops
   nlohmann::json all = nlohmann::json::array();
-  int pages = 1;
+  int64_t pages = 1;
   for (int page = 1; page <= pages && page <= kMaxPages; ++page) {
     GPUWERK_ASSIGN_OR_RETURN(nlohmann::json body, CallOk("GET", WithPage(path, page)));
-    const bool is_page = body.is_object() && body.contains("items") && body["items"].is_array() &&
-                         body.contains("pages") && body["pages"].is_number_integer();
-    if (!is_page) {
+    auto parsed = PageFromJson(body);
+    if (!parsed) {
       return core::Fail(ErrorCode::kInternal, "unexpected_response",
                         "the server at " + base_url_ + " answered GET " + std::string(path) +
-                            " with something that is not a page of items");
+                            " with something that is not a page of items (" +
+                            parsed.error().message + ")");
     }
-    for (auto& item : body["items"]) all.push_back(std::move(item));
-    pages = body["pages"].get<int>();
-    if (body["items"].empty()) break;  // past the end, whatever `pages` says
+    for (auto& item : parsed->items) all.push_back(std::move(item));
+    pages = parsed->pages;
+    if (parsed->items.empty()) break;  // past the end, whatever `pages` says
   }
   return all;
 }
@@ -348,32 +378,17 @@ core::Result<ApiClient::StreamEnd> ApiClient::Stream(std::string_view path,
   transfer.curl = c;
   transfer.sink = &sink;
   transfer.idle = idle_timeout;
+  transfer.error_answer.cancelled = cancelled_;
+  core::CurlList header_list(HeaderList(token_, headers));
 
-  curl_slist* list = nullptr;
-  auto add_header = [&list](const std::string& h) {
-    if (curl_slist* next = curl_slist_append(list, h.c_str())) list = next;
-  };
-  if (!token_.empty()) add_header("Authorization: Bearer " + token_);
-  for (const auto& h : headers) add_header(h);
-  core::CurlList header_list(list);
-
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  SetCommonOptions(c, url, error_buffer, header_list.get(), timeout_, user_agent_, cookie_);
   curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuwerk-cli");
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnStreamBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnStreamHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnStreamProgress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &transfer);
-  if (!cookie_.empty()) curl_easy_setopt(c, CURLOPT_COOKIE, cookie_.c_str());
 
   const CURLcode rc = curl_easy_perform(c);
   StreamEnd end;
@@ -381,23 +396,17 @@ core::Result<ApiClient::StreamEnd> ApiClient::Stream(std::string_view path,
   end.response.set_cookies = std::move(transfer.error_answer.set_cookies);
   end.stopped = transfer.stopped;
   if (rc != CURLE_OK && !transfer.stopped) {
-    if (transfer.error_answer.too_large) {
-      return core::Fail(ErrorCode::kPayloadTooLarge, "response_too_large",
-                        "the answer from the gpuwerk server at " + base_url_ +
-                            " is larger than the client accepts (32 MiB)");
-    }
+    if (transfer.error_answer.too_large) return core::Fail(TooLarge(base_url_));
     std::string reason =
         transfer.idle_expired
             ? "nothing arrived for " + std::to_string(idle_timeout.count() / 1000) + " s"
             : (error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(rc));
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '.')) reason.pop_back();
     if (transfer.streaming) {
+      while (!reason.empty() && (reason.back() == '\n' || reason.back() == '.')) reason.pop_back();
       return core::Fail(ErrorCode::kUnavailable, "stream_interrupted",
                         "the event stream from " + base_url_ + " broke off: " + reason);
     }
-    return core::Fail(ErrorCode::kUnavailable, "server_unreachable",
-                      "cannot reach the gpuwerk server at " + base_url_ + ": " + reason +
-                          ". Is it running? Set GPUWERK_URL or run 'gpuwerk login --url URL'");
+    return core::Fail(Unreachable(base_url_, unreachable_hint_, std::move(reason)));
   }
   if (!end.response.ok()) {
     end.response.text = std::move(transfer.error_answer.body);
@@ -410,68 +419,4 @@ core::Result<ApiClient::StreamEnd> ApiClient::Stream(std::string_view path,
   return end;
 }
 
-std::vector<ServerSentEvent> SseParser::Feed(std::string_view bytes) {
-  std::vector<ServerSentEvent> out;
-  buffer_.append(bytes);
-  if (!started_) {
-    static constexpr std::string_view kBom = "\xEF\xBB\xBF";
-    if (buffer_.size() < kBom.size() && kBom.starts_with(buffer_)) return out;  // wait
-    if (buffer_.starts_with(kBom)) buffer_.erase(0, kBom.size());
-    started_ = true;
-  }
-  size_t pos = 0;
-  while (true) {
-    const size_t end = buffer_.find_first_of("\r\n", pos);
-    if (end == std::string::npos) break;
-    size_t next = end + 1;
-    if (buffer_[end] == '\r') {
-      if (end + 1 == buffer_.size()) break;  // a LF may follow in the next bytes
-      if (buffer_[end + 1] == '\n') next = end + 2;
-    }
-    Line(std::string_view(buffer_).substr(pos, end - pos), out);
-    pos = next;
-  }
-  buffer_.erase(0, pos);
-  return out;
-}
-
-void SseParser::Line(std::string_view line, std::vector<ServerSentEvent>& out) {
-  if (line.empty()) {  // dispatch
-    if (!data_.empty()) {
-      data_.pop_back();  // the last "\n"
-      ServerSentEvent event;
-      if (!type_.empty()) event.type = type_;
-      event.data = std::move(data_);
-      event.id = last_id_;
-      out.push_back(std::move(event));
-    }
-    data_.clear();
-    type_.clear();
-    return;
-  }
-  if (line.front() == ':') {
-    ++comments_;
-    return;
-  }
-  std::string_view field = line, value;
-  if (size_t colon = line.find(':'); colon != std::string_view::npos) {
-    field = line.substr(0, colon);
-    value = line.substr(colon + 1);
-    if (value.starts_with(' ')) value.remove_prefix(1);
-  }
-  if (field == "event") {
-    type_ = std::string(value);
-  } else if (field == "data") {
-    data_.append(value);
-    data_ += '\n';
-  } else if (field == "id") {
-    if (value.find('\0') == std::string_view::npos) last_id_ = std::string(value);
-  } else if (field == "retry") {
-    if (!value.empty() && value.size() <= 18 &&
-        std::all_of(value.begin(), value.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      retry_ms_ = std::stoll(std::string(value));
-    }
-  }
-}
-
-}  // namespace gpuwerk::cli
+}  // namespace gpuwerk::protocol

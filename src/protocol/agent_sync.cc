@@ -1,0 +1,231 @@
+#include "protocol/agent_sync.h"
+
+#include <limits>
+
+#include "protocol/internal/json_fields.h"
+
+namespace gpuwerk::protocol {
+namespace {
+
+using internal::FieldError;
+using internal::FieldReader;
+
+/// Reads array member `name` of `r` with `parse(element, path)` for each element.
+template <class T, class Parse>
+core::Result<std::vector<T>> ListOf(const FieldReader& r, std::string_view name, Parse parse) {
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* array, r.Array(name));
+  std::vector<T> out;
+  out.reserve(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    GPUWERK_ASSIGN_OR_RETURN(T value, parse((*array)[i], r.Path(name, i)));
+    out.push_back(std::move(value));
+  }
+  return out;
+}
+
+template <class T>
+nlohmann::json JsonList(const std::vector<T>& items) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& item : items) out.push_back(ToJson(item));
+  return out;
+}
+
+core::Result<int> IntField(const FieldReader& r, std::string_view name) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      int64_t v, r.IntIn(name, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+  return static_cast<int>(v);
+}
+
+core::Result<std::string> NonEmpty(const FieldReader& r, std::string_view name) {
+  GPUWERK_ASSIGN_OR_RETURN(std::string v, r.String(name));
+  if (v.empty()) return core::Fail(FieldError(r.Path(name), "must not be empty"));
+  return v;
+}
+
+}  // namespace
+
+nlohmann::json ToJson(const Gpu& g) {
+  return {{"name", g.name}, {"uuid", g.uuid}, {"memory_bytes", g.memory_bytes}};
+}
+
+nlohmann::json ToJson(const Inventory& inv) {
+  return {{"gpus", JsonList(inv.gpus)},
+          {"memory_bytes", inv.memory_bytes},
+          {"cpus", inv.cpus},
+          {"addresses", inv.addresses},
+          {"rail_addresses", inv.rail_addresses},
+          {"ssh_address", inv.ssh_address},
+          {"nvml", inv.nvml}};
+}
+
+nlohmann::json ToJson(const EngineHealth& e) { return {{"ok", e.ok}, {"error", e.error}}; }
+
+nlohmann::json ToJson(const ContainerReport& r) {
+  return {{"instance_id", r.instance_id},
+          {"node_index", r.node_index},
+          {"container_id", r.container_id},
+          {"state", r.state},
+          {"exit_code", r.exit_code},
+          {"started_at", r.started_at},
+          {"ssh_port", r.ssh_port},
+          {"ssh_ready", r.ssh_ready},
+          {"restart_generation", r.restart_generation},
+          {"error", r.error}};
+}
+
+nlohmann::json ToJson(const CreateFailure& f) {
+  return {{"instance_id", f.instance_id},
+          {"node_index", f.node_index},
+          {"code", f.code},
+          {"message", f.message}};
+}
+
+nlohmann::json ToJson(const AgentSyncRequest& r) {
+  nlohmann::json j = {{"agent_version", r.agent_version},
+                      {"inventory", ToJson(r.inventory)},
+                      {"engine", ToJson(r.engine)},
+                      {"containers", JsonList(r.containers)},
+                      {"failures", JsonList(r.failures)}};
+  if (r.observed) j["observed"] = *r.observed;
+  return j;
+}
+
+nlohmann::json ToJson(const DesiredContainer& d) {
+  return {{"instance_id", d.instance_id},
+          {"node_index", d.node_index},
+          {"container_name", d.container_name},
+          {"hostname", d.hostname},
+          {"image", d.image},
+          {"memory_bytes", d.memory_bytes},
+          {"gpu", d.gpu},
+          {"authorized_keys", d.authorized_keys},
+          {"restart_generation", d.restart_generation},
+          {"env", d.env}};
+}
+
+nlohmann::json ToJson(const AgentSyncAnswer& a) {
+  nlohmann::json j = {{"host_id", a.host_id},
+                      {"sync_interval_seconds", a.sync_interval_seconds},
+                      {"desired", JsonList(a.desired)}};
+  if (a.desired_version) j["desired_version"] = *a.desired_version;
+  return j;
+}
+
+nlohmann::json ToJson(const AgentWatchAnswer& a) { return {{"version", a.version}}; }
+
+core::Result<Gpu> GpuFromJson(const nlohmann::json& json, const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  Gpu g;
+  GPUWERK_ASSIGN_OR_RETURN(g.name, r.String("name"));
+  GPUWERK_ASSIGN_OR_RETURN(g.uuid, r.String("uuid"));
+  GPUWERK_ASSIGN_OR_RETURN(g.memory_bytes, r.Uint("memory_bytes"));
+  return g;
+}
+
+core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  Inventory inv;
+  GPUWERK_ASSIGN_OR_RETURN(inv.gpus, ListOf<Gpu>(r, "gpus", GpuFromJson));
+  GPUWERK_ASSIGN_OR_RETURN(inv.memory_bytes, r.Uint("memory_bytes"));
+  GPUWERK_ASSIGN_OR_RETURN(inv.cpus, IntField(r, "cpus"));
+  GPUWERK_ASSIGN_OR_RETURN(inv.addresses, r.Strings("addresses"));
+  GPUWERK_ASSIGN_OR_RETURN(inv.rail_addresses, r.Strings("rail_addresses"));
+  GPUWERK_ASSIGN_OR_RETURN(inv.ssh_address, r.String("ssh_address"));
+  GPUWERK_ASSIGN_OR_RETURN(inv.nvml, r.String("nvml"));
+  return inv;
+}
+
+core::Result<EngineHealth> EngineHealthFromJson(const nlohmann::json& json,
+                                                const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  EngineHealth e;
+  GPUWERK_ASSIGN_OR_RETURN(e.ok, r.Bool("ok"));
+  GPUWERK_ASSIGN_OR_RETURN(e.error, r.String("error"));
+  return e;
+}
+
+core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json,
+                                                      const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  ContainerReport c;
+  GPUWERK_ASSIGN_OR_RETURN(c.instance_id, r.String("instance_id"));
+  GPUWERK_ASSIGN_OR_RETURN(c.node_index, IntField(r, "node_index"));
+  GPUWERK_ASSIGN_OR_RETURN(c.container_id, r.String("container_id"));
+  GPUWERK_ASSIGN_OR_RETURN(c.state, r.String("state"));
+  GPUWERK_ASSIGN_OR_RETURN(c.exit_code, IntField(r, "exit_code"));
+  GPUWERK_ASSIGN_OR_RETURN(c.started_at, r.String("started_at"));
+  GPUWERK_ASSIGN_OR_RETURN(int64_t port, r.IntIn("ssh_port", 0, 65535));
+  c.ssh_port = static_cast<uint16_t>(port);
+  GPUWERK_ASSIGN_OR_RETURN(c.ssh_ready, r.Bool("ssh_ready"));
+  GPUWERK_ASSIGN_OR_RETURN(c.restart_generation, r.Int("restart_generation"));
+  GPUWERK_ASSIGN_OR_RETURN(c.error, r.String("error"));
+  return c;
+}
+
+core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
+                                                  const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  CreateFailure f;
+  GPUWERK_ASSIGN_OR_RETURN(f.instance_id, r.String("instance_id"));
+  GPUWERK_ASSIGN_OR_RETURN(f.node_index, IntField(r, "node_index"));
+  GPUWERK_ASSIGN_OR_RETURN(f.code, r.String("code"));
+  GPUWERK_ASSIGN_OR_RETURN(f.message, r.String("message"));
+  return f;
+}
+
+core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  AgentSyncRequest req;
+  GPUWERK_ASSIGN_OR_RETURN(req.agent_version, r.String("agent_version"));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* inventory, r.Object("inventory"));
+  GPUWERK_ASSIGN_OR_RETURN(req.inventory, InventoryFromJson(*inventory, r.Path("inventory")));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* engine, r.Object("engine"));
+  GPUWERK_ASSIGN_OR_RETURN(req.engine, EngineHealthFromJson(*engine, r.Path("engine")));
+  GPUWERK_ASSIGN_OR_RETURN(req.containers,
+                           ListOf<ContainerReport>(r, "containers", ContainerReportFromJson));
+  GPUWERK_ASSIGN_OR_RETURN(req.failures,
+                           ListOf<CreateFailure>(r, "failures", CreateFailureFromJson));
+  if (json.contains("observed")) {
+    GPUWERK_ASSIGN_OR_RETURN(req.observed, r.Bool("observed"));
+  }
+  return req;
+}
+
+core::Result<DesiredContainer> DesiredContainerFromJson(const nlohmann::json& json,
+                                                        const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  DesiredContainer d;
+  GPUWERK_ASSIGN_OR_RETURN(d.instance_id, NonEmpty(r, "instance_id"));
+  GPUWERK_ASSIGN_OR_RETURN(d.node_index, IntField(r, "node_index"));
+  GPUWERK_ASSIGN_OR_RETURN(d.container_name, NonEmpty(r, "container_name"));
+  GPUWERK_ASSIGN_OR_RETURN(d.hostname, r.String("hostname"));
+  GPUWERK_ASSIGN_OR_RETURN(d.image, NonEmpty(r, "image"));
+  GPUWERK_ASSIGN_OR_RETURN(d.memory_bytes, r.Int("memory_bytes"));
+  GPUWERK_ASSIGN_OR_RETURN(d.gpu, r.Bool("gpu"));
+  GPUWERK_ASSIGN_OR_RETURN(d.authorized_keys, r.Strings("authorized_keys"));
+  GPUWERK_ASSIGN_OR_RETURN(d.restart_generation, r.Int("restart_generation"));
+  GPUWERK_ASSIGN_OR_RETURN(d.env, r.Strings("env"));
+  return d;
+}
+
+core::Result<AgentSyncAnswer> AgentSyncAnswerFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  AgentSyncAnswer a;
+  GPUWERK_ASSIGN_OR_RETURN(a.host_id, NonEmpty(r, "host_id"));
+  GPUWERK_ASSIGN_OR_RETURN(a.sync_interval_seconds, r.Int("sync_interval_seconds"));
+  GPUWERK_ASSIGN_OR_RETURN(a.desired,
+                           ListOf<DesiredContainer>(r, "desired", DesiredContainerFromJson));
+  if (json.contains("desired_version")) {
+    GPUWERK_ASSIGN_OR_RETURN(a.desired_version, r.String("desired_version"));
+  }
+  return a;
+}
+
+core::Result<AgentWatchAnswer> AgentWatchAnswerFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  AgentWatchAnswer a;
+  GPUWERK_ASSIGN_OR_RETURN(a.version, r.String("version"));
+  return a;
+}
+
+}  // namespace gpuwerk::protocol

@@ -1,0 +1,160 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gpuwerk::protocol {
+
+// The server ⇄ agent protocol v1, as defined in docs/agent-protocol.md: the body of
+// `POST /api/v1/agent/sync` (AgentSyncRequest), its answer (AgentSyncAnswer) and the answer of
+// `GET /api/v1/agent/watch` (AgentWatchAnswer).
+//
+// Every FromJson below is strict: a member that is missing, null (unless the format makes it
+// optional) or of another JSON type is refused with kInvalidArgument, api code "invalid_field",
+// a message naming it by its path ("containers[1].ssh_port") and details {"field": path}. Members
+// the format does not define are ignored (a newer peer may send more). All functions are pure and
+// thread-safe.
+
+/// One GPU as NVML reports it (`inventory.gpus[]`).
+struct Gpu {
+  std::string name;           ///< nvmlDeviceGetName, e.g. "NVIDIA GB10"
+  std::string uuid;           ///< nvmlDeviceGetUUID, e.g. "GPU-8f6c…"
+  uint64_t memory_bytes = 0;  ///< total memory, bytes
+
+  bool operator==(const Gpu&) const = default;
+};
+
+/// What a host has: the sync request's `inventory`.
+struct Inventory {
+  std::vector<Gpu> gpus;
+  uint64_t memory_bytes = 0;                ///< physical memory, bytes
+  int cpus = 0;                             ///< online CPUs
+  std::vector<std::string> addresses;       ///< the host's IPv4 addresses, loopback skipped
+  std::vector<std::string> rail_addresses;  ///< fabric (rail) addresses
+  /// The address the agent publishes sshd ports on (`--ssh-bind`); the server shows it in the
+  /// instance's `ssh_command`.
+  std::string ssh_address;
+  std::string nvml = "ok";  ///< "ok" or "unavailable: <reason>"
+
+  bool operator==(const Inventory&) const = default;
+};
+
+/// The sync request's `engine`: whether the container engine answered this round.
+struct EngineHealth {
+  bool ok = false;
+  std::string error;  ///< why not ("" when ok), e.g. "engine_unavailable: …"
+
+  bool operator==(const EngineHealth&) const = default;
+};
+
+/// One entry of the sync request's `containers`: a container the agent owns, in any state.
+struct ContainerReport {
+  std::string instance_id;
+  int node_index = 0;
+  std::string container_id;
+  std::string state;  ///< the engine's state name, or "unknown" when the engine could not be asked
+  int exit_code = 0;
+  std::string started_at;  ///< RFC 3339 as the engine sent it
+  uint16_t ssh_port = 0;   ///< the host port sshd is published on; 0 when none
+  bool ssh_ready = false;  ///< sshd accepted the person's key (docs/agent-protocol.md, Readiness)
+  int64_t restart_generation = 0;  ///< the generation last applied to this container
+  std::string error;
+
+  bool operator==(const ContainerReport&) const = default;
+};
+
+/// One entry of the sync request's `failures`: a create that failed for good.
+struct CreateFailure {
+  std::string instance_id;
+  int node_index = 0;
+  std::string code;  ///< the engine's api code, e.g. "image_not_found"
+  std::string message;
+
+  bool operator==(const CreateFailure&) const = default;
+};
+
+/// The body of `POST /api/v1/agent/sync`.
+struct AgentSyncRequest {
+  std::string agent_version;  ///< e.g. "0.1.0"
+  Inventory inventory;
+  EngineHealth engine;
+  std::vector<ContainerReport> containers;
+  std::vector<CreateFailure> failures;
+  /// Absent on the wire except in an agent's first round, which sends `"observed": false` (no
+  /// containers yet: it does not know its host id). nullopt means observed.
+  std::optional<bool> observed;
+
+  bool operator==(const AgentSyncRequest&) const = default;
+};
+
+/// One entry of the sync answer's `desired`: a container that belongs on the host.
+struct DesiredContainer {
+  std::string instance_id;  ///< non-empty
+  int node_index = 0;
+  std::string container_name;  ///< non-empty, e.g. "gpuwerk-ins_…-0"
+  std::string hostname;
+  std::string image;         ///< non-empty
+  int64_t memory_bytes = 0;  ///< bytes; 0: no limit
+  bool gpu = false;
+  std::vector<std::string> authorized_keys;  ///< OpenSSH public key lines
+  int64_t restart_generation = 0;
+  std::vector<std::string> env;  ///< "NAME=value"
+
+  bool operator==(const DesiredContainer&) const = default;
+};
+
+/// The answer of `POST /api/v1/agent/sync`.
+struct AgentSyncAnswer {
+  std::string host_id;                ///< the host's id ("hst_…"), non-empty
+  int64_t sync_interval_seconds = 2;  ///< the pause between periodic rounds, seconds
+  std::vector<DesiredContainer> desired;
+  /// Opaque; changes whenever an instance on the host is created, restarted or deleted. The
+  /// server always sends it; nullopt only before the handler set it.
+  std::optional<std::string> desired_version;
+
+  bool operator==(const AgentSyncAnswer&) const = default;
+};
+
+/// The answer of `GET /api/v1/agent/watch`.
+struct AgentWatchAnswer {
+  std::string version;  ///< the host's desired-state version now
+
+  bool operator==(const AgentWatchAnswer&) const = default;
+};
+
+nlohmann::json ToJson(const Gpu& gpu);
+nlohmann::json ToJson(const Inventory& inventory);
+nlohmann::json ToJson(const EngineHealth& engine);
+nlohmann::json ToJson(const ContainerReport& report);
+nlohmann::json ToJson(const CreateFailure& failure);
+/// `observed` is written only when set.
+nlohmann::json ToJson(const AgentSyncRequest& request);
+nlohmann::json ToJson(const DesiredContainer& desired);
+/// `desired_version` is written only when set.
+nlohmann::json ToJson(const AgentSyncAnswer& answer);
+nlohmann::json ToJson(const AgentWatchAnswer& answer);
+
+/// The FromJson functions take the JSON value and the path it has in the message (for field
+/// names in errors; "" for a whole body). Errors: invalid_field (see above).
+core::Result<Gpu> GpuFromJson(const nlohmann::json& json, const std::string& path = "");
+core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std::string& path = "");
+core::Result<EngineHealth> EngineHealthFromJson(const nlohmann::json& json,
+                                                const std::string& path = "");
+core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json,
+                                                      const std::string& path = "");
+core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
+                                                  const std::string& path = "");
+core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& json);
+/// Also refuses an empty instance_id, container_name or image.
+core::Result<DesiredContainer> DesiredContainerFromJson(const nlohmann::json& json,
+                                                        const std::string& path = "");
+/// Also refuses an empty host_id.
+core::Result<AgentSyncAnswer> AgentSyncAnswerFromJson(const nlohmann::json& json);
+core::Result<AgentWatchAnswer> AgentWatchAnswerFromJson(const nlohmann::json& json);
+
+}  // namespace gpuwerk::protocol

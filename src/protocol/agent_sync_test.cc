@@ -1,0 +1,166 @@
+#include "protocol/agent_sync.h"
+
+#include <gtest/gtest.h>
+
+#include "protocol/testing/strict_fields.h"
+
+namespace gpuwerk::protocol {
+namespace {
+
+using nlohmann::json;
+using testing::ExpectStrict;
+
+AgentSyncRequest SampleRequest() {
+  AgentSyncRequest r;
+  r.agent_version = "0.1.0";
+  r.inventory = {.gpus = {{.name = "NVIDIA GB10", .uuid = "GPU-1", .memory_bytes = 137438953472}},
+                 .memory_bytes = 137438953472,
+                 .cpus = 20,
+                 .addresses = {"10.0.0.5"},
+                 .rail_addresses = {"192.168.100.1"},
+                 .ssh_address = "10.0.0.5",
+                 .nvml = "ok"};
+  r.engine = {.ok = true, .error = ""};
+  r.containers = {{.instance_id = "ins_a",
+                   .node_index = 1,
+                   .container_id = "c0ffee",
+                   .state = "running",
+                   .exit_code = 0,
+                   .started_at = "2026-11-30T04:10:03Z",
+                   .ssh_port = 40123,
+                   .ssh_ready = true,
+                   .restart_generation = 2,
+                   .error = ""}};
+  r.failures = {{.instance_id = "ins_b",
+                 .node_index = 0,
+                 .code = "image_not_found",
+                 .message = "no such image"}};
+  return r;
+}
+
+AgentSyncAnswer SampleAnswer() {
+  AgentSyncAnswer a;
+  a.host_id = "hst_1";
+  a.sync_interval_seconds = 2;
+  a.desired = {{.instance_id = "ins_a",
+                .node_index = 0,
+                .container_name = "gpuwerk-ins_a-0",
+                .hostname = "alpha-7f3k",
+                .image = "localhost/gpuwerk-instance:bookworm",
+                .memory_bytes = 1024,
+                .gpu = true,
+                .authorized_keys = {"ssh-ed25519 AAAA a\n"},
+                .restart_generation = 1,
+                .env = {"GPUWERK_INSTANCE=alpha"}}};
+  a.desired_version = "42";
+  return a;
+}
+
+TEST(AgentSyncRequestTest, RoundTripsWithTheDocumentedFieldNames) {
+  const AgentSyncRequest r = SampleRequest();
+  const json j = ToJson(r);
+  EXPECT_EQ(j["inventory"]["gpus"][0]["memory_bytes"], 137438953472);
+  EXPECT_EQ(j["inventory"]["ssh_address"], "10.0.0.5");
+  EXPECT_EQ(j["containers"][0]["ssh_port"], 40123);
+  EXPECT_EQ(j["failures"][0]["code"], "image_not_found");
+  EXPECT_FALSE(j.contains("observed"));
+  auto back = AgentSyncRequestFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, r);
+
+  AgentSyncRequest first = r;
+  first.observed = false;
+  EXPECT_EQ(ToJson(first)["observed"], false);
+  EXPECT_EQ(AgentSyncRequestFromJson(ToJson(first)).value(), first);
+}
+
+TEST(AgentSyncRequestTest, RefusesEveryMissingOrMistypedField) {
+  json j = ToJson(SampleRequest());
+  j["observed"] = false;
+  ExpectStrict(j, AgentSyncRequestFromJson, {"observed"});
+}
+
+TEST(AgentSyncRequestTest, RefusesWhatIsNotAnObjectAndPortsOutOfRange) {
+  auto r = AgentSyncRequestFromJson(json::array());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().details["field"], "body");
+  json j = ToJson(SampleRequest());
+  j["containers"][0]["ssh_port"] = 70000;
+  auto port = AgentSyncRequestFromJson(j);
+  ASSERT_FALSE(port);
+  EXPECT_EQ(port.error().details["field"], "containers[0].ssh_port");
+}
+
+TEST(AgentSyncRequestTest, IgnoresMembersItDoesNotKnow) {
+  json j = ToJson(SampleRequest());
+  j["future"] = 1;
+  j["containers"][0]["future"] = true;
+  EXPECT_TRUE(AgentSyncRequestFromJson(j));
+}
+
+TEST(AgentSyncAnswerTest, RoundTrips) {
+  const AgentSyncAnswer a = SampleAnswer();
+  const json j = ToJson(a);
+  EXPECT_EQ(j["desired"][0]["container_name"], "gpuwerk-ins_a-0");
+  EXPECT_EQ(j["desired_version"], "42");
+  auto back = AgentSyncAnswerFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, a);
+
+  AgentSyncAnswer no_version = a;
+  no_version.desired_version.reset();
+  EXPECT_FALSE(ToJson(no_version).contains("desired_version"));
+  EXPECT_EQ(AgentSyncAnswerFromJson(ToJson(no_version)).value(), no_version);
+}
+
+TEST(AgentSyncAnswerTest, RefusesEveryMissingOrMistypedField) {
+  ExpectStrict(ToJson(SampleAnswer()), AgentSyncAnswerFromJson, {"desired_version"});
+}
+
+TEST(AgentSyncAnswerTest, RefusesEmptyNamesAndANullList) {
+  for (const char* field : {"instance_id", "container_name", "image"}) {
+    json j = ToJson(SampleAnswer());
+    j["desired"][0][field] = "";
+    auto r = AgentSyncAnswerFromJson(j);
+    ASSERT_FALSE(r) << field;
+    EXPECT_EQ(r.error().details["field"], std::string("desired[0].") + field);
+  }
+  json empty_host = ToJson(SampleAnswer());
+  empty_host["host_id"] = "";
+  EXPECT_FALSE(AgentSyncAnswerFromJson(empty_host));
+  json null_list = ToJson(SampleAnswer());
+  null_list["desired"] = nullptr;
+  auto r = AgentSyncAnswerFromJson(null_list);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().details["field"], "desired");
+}
+
+TEST(DesiredContainerTest, ReadsEveryFieldAndIgnoresUnknownOnes) {
+  const json j = json::parse(R"({
+    "instance_id": "ins_1", "node_index": 1, "container_name": "gpuwerk-ins_1-1",
+    "hostname": "alpha-7f3k", "image": "img:1", "memory_bytes": 1024, "gpu": true,
+    "authorized_keys": ["ssh-ed25519 AAAA a\n"], "restart_generation": 4,
+    "env": ["GPUWERK_INSTANCE=alpha"], "future_field": 1})");
+  auto d = DesiredContainerFromJson(j, "desired[0]");
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->instance_id, "ins_1");
+  EXPECT_EQ(d->node_index, 1);
+  EXPECT_EQ(d->container_name, "gpuwerk-ins_1-1");
+  EXPECT_EQ(d->hostname, "alpha-7f3k");
+  EXPECT_EQ(d->image, "img:1");
+  EXPECT_EQ(d->memory_bytes, 1024);
+  EXPECT_TRUE(d->gpu);
+  EXPECT_EQ(d->authorized_keys, std::vector<std::string>{"ssh-ed25519 AAAA a\n"});
+  EXPECT_EQ(d->restart_generation, 4);
+  EXPECT_EQ(d->env, std::vector<std::string>{"GPUWERK_INSTANCE=alpha"});
+}
+
+TEST(AgentWatchAnswerTest, RoundTripsAndRefusesMissingOrMistypedFields) {
+  const AgentWatchAnswer a{.version = "7"};
+  EXPECT_EQ(ToJson(a), json({{"version", "7"}}));
+  EXPECT_EQ(AgentWatchAnswerFromJson(ToJson(a)).value(), a);
+  ExpectStrict(ToJson(a), AgentWatchAnswerFromJson);
+}
+
+}  // namespace
+}  // namespace gpuwerk::protocol

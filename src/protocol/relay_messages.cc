@@ -1,0 +1,123 @@
+#include "protocol/relay_messages.h"
+
+#include "protocol/internal/json_fields.h"
+
+namespace gpuwerk::protocol {
+namespace {
+
+using internal::FieldError;
+using internal::FieldReader;
+
+}  // namespace
+
+nlohmann::json ToJson(const RelayAuthorizeRequest& r) {
+  return {{"user", r.user},
+          {"key_type", r.key_type},
+          {"public_key", r.public_key},
+          {"fingerprint", r.fingerprint},
+          {"source_address", r.source_address}};
+}
+
+nlohmann::json ToJson(const RelayAuthorizeDecision& d) {
+  if (!d.target) return {{"decision", "refuse"}, {"code", d.code}, {"message", d.message}};
+  const RelayTarget& t = *d.target;
+  return {{"decision", "allow"},
+          {"target",
+           {{"instance_id", t.instance_id},
+            {"instance_name", t.instance_name},
+            {"hostname", t.hostname},
+            {"upstream", {{"host", t.upstream_host}, {"port", t.upstream_port}}},
+            {"login", t.login},
+            {"person_id", t.person_id},
+            {"upstream_host_key_fingerprint", t.upstream_host_key_fingerprint}}}};
+}
+
+nlohmann::json ToJson(const RelaySessionReport& r) {
+  return {{"relay", r.relay},
+          {"person_id", r.person_id},
+          {"key_fingerprint", r.key_fingerprint},
+          {"instance_id", r.instance_id},
+          {"hostname", r.hostname},
+          {"login", r.login},
+          {"source_address", r.source_address},
+          {"started_at", r.started_at},
+          {"ended_at", r.ended_at ? nlohmann::json(*r.ended_at) : nlohmann::json(nullptr)},
+          {"bytes_from_client", r.bytes_from_client},
+          {"bytes_to_client", r.bytes_to_client},
+          {"end_reason", r.end_reason}};
+}
+
+nlohmann::json ToJson(const RelayRestarted& r) { return {{"relay", r.relay}}; }
+
+core::Result<RelayAuthorizeRequest> RelayAuthorizeRequestFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  RelayAuthorizeRequest req;
+  GPUWERK_ASSIGN_OR_RETURN(req.user, r.String("user"));
+  GPUWERK_ASSIGN_OR_RETURN(req.key_type, r.String("key_type"));
+  GPUWERK_ASSIGN_OR_RETURN(req.public_key, r.String("public_key"));
+  GPUWERK_ASSIGN_OR_RETURN(req.fingerprint, r.String("fingerprint"));
+  GPUWERK_ASSIGN_OR_RETURN(req.source_address, r.String("source_address"));
+  return req;
+}
+
+core::Result<RelayAuthorizeDecision> RelayAuthorizeDecisionFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_ASSIGN_OR_RETURN(std::string decision, r.String("decision"));
+  RelayAuthorizeDecision d;
+  if (decision == "refuse") {
+    GPUWERK_ASSIGN_OR_RETURN(d.code, r.String("code"));
+    GPUWERK_ASSIGN_OR_RETURN(d.message, r.String("message"));
+    return d;
+  }
+  if (decision != "allow") {
+    return core::Fail(FieldError("decision", "must be \"allow\" or \"refuse\""));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* target, r.Object("target"));
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader t, FieldReader::Open(*target, "target"));
+  RelayTarget out;
+  GPUWERK_ASSIGN_OR_RETURN(out.instance_id, t.String("instance_id"));
+  GPUWERK_ASSIGN_OR_RETURN(out.instance_name, t.String("instance_name"));
+  GPUWERK_ASSIGN_OR_RETURN(out.hostname, t.String("hostname"));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* upstream, t.Object("upstream"));
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader u, FieldReader::Open(*upstream, "target.upstream"));
+  GPUWERK_ASSIGN_OR_RETURN(out.upstream_host, u.String("host"));
+  GPUWERK_ASSIGN_OR_RETURN(int64_t port, u.IntIn("port", 0, 65535));
+  out.upstream_port = static_cast<uint16_t>(port);
+  GPUWERK_ASSIGN_OR_RETURN(out.login, t.String("login"));
+  GPUWERK_ASSIGN_OR_RETURN(out.person_id, t.String("person_id"));
+  GPUWERK_ASSIGN_OR_RETURN(out.upstream_host_key_fingerprint,
+                           t.String("upstream_host_key_fingerprint"));
+  d.target = std::move(out);
+  return d;
+}
+
+core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  RelaySessionReport rep;
+  GPUWERK_ASSIGN_OR_RETURN(rep.relay, r.String("relay"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.person_id, r.String("person_id"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.key_fingerprint, r.String("key_fingerprint"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.instance_id, r.String("instance_id"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.hostname, r.String("hostname"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.login, r.String("login"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.source_address, r.String("source_address"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.started_at, r.String("started_at"));
+  if (r.Has("ended_at")) {
+    GPUWERK_ASSIGN_OR_RETURN(rep.ended_at, r.String("ended_at"));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(rep.bytes_from_client, r.Int("bytes_from_client"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.bytes_to_client, r.Int("bytes_to_client"));
+  if (r.Has("end_reason")) {
+    GPUWERK_ASSIGN_OR_RETURN(rep.end_reason, r.String("end_reason"));
+  }
+  return rep;
+}
+
+core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  RelayRestarted out;
+  GPUWERK_ASSIGN_OR_RETURN(out.relay, r.String("relay"));
+  return out;
+}
+
+}  // namespace gpuwerk::protocol

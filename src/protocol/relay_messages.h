@@ -1,0 +1,97 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+
+namespace gpuwerk::protocol {
+
+// What a remote `gpuwerk relay` asks and reports (docs/ssh.md, "The remote relay's reports"; the
+// routes are described in api/relay_routes.h). FromJson functions are strict as in
+// agent_sync.h: a missing, null (unless optional) or mistyped member is refused with
+// kInvalidArgument "invalid_field" naming it; members the format does not define are ignored.
+// Pure and thread-safe.
+
+/// The body of `POST /api/v1/relay/authorize`: one client's proven login attempt.
+struct RelayAuthorizeRequest {
+  std::string user;            ///< the SSH user name exactly as the client sent it
+  std::string key_type;        ///< e.g. "ssh-ed25519"
+  std::string public_key;      ///< the public key blob (RFC 4253 §6.6), base64
+  std::string fingerprint;     ///< "SHA256:…" as `ssh-keygen -l` prints it
+  std::string source_address;  ///< the client's IP address, numeric, no port
+
+  bool operator==(const RelayAuthorizeRequest&) const = default;
+};
+
+/// Where an allowed login goes (the decision's `target`).
+struct RelayTarget {
+  std::string instance_id;
+  std::string instance_name;    ///< the person's name for it, e.g. "alpha"
+  std::string hostname;         ///< globally unique, e.g. "alpha-k3x7q"
+  std::string upstream_host;    ///< `upstream.host`: the instance's sshd, host name or address
+  uint16_t upstream_port = 22;  ///< `upstream.port`: its TCP port (0–65535)
+  std::string login;            ///< the Linux login inside the instance, e.g. "root"
+  std::string person_id;        ///< who is logging in
+  /// The instance sshd's host key as "SHA256:…"; "" when not pinned.
+  std::string upstream_host_key_fingerprint;
+
+  bool operator==(const RelayTarget&) const = default;
+};
+
+/// The answer of `POST /api/v1/relay/authorize`: `{"decision":"allow","target":{…}}` or
+/// `{"decision":"refuse","code":"not_authorized","message":…}`.
+struct RelayAuthorizeDecision {
+  std::optional<RelayTarget> target;  ///< set: allow
+  std::string code;                   ///< refuse only: "not_authorized"
+  std::string message;                ///< refuse only: for the person, one or more lines
+
+  static RelayAuthorizeDecision Allow(RelayTarget t) { return {std::move(t), {}, {}}; }
+  static RelayAuthorizeDecision Refuse(std::string message) {
+    return {std::nullopt, "not_authorized", std::move(message)};
+  }
+  bool operator==(const RelayAuthorizeDecision&) const = default;
+};
+
+/// The body of `PUT /api/v1/relay/sessions/{id}`: one relay session's start (ended_at null) or
+/// end. Times are RFC 3339 UTC text ("2026-01-02T03:04:05Z"); byte counts are bytes.
+struct RelaySessionReport {
+  std::string relay;  ///< the reporting relay's name
+  std::string person_id;
+  std::string key_fingerprint;
+  std::string instance_id;
+  std::string hostname;
+  std::string login;
+  std::string source_address;
+  std::string started_at;
+  std::optional<std::string> ended_at;  ///< null on the wire while the relay session is open
+  int64_t bytes_from_client = 0;
+  int64_t bytes_to_client = 0;
+  std::string end_reason;  ///< "" while open
+
+  bool operator==(const RelaySessionReport&) const = default;
+};
+
+/// The body of `POST /api/v1/relay/restarted`: `{"relay": name}`.
+struct RelayRestarted {
+  std::string relay;
+
+  bool operator==(const RelayRestarted&) const = default;
+};
+
+nlohmann::json ToJson(const RelayAuthorizeRequest& request);
+nlohmann::json ToJson(const RelayAuthorizeDecision& decision);
+nlohmann::json ToJson(const RelaySessionReport& report);
+nlohmann::json ToJson(const RelayRestarted& restarted);
+
+/// Errors: invalid_field (above).
+core::Result<RelayAuthorizeRequest> RelayAuthorizeRequestFromJson(const nlohmann::json& json);
+/// Also refuses a `decision` other than "allow" and "refuse" (field "decision").
+core::Result<RelayAuthorizeDecision> RelayAuthorizeDecisionFromJson(const nlohmann::json& json);
+/// `ended_at` may be missing or null (open); `end_reason` too ("").
+core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json& json);
+core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json);
+
+}  // namespace gpuwerk::protocol

@@ -1,0 +1,109 @@
+#include "protocol/relay_messages.h"
+
+#include <gtest/gtest.h>
+
+#include "protocol/testing/strict_fields.h"
+
+namespace gpuwerk::protocol {
+namespace {
+
+using nlohmann::json;
+using testing::ExpectStrict;
+
+RelayTarget SampleTarget() {
+  return {.instance_id = "ins_1",
+          .instance_name = "alpha",
+          .hostname = "alpha-k3x7q",
+          .upstream_host = "127.0.0.1",
+          .upstream_port = 40123,
+          .login = "root",
+          .person_id = "per_1",
+          .upstream_host_key_fingerprint = "SHA256:abc"};
+}
+
+RelaySessionReport SampleReport() {
+  return {.relay = "relay-1",
+          .person_id = "per_1",
+          .key_fingerprint = "SHA256:key",
+          .instance_id = "ins_1",
+          .hostname = "alpha-k3x7q",
+          .login = "root",
+          .source_address = "192.0.2.7",
+          .started_at = "2026-01-02T03:04:05Z",
+          .ended_at = "2026-01-02T03:05:05Z",
+          .bytes_from_client = 10,
+          .bytes_to_client = 20,
+          .end_reason = "client closed"};
+}
+
+TEST(RelayAuthorizeRequestTest, RoundTripsAndIsStrict) {
+  const RelayAuthorizeRequest r{.user = "alpha-k3x7q",
+                                .key_type = "ssh-ed25519",
+                                .public_key = "AAAA",
+                                .fingerprint = "SHA256:x",
+                                .source_address = "192.0.2.1"};
+  const json j = ToJson(r);
+  EXPECT_EQ(j, json({{"user", "alpha-k3x7q"},
+                     {"key_type", "ssh-ed25519"},
+                     {"public_key", "AAAA"},
+                     {"fingerprint", "SHA256:x"},
+                     {"source_address", "192.0.2.1"}}));
+  EXPECT_EQ(RelayAuthorizeRequestFromJson(j).value(), r);
+  ExpectStrict(j, RelayAuthorizeRequestFromJson);
+}
+
+TEST(RelayAuthorizeDecisionTest, AllowRoundTripsAndIsStrict) {
+  const auto allow = RelayAuthorizeDecision::Allow(SampleTarget());
+  const json j = ToJson(allow);
+  EXPECT_EQ(j["decision"], "allow");
+  EXPECT_EQ(j["target"]["upstream"], json({{"host", "127.0.0.1"}, {"port", 40123}}));
+  EXPECT_EQ(RelayAuthorizeDecisionFromJson(j).value(), allow);
+  ExpectStrict(j, RelayAuthorizeDecisionFromJson);
+}
+
+TEST(RelayAuthorizeDecisionTest, RefuseRoundTripsAndIsStrict) {
+  const auto refuse = RelayAuthorizeDecision::Refuse("gpuwerk: no such instance");
+  const json j = ToJson(refuse);
+  EXPECT_EQ(j, json({{"decision", "refuse"},
+                     {"code", "not_authorized"},
+                     {"message", "gpuwerk: no such instance"}}));
+  EXPECT_EQ(RelayAuthorizeDecisionFromJson(j).value(), refuse);
+  ExpectStrict(j, RelayAuthorizeDecisionFromJson);
+}
+
+TEST(RelayAuthorizeDecisionTest, RefusesAnotherDecisionAndABadPort) {
+  auto other = RelayAuthorizeDecisionFromJson({{"decision", "maybe"}});
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().details["field"], "decision");
+  json j = ToJson(RelayAuthorizeDecision::Allow(SampleTarget()));
+  j["target"]["upstream"]["port"] = 65536;
+  auto port = RelayAuthorizeDecisionFromJson(j);
+  ASSERT_FALSE(port);
+  EXPECT_EQ(port.error().details["field"], "target.upstream.port");
+}
+
+TEST(RelaySessionReportTest, RoundTripsOpenAndEnded) {
+  const RelaySessionReport ended = SampleReport();
+  EXPECT_EQ(RelaySessionReportFromJson(ToJson(ended)).value(), ended);
+  RelaySessionReport open = ended;
+  open.ended_at.reset();
+  open.end_reason.clear();
+  const json j = ToJson(open);
+  EXPECT_TRUE(j["ended_at"].is_null());
+  EXPECT_EQ(j["end_reason"], "");
+  EXPECT_EQ(RelaySessionReportFromJson(j).value(), open);
+}
+
+TEST(RelaySessionReportTest, RefusesEveryMissingOrMistypedField) {
+  ExpectStrict(ToJson(SampleReport()), RelaySessionReportFromJson, {"ended_at", "end_reason"});
+}
+
+TEST(RelayRestartedTest, RoundTripsAndIsStrict) {
+  const RelayRestarted r{.relay = "relay-1"};
+  EXPECT_EQ(ToJson(r), json({{"relay", "relay-1"}}));
+  EXPECT_EQ(RelayRestartedFromJson(ToJson(r)).value(), r);
+  ExpectStrict(ToJson(r), RelayRestartedFromJson);
+}
+
+}  // namespace
+}  // namespace gpuwerk::protocol
