@@ -75,11 +75,11 @@ void Agent::LoadState() {
     return;
   }
   for (const auto& [id, gen] : gens->items()) {
-    if (gen.is_number_integer()) applied_[id] = gen.get<int64_t>();
+    if (gen.is_number_integer()) records_[id].applied_generation = gen.get<int64_t>();
   }
   if (auto keys = j.find("authorized_keys_sha256"); keys != j.end() && keys->is_object()) {
     for (const auto& [id, digest] : keys->items()) {
-      if (digest.is_string()) keys_written_[id] = digest.get<std::string>();
+      if (digest.is_string()) records_[id].keys_digest = digest.get<std::string>();
     }
   }
 }
@@ -91,9 +91,13 @@ void Agent::SaveState() {
   const auto path = options_.state_dir / kStateFile;
   const auto tmp = options_.state_dir / (std::string(kStateFile) + ".tmp");
   {
+    std::map<std::string, std::string> keys_written;
+    for (const auto& [id, r] : records_) {
+      if (r.keys_digest) keys_written[id] = *r.keys_digest;
+    }
     std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"restart_generations", applied_},
-                          {"authorized_keys_sha256", keys_written_}}
+    out << nlohmann::json{{"restart_generations", Applied()},
+                          {"authorized_keys_sha256", keys_written}}
                .dump()
         << "\n";
     if (!out) {
@@ -106,10 +110,23 @@ void Agent::SaveState() {
 }
 
 void Agent::RecordGeneration(const std::string& id, int64_t generation) {
-  auto it = applied_.find(id);
-  if (it != applied_.end() && it->second >= generation) return;
-  applied_[id] = generation;
+  auto& applied = records_[id].applied_generation;
+  if (applied && *applied >= generation) return;
+  applied = generation;
   SaveState();
+}
+
+AppliedGenerations Agent::Applied() const {
+  AppliedGenerations applied;
+  for (const auto& [id, r] : records_) {
+    if (r.applied_generation) applied[id] = *r.applied_generation;
+  }
+  return applied;
+}
+
+bool Agent::Ready(const std::string& id) const {
+  auto it = records_.find(id);
+  return it != records_.end() && it->second.ssh_ready;
 }
 
 bool Agent::SshBannerSeen(const std::string& host, uint16_t port,
@@ -173,42 +190,32 @@ void Agent::Observe() {
     }
   }
   observed_ = std::move(observed);
-  ssh_ready_.clear();
+  // Forget containers that are gone, and what only holds for a round or a running container.
   bool pruned = false;
-  for (auto it = applied_.begin(); it != applied_.end();) {
+  for (auto it = records_.begin(); it != records_.end();) {
     const bool exists = std::any_of(observed_.begin(), observed_.end(),
                                     [&](const ContainerInfo& c) { return c.id == it->first; });
     if (exists) {
+      it->second.ssh_ready = false;
+      it->second.login_error.clear();
       ++it;
     } else {
-      it = applied_.erase(it);
-      pruned = true;
-    }
-  }
-  for (auto it = keys_written_.begin(); it != keys_written_.end();) {
-    const bool exists = std::any_of(observed_.begin(), observed_.end(),
-                                    [&](const ContainerInfo& c) { return c.id == it->first; });
-    if (exists) {
-      ++it;
-    } else {
-      it = keys_written_.erase(it);
-      pruned = true;
+      pruned = pruned || it->second.applied_generation || it->second.keys_digest;
+      it = records_.erase(it);
     }
   }
   if (pruned) SaveState();
-  login_errors_.clear();
-  std::map<std::string, std::string> proven;
   for (const auto& c : observed_) {
     if (c.state != ContainerState::kRunning) continue;
-    ssh_ready_[c.id] = ContainerReady(c);
-    if (auto it = proven_.find(c.id); it != proven_.end()) proven.insert(*it);
+    const bool ready = ContainerReady(c);
+    records_[c.id].ssh_ready = ready;
   }
-  proven_ = std::move(proven);  // forget containers that are gone or stopped
-  std::erase_if(starts_, [&](const auto& kv) {
-    return std::none_of(observed_.begin(), observed_.end(),
-                        [&](const ContainerInfo& c) { return c.id == kv.first; });
-  });
-  std::erase_if(relay_checked_, [&](const auto& kv) { return !proven_.contains(kv.first); });
+  for (const auto& c : observed_) {
+    auto it = records_.find(c.id);
+    if (it == records_.end()) continue;
+    if (c.state != ContainerState::kRunning) it->second.proven_start.reset();
+    if (!it->second.proven_start) it->second.relay_checked_at.reset();
+  }
 }
 
 std::string Agent::DesiredHostname(const ContainerInfo& c) const {
@@ -226,13 +233,14 @@ std::string Agent::DesiredHostname(const ContainerInfo& c) const {
 bool Agent::KeysCurrent(const ContainerInfo& c) const {
   auto instance = c.labels.find(std::string(kInstanceLabel));
   auto node = c.labels.find(std::string(kNodeLabel));
-  auto written = keys_written_.find(c.id);
-  if (instance == c.labels.end() || node == c.labels.end() || written == keys_written_.end()) {
+  auto record = records_.find(c.id);
+  if (instance == c.labels.end() || node == c.labels.end() || record == records_.end() ||
+      !record->second.keys_digest) {
     return false;
   }
   for (const auto& d : desired_) {
     if (d.instance_id == instance->second && std::to_string(d.node_index) == node->second) {
-      return written->second == KeysDigest(KeyLines(d));
+      return *record->second.keys_digest == KeysDigest(KeyLines(d));
     }
   }
   return false;
@@ -244,8 +252,8 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   // checked: the rewrite follows, and the login is proven (and this checked) again after it.
   if (!KeysCurrent(c)) return;
   const auto now = Steady::now();
-  auto& checked = relay_checked_[c.id];
-  if (!force && now - checked < options_.relay_check_interval) return;
+  auto& checked = records_[c.id].relay_checked_at;
+  if (!force && checked && now - *checked < options_.relay_check_interval) return;
   checked = now;
   const AuthorizedKeyLine relay = SplitAuthorizedKeyLine(options_.relay_authorized_keys.front());
   const LoginProbe probe = ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root", relay.key,
@@ -265,8 +273,9 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   spdlog::warn(
       "agent: sshd of {} refuses the relay key (authorized_keys edited?); writing it again",
       c.name);
-  keys_written_.erase(c.id);  // SyncAuthorizedKeys writes the file again this round
-  login_errors_[c.id] =
+  ContainerRecord& record = records_[c.id];
+  record.keys_digest.reset();  // SyncAuthorizedKeys writes the file again this round
+  record.login_error =
       "the relay's key was missing from /root/.ssh/authorized_keys; it is being put back";
 }
 
@@ -275,7 +284,8 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
     auto it = c.labels.find(std::string(name));
     return it == c.labels.end() ? std::string() : it->second;
   };
-  if (auto it = proven_.find(c.id); it != proven_.end() && it->second == c.started_at) {
+  if (auto it = records_.find(c.id);
+      it != records_.end() && it->second.proven_start == c.started_at) {
     const bool up =
         SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
     if (up) CheckRelayKey(c, /*force=*/false);
@@ -296,11 +306,11 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
     case LoginProbe::kAccepted:
       spdlog::info("agent: login to {} (instance {}) proven with the person's key", c.name,
                    instance);
-      proven_[c.id] = c.started_at;
+      records_[c.id].proven_start = c.started_at;
       CheckRelayKey(c, /*force=*/true);
       return true;
     case LoginProbe::kRefused:
-      login_errors_[c.id] =
+      records_[c.id].login_error =
           "sshd in the container refuses the person's key (check ~/.ssh modes and owner)";
       spdlog::warn("agent: sshd of {} (instance {}) refuses the person's key", c.name, instance);
       return false;
@@ -364,7 +374,7 @@ void Agent::Create(const DesiredContainer& d) {
     return;
   }
   create_attempts_.erase(attempt_key);
-  keys_written_[*id] = KeysDigest(KeyLines(d));
+  records_[*id].keys_digest = KeysDigest(KeyLines(d));
   SaveState();
   spdlog::info("agent: created and started {} (instance {} node {}, generation {})",
                d.container_name, d.instance_id, d.node_index, d.restart_generation);
@@ -388,7 +398,7 @@ bool Agent::KeysBeforeStart(const Action& a) {
                   Describe(put.error()));
     return false;  // not started without the keys; the next round tries again
   }
-  keys_written_[c->id] = KeysDigest(lines);
+  records_[c->id].keys_digest = KeysDigest(lines);
   SaveState();
   return true;
 }
@@ -416,8 +426,8 @@ bool Agent::SyncAuthorizedKeys() {
       }
       const std::vector<std::string> lines = KeyLines(d);
       const std::string digest = KeysDigest(lines);
-      auto written = keys_written_.find(c.id);
-      if (written != keys_written_.end() && written->second == digest) break;
+      auto record = records_.find(c.id);
+      if (record != records_.end() && record->second.keys_digest == digest) break;
       // A running container's file is rewritten by an exec inside it, a stopped one's by an
       // archive upload (WriteAuthorizedKeys says why).
       auto put =
@@ -430,8 +440,9 @@ bool Agent::SyncAuthorizedKeys() {
       // Adopted containers (no digest yet) get the file rewritten once: same content, no harm.
       spdlog::info("agent: authorized_keys of {} (instance {}) now has {} key(s)", c.name,
                    d.instance_id, lines.size());
-      keys_written_[c.id] = digest;
-      proven_.erase(c.id);  // prove the person's login again with the new file
+      ContainerRecord& written = records_[c.id];
+      written.keys_digest = digest;
+      written.proven_start.reset();  // prove the person's login again with the new file
       wrote = true;
       break;
     }
@@ -449,14 +460,16 @@ bool Agent::Apply(const std::vector<Action>& actions) {
       case ActionKind::kStart: {
         // A container that keeps exiting right after its start (a broken sshd_config, a full
         // disk) is started again with a growing pause (2 s … 60 s), not in a tight loop.
-        auto& h = starts_[a.container_id];
+        ContainerRecord& h = records_[a.container_id];
         const auto now = Steady::now();
-        if (now < h.next_allowed) break;
-        h.in_a_row =
-            (h.in_a_row > 0 && now - h.last < std::chrono::seconds(60)) ? h.in_a_row + 1 : 1;
-        h.last = now;
-        const int pause = h.in_a_row <= 1 ? 0 : std::min(60, 1 << std::min(h.in_a_row - 1, 6));
-        h.next_allowed = now + std::chrono::seconds(pause);
+        if (now < h.next_start_allowed) break;
+        h.starts_in_a_row = (h.starts_in_a_row > 0 && now - h.last_start < std::chrono::seconds(60))
+                                ? h.starts_in_a_row + 1
+                                : 1;
+        h.last_start = now;
+        const int pause =
+            h.starts_in_a_row <= 1 ? 0 : std::min(60, 1 << std::min(h.starts_in_a_row - 1, 6));
+        h.next_start_allowed = now + std::chrono::seconds(pause);
         if (!KeysBeforeStart(a)) break;
         if (auto r = engine_.StartContainer(a.container_id, options_.engine_timeout); r) {
           spdlog::info("agent: started {} (instance {})", a.container_id, a.desired.instance_id);
@@ -490,43 +503,30 @@ bool Agent::Apply(const std::vector<Action>& actions) {
   return !actions.empty();
 }
 
-nlohmann::json Agent::InventoryJson() const {
-  nlohmann::json j = ToJson(inventory_);
-  j["ssh_address"] = options_.ssh_bind_address;  // where sshd ports are published
-  return j;
-}
-
-nlohmann::json Agent::BuildRequest() const {
-  nlohmann::json containers = nlohmann::json::array();
+protocol::AgentSyncRequest Agent::BuildRequest() const {
+  protocol::AgentSyncRequest request;
+  request.agent_version = options_.agent_version;
+  request.inventory = inventory_;
+  request.inventory.ssh_address = options_.ssh_bind_address;  // where sshd ports are published
+  request.engine = {.ok = engine_ok_, .error = engine_error_};
+  const AppliedGenerations applied = Applied();
   for (const auto& c : observed_) {
-    auto ready = ssh_ready_.find(c.id);
+    auto record = records_.find(c.id);
+    const ContainerRecord none;
+    const ContainerRecord& r = record != records_.end() ? record->second : none;
     ContainerReport report =
-        ReportContainer(c, AppliedGeneration(c, applied_),
-                        ready != ssh_ready_.end() && ready->second, engine_ok_, engine_error_);
-    if (auto e = login_errors_.find(c.id); e != login_errors_.end() && report.error.empty()) {
-      report.error = e->second;
-    }
-    if (auto h = starts_.find(c.id); h != starts_.end() && h->second.in_a_row >= 3 &&
-                                     c.state != ContainerState::kRunning && report.error.empty()) {
+        ReportContainer(c, AppliedGeneration(c, applied), r.ssh_ready, engine_ok_, engine_error_);
+    if (!r.login_error.empty() && report.error.empty()) report.error = r.login_error;
+    if (r.starts_in_a_row >= 3 && c.state != ContainerState::kRunning && report.error.empty()) {
       report.error = "the container keeps exiting right after it starts (exit code " +
                      std::to_string(c.exit_code) + ", started " +
-                     std::to_string(h->second.in_a_row) +
+                     std::to_string(r.starts_in_a_row) +
                      " times in a row); check its sshd configuration, or restart or delete it";
     }
-    containers.push_back(ToJson(report));
+    request.containers.push_back(std::move(report));
   }
-  nlohmann::json failures = nlohmann::json::array();
-  for (const auto& f : failures_) {
-    failures.push_back({{"instance_id", f.instance_id},
-                        {"node_index", f.node_index},
-                        {"code", f.code},
-                        {"message", f.message}});
-  }
-  return {{"agent_version", options_.agent_version},
-          {"inventory", InventoryJson()},
-          {"engine", {{"ok", engine_ok_}, {"error", engine_error_}}},
-          {"containers", containers},
-          {"failures", failures}};
+  request.failures = failures_;
+  return request;
 }
 
 core::Result<bool> Agent::RunOnce() {
@@ -536,46 +536,38 @@ core::Result<bool> Agent::RunOnce() {
   if (know_host) {
     Observe();
     if (have_desired_ && engine_ok_) {
-      const bool acted = Apply(Reconcile(desired_, observed_, applied_));
+      const bool acted = Apply(Reconcile(desired_, observed_, Applied()));
       if (acted) Observe();
       if (SyncAuthorizedKeys()) Observe();
     }
   }
-  last_request_ = BuildRequest();
-  if (!know_host) last_request_["observed"] = false;
-  GPUWERK_ASSIGN_OR_RETURN(nlohmann::json response, client_.Sync(last_request_));
+  protocol::AgentSyncRequest request = BuildRequest();
+  if (!know_host) request.observed = false;
+  last_request_ = protocol::ToJson(request);
+  GPUWERK_ASSIGN_OR_RETURN(protocol::AgentSyncAnswer answer, client_.Sync(request));
   failures_.clear();
-  if (auto s = response.find("sync_interval_seconds");
-      s != response.end() && s->is_number_integer() && s->get<int64_t>() > 0) {
-    options_.sync_interval = std::chrono::seconds(s->get<int64_t>());
+  if (answer.sync_interval_seconds > 0) {
+    options_.sync_interval = std::chrono::seconds(answer.sync_interval_seconds);
   }
-  auto desired = ParseDesired(response.contains("desired") ? response["desired"] : nullptr);
-  if (!desired)
-    return core::Fail(core::ErrorCode::kUnavailable, "bad_sync_response", desired.error().message);
-  auto host = response.find("host_id");
-  if (host == response.end() || !host->is_string() || host->get<std::string>().empty()) {
-    return core::Fail(core::ErrorCode::kUnavailable, "bad_sync_response",
-                      "the sync answer has no host_id");
-  }
-  if (!host_id_.empty() && host_id_ != host->get<std::string>()) {
+  if (!host_id_.empty() && host_id_ != answer.host_id) {
     spdlog::warn(
         "agent: the server now calls this host {} (was {}); containers labelled for {} "
         "are no longer managed",
-        host->get<std::string>(), host_id_, host_id_);
+        answer.host_id, host_id_, host_id_);
   }
-  if (host_id_ != host->get<std::string>()) {
-    host_id_ = host->get<std::string>();
+  if (host_id_ != answer.host_id) {
+    host_id_ = answer.host_id;
     observed_.clear();
-    ssh_ready_.clear();
+    for (auto& [id, r] : records_) r.ssh_ready = false;
   }
-  desired_ = std::move(*desired);
+  desired_ = std::move(answer.desired);
   have_desired_ = true;
   if (!know_host) return true;  // observe and act at once, now that the host is known
-  if (auto v = response.find("desired_version"); v != response.end() && v->is_string()) {
+  if (answer.desired_version) {
     std::lock_guard lock(mu_);
-    desired_version_ = v->get<std::string>();
+    desired_version_ = *answer.desired_version;
   }
-  return engine_ok_ && !Reconcile(desired_, observed_, applied_).empty();
+  return engine_ok_ && !Reconcile(desired_, observed_, Applied()).empty();
 }
 
 void Agent::Run() {
@@ -597,8 +589,7 @@ void Agent::Run() {
     const bool immediate = again && *again && !previous_was_immediate;
     previous_was_immediate = immediate;
     const bool proving = std::any_of(observed_.begin(), observed_.end(), [&](const auto& c) {
-      auto r = ssh_ready_.find(c.id);
-      return c.state == ContainerState::kRunning && (r == ssh_ready_.end() || !r->second);
+      return c.state == ContainerState::kRunning && !Ready(c.id);
     });
     const auto pause = proving ? std::min(options_.sync_interval, options_.ready_poll_interval)
                                : options_.sync_interval;

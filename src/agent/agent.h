@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,12 +57,7 @@ struct AgentOptions {
 };
 
 /// A create that failed for good, for the sync request's `failures`.
-struct CreateFailure {
-  std::string instance_id;
-  int node_index = 0;
-  std::string code;  ///< the engine's api_code, e.g. "image_not_found"
-  std::string message;
-};
+using CreateFailure = protocol::CreateFailure;
 
 /// The host agent's loop (docs/agent-protocol.md): each round it lists the containers it owns
 /// (label kInstanceLabel plus `extra_labels`), inspects them, applies Reconcile's steps against
@@ -107,7 +103,7 @@ class Agent {
   /// Makes Run return after the current step; wakes its wait. Thread-safe, idempotent.
   void Stop();
 
-  /// The last request body sent (for tests and logs).
+  /// The last request body sent, as JSON (for tests and logs).
   const nlohmann::json& last_request() const { return last_request_; }
 
   /// Whether `host:port` answers with an SSH banner ("SSH-2.0-") within `timeout`.
@@ -118,7 +114,7 @@ class Agent {
   /// Whether a running container is ready: its sshd accepts the first authorized key of its
   /// desired entry for root (ProbeLogin, case C05), proven once per container start and then
   /// checked by banner; without a desired entry or a key line libssh can read, by banner only.
-  /// Sets `login_errors_` when sshd refuses the key.
+  /// Sets the container's `login_error` when sshd refuses the key.
   bool ContainerReady(const ContainerInfo& c);
   /// Whether the container's sshd still accepts the relay key for root (the person may have
   /// edited authorized_keys); when not, forgets that the file is current so that this round
@@ -145,9 +141,12 @@ class Agent {
   /// The key lines a container of `d` gets: the desired ones, then the relay's.
   std::vector<std::string> KeyLines(const DesiredContainer& d) const;
   void RecordGeneration(const std::string& id, int64_t generation);
+  /// The generations applied by restart, as Reconcile takes them.
+  AppliedGenerations Applied() const;
+  /// Whether container `id` is running and ready (ssh_ready) this round.
+  bool Ready(const std::string& id) const;
   void SaveState();
-  nlohmann::json BuildRequest() const;
-  nlohmann::json InventoryJson() const;
+  protocol::AgentSyncRequest BuildRequest() const;
   std::map<std::string, std::string> LabelFilter() const;
   /// Whether a listed container is this agent's: it carries this host's kHostLabel, or no host
   /// label and a name a desired entry of this host gives (made by an agent before host labels).
@@ -158,25 +157,35 @@ class Agent {
   SyncClient& client_;
   Inventory inventory_;
 
+  /// What the agent keeps about one container it owns, by container id. A record lives while
+  /// the container is observed (LoadState may bring records of containers not observed yet);
+  /// `applied_generation` and `keys_digest` are also in `state_dir/agent-state.json`.
+  struct ContainerRecord {
+    /// The restart generation applied by a restart or start (those applied at create are in the
+    /// container's kGenerationLabel); nullopt: none.
+    std::optional<int64_t> applied_generation;
+    /// SHA-256 of the key lines its authorized_keys was last written with; nullopt: unknown
+    /// (adopted, or the relay key went missing), so the file is written again.
+    std::optional<std::string> keys_digest;
+    /// Starts of a container that keeps exiting: the last start, starts in a row, and the
+    /// earliest next one (back-off).
+    std::chrono::steady_clock::time_point last_start;
+    int starts_in_a_row = 0;
+    std::chrono::steady_clock::time_point next_start_allowed;
+    /// While it runs: the started_at of the start whose login was proven (ContainerReady).
+    std::optional<std::string> proven_start;
+    /// While proven: when its relay key was last checked (CheckRelayKey).
+    std::optional<std::chrono::steady_clock::time_point> relay_checked_at;
+    /// This round: whether it is ready (running and proven), and why not when sshd said no.
+    bool ssh_ready = false;
+    std::string login_error;
+  };
+
   bool engine_ok_ = false;
   std::string engine_error_;
-  std::vector<ContainerInfo> observed_;        // last known, inspected
-  std::map<std::string, bool> ssh_ready_;      // by container id
-  std::map<std::string, std::string> proven_;  // container id → started_at of the proven login
-  std::map<std::string, std::string> login_errors_;  // by container id, this round
-  /// When each container's relay key was last checked (CheckRelayKey).
-  std::map<std::string, std::chrono::steady_clock::time_point> relay_checked_;
-  /// Starts of containers that keep exiting: the last start, starts in a row, and the earliest
-  /// next one (back-off), by container id.
-  struct StartHistory {
-    std::chrono::steady_clock::time_point last;
-    int in_a_row = 0;
-    std::chrono::steady_clock::time_point next_allowed;
-  };
-  std::map<std::string, StartHistory> starts_;
-  AppliedGenerations applied_;                       // by restart, by container id
-  std::map<std::string, std::string> keys_written_;  // container id → SHA-256 of its key lines
-  std::vector<CreateFailure> failures_;              // since the last successful sync
+  std::vector<ContainerInfo> observed_;             // last known, inspected
+  std::map<std::string, ContainerRecord> records_;  // by container id
+  std::vector<CreateFailure> failures_;             // since the last successful sync
   std::map<std::string, int> create_attempts_;  // "instance/node" → transient failures in a row
   bool have_desired_ = false;
   std::string host_id_;  // from the sync answer; "" until the first one

@@ -35,15 +35,20 @@ std::string TempSocket(const std::string& name) {
 nlohmann::json Desired() {
   return nlohmann::json::parse(R"({"host_id":"hst_1","sync_interval_seconds":1,"desired":[
     {"instance_id":"ins_a","node_index":0,"container_name":"gpuwerk-ins_a-0","hostname":"a",
-     "image":"img","authorized_keys":[],"restart_generation":0}]})");
+     "image":"img","memory_bytes":0,"gpu":false,"authorized_keys":[],"restart_generation":0,
+     "env":[]}]})");
 }
 
 TEST(AgentClientTest, SendsBearerTokenAndJson) {
   FakeApiServer server([](const FakeRequest&) {
-    return FakeResponse::Json(200, {{"desired", nlohmann::json::array()}});
+    return FakeResponse::Json(
+        200,
+        {{"host_id", "hst_1"}, {"sync_interval_seconds", 2}, {"desired", nlohmann::json::array()}});
   });
   AgentClient client(server.url() + "/", "gwh_secret", milliseconds(2000));
-  auto r = client.Sync({{"agent_version", "0.1.0"}});
+  protocol::AgentSyncRequest request;
+  request.agent_version = "0.1.0";
+  auto r = client.Sync(request);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(server.requests().size(), 1u);
   const FakeRequest req = server.requests()[0];
@@ -135,7 +140,9 @@ TEST(AgentTest, C11_WedgedEngineIsNotOkWithinTheTimeLimit) {
 
 TEST(AgentTest, InventoryGoesIntoTheRequest) {
   FakeApiServer server([](const FakeRequest&) {
-    return FakeResponse::Json(200, {{"host_id", "hst_1"}, {"desired", nlohmann::json::array()}});
+    return FakeResponse::Json(
+        200,
+        {{"host_id", "hst_1"}, {"sync_interval_seconds", 2}, {"desired", nlohmann::json::array()}});
   });
   AgentClient client(server.url(), "gwh_x", milliseconds(2000));
   DockerEngine engine({.socket_path = TempSocket("inv"), .timeout = milliseconds(200)});
@@ -164,7 +171,9 @@ TEST(AgentTest, AnswerWithoutHostIdIsRefused) {
 
 TEST(AgentTest, StopEndsRun) {
   FakeApiServer server([](const FakeRequest&) {
-    return FakeResponse::Json(200, {{"sync_interval_seconds", 60}});
+    return FakeResponse::Json(200, {{"host_id", "hst_1"},
+                                    {"sync_interval_seconds", 60},
+                                    {"desired", nlohmann::json::array()}});
   });
   AgentClient client(server.url(), "gwh_x", milliseconds(2000));
   DockerEngine engine({.socket_path = TempSocket("stop"), .timeout = milliseconds(200)});

@@ -131,17 +131,4 @@ Inventory DiscoverInventory(const char* nvml_library) {
   return inv;
 }
 
-nlohmann::json ToJson(const Inventory& inv) {
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : inv.gpus) {
-    gpus.push_back({{"name", g.name}, {"uuid", g.uuid}, {"memory_bytes", g.memory_bytes}});
-  }
-  return {{"gpus", gpus},
-          {"memory_bytes", inv.memory_bytes},
-          {"cpus", inv.cpus},
-          {"addresses", inv.addresses},
-          {"rail_addresses", inv.rail_addresses},
-          {"nvml", inv.nvml}};
-}
-
 }  // namespace gpuwerk::agent

@@ -1,28 +1,15 @@
 #pragma once
 
-#include <cstdint>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
+#include "protocol/agent_sync.h"
 
 namespace gpuwerk::agent {
 
-/// One GPU as NVML reports it.
-struct GpuInfo {
-  std::string name;           ///< nvmlDeviceGetName, e.g. "NVIDIA GB10"
-  std::string uuid;           ///< nvmlDeviceGetUUID, e.g. "GPU-8f6c…"
-  uint64_t memory_bytes = 0;  ///< nvmlDeviceGetMemoryInfo total, bytes
-};
+/// One GPU as NVML reports it (nvmlDeviceGetName, nvmlDeviceGetUUID, total memory in bytes).
+using GpuInfo = protocol::Gpu;
 
-/// What the host has: the sync request's `inventory` (docs/agent-protocol.md).
-struct Inventory {
-  std::vector<GpuInfo> gpus;
-  uint64_t memory_bytes = 0;  ///< physical memory, bytes (sysconf _SC_PHYS_PAGES × page size)
-  int cpus = 0;               ///< online CPUs (sysconf _SC_NPROCESSORS_ONLN)
-  std::vector<std::string> addresses;       ///< the host's IPv4 addresses, loopback skipped
-  std::vector<std::string> rail_addresses;  ///< fabric (rail) addresses; none found yet
-  std::string nvml = "ok";                  ///< "ok" or "unavailable: <reason>"
-};
+/// What the host has: the sync request's `inventory` (docs/agent-protocol.md). DiscoverHost and
+/// DiscoverGpus fill all but `ssh_address`, which the Agent sets from its options.
+using Inventory = protocol::Inventory;
 
 /// Lists the host's GPUs through NVML, loaded at run time with dlopen("libnvidia-ml.so.1") so
 /// the agent runs (without GPUs) where no NVIDIA driver is installed. Calls, as documented in
@@ -40,8 +27,5 @@ Inventory DiscoverHost();
 
 /// DiscoverHost followed by DiscoverGpus(`nvml_library`).
 Inventory DiscoverInventory(const char* nvml_library = "libnvidia-ml.so.1");
-
-/// The JSON object of the sync request's `inventory`, field names as in docs/agent-protocol.md.
-nlohmann::json ToJson(const Inventory& inventory);
 
 }  // namespace gpuwerk::agent

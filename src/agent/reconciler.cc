@@ -19,79 +19,7 @@ int64_t LabelNumber(const ContainerInfo& c, std::string_view label, int64_t fall
   return value;
 }
 
-core::Result<std::string> RequiredString(const nlohmann::json& entry, const char* field,
-                                         size_t index) {
-  auto it = entry.find(field);
-  if (it == entry.end() || !it->is_string() || it->get<std::string>().empty()) {
-    return core::InvalidArgument("bad_sync_response", "desired[" + std::to_string(index) + "]." +
-                                                          field +
-                                                          " is missing or not a non-empty string");
-  }
-  return it->get<std::string>();
-}
-
-core::Result<std::vector<std::string>> StringList(const nlohmann::json& entry, const char* field,
-                                                  size_t index) {
-  std::vector<std::string> out;
-  auto it = entry.find(field);
-  if (it == entry.end() || it->is_null()) return out;
-  bool ok = it->is_array();
-  if (ok) {
-    for (const auto& v : *it) {
-      if (!v.is_string()) {
-        ok = false;
-        break;
-      }
-      out.push_back(v.get<std::string>());
-    }
-  }
-  if (!ok) {
-    return core::InvalidArgument("bad_sync_response", "desired[" + std::to_string(index) + "]." +
-                                                          field + " is not a list of strings");
-  }
-  return out;
-}
-
-template <class T>
-core::Result<T> OptionalNumber(const nlohmann::json& entry, const char* field, size_t index) {
-  auto it = entry.find(field);
-  if (it == entry.end() || it->is_null()) return T{};
-  if (!it->is_number_integer()) {
-    return core::InvalidArgument("bad_sync_response", "desired[" + std::to_string(index) + "]." +
-                                                          field + " is not an integer");
-  }
-  return it->get<T>();
-}
-
 }  // namespace
-
-core::Result<std::vector<DesiredContainer>> ParseDesired(const nlohmann::json& desired) {
-  std::vector<DesiredContainer> out;
-  if (desired.is_null()) return out;
-  if (!desired.is_array())
-    return core::InvalidArgument("bad_sync_response", "desired is not a list");
-  for (size_t i = 0; i < desired.size(); ++i) {
-    const auto& e = desired[i];
-    if (!e.is_object()) {
-      return core::InvalidArgument("bad_sync_response",
-                                   "desired[" + std::to_string(i) + "] is not an object");
-    }
-    DesiredContainer d;
-    GPUWERK_ASSIGN_OR_RETURN(d.instance_id, RequiredString(e, "instance_id", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.container_name, RequiredString(e, "container_name", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.image, RequiredString(e, "image", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.node_index, OptionalNumber<int>(e, "node_index", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.memory_bytes, OptionalNumber<int64_t>(e, "memory_bytes", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.restart_generation,
-                             OptionalNumber<int64_t>(e, "restart_generation", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.authorized_keys, StringList(e, "authorized_keys", i));
-    GPUWERK_ASSIGN_OR_RETURN(d.env, StringList(e, "env", i));
-    if (auto h = e.find("hostname"); h != e.end() && h->is_string()) d.hostname = *h;
-    if (auto g = e.find("gpu"); g != e.end() && g->is_boolean()) d.gpu = *g;
-    out.push_back(std::move(d));
-  }
-  return out;
-}
 
 std::string_view ActionKindName(ActionKind kind) {
   switch (kind) {
@@ -219,19 +147,6 @@ ContainerReport ReportContainer(const ContainerInfo& container, int64_t applied_
     r.error = std::string(engine_error);
   }
   return r;
-}
-
-nlohmann::json ToJson(const ContainerReport& r) {
-  return {{"instance_id", r.instance_id},
-          {"node_index", r.node_index},
-          {"container_id", r.container_id},
-          {"state", r.state},
-          {"exit_code", r.exit_code},
-          {"started_at", r.started_at},
-          {"ssh_port", r.ssh_port},
-          {"ssh_ready", r.ssh_ready},
-          {"restart_generation", r.restart_generation},
-          {"error", r.error}};
 }
 
 }  // namespace gpuwerk::agent

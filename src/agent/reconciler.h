@@ -2,13 +2,13 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agent/container_engine.h"
 #include "core/error.h"
+#include "protocol/agent_sync.h"
 
 namespace gpuwerk::agent {
 
@@ -24,25 +24,8 @@ inline constexpr std::string_view kGenerationLabel = "gpuwerk.generation";
 /// directories of `gpuwerk up`) never remove each other's containers.
 inline constexpr std::string_view kHostLabel = "gpuwerk.host";
 
-/// One entry of the sync response's `desired` list (docs/agent-protocol.md, "One round").
-struct DesiredContainer {
-  std::string instance_id;
-  int node_index = 0;
-  std::string container_name;
-  std::string hostname;
-  std::string image;
-  int64_t memory_bytes = 0;  ///< bytes; 0: no limit
-  bool gpu = false;
-  std::vector<std::string> authorized_keys;  ///< OpenSSH public key lines
-  int64_t restart_generation = 0;
-  std::vector<std::string> env;  ///< "NAME=value"
-};
-
-/// Parses the sync response's `desired` array. Errors: kInvalidArgument "bad_sync_response" when
-/// it is not an array of objects with a non-empty `instance_id`, `container_name` and `image`
-/// (the message names the entry and the field). Fields not listed in DesiredContainer are
-/// ignored; missing optional ones keep their defaults. Thread-safe (pure).
-core::Result<std::vector<DesiredContainer>> ParseDesired(const nlohmann::json& desired);
+/// One entry of the sync answer's `desired` list (docs/agent-protocol.md, "One round").
+using DesiredContainer = protocol::DesiredContainer;
 
 /// What the agent does to one container.
 enum class ActionKind {
@@ -102,18 +85,7 @@ std::vector<Action> Reconcile(const std::vector<DesiredContainer>& desired,
                               const AppliedGenerations& applied);
 
 /// One entry of the sync request's `containers` list (docs/agent-protocol.md).
-struct ContainerReport {
-  std::string instance_id;
-  int node_index = 0;
-  std::string container_id;
-  std::string state;  ///< ContainerStateName, or "unknown" when the engine could not be asked
-  int exit_code = 0;
-  std::string started_at;  ///< RFC 3339 as the engine sent it
-  uint16_t ssh_port = 0;
-  bool ssh_ready = false;
-  int64_t restart_generation = 0;
-  std::string error;
-};
+using ContainerReport = protocol::ContainerReport;
 
 /// The report for `container` (as last inspected). `engine_ok` false (the engine timed out or is
 /// gone, case C11): state "unknown" and ssh_ready false, whatever the last answer said, and
@@ -121,8 +93,5 @@ struct ContainerReport {
 /// Thread-safe (pure).
 ContainerReport ReportContainer(const ContainerInfo& container, int64_t applied_generation,
                                 bool ssh_ready, bool engine_ok, std::string_view engine_error);
-
-/// The JSON object of a report, field names as in docs/agent-protocol.md.
-nlohmann::json ToJson(const ContainerReport& report);
 
 }  // namespace gpuwerk::agent

@@ -246,48 +246,5 @@ TEST(ReportContainerTest, C11_EngineTimeoutIsUnknownNotStaleRunning) {
   EXPECT_EQ(r.error, "engine_timeout: no answer");
 }
 
-TEST(ParseDesiredTest, ReadsEveryField) {
-  const auto j = nlohmann::json::parse(R"([{
-    "instance_id": "ins_1", "node_index": 1, "container_name": "gpuwerk-ins_1-1",
-    "hostname": "alpha-7f3k", "image": "img:1", "memory_bytes": 1024, "gpu": true,
-    "authorized_keys": ["ssh-ed25519 AAAA a\n"], "restart_generation": 4,
-    "env": ["GPUWERK_INSTANCE=alpha"], "future_field": 1}])");
-  auto d = ParseDesired(j);
-  ASSERT_TRUE(d) << d.error().message;
-  ASSERT_EQ(d->size(), 1u);
-  const auto& e = (*d)[0];
-  EXPECT_EQ(e.instance_id, "ins_1");
-  EXPECT_EQ(e.node_index, 1);
-  EXPECT_EQ(e.container_name, "gpuwerk-ins_1-1");
-  EXPECT_EQ(e.hostname, "alpha-7f3k");
-  EXPECT_EQ(e.image, "img:1");
-  EXPECT_EQ(e.memory_bytes, 1024);
-  EXPECT_TRUE(e.gpu);
-  EXPECT_EQ(e.authorized_keys, std::vector<std::string>{"ssh-ed25519 AAAA a\n"});
-  EXPECT_EQ(e.restart_generation, 4);
-  EXPECT_EQ(e.env, std::vector<std::string>{"GPUWERK_INSTANCE=alpha"});
-}
-
-TEST(ParseDesiredTest, NullIsEmpty) {
-  auto d = ParseDesired(nullptr);
-  ASSERT_TRUE(d);
-  EXPECT_TRUE(d->empty());
-}
-
-TEST(ParseDesiredTest, BadInputIsBadSyncResponse) {
-  for (const char* text :
-       {R"({"a":1})", R"([1])", R"([{"container_name":"c","image":"i"}])",
-        R"([{"instance_id":"","container_name":"c","image":"i"}])",
-        R"([{"instance_id":"x","container_name":"c"}])",
-        R"([{"instance_id":"x","container_name":"c","image":"i","node_index":"0"}])",
-        R"([{"instance_id":"x","container_name":"c","image":"i","authorized_keys":[1]}])",
-        R"([{"instance_id":"x","container_name":"c","image":"i","env":"A=b"}])"}) {
-    auto d = ParseDesired(nlohmann::json::parse(text));
-    ASSERT_FALSE(d) << text;
-    EXPECT_EQ(d.error().code, core::ErrorCode::kInvalidArgument);
-    EXPECT_EQ(d.error().api_code, "bad_sync_response");
-  }
-}
-
 }  // namespace
 }  // namespace gpuwerk::agent

@@ -30,6 +30,7 @@
 #include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "protocol/relay_messages.h"
 #include "relay/http_relay_authorizer.h"
 #include "sched/instance_table.h"
 
@@ -41,9 +42,8 @@ core::Error InvalidField(const std::string& field, const std::string& message) {
       .WithDetail("field", field);
 }
 
-/// The `relay` field: 1–128 characters, not "local" (gpuwerk up's own relay).
-core::Result<std::string> RelayName(const nlohmann::json& body) {
-  GPUWERK_ASSIGN_OR_RETURN(std::string relay, RequireString(body, "relay", 128));
+/// The `relay` field (its length checked by the protocol): not "local" (gpuwerk up's own relay).
+core::Result<std::string> RelayName(std::string relay) {
   if (relay == "local") {
     return core::Fail(
         InvalidField("relay",
@@ -54,8 +54,7 @@ core::Result<std::string> RelayName(const nlohmann::json& body) {
 }
 
 /// An RFC 3339 UTC time field as Unix seconds.
-core::Result<int64_t> TimeField(const nlohmann::json& body, const std::string& field) {
-  GPUWERK_ASSIGN_OR_RETURN(std::string text, RequireString(body, field, 64));
+core::Result<int64_t> TimeField(const std::string& text, const std::string& field) {
   auto t = core::ParseRfc3339(text);
   if (!t) {
     return core::Fail(
@@ -82,6 +81,9 @@ bool IsIpLiteral(const std::string& text) {
 /// How far in the future a relay's clock may put a time it reports, in seconds.
 constexpr int64_t kClockSkewSeconds = 300;
 
+/// The row a report (protocol::RelaySessionReport, which checks shapes and lengths) files, once
+/// its values make sense: a valid id, not the relay "local", an IP address, times in order and
+/// not in the future.
 core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const nlohmann::json& body,
                                                   int64_t now) {
   access::RelaySessionRow row;
@@ -89,26 +91,26 @@ core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const n
     return core::InvalidArgument("invalid_relay_session",
                                  "A relay session id is 1 to 128 letters, digits, '_' or '-'.");
   }
+  GPUWERK_ASSIGN_OR_RETURN(protocol::RelaySessionReport report,
+                           protocol::RelaySessionReportFromJson(body));
   row.id = id;
-  GPUWERK_ASSIGN_OR_RETURN(row.relay, RelayName(body));
-  GPUWERK_ASSIGN_OR_RETURN(row.person_id, RequireString(body, "person_id", 256));
-  GPUWERK_ASSIGN_OR_RETURN(row.instance_id, RequireString(body, "instance_id", 256));
-  for (auto [field, out] : {std::pair{"key_fingerprint", &row.key_fingerprint},
-                            {"hostname", &row.hostname},
-                            {"login", &row.login},
-                            {"source_address", &row.source_address}}) {
-    GPUWERK_ASSIGN_OR_RETURN(*out, RequireString(body, field, 512, 0));
-  }
+  GPUWERK_ASSIGN_OR_RETURN(row.relay, RelayName(std::move(report.relay)));
+  row.person_id = std::move(report.person_id);
+  row.instance_id = std::move(report.instance_id);
+  row.key_fingerprint = std::move(report.key_fingerprint);
+  row.hostname = std::move(report.hostname);
+  row.login = std::move(report.login);
+  row.source_address = std::move(report.source_address);
   if (!IsIpLiteral(row.source_address)) {
     return core::Fail(
         InvalidField("source_address", "source_address must be an IPv4 or IPv6 address."));
   }
-  GPUWERK_ASSIGN_OR_RETURN(row.started_at, TimeField(body, "started_at"));
+  GPUWERK_ASSIGN_OR_RETURN(row.started_at, TimeField(report.started_at, "started_at"));
   if (row.started_at > now + kClockSkewSeconds) {
     return core::Fail(InvalidField("started_at", "started_at is in the future."));
   }
-  if (body.contains("ended_at") && !body["ended_at"].is_null()) {
-    GPUWERK_ASSIGN_OR_RETURN(row.ended_at, TimeField(body, "ended_at"));
+  if (report.ended_at) {
+    GPUWERK_ASSIGN_OR_RETURN(row.ended_at, TimeField(*report.ended_at, "ended_at"));
     if (*row.ended_at < row.started_at) {
       return core::Fail(InvalidField("ended_at", "ended_at is before started_at."));
     }
@@ -116,11 +118,9 @@ core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const n
       return core::Fail(InvalidField("ended_at", "ended_at is in the future."));
     }
   }
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  GPUWERK_ASSIGN_OR_RETURN(row.bytes_from_client, RequireInt(body, "bytes_from_client", 0, kMax));
-  GPUWERK_ASSIGN_OR_RETURN(row.bytes_to_client, RequireInt(body, "bytes_to_client", 0, kMax));
-  GPUWERK_ASSIGN_OR_RETURN(auto reason, OptionalString(body, "end_reason", 1024));
-  row.end_reason = reason.value_or("");
+  row.bytes_from_client = report.bytes_from_client;
+  row.bytes_to_client = report.bytes_to_client;
+  row.end_reason = std::move(report.end_reason);
   return row;
 }
 
@@ -130,16 +130,9 @@ namespace handlers {
 
 Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
-  relay::AuthorizeRequest r;
-  for (auto [field, out] : {std::pair{"user", &r.user},
-                            {"key_type", &r.key_type},
-                            {"public_key", &r.key_blob_base64},
-                            {"fingerprint", &r.key_fingerprint},
-                            {"source_address", &r.source_address}}) {
-    GPUWERK_ASSIGN_OR_RETURN(*out, RequireString(body, field, 16 * 1024));
-  }
-  GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_authorizer.Authorize(r));
-  return Response::Json(200, relay::AuthorizeDecisionJson(decision));
+  GPUWERK_ASSIGN_OR_RETURN(auto request, protocol::RelayAuthorizeRequestFromJson(body));
+  GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_authorizer.Authorize(relay::FromWire(request)));
+  return Response::Json(200, protocol::ToJson(relay::ToWire(decision)));
 }
 
 Answer ReportRelaySession(ApiContext& ctx, Call& call) {
@@ -164,7 +157,8 @@ Answer ReportRelaySession(ApiContext& ctx, Call& call) {
 
 Answer RelayRestarted(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
-  GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(body));
+  GPUWERK_ASSIGN_OR_RETURN(auto restarted, protocol::RelayRestartedFromJson(body));
+  GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(std::move(restarted.relay)));
   GPUWERK_ASSIGN_OR_RETURN(auto closed, ctx.db.Write([&](store::Transaction& tx) {
     return access::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
   }));

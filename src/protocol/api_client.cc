@@ -256,6 +256,15 @@ core::Error TooLarge(const std::string& base_url) {
 
 }  // namespace
 
+ApiClient ApiClient::ForService(std::string base_url, std::string token, std::string user_agent,
+                                std::chrono::milliseconds timeout) {
+  ApiClient client(std::move(base_url), std::move(token));
+  client.SetUserAgent(std::move(user_agent));
+  client.SetUnreachableHint("");
+  client.SetTimeout(timeout);
+  return client;
+}
+
 core::Result<ApiResponse> ApiClient::Call(std::string_view method, std::string_view path,
                                           const nlohmann::json* body,
                                           const std::vector<std::string>& headers,

@@ -66,6 +66,11 @@ class ApiClient {
   /// `token` is an API token ("gwt_…"), or "" for none.
   ApiClient(std::string base_url, std::string token);
 
+  /// A client for a gpuwerk process rather than a person (the agent, the relay): `user_agent`
+  /// (e.g. "gpuwerk-agent"), `timeout` per request, and no CLI hint in "server_unreachable".
+  static ApiClient ForService(std::string base_url, std::string token, std::string user_agent,
+                              std::chrono::milliseconds timeout);
+
   /// Sends `Cookie: <cookie>` with every later request, e.g. "gpuwerk_session=abc"; "" for none.
   void SetCookie(std::string cookie) { cookie_ = std::move(cookie); }
 

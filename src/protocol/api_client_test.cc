@@ -205,8 +205,8 @@ TEST(ApiClientTest, UserAgentHintAndPerCallTimeoutAreSettable) {
   ASSERT_TRUE(client.Call("GET", "/x", nullptr, {}, std::chrono::seconds(3)));
   EXPECT_EQ(server.requests().at(0).Header("user-agent"), "gpuwerk-agent");
 
-  ApiClient unreachable("http://127.0.0.1:" + std::to_string(ClosedPort()), "");
-  unreachable.SetUnreachableHint("");
+  ApiClient unreachable = ApiClient::ForService("http://127.0.0.1:" + std::to_string(ClosedPort()),
+                                                "", "gpuwerk-relay", std::chrono::seconds(2));
   auto r = unreachable.Call("GET", "/x");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().api_code, "server_unreachable");

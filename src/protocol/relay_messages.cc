@@ -1,5 +1,7 @@
 #include "protocol/relay_messages.h"
 
+#include <limits>
+
 #include "protocol/internal/json_fields.h"
 
 namespace gpuwerk::protocol {
@@ -7,6 +9,14 @@ namespace {
 
 using internal::FieldError;
 using internal::FieldReader;
+
+// Bounds in characters (docs/ssh.md): what a relay sends lands in the store and in the API.
+constexpr size_t kMaxAuthorizeField = 16 * 1024;
+constexpr size_t kMaxRelayName = 128;
+constexpr size_t kMaxId = 256;
+constexpr size_t kMaxReportText = 512;
+constexpr size_t kMaxTime = 64;
+constexpr size_t kMaxEndReason = 1024;
 
 }  // namespace
 
@@ -52,11 +62,11 @@ nlohmann::json ToJson(const RelayRestarted& r) { return {{"relay", r.relay}}; }
 core::Result<RelayAuthorizeRequest> RelayAuthorizeRequestFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
   RelayAuthorizeRequest req;
-  GPUWERK_ASSIGN_OR_RETURN(req.user, r.String("user"));
-  GPUWERK_ASSIGN_OR_RETURN(req.key_type, r.String("key_type"));
-  GPUWERK_ASSIGN_OR_RETURN(req.public_key, r.String("public_key"));
-  GPUWERK_ASSIGN_OR_RETURN(req.fingerprint, r.String("fingerprint"));
-  GPUWERK_ASSIGN_OR_RETURN(req.source_address, r.String("source_address"));
+  GPUWERK_ASSIGN_OR_RETURN(req.user, r.String("user", kMaxAuthorizeField, 1));
+  GPUWERK_ASSIGN_OR_RETURN(req.key_type, r.String("key_type", kMaxAuthorizeField, 1));
+  GPUWERK_ASSIGN_OR_RETURN(req.public_key, r.String("public_key", kMaxAuthorizeField, 1));
+  GPUWERK_ASSIGN_OR_RETURN(req.fingerprint, r.String("fingerprint", kMaxAuthorizeField, 1));
+  GPUWERK_ASSIGN_OR_RETURN(req.source_address, r.String("source_address", kMaxAuthorizeField, 1));
   return req;
 }
 
@@ -94,21 +104,22 @@ core::Result<RelayAuthorizeDecision> RelayAuthorizeDecisionFromJson(const nlohma
 core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
   RelaySessionReport rep;
-  GPUWERK_ASSIGN_OR_RETURN(rep.relay, r.String("relay"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.person_id, r.String("person_id"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.key_fingerprint, r.String("key_fingerprint"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.instance_id, r.String("instance_id"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.hostname, r.String("hostname"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.login, r.String("login"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.source_address, r.String("source_address"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.started_at, r.String("started_at"));
+  GPUWERK_ASSIGN_OR_RETURN(rep.relay, r.String("relay", kMaxRelayName, 1));
+  GPUWERK_ASSIGN_OR_RETURN(rep.person_id, r.String("person_id", kMaxId, 1));
+  GPUWERK_ASSIGN_OR_RETURN(rep.key_fingerprint, r.String("key_fingerprint", kMaxReportText));
+  GPUWERK_ASSIGN_OR_RETURN(rep.instance_id, r.String("instance_id", kMaxId, 1));
+  GPUWERK_ASSIGN_OR_RETURN(rep.hostname, r.String("hostname", kMaxReportText));
+  GPUWERK_ASSIGN_OR_RETURN(rep.login, r.String("login", kMaxReportText));
+  GPUWERK_ASSIGN_OR_RETURN(rep.source_address, r.String("source_address", kMaxReportText));
+  GPUWERK_ASSIGN_OR_RETURN(rep.started_at, r.String("started_at", kMaxTime, 1));
   if (r.Has("ended_at")) {
-    GPUWERK_ASSIGN_OR_RETURN(rep.ended_at, r.String("ended_at"));
+    GPUWERK_ASSIGN_OR_RETURN(rep.ended_at, r.String("ended_at", kMaxTime, 1));
   }
-  GPUWERK_ASSIGN_OR_RETURN(rep.bytes_from_client, r.Int("bytes_from_client"));
-  GPUWERK_ASSIGN_OR_RETURN(rep.bytes_to_client, r.Int("bytes_to_client"));
+  constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+  GPUWERK_ASSIGN_OR_RETURN(rep.bytes_from_client, r.IntIn("bytes_from_client", 0, kMaxBytes));
+  GPUWERK_ASSIGN_OR_RETURN(rep.bytes_to_client, r.IntIn("bytes_to_client", 0, kMaxBytes));
   if (r.Has("end_reason")) {
-    GPUWERK_ASSIGN_OR_RETURN(rep.end_reason, r.String("end_reason"));
+    GPUWERK_ASSIGN_OR_RETURN(rep.end_reason, r.String("end_reason", kMaxEndReason));
   }
   return rep;
 }
@@ -116,7 +127,7 @@ core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json
 core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
   RelayRestarted out;
-  GPUWERK_ASSIGN_OR_RETURN(out.relay, r.String("relay"));
+  GPUWERK_ASSIGN_OR_RETURN(out.relay, r.String("relay", kMaxRelayName, 1));
   return out;
 }
 

@@ -15,7 +15,8 @@ namespace gpuwerk::protocol {
 // kInvalidArgument "invalid_field" naming it; members the format does not define are ignored.
 // Pure and thread-safe.
 
-/// The body of `POST /api/v1/relay/authorize`: one client's proven login attempt.
+/// The body of `POST /api/v1/relay/authorize`: one client's proven login attempt. Each field is
+/// 1 to 16,384 characters.
 struct RelayAuthorizeRequest {
   std::string user;            ///< the SSH user name exactly as the client sent it
   std::string key_type;        ///< e.g. "ssh-ed25519"
@@ -56,7 +57,10 @@ struct RelayAuthorizeDecision {
 };
 
 /// The body of `PUT /api/v1/relay/sessions/{id}`: one relay session's start (ended_at null) or
-/// end. Times are RFC 3339 UTC text ("2026-01-02T03:04:05Z"); byte counts are bytes.
+/// end. Times are RFC 3339 UTC text ("2026-01-02T03:04:05Z", 1–64 characters); byte counts are
+/// bytes, from 0. `relay` has 1–128 characters, `person_id` and `instance_id` 1–256,
+/// `key_fingerprint`, `hostname`, `login` and `source_address` at most 512, `end_reason` at most
+/// 1024.
 struct RelaySessionReport {
   std::string relay;  ///< the reporting relay's name
   std::string person_id;
@@ -74,7 +78,7 @@ struct RelaySessionReport {
   bool operator==(const RelaySessionReport&) const = default;
 };
 
-/// The body of `POST /api/v1/relay/restarted`: `{"relay": name}`.
+/// The body of `POST /api/v1/relay/restarted`: `{"relay": name}`, 1–128 characters.
 struct RelayRestarted {
   std::string relay;
 
@@ -86,7 +90,7 @@ nlohmann::json ToJson(const RelayAuthorizeDecision& decision);
 nlohmann::json ToJson(const RelaySessionReport& report);
 nlohmann::json ToJson(const RelayRestarted& restarted);
 
-/// Errors: invalid_field (above).
+/// Errors: invalid_field (above), also for a field out of its bounds.
 core::Result<RelayAuthorizeRequest> RelayAuthorizeRequestFromJson(const nlohmann::json& json);
 /// Also refuses a `decision` other than "allow" and "refuse" (field "decision").
 core::Result<RelayAuthorizeDecision> RelayAuthorizeDecisionFromJson(const nlohmann::json& json);

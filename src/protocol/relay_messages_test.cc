@@ -98,6 +98,42 @@ TEST(RelaySessionReportTest, RefusesEveryMissingOrMistypedField) {
   ExpectStrict(ToJson(SampleReport()), RelaySessionReportFromJson, {"ended_at", "end_reason"});
 }
 
+TEST(RelaySessionReportTest, RefusesFieldsOutOfBounds) {
+  for (auto [field, value] : {std::pair<std::string, json>{"relay", ""},
+                              {"relay", std::string(129, 'r')},
+                              {"person_id", ""},
+                              {"instance_id", std::string(257, 'i')},
+                              {"hostname", std::string(513, 'h')},
+                              {"end_reason", std::string(1025, 'e')},
+                              {"bytes_to_client", -1}}) {
+    json j = ToJson(SampleReport());
+    j[field] = value;
+    auto r = RelaySessionReportFromJson(j);
+    ASSERT_FALSE(r) << field;
+    EXPECT_EQ(r.error().api_code, "invalid_field");
+    EXPECT_EQ(r.error().details["field"], field);
+  }
+  json multibyte = ToJson(SampleReport());
+  multibyte["relay"] = std::string(127, 'a') + "\u00e9";  // 128 characters, 129 bytes
+  EXPECT_TRUE(RelaySessionReportFromJson(json::parse(multibyte.dump())));
+}
+
+TEST(RelayAuthorizeRequestTest, RefusesEmptyAndOverlongFields) {
+  json j = ToJson(RelayAuthorizeRequest{.user = "u",
+                                        .key_type = "k",
+                                        .public_key = "p",
+                                        .fingerprint = "f",
+                                        .source_address = "192.0.2.1"});
+  j["user"] = "";
+  auto empty = RelayAuthorizeRequestFromJson(j);
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().message, "field 'user' must not be empty");
+  j["user"] = std::string(16 * 1024 + 1, 'u');
+  auto overlong = RelayAuthorizeRequestFromJson(j);
+  ASSERT_FALSE(overlong);
+  EXPECT_EQ(overlong.error().message, "field 'user' must be at most 16384 characters");
+}
+
 TEST(RelayRestartedTest, RoundTripsAndIsStrict) {
   const RelayRestarted r{.relay = "relay-1"};
   EXPECT_EQ(ToJson(r), json({{"relay", "relay-1"}}));

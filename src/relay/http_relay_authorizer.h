@@ -1,27 +1,37 @@
 #pragma once
 
 #include <chrono>
-#include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 
+#include "protocol/api_client.h"
+#include "protocol/relay_messages.h"
 #include "relay/relay_authorizer.h"
 
 namespace gpuwerk::relay {
 
-/// The request body of `POST /api/v1/relay/authorize` for `request` (docs/ssh.md).
-nlohmann::json AuthorizeRequestJson(const AuthorizeRequest& request);
-/// The answer body for `decision`: {"decision":"allow","target":{…}} or
-/// {"decision":"refuse","code":"not_authorized","message":…} (docs/ssh.md).
-nlohmann::json AuthorizeDecisionJson(const AuthorizeDecision& decision);
-/// Reads an answer body back. Errors: kUnavailable "bad_authorize_response" when it is not one
-/// of the two shapes (a refusal never becomes a permission).
-core::Result<AuthorizeDecision> ParseAuthorizeDecision(const nlohmann::json& body);
+/// The wire form of `request` (protocol::RelayAuthorizeRequest, docs/ssh.md) and back.
+protocol::RelayAuthorizeRequest ToWire(const AuthorizeRequest& request);
+AuthorizeRequest FromWire(const protocol::RelayAuthorizeRequest& request);
+/// The wire form of `decision`: allow with its target, or refuse with "not_authorized" and the
+/// refusal as the message; and back.
+protocol::RelayAuthorizeDecision ToWire(const AuthorizeDecision& decision);
+AuthorizeDecision FromWire(const protocol::RelayAuthorizeDecision& decision);
+
+/// Answers authorize requests in their wire form with `authorizer` (the server's
+/// `POST /api/v1/relay/authorize` takes this, so the API links no relay code). `authorizer` must
+/// outlive the function; thread-safe as `authorizer` is.
+using WireAuthorize = std::function<core::Result<protocol::RelayAuthorizeDecision>(
+    const protocol::RelayAuthorizeRequest&)>;
+WireAuthorize WireAuthorizer(RelayAuthorizer& authorizer);
 
 /// A RelayAuthorizer that asks the control plane: `POST {server_url}/api/v1/relay/authorize` with
-/// `Authorization: Bearer <token>` (an operator's API token) over HTTP(S), libcurl, at most
-/// `timeout` per call. Errors (the relay then refuses with "try again", never lets in):
-/// kUnavailable "server_unavailable" (no answer), kUnauthenticated "relay_token_refused" (401 or
-/// 403), kUnavailable "server_error" (another status), "bad_authorize_response". Thread-safe.
+/// `Authorization: Bearer <token>` (an operator's API token) over the one API client
+/// (protocol::ApiClient), at most `timeout` per call. Errors (the relay then refuses with "try
+/// again", never lets in): kUnavailable "server_unavailable" (no answer), kUnauthenticated
+/// "relay_token_refused" (401 or 403), kUnavailable "server_error" (another status),
+/// kUnavailable "bad_authorize_response" (an answer not in the format,
+/// protocol::RelayAuthorizeDecisionFromJson: a refusal never becomes a permission). Thread-safe.
 class HttpRelayAuthorizer final : public RelayAuthorizer {
  public:
   HttpRelayAuthorizer(std::string server_url, std::string token,
@@ -31,9 +41,7 @@ class HttpRelayAuthorizer final : public RelayAuthorizer {
   static constexpr const char* kPath = "/api/v1/relay/authorize";
 
  private:
-  std::string url_;
-  std::string token_;
-  std::chrono::milliseconds timeout_;
+  protocol::ApiClient api_;
 };
 
 }  // namespace gpuwerk::relay

@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "core/time_format.h"
-#include "relay/internal/http_call.h"
 
 namespace gpuwerk::relay {
 namespace {
@@ -25,27 +24,28 @@ int64_t Bytes(uint64_t n) {
 
 }  // namespace
 
-nlohmann::json RelaySessionReportJson(const RelaySessionRecord& r, bool ended,
-                                      const std::string& relay_name) {
-  return {{"relay", relay_name},
-          {"person_id", r.person_id},
-          {"key_fingerprint", r.key_fingerprint},
-          {"instance_id", r.instance_id},
-          {"hostname", r.hostname},
-          {"login", r.login},
-          {"source_address", r.source_address},
-          {"started_at", core::FormatRfc3339(UnixSeconds(r.started_at))},
-          {"ended_at", ended ? nlohmann::json(core::FormatRfc3339(UnixSeconds(r.ended_at)))
-                             : nlohmann::json(nullptr)},
-          {"bytes_from_client", Bytes(r.bytes_from_client)},
-          {"bytes_to_client", Bytes(r.bytes_to_client)},
-          {"end_reason", ended ? r.end_reason : std::string()}};
+protocol::RelaySessionReport ToWire(const RelaySessionRecord& r, bool ended,
+                                    const std::string& relay_name) {
+  protocol::RelaySessionReport report{.relay = relay_name,
+                                      .person_id = r.person_id,
+                                      .key_fingerprint = r.key_fingerprint,
+                                      .instance_id = r.instance_id,
+                                      .hostname = r.hostname,
+                                      .login = r.login,
+                                      .source_address = r.source_address,
+                                      .started_at = core::FormatRfc3339(UnixSeconds(r.started_at)),
+                                      .ended_at = std::nullopt,
+                                      .bytes_from_client = Bytes(r.bytes_from_client),
+                                      .bytes_to_client = Bytes(r.bytes_to_client),
+                                      .end_reason = ended ? r.end_reason : std::string()};
+  if (ended) report.ended_at = core::FormatRfc3339(UnixSeconds(r.ended_at));
+  return report;
 }
 
 HttpRelaySessionLog::HttpRelaySessionLog(HttpRelaySessionLogOptions options)
-    : options_(std::move(options)), base_url_(options_.server_url) {
-  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
-}
+    : options_(std::move(options)),
+      api_(protocol::ApiClient::ForService(options_.server_url, options_.token, "gpuwerk-relay",
+                                           options_.request_timeout)) {}
 
 HttpRelaySessionLog::~HttpRelaySessionLog() { Stop(); }
 
@@ -134,22 +134,19 @@ void HttpRelaySessionLog::Enqueue(Item item) {
 }
 
 HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
-  core::Result<internal::HttpAnswer> answer =
-      item.announcement
-          ? internal::CallJson("POST", base_url_ + kRestartedPath, options_.token,
-                               nlohmann::json{{"relay", options_.relay_name}}.dump(),
-                               options_.request_timeout)
-          : internal::CallJson(
-                "PUT", base_url_ + kSessionsPath + item.record.id, options_.token,
-                RelaySessionReportJson(item.record, item.ended, options_.relay_name).dump(),
-                options_.request_timeout);
+  const nlohmann::json body =
+      item.announcement ? protocol::ToJson(protocol::RelayRestarted{.relay = options_.relay_name})
+                        : protocol::ToJson(ToWire(item.record, item.ended, options_.relay_name));
+  auto answer = item.announcement
+                    ? api_.Call("POST", kRestartedPath, &body)
+                    : api_.Call("PUT", kSessionsPath + protocol::PathEscape(item.record.id), &body);
   const std::string what = item.announcement ? std::string("the restart announcement")
                                              : "relay session " + item.record.id;
   if (!answer) {
     spdlog::debug("relay: cannot send {}: {}", what, answer.error().message);
     return Outcome::kRetry;
   }
-  const long status = answer->status;
+  const int status = answer->status;
   if (status >= 200 && status < 300) return Outcome::kDone;
   if (status == 401 || status == 403 || status == 408 || status == 429 || status >= 500) {
     spdlog::debug("relay: the server answered {} to {}", status, what);
@@ -162,7 +159,7 @@ HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
     return Outcome::kRetry;
   }
   spdlog::error("relay: the server refused {} for good ({}): {}", what, status,
-                answer->body.substr(0, 300));
+                answer->text.substr(0, 300));
   return Outcome::kDrop;
 }
 
@@ -197,7 +194,7 @@ void HttpRelaySessionLog::Run() {
         spdlog::warn(
             "relay: cannot report relay sessions to the server at {}; retrying with back-off "
             "({} waiting)",
-            base_url_, queue_.size());
+            api_.base_url(), queue_.size());
         failing = true;
       }
       retry_at = std::chrono::steady_clock::now() + backoff;

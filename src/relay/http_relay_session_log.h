@@ -5,20 +5,21 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
+#include "protocol/api_client.h"
+#include "protocol/relay_messages.h"
 #include "relay/relay_session_log.h"
 
 namespace gpuwerk::relay {
 
 /// The body of `PUT /api/v1/relay/sessions/{id}` for `record` reported by relay `relay_name`
-/// (docs/ssh.md "The remote relay's reports"): {relay, person_id, key_fingerprint, instance_id,
-/// hostname, login, source_address, started_at, ended_at (RFC 3339 UTC, null while open),
-/// bytes_from_client, bytes_to_client, end_reason}. `ended`: whether the record is an end.
-nlohmann::json RelaySessionReportJson(const RelaySessionRecord& record, bool ended,
-                                      const std::string& relay_name);
+/// (protocol::RelaySessionReport; docs/ssh.md "The remote relay's reports"): times as RFC 3339
+/// UTC, ended_at unset while open, byte counts capped at INT64_MAX. `ended`: whether the record
+/// is an end.
+protocol::RelaySessionReport ToWire(const RelaySessionRecord& record, bool ended,
+                                    const std::string& relay_name);
 
 /// How an HttpRelaySessionLog reaches the server and how hard it tries.
 struct HttpRelaySessionLogOptions {
@@ -50,7 +51,7 @@ struct HttpRelaySessionLogStats {
 ///   reason "relay restarted". It is sent before any report, so it never closes a row of this
 ///   process.
 /// - then per record: `PUT {server}/api/v1/relay/sessions/{record.id}` with
-///   RelaySessionReportJson: at start (ended_at null), and at the end (the final bytes and
+///   the report (ToWire): at start (ended_at null), and at the end (the final bytes and
 ///   reason). The server's upsert is idempotent, so a retried report never makes a second row.
 ///
 /// OnStart/OnEnd only queue (a mutex and a deque; never I/O): one background thread sends in
@@ -103,7 +104,7 @@ class HttpRelaySessionLog final : public RelaySessionLog {
   Outcome Send(const Item& item);
 
   HttpRelaySessionLogOptions options_;
-  std::string base_url_;
+  protocol::ApiClient api_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  ///< new work, stop, or (for WaitUntilIdle) progress
   std::deque<Item> queue_;

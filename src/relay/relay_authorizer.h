@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "protocol/relay_messages.h"
 
 namespace gpuwerk::relay {
 
@@ -21,19 +22,9 @@ struct AuthorizeRequest {
   std::string source_address;   ///< the client's IP address, numeric, no port
 };
 
-/// Where an authorized login goes.
-struct RelayTarget {
-  std::string instance_id;
-  std::string instance_name;    ///< the person's name for it, e.g. "alpha"
-  std::string hostname;         ///< globally unique, e.g. "alpha-k3x7q"
-  std::string upstream_host;    ///< the instance's sshd: host name or IP address
-  uint16_t upstream_port = 22;  ///< and its TCP port
-  std::string login;            ///< the Linux login inside the instance, e.g. "root"
-  std::string person_id;        ///< who is logging in (for revocation and the relay session log)
-  /// The instance sshd's host key as "SHA256:…"; when set the relay refuses an upstream that
-  /// presents another key. Empty: not checked (the upstream is reached over the host's network).
-  std::string upstream_host_key_fingerprint;
-};
+/// Where an authorized login goes: the wire type itself (protocol::RelayTarget), so the remote
+/// relay's answer needs no copy.
+using RelayTarget = protocol::RelayTarget;
 
 /// The authorizer's answer: exactly one of `target` (let through) or `refusal` (a message for the
 /// person, shown by their SSH client as an authentication banner; one or more lines, no

@@ -1,5 +1,6 @@
 #include "protocol/internal/json_fields.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace gpuwerk::protocol::internal {
@@ -40,6 +41,24 @@ core::Result<std::string> FieldReader::String(std::string_view name) const {
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* v, Present(name));
   if (!v->is_string()) return core::Fail(FieldError(Path(name), "must be a string"));
   return v->get<std::string>();
+}
+
+core::Result<std::string> FieldReader::String(std::string_view name, size_t max_len,
+                                              size_t min_len) const {
+  GPUWERK_ASSIGN_OR_RETURN(std::string v, String(name));
+  // The JSON parser has checked the UTF-8: count the bytes that start a code point.
+  const size_t n = static_cast<size_t>(std::count_if(
+      v.begin(), v.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  if (n < min_len) {
+    return core::Fail(FieldError(
+        Path(name), min_len == 1 ? "must not be empty"
+                                 : "must be at least " + std::to_string(min_len) + " characters"));
+  }
+  if (n > max_len) {
+    return core::Fail(
+        FieldError(Path(name), "must be at most " + std::to_string(max_len) + " characters"));
+  }
+  return v;
 }
 
 core::Result<int64_t> FieldReader::Int(std::string_view name) const {

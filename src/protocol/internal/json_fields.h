@@ -25,6 +25,9 @@ class FieldReader {
   static core::Result<FieldReader> Open(const nlohmann::json& value, std::string path);
 
   core::Result<std::string> String(std::string_view name) const;
+  /// String() of `min_len`..`max_len` characters (Unicode code points); errors say "must not be
+  /// empty" or "must be at most N characters".
+  core::Result<std::string> String(std::string_view name, size_t max_len, size_t min_len = 0) const;
   /// A signed integer (a JSON number without a fraction that fits int64).
   core::Result<int64_t> Int(std::string_view name) const;
   /// Int() within [min, max]; errors name the range.
