@@ -271,9 +271,9 @@ TEST(AgentTest, AContainerMadeButNeverStartedGetsItsKeysByArchiveBeforeItsStart)
   FakeApiServer server([](const FakeRequest&) {
     return FakeResponse::Json(200, nlohmann::json::parse(R"({"host_id":"hst_1",
       "sync_interval_seconds":1,"desired":[{"instance_id":"ins_a","node_index":0,
-      "container_name":"gpuwerk-ins_a-0","hostname":"a","image":"img",
-      "authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey alice"],
-      "restart_generation":0}]})"));
+      "container_name":"gpuwerk-ins_a-0","hostname":"a","image":"img","memory_bytes":0,
+      "gpu":false,"authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey alice"],
+      "restart_generation":0,"env":[]}]})"));
   });
   AgentClient client(server.url(), "gwh_x", milliseconds(2000));
   RecordingEngine engine;
