@@ -7,7 +7,7 @@
 //   {"decision":"allow","target":…} or {"decision":"refuse","code","message"} from `authorizer`
 //   (the store-backed one, so a remote relay decides exactly as `gpuwerk up`'s in-process one).
 // - `PUT /api/v1/relay/sessions/{id}`: a relay session's start (ended_at null) or end
-//   (relay::RelaySessionReportJson), recorded idempotently (access::RecordRelaySessionStart /
+//   (protocol::RelaySessionReport), recorded idempotently (access::RecordRelaySessionStart /
 //   End); 200 {id, recorded} where `recorded` says whether this report changed anything.
 //   Errors: 400 `invalid_field`, `invalid_relay_session`; 409 `relay_session_conflict` (the id
 //   belongs to another relay).
