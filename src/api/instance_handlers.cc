@@ -14,7 +14,7 @@ nlohmann::json InstanceJson(const sched::Instance& in, const SshCommandFormat& s
   nlohmann::json j = {
       {"id", in.id},
       {"name", in.name},
-      {"status", in.status},
+      {"status", std::string(sched::ToString(in.status))},
       {"status_reason", in.status_reason},
       {"hostname", in.hostname},
       {"gpu_type", in.gpu_type},

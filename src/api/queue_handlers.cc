@@ -11,13 +11,13 @@ nlohmann::json QueueEntryJson(const sched::QueueEntry& e) {
                       {"gpu_type", e.gpu_type},
                       {"name", e.name},
                       {"ssh_key", {{"id", e.ssh_key_id}, {"name", e.ssh_key_name}}},
-                      {"status", e.status},
+                      {"status", std::string(sched::ToString(e.status))},
                       {"position", nullptr},
                       {"entered_at", core::FormatRfc3339(e.entered_at)},
                       {"left_at", nullptr},
                       {"instance_id", nullptr},
                       {"last_failure", e.last_failure}};
-  if (e.status == "open") j["position"] = e.position;
+  if (e.status == sched::QueueEntryStatus::kOpen) j["position"] = e.position;
   if (e.left_at) j["left_at"] = core::FormatRfc3339(*e.left_at);
   if (!e.instance_id.empty()) j["instance_id"] = e.instance_id;
   return j;

@@ -14,8 +14,6 @@ namespace {
 
 using internal::HostPairTable;
 
-constexpr int kPageSize = 15;
-
 /// Whether the IPv4 address in `b` (network order) can be a host's own unicast address: not
 /// 0.0.0.0/8 ("this network"), 127/8 (loopback: the other host cannot reach it), 224/4
 /// (multicast) or 240/4 (reserved, incl. broadcast). RFC 6890.
@@ -122,16 +120,13 @@ core::Result<HostPair> HostRegistry::LinkPair(const std::string& actor_id, const
 }
 
 core::Result<HostPairPage> HostRegistry::ListPairs(int page) {
-  if (page < 1 || page > 1'000'000) {
-    return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
-  }
+  GPUWERK_TRY(CheckPage(page));
   return db_.Read([&](store::Transaction& tx) -> core::Result<HostPairPage> {
     HostPairPage out;
     out.page = page;
     GPUWERK_ASSIGN_OR_RETURN(out.total, HostPairTable::Count(tx));
-    out.pages = static_cast<int>(std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize));
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto ids, HostPairTable::ListIds(tx, kPageSize, int64_t{(page - 1) * kPageSize}));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(auto ids, HostPairTable::ListIds(tx, kPageSize, PageOffset(page)));
     for (const auto& pair_id : ids) {
       GPUWERK_ASSIGN_OR_RETURN(auto pair, HostPairTable::Load(tx, pair_id));
       if (pair) out.items.push_back(std::move(*pair));

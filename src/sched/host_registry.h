@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "sched/page.h"
 #include "store/database.h"
 
 namespace gpuwerk::sched {
@@ -56,12 +57,7 @@ struct HostPair {
 };
 
 /// One page of pairs, oldest first.
-struct HostPairPage {
-  std::vector<HostPair> items;
-  int page = 1;
-  int pages = 1;
-  int64_t total = 0;
-};
+using HostPairPage = Page<HostPair>;
 
 /// What the operator asks of one node of a pair to link.
 struct PairNode {

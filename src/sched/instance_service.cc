@@ -16,8 +16,6 @@
 namespace gpuwerk::sched {
 namespace {
 
-constexpr int kPageSize = 15;
-
 core::Error NoCapacity(const std::string& gpu_type) {
   return core::Error(core::ErrorCode::kFailedPrecondition, "no_capacity",
                      "No " + gpu_type +
@@ -37,25 +35,14 @@ core::Error Offline(const std::string& gpu_type) {
       .WithDetail("gpu_type", gpu_type);
 }
 
-/// The id of `person_id`'s live instance with this id or name; nullopt when none.
-core::Result<std::optional<std::string>> FindLive(store::Transaction& tx,
-                                                  const std::string& person_id,
-                                                  std::string_view id_or_name) {
+/// `person_id`'s live instance with this id or name. Errors: not_found (also another
+/// person's, R-19).
+core::Result<InstanceRow> LiveRow(store::Transaction& tx, const std::string& person_id,
+                                  std::string_view id_or_name) {
   GPUWERK_ASSIGN_OR_RETURN(auto row,
                            InstanceTable::FindLive(tx, person_id, std::string(id_or_name)));
-  if (!row) return std::optional<std::string>();
-  return std::optional<std::string>(row->id);
-}
-
-int PagesOf(int64_t total) {
-  return static_cast<int>(std::max<int64_t>(1, (total + kPageSize - 1) / kPageSize));
-}
-
-core::Result<void> CheckPage(int page) {
-  if (page < 1 || page > 1'000'000) {
-    return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
-  }
-  return {};
+  if (!row) return core::NotFound("Instance");
+  return std::move(*row);
 }
 
 }  // namespace
@@ -151,9 +138,9 @@ core::Result<InstancePage> InstanceService::List(const std::string& person_id, i
     InstancePage out;
     out.page = page;
     GPUWERK_ASSIGN_OR_RETURN(out.total, InstanceTable::CountLive(tx, person_id));
-    out.pages = PagesOf(out.total);
-    GPUWERK_ASSIGN_OR_RETURN(auto rows, InstanceTable::ListLive(tx, person_id, kPageSize,
-                                                                int64_t{(page - 1) * kPageSize}));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(auto rows,
+                             InstanceTable::ListLive(tx, person_id, kPageSize, PageOffset(page)));
     for (const auto& r : rows) {
       GPUWERK_ASSIGN_OR_RETURN(
           auto in, internal::LoadInstance(tx, r.id, now, options_.host_unknown_after_seconds));
@@ -167,73 +154,73 @@ core::Result<Instance> InstanceService::Get(const std::string& person_id,
                                             std::string_view id_or_name) {
   const int64_t now = clock_.NowUnix();
   return db_.Read([&](store::Transaction& tx) -> core::Result<Instance> {
-    GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
-    if (!id) return core::NotFound("Instance");
+    GPUWERK_ASSIGN_OR_RETURN(InstanceRow row, LiveRow(tx, person_id, id_or_name));
     GPUWERK_ASSIGN_OR_RETURN(
-        auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
+        auto in, internal::LoadInstance(tx, row.id, now, options_.host_unknown_after_seconds));
     if (!in) return core::NotFound("Instance");
     return std::move(*in);
   });
 }
 
-core::Result<Instance> InstanceService::Restart(const std::string& person_id,
-                                                std::string_view id_or_name,
-                                                const std::string& source_address) {
+core::Result<Instance> InstanceService::ChangeLive(const std::string& person_id,
+                                                   std::string_view id_or_name,
+                                                   const LiveChange& change) {
   const int64_t now = clock_.NowUnix();
   auto result = db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
-    GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
-    if (!id) return core::NotFound("Instance");
-    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(tx, *id));
-    if (row->desired == DesiredState::kDeleted) {
-      return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_deleting",
-                        "This instance is being deleted; it cannot be restarted.");
-    }
-    if (row->status == InstanceStatus::kFailed) {
-      return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_failed",
-                        "This instance failed to start; delete it and create a new one.");
-    }
-    GPUWERK_TRY(InstanceTable::BumpRestart(tx, *id));
-    GPUWERK_TRY(audit::RecordAudit(
-        tx, clock_, rng_,
-        {.actor_id = person_id,
-         .action = "instance.restart",
-         .target = *id,
-         .source_address = source_address,
-         .detail = {{"name", row->name}, {"restart_generation", row->restart_generation + 1}}}));
+    GPUWERK_ASSIGN_OR_RETURN(InstanceRow row, LiveRow(tx, person_id, id_or_name));
+    GPUWERK_TRY(change(tx, row, now));
     GPUWERK_ASSIGN_OR_RETURN(
-        auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
+        auto in, internal::LoadInstance(tx, row.id, now, options_.host_unknown_after_seconds));
     return std::move(*in);
   });
   if (result) WakeHost(*result);
   return result;
 }
 
+core::Result<Instance> InstanceService::Restart(const std::string& person_id,
+                                                std::string_view id_or_name,
+                                                const std::string& source_address) {
+  return ChangeLive(
+      person_id, id_or_name,
+      [&](store::Transaction& tx, const InstanceRow& row, int64_t) -> core::Result<void> {
+        if (row.desired == DesiredState::kDeleted) {
+          return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_deleting",
+                            "This instance is being deleted; it cannot be restarted.");
+        }
+        if (row.status == InstanceStatus::kFailed) {
+          return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_failed",
+                            "This instance failed to start; delete it and create a new one.");
+        }
+        GPUWERK_TRY(InstanceTable::BumpRestart(tx, row.id));
+        return audit::RecordAudit(
+            tx, clock_, rng_,
+            {.actor_id = person_id,
+             .action = "instance.restart",
+             .target = row.id,
+             .source_address = source_address,
+             .detail = {{"name", row.name}, {"restart_generation", row.restart_generation + 1}}});
+      });
+}
+
 core::Result<Instance> InstanceService::Delete(const std::string& person_id,
                                                std::string_view id_or_name,
                                                const std::string& source_address) {
-  const int64_t now = clock_.NowUnix();
-  auto result = db_.Write([&](store::Transaction& tx) -> core::Result<Instance> {
-    GPUWERK_ASSIGN_OR_RETURN(auto id, FindLive(tx, person_id, id_or_name));
-    if (!id) return core::NotFound("Instance");
-    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(tx, *id));
-    if (row->desired != DesiredState::kDeleted) {
-      GPUWERK_TRY(InstanceTable::MarkDeleting(tx, *id));
-      // the session ends when the delete is asked for, not when the container is gone.
-      GPUWERK_TRY(internal::BillingSessionTable::End(tx, row->billing_session_id, now));
-      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
-                                     {.actor_id = person_id,
-                                      .action = "instance.delete",
-                                      .target = *id,
-                                      .source_address = source_address,
-                                      .detail = {{"name", row->name}}}));
-      GPUWERK_TRY(internal::FinalizeIfGone(tx, clock_, rng_, *id));
-    }
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto in, internal::LoadInstance(tx, *id, now, options_.host_unknown_after_seconds));
-    return std::move(*in);
-  });
-  if (result) WakeHost(*result);
-  return result;
+  return ChangeLive(
+      person_id, id_or_name,
+      [&](store::Transaction& tx, const InstanceRow& row, int64_t now) -> core::Result<void> {
+        if (row.desired == DesiredState::kDeleted) return {};  // asked already
+        GPUWERK_TRY(InstanceTable::MarkDeleting(tx, row.id));
+        // the session ends when the delete is asked for, not when the container is gone.
+        GPUWERK_TRY(internal::BillingSessionTable::End(tx, row.billing_session_id, now));
+        GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                       {.actor_id = person_id,
+                                        .action = "instance.delete",
+                                        .target = row.id,
+                                        .source_address = source_address,
+                                        .detail = {{"name", row.name}}}));
+        GPUWERK_TRY(internal::FinalizeIfGone(tx, clock_, rng_, row.id));
+        return {};
+      });
 }
 
 void InstanceService::WakeHost(const Instance& instance) {
@@ -255,9 +242,9 @@ core::Result<GpuTypePage> InstanceService::GpuTypesPage(int page) {
     GpuTypePage out;
     out.page = page;
     GPUWERK_ASSIGN_OR_RETURN(out.total, internal::GpuTypeTable::Count(tx));
-    out.pages = PagesOf(out.total);
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto types, internal::GpuTypeTable::List(tx, kPageSize, int64_t{(page - 1) * kPageSize}));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(auto types,
+                             internal::GpuTypeTable::List(tx, kPageSize, PageOffset(page)));
     GPUWERK_ASSIGN_OR_RETURN(out.items, GpuTypesNow(tx, types, now));
     return out;
   });

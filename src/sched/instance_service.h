@@ -12,8 +12,11 @@
 #include "keys/ssh_key_registry.h"
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
+#include "sched/instance_table.h"
+#include "sched/page.h"
 #include "sched/queue_service.h"
 #include "sched/sched_options.h"
+#include "sched/states.h"
 #include "store/database.h"
 
 namespace gpuwerk::sched {
@@ -24,11 +27,11 @@ namespace gpuwerk::sched {
 struct Instance {
   std::string id;  ///< "ins_…"
   std::string name;
-  std::string status;  ///< provisioning, running, restarting, exited, unknown, deleting, failed
+  InstanceStatus status = InstanceStatus::kProvisioning;  ///< derived at read time (R-6)
   std::string status_reason;  ///< why, for people; "" when nothing to say
   std::string hostname;       ///< globally unique, `<name>-<5 base32 chars>`
   std::string gpu_type;
-  std::string desired;  ///< "running" or "deleted"
+  DesiredState desired = DesiredState::kRunning;
   int64_t restart_generation = 0;
   std::string ssh_key_id;
   std::string ssh_key_name;         ///< "" when the key row is gone
@@ -44,12 +47,7 @@ struct Instance {
 };
 
 /// One page of a person's live instances.
-struct InstancePage {
-  std::vector<Instance> items;
-  int page = 1;
-  int pages = 1;
-  int64_t total = 0;
-};
+using InstancePage = Page<Instance>;
 
 /// A GPU type with its capacity now.
 struct GpuType {
@@ -73,12 +71,7 @@ struct GpuType {
 };
 
 /// One page of GPU types, by name (the operator's list).
-struct GpuTypePage {
-  std::vector<GpuType> items;
-  int page = 1;
-  int pages = 1;
-  int64_t total = 0;
-};
+using GpuTypePage = Page<GpuType>;
 
 /// What InstanceService::CreateOrJoinQueue did: exactly one of the two is set.
 struct CreateOutcome {
@@ -165,6 +158,14 @@ class InstanceService {
   core::Result<std::vector<GpuType>> GpuTypesNow(store::Transaction& tx,
                                                  const std::vector<GpuTypeConfig>& types,
                                                  int64_t now);
+  /// A change to a live instance inside its write transaction, given its row and the time.
+  using LiveChange =
+      std::function<core::Result<void>(store::Transaction&, const InstanceRow&, int64_t now)>;
+  /// Finds `person_id`'s live instance by id or name, applies `change` and answers the instance
+  /// as it is then, in one write transaction; then wakes its hosts. Errors: not_found;
+  /// `change`'s.
+  core::Result<Instance> ChangeLive(const std::string& person_id, std::string_view id_or_name,
+                                    const LiveChange& change);
   void WakeHost(const Instance& instance);
 
   store::Database& db_;

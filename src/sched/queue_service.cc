@@ -17,8 +17,6 @@ namespace {
 
 using internal::QueueEntryTable;
 
-constexpr int kPageSize = 15;
-
 core::Result<std::optional<QueueEntry>> LoadEntry(store::Transaction& tx, const std::string& id) {
   GPUWERK_ASSIGN_OR_RETURN(auto row, QueueEntryTable::Find(tx, id));
   if (!row) return std::optional<QueueEntry>();
@@ -130,22 +128,20 @@ core::Result<std::vector<QueueEntry>> QueueService::List(const std::string& pers
 }
 
 core::Result<QueueHistoryPage> QueueService::History(const std::string& person_id, int page) {
-  if (page < 1 || page > 1'000'000) {
-    return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
-  }
+  GPUWERK_TRY(CheckPage(page));
   const int64_t now = clock_.NowUnix();
   return db_.Read([&](store::Transaction& tx) -> core::Result<QueueHistoryPage> {
     QueueHistoryPage out;
     out.page = page;
     GPUWERK_ASSIGN_OR_RETURN(out.total, QueueEntryTable::CountOf(tx, person_id));
-    out.pages = static_cast<int>(std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize));
-    GPUWERK_ASSIGN_OR_RETURN(auto rows, QueueEntryTable::ListOf(tx, person_id, kPageSize,
-                                                                int64_t{(page - 1) * kPageSize}));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(auto rows,
+                             QueueEntryTable::ListOf(tx, person_id, kPageSize, PageOffset(page)));
     for (const auto& r : rows) {
       GPUWERK_ASSIGN_OR_RETURN(QueueEntry e, internal::QueueEntryView(tx, r));
       QueueHistoryRow h;
       h.wait_seconds = std::max<int64_t>(0, e.left_at.value_or(now) - e.entered_at);
-      h.outcome = r.status == QueueEntryStatus::kOpen ? "waiting" : e.status;
+      h.outcome = r.status == QueueEntryStatus::kOpen ? "waiting" : std::string(ToString(r.status));
       h.entry = std::move(e);
       out.items.push_back(std::move(h));
     }

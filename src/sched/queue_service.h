@@ -11,7 +11,9 @@
 #include "core/random.h"
 #include "mail/outbox.h"
 #include "sched/desired_state_notifier.h"
+#include "sched/page.h"
 #include "sched/sched_options.h"
+#include "sched/states.h"
 #include "store/database.h"
 
 namespace gpuwerk::sched {
@@ -22,8 +24,8 @@ struct QueueEntry {
   std::string gpu_type;
   std::string name;
   std::string ssh_key_id;
-  std::string ssh_key_name;        ///< "" when the key row is gone
-  std::string status;              ///< "open", "launched" or "cancelled"
+  std::string ssh_key_name;  ///< "" when the key row is gone
+  QueueEntryStatus status = QueueEntryStatus::kOpen;
   int64_t position = 0;            ///< 1-based place among the type's open entries; 0 unless open
   int64_t entered_at = 0;          ///< Unix seconds
   std::optional<int64_t> left_at;  ///< Unix seconds: launched or cancelled; none while open
@@ -40,12 +42,7 @@ struct QueueHistoryRow {
 
 /// One page of queue history, 15 rows, oldest entry first (a stable order: new entries only
 /// ever land on the last page).
-struct QueueHistoryPage {
-  std::vector<QueueHistoryRow> items;
-  int page = 1;
-  int pages = 1;
-  int64_t total = 0;
-};
+using QueueHistoryPage = Page<QueueHistoryRow>;
 
 /// What one drain did.
 struct DrainResult {

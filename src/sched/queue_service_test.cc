@@ -13,19 +13,18 @@
 #include "mail/outbox.h"
 #include "sched/agent_sync.h"
 #include "sched/host_registry.h"
-#include "store/sqlite_database.h"
-#include "tests/support/temp_database.h"
+#include "sched/sched_store_test.h"
 
 namespace gpuwerk::sched {
 namespace {
 
 using nlohmann::json;
 
-class QueueTest : public ::testing::Test {
+class QueueTest : public SchedStoreTest {
  protected:
   void SetUp() override {
-    core::InitCrypto();
-    ASSERT_TRUE(db_.Open());
+    SchedStoreTest::SetUp();
+    if (HasFatalFailure()) return;
     hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     queue_ = std::make_unique<QueueService>(
@@ -36,19 +35,12 @@ class QueueTest : public ::testing::Test {
   }
   void TearDown() override {
     queue_.reset();
-    db_.reset();
+    SchedStoreTest::TearDown();
   }
+  /// A person `id` with the key "key_<id>".
   void AddPerson(const std::string& id) {
-    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES (?, ?, ?, 0)",
-                  {id, id + "@example.test", id + "@example.test"}));
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, "
-                  "fingerprint, created_at) VALUES (?, ?, 'laptop', 'ssh-ed25519', 256, ?, ?, 0)",
-                  {"key_" + id, id, "ssh-ed25519 AAAA" + id + " laptop\n", "SHA256:" + id}));
-      return {};
-    }));
+    SchedStoreTest::AddPerson(id);
+    AddKey(id, "key_" + id);
   }
   void AddHost(const std::string& name, const std::string& type = "spark-1x") {
     auto h = hosts_->Add("op", name, type, true, "127.0.0.1");
@@ -77,13 +69,10 @@ class QueueTest : public ::testing::Test {
   std::string Status(const std::string& person) {
     auto list = queue_->History(person, 1);
     EXPECT_TRUE(list);
-    return list->items.empty() ? "" : list->items.back().entry.status;
+    return list->items.empty() ? "" : std::string(ToString(list->items.back().entry.status));
   }
 
-  core::FakeClock clock_;
-  core::SodiumRng rng_;
   SchedOptions options_;
-  testing::TempDatabase db_;
   std::unique_ptr<HostRegistry> hosts_;
   std::unique_ptr<mail::Outbox> outbox_;
   std::unique_ptr<QueueService> queue_;
@@ -228,7 +217,7 @@ TEST_F(QueueTest, LeftEntryIsNeverLaunched) {
   Join("p1");
   auto left = queue_->Leave("p0", "job-p0", "127.0.0.1");
   ASSERT_TRUE(left);
-  EXPECT_EQ(left->status, "cancelled");
+  EXPECT_EQ(left->status, QueueEntryStatus::kCancelled);
   EXPECT_EQ(queue_->Leave("p1", left->id, "127.0.0.1").error().api_code, "not_found");
   AddHost("h1");
   ASSERT_TRUE(queue_->Drain("spark-1x"));

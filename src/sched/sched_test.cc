@@ -14,19 +14,18 @@
 #include "sched/agent_sync.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
-#include "store/sqlite_database.h"
-#include "tests/support/temp_database.h"
+#include "sched/sched_store_test.h"
 
 namespace gpuwerk::sched {
 namespace {
 
 using nlohmann::json;
 
-class SchedTest : public ::testing::Test {
+class SchedTest : public SchedStoreTest {
  protected:
   void SetUp() override {
-    core::InitCrypto();
-    ASSERT_TRUE(db_.Open());
+    SchedStoreTest::SetUp();
+    if (HasFatalFailure()) return;
     options_.host_unknown_after_seconds = 30;
     hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
     instances_ = std::make_unique<InstanceService>(*db_, clock_, rng_, options_);
@@ -35,27 +34,6 @@ class SchedTest : public ::testing::Test {
     AddPerson("bob");
     AddKey("alice", "key_alice");
     AddKey("bob", "key_bob");
-  }
-  void TearDown() override { db_.reset(); }
-
-  void AddPerson(const std::string& id) {
-    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES "
-                  "(?, ?, ?, 0)",
-                  {id, id + "@example.test", id + "@example.test"}));
-      return {};
-    }));
-  }
-  void AddKey(const std::string& person, const std::string& id) {
-    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, "
-                  "fingerprint, created_at) VALUES (?, ?, 'laptop', 'ssh-ed25519', 256, "
-                  "?, ?, 0)",
-                  {id, person, "ssh-ed25519 AAAA" + id + " laptop\n", "SHA256:" + id}));
-      return {};
-    }));
   }
   /// Registers a host and has its agent sync once (so it counts as online).
   Host AddHost(const std::string& name, const std::string& type = "spark-1x", bool gpu = true) {
@@ -98,12 +76,9 @@ class SchedTest : public ::testing::Test {
   }
   std::string Status(const std::string& id) {
     auto in = instances_->Get("alice", id);
-    return in ? in->status : in.error().api_code;
+    return in ? std::string(ToString(in->status)) : in.error().api_code;
   }
 
-  testing::TempDatabase db_;
-  core::FakeClock clock_;
-  core::SodiumRng rng_;
   SchedOptions options_;
   std::unique_ptr<HostRegistry> hosts_;
   std::unique_ptr<InstanceService> instances_;
@@ -113,7 +88,7 @@ class SchedTest : public ::testing::Test {
 TEST_F(SchedTest, CreatePlacesOnAFreeHostAndOpensABillingSession) {
   Host host = AddHost("spark-a");
   Instance in = MustCreate("alpha");
-  EXPECT_EQ(in.status, "provisioning");
+  EXPECT_EQ(in.status, InstanceStatus::kProvisioning);
   EXPECT_EQ(in.hosts, std::vector<std::string>{"spark-a"});
   EXPECT_TRUE(in.hostname.starts_with("alpha-"));
   EXPECT_EQ(in.hostname.size(), std::string("alpha-").size() + 5);
@@ -271,7 +246,7 @@ TEST_F(SchedTest, StatusFollowsTheEngineStateC11) {
   // The engine is gone: unknown, and the reason says so.
   Sync(host, json::array(), json::array(), {{"ok", false}, {"error", "socket gone"}});
   auto engine_down = instances_->Get("alice", in.id);
-  EXPECT_EQ(engine_down->status, "unknown");
+  EXPECT_EQ(engine_down->status, InstanceStatus::kUnknown);
   EXPECT_NE(engine_down->status_reason.find("socket gone"), std::string::npos);
 }
 
@@ -281,7 +256,7 @@ TEST_F(SchedTest, RestartBumpsGenerationKeepsSessionAndWaitsForTheAgent) {
   Sync(host, json::array({Container(in, "running", true)}));
   auto r = instances_->Restart("alice", "alpha", "x");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, "restarting");
+  EXPECT_EQ(r->status, InstanceStatus::kRestarting);
   EXPECT_EQ(r->restart_generation, 1);
   EXPECT_EQ(r->billing_session_id, in.billing_session_id);
   json resp = Sync(host, json::array({Container(in, "running", true, 0)}));
@@ -299,7 +274,7 @@ TEST_F(SchedTest, C14_ActionOnDeletedInstance) {
   Sync(host, json::array({Container(in, "running", true)}));
   auto d = instances_->Delete("alice", in.id, "x");
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->status, "deleting");
+  EXPECT_EQ(d->status, InstanceStatus::kDeleting);
   auto restart = instances_->Restart("alice", in.id, "x");
   ASSERT_FALSE(restart);
   EXPECT_EQ(restart.error().api_code, "instance_deleting");
@@ -349,7 +324,7 @@ TEST_F(SchedTest, FailureReportFreesCapacityAndEndsTheSession) {
                      {"message", "no such image"}}}));
   auto shown = instances_->Get("alice", "alpha");
   ASSERT_TRUE(shown);
-  EXPECT_EQ(shown->status, "failed");
+  EXPECT_EQ(shown->status, InstanceStatus::kFailed);
   EXPECT_NE(shown->status_reason.find("image_not_found"), std::string::npos);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions WHERE ended_at IS NOT NULL"), 1);
@@ -359,7 +334,7 @@ TEST_F(SchedTest, FailureReportFreesCapacityAndEndsTheSession) {
   // Deleting the failed instance finalizes it at once (it holds no host).
   auto d = instances_->Delete("alice", "alpha", "x");
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->status, "deleted");
+  EXPECT_EQ(d->status, InstanceStatus::kDeleted);
 }
 
 TEST_F(SchedTest, AnotherHostsOrPersonsInstancesAreNotTouched) {
@@ -657,7 +632,7 @@ TEST_F(SchedTest, C13_RuntimeFailureDegradesTheHostUntilTheOperatorUndrainsIt) {
                      {"message", "start: unknown or invalid runtime name: nvidia"}}}));
   auto shown = instances_->Get("alice", in.id);
   ASSERT_TRUE(shown);
-  EXPECT_EQ(shown->status, "failed");
+  EXPECT_EQ(shown->status, InstanceStatus::kFailed);
   EXPECT_NE(shown->status_reason.find("unknown or invalid runtime name: nvidia"),
             std::string::npos);
   Host now = Fresh(*hosts_, "spark-a");

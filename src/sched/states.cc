@@ -1,6 +1,7 @@
 #include "sched/states.h"
 
 #include <array>
+#include <ostream>
 #include <utility>
 
 namespace gpuwerk::sched {
@@ -59,6 +60,12 @@ std::optional<DesiredState> DesiredStateFrom(std::string_view label) {
 }
 std::optional<QueueEntryStatus> QueueEntryStatusFrom(std::string_view label) {
   return Parse(kQueueEntryStatus, label);
+}
+
+std::ostream& operator<<(std::ostream& os, InstanceStatus status) { return os << ToString(status); }
+std::ostream& operator<<(std::ostream& os, DesiredState desired) { return os << ToString(desired); }
+std::ostream& operator<<(std::ostream& os, QueueEntryStatus status) {
+  return os << ToString(status);
 }
 
 }  // namespace gpuwerk::sched

@@ -3,6 +3,7 @@
 // The scheduler's state labels as enums, and the one place that maps them to and from the
 // strings the API and the store use (docs/agent-protocol.md, docs/queue.md).
 
+#include <iosfwd>
 #include <optional>
 #include <string_view>
 
@@ -42,5 +43,10 @@ std::string_view ToString(QueueEntryStatus status);
 std::optional<InstanceStatus> InstanceStatusFrom(std::string_view label);
 std::optional<DesiredState> DesiredStateFrom(std::string_view label);
 std::optional<QueueEntryStatus> QueueEntryStatusFrom(std::string_view label);
+
+/// Writes the label (for test failure messages and logs).
+std::ostream& operator<<(std::ostream& os, InstanceStatus status);
+std::ostream& operator<<(std::ostream& os, DesiredState desired);
+std::ostream& operator<<(std::ostream& os, QueueEntryStatus status);
 
 }  // namespace gpuwerk::sched

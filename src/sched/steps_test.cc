@@ -16,8 +16,8 @@
 #include "sched/internal/drain_steps.h"
 #include "sched/internal/queue_entry_table.h"
 #include "sched/internal/sync_steps.h"
+#include "sched/sched_store_test.h"
 #include "sched/states.h"
-#include "store/sqlite_database.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -105,19 +105,11 @@ TEST(DegradedReasonTest, GpuRuntimeFailureAndMissingGpuDegradeAHost) {
   EXPECT_EQ(internal::DegradedReason(host, no_gpu), "");
 }
 
-class StepsTest : public ::testing::Test {
+class StepsTest : public SchedStoreTest {
  protected:
   void SetUp() override {
-    core::InitCrypto();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gpuwerk-steps-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::SqliteDatabase::Open({.path = (dir_ / "db.sqlite").string()});
-    ASSERT_TRUE(db) << db.error().message;
-    db_ = std::move(*db);
-    ASSERT_TRUE(store::Migrate(*db_));
+    SchedStoreTest::SetUp();
+    if (HasFatalFailure()) return;
     hosts_ = std::make_unique<HostRegistry>(*db_, clock_, rng_);
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     queue_ = std::make_unique<QueueService>(*db_, clock_, rng_, options_, *outbox_);
@@ -127,20 +119,12 @@ class StepsTest : public ::testing::Test {
   }
   void TearDown() override {
     queue_.reset();
-    db_.reset();
-    std::filesystem::remove_all(dir_);
+    SchedStoreTest::TearDown();
   }
+  /// A person `id` with the key "key_<id>".
   void AddPerson(const std::string& id) {
-    ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES (?, ?, ?, 0)",
-                  {id, id + "@example.test", id + "@example.test"}));
-      GPUWERK_TRY(
-          tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, "
-                  "fingerprint, created_at) VALUES (?, ?, 'laptop', 'ssh-ed25519', 256, ?, ?, 0)",
-                  {"key_" + id, id, "ssh-ed25519 AAAA" + id + " laptop\n", "SHA256:" + id}));
-      return {};
-    }));
+    SchedStoreTest::AddPerson(id);
+    AddKey(id, "key_" + id);
   }
   Host AddHost(const std::string& name) {
     auto h = hosts_->Add("op", name, "spark-1x", true, "127.0.0.1");
@@ -170,11 +154,7 @@ class StepsTest : public ::testing::Test {
     });
   }
 
-  std::filesystem::path dir_;
-  core::FakeClock clock_;
-  core::SodiumRng rng_;
   SchedOptions options_;
-  std::unique_ptr<store::Database> db_;
   std::unique_ptr<HostRegistry> hosts_;
   std::unique_ptr<mail::Outbox> outbox_;
   std::unique_ptr<QueueService> queue_;
@@ -246,7 +226,7 @@ TEST_F(StepsTest, PassOverMarksAndMailsOnlyTheFirstTime) {
   auto entry = queue_->List("p0");
   ASSERT_TRUE(entry);
   ASSERT_EQ(entry->size(), 1u);
-  EXPECT_EQ(entry->at(0).status, "open");  // keeps its place
+  EXPECT_EQ(entry->at(0).status, QueueEntryStatus::kOpen);  // keeps its place
   EXPECT_EQ(entry->at(0).last_failure, "passed over: your account cannot launch right now");
 }
 
@@ -288,7 +268,7 @@ TEST_F(StepsTest, LaunchEntryCreatesTheInstanceAndMarksTheEntryLaunched) {
   EXPECT_EQ((*launched)->host_names, (std::vector<std::string>{"h1"}));
   auto history = queue_->History("p0", 1);
   ASSERT_TRUE(history);
-  EXPECT_EQ(history->items.at(0).entry.status, "launched");
+  EXPECT_EQ(history->items.at(0).entry.status, QueueEntryStatus::kLaunched);
   EXPECT_EQ(history->items.at(0).entry.instance_id, (*launched)->instance_id);
   auto in = instances_->Get("p0", (*launched)->instance_id);
   ASSERT_TRUE(in) << in.error().message;
@@ -383,7 +363,7 @@ TEST_F(StepsTest, CreateOrJoinQueueJoinsWhenTheTypeIsOffline) {
   ASSERT_TRUE(queued) << queued.error().message;
   EXPECT_FALSE(queued->instance.has_value());
   ASSERT_TRUE(queued->queue_entry.has_value());
-  EXPECT_EQ(queued->queue_entry->status, "open");
+  EXPECT_EQ(queued->queue_entry->status, QueueEntryStatus::kOpen);
   AddHost("h1");
   auto created =
       instances_->CreateOrJoinQueue(*queue_, "p1", "box", "key_p1", "spark-1x", "127.0.0.1");

@@ -14,15 +14,19 @@ namespace gpuwerk::sched::internal {
 namespace {
 
 /// Per-node status; the instance takes the first in this order that any node has.
-constexpr const char* kOrder[] = {"exited", "restarting", "provisioning", "running"};
+constexpr InstanceStatus kOrder[] = {InstanceStatus::kExited, InstanceStatus::kRestarting,
+                                     InstanceStatus::kProvisioning, InstanceStatus::kRunning};
 
-std::string NodeStatus(const NodeView& n, int64_t restart_generation) {
+/// A node's status from its engine state (Docker's: created, running, restarting, exited, dead).
+InstanceStatus NodeStatus(const NodeRow& n, int64_t restart_generation) {
   const bool restart_pending = n.observed && n.restart_generation < restart_generation;
-  if (!n.observed) return "provisioning";
-  if (n.state == "restarting") return "restarting";
-  if (n.state == "exited" || n.state == "dead") return restart_pending ? "restarting" : "exited";
-  if (n.state == "running" && n.ssh_ready && !restart_pending) return "running";
-  return restart_pending ? "restarting" : "provisioning";
+  if (!n.observed) return InstanceStatus::kProvisioning;
+  if (n.state == "restarting") return InstanceStatus::kRestarting;
+  if (n.state == "exited" || n.state == "dead") {
+    return restart_pending ? InstanceStatus::kRestarting : InstanceStatus::kExited;
+  }
+  if (n.state == "running" && n.ssh_ready && !restart_pending) return InstanceStatus::kRunning;
+  return restart_pending ? InstanceStatus::kRestarting : InstanceStatus::kProvisioning;
 }
 
 /// The address the agent publishes sshd ports on, from its inventory JSON; older agents: their
@@ -44,31 +48,32 @@ std::string SshAddress(const std::string& inventory_text) {
 
 }  // namespace
 
-std::pair<std::string, std::string> DeriveStatus(const std::string& desired,
-                                                 const std::string& stored_status,
-                                                 const std::string& stored_reason,
-                                                 int64_t restart_generation,
-                                                 const std::vector<NodeView>& nodes, int64_t now,
-                                                 int64_t unknown_after) {
-  if (stored_status == "deleted") return {"deleted", ""};
-  if (desired == "deleted") return {"deleting", ""};
-  if (stored_status == "failed") return {"failed", stored_reason};
+std::pair<InstanceStatus, std::string> DeriveStatus(DesiredState desired,
+                                                    InstanceStatus stored_status,
+                                                    const std::string& stored_reason,
+                                                    int64_t restart_generation,
+                                                    const std::vector<NodeRow>& nodes, int64_t now,
+                                                    int64_t unknown_after) {
+  if (stored_status == InstanceStatus::kDeleted) return {InstanceStatus::kDeleted, ""};
+  if (desired == DesiredState::kDeleted) return {InstanceStatus::kDeleting, ""};
+  if (stored_status == InstanceStatus::kFailed) return {InstanceStatus::kFailed, stored_reason};
   for (const auto& n : nodes) {
     if (!n.host_last_seen_at || *n.host_last_seen_at < now - unknown_after) {
-      return {"unknown", "host " + n.host_name + " has not been heard from for more than " +
-                             std::to_string(unknown_after) + " seconds"};
+      return {InstanceStatus::kUnknown, "host " + n.host_name +
+                                            " has not been heard from for more than " +
+                                            std::to_string(unknown_after) + " seconds"};
     }
   }
   for (const auto& n : nodes) {
     if (!n.host_engine_error.empty()) {
-      return {"unknown", "the container engine on host " + n.host_name +
-                             " is unavailable: " + n.host_engine_error};
+      return {InstanceStatus::kUnknown, "the container engine on host " + n.host_name +
+                                            " is unavailable: " + n.host_engine_error};
     }
   }
-  if (nodes.empty()) return {"provisioning", ""};
-  std::string worst = "running";
+  if (nodes.empty()) return {InstanceStatus::kProvisioning, ""};
+  InstanceStatus worst = InstanceStatus::kRunning;
   std::string reason;
-  for (const char* candidate : kOrder) {
+  for (InstanceStatus candidate : kOrder) {
     for (const auto& n : nodes) {
       if (NodeStatus(n, restart_generation) == candidate) {
         worst = candidate;
@@ -88,11 +93,11 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
   const InstanceRow& r = *row;
   Instance in{.id = r.id,
               .name = r.name,
-              .status = std::string(ToString(r.status)),
+              .status = r.status,
               .status_reason = r.status_reason,
               .hostname = r.hostname,
               .gpu_type = r.gpu_type,
-              .desired = std::string(ToString(r.desired)),
+              .desired = r.desired,
               .restart_generation = r.restart_generation,
               .ssh_key_id = r.ssh_key_id,
               .billing_session_id = r.billing_session_id,
@@ -106,28 +111,18 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
   GPUWERK_ASSIGN_OR_RETURN(auto started, BillingSessionTable::StartedAt(tx, r.billing_session_id));
   in.billing_started_at = started.value_or(0);
   GPUWERK_ASSIGN_OR_RETURN(auto node_rows, PlacementTable::NodesOf(tx, id));
-  std::vector<NodeView> nodes;
   for (const auto& n : node_rows) {
-    NodeView v{.node_index = n.node_index,
-               .host_name = n.host_name,
-               .host_last_seen_at = n.host_last_seen_at,
-               .host_engine_error = n.host_engine_error,
-               .observed = n.observed,
-               .state = n.state,
-               .ssh_ready = n.ssh_ready,
-               .restart_generation = n.restart_generation,
-               .error = n.error};
-    in.hosts.push_back(v.host_name);
+    in.hosts.push_back(n.host_name);
     if (!n.host_gpu_required) in.gpu_attached = false;
-    if (v.node_index == 0) {
+    if (n.node_index == 0) {
       in.ssh_address = SshAddress(n.host_inventory);
-      in.ssh_port = v.observed ? n.ssh_port : 0;
+      in.ssh_port = n.observed ? n.ssh_port : 0;
     }
-    nodes.push_back(std::move(v));
   }
   if (!in.deleted_at) {
-    std::tie(in.status, in.status_reason) = DeriveStatus(
-        in.desired, in.status, in.status_reason, in.restart_generation, nodes, now, unknown_after);
+    std::tie(in.status, in.status_reason) =
+        DeriveStatus(in.desired, in.status, in.status_reason, in.restart_generation, node_rows, now,
+                     unknown_after);
   }
   return std::optional<Instance>(std::move(in));
 }

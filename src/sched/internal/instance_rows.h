@@ -11,34 +11,23 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "sched/instance_service.h"
+#include "sched/internal/placement_table.h"
+#include "sched/states.h"
 #include "store/database.h"
 
 namespace gpuwerk::sched::internal {
 
-/// What the store knows about one node (container) of an instance: its host and, when the
-/// agent reported it, the container.
-struct NodeView {
-  int64_t node_index = 0;
-  std::string host_name;
-  std::optional<int64_t> host_last_seen_at;
-  std::string host_engine_error;
-  bool observed = false;  ///< a container was reported for this node
-  std::string state;      ///< engine state: created, running, restarting, exited, dead, …
-  bool ssh_ready = false;
-  int64_t restart_generation = 0;  ///< the generation the agent applied to the container
-  std::string error;
-};
-
 /// The status and reason of a live instance from its desired state and its nodes, as
 /// docs/agent-protocol.md "Status (server side)" says. `stored_status` "failed" and `desired`
 /// "deleted" win over observations; a host silent for `unknown_after` seconds before `now`
-/// gives `unknown`. Pure.
-std::pair<std::string, std::string> DeriveStatus(const std::string& desired,
-                                                 const std::string& stored_status,
-                                                 const std::string& stored_reason,
-                                                 int64_t restart_generation,
-                                                 const std::vector<NodeView>& nodes, int64_t now,
-                                                 int64_t unknown_after);
+/// gives `unknown`. `nodes`: the instance's nodes with their hosts and observed containers
+/// (PlacementTable::NodesOf). Pure.
+std::pair<InstanceStatus, std::string> DeriveStatus(DesiredState desired,
+                                                    InstanceStatus stored_status,
+                                                    const std::string& stored_reason,
+                                                    int64_t restart_generation,
+                                                    const std::vector<NodeRow>& nodes, int64_t now,
+                                                    int64_t unknown_after);
 
 /// Loads instance `id` (any person, live or not) with its derived status. nullopt when absent.
 core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const std::string& id,

@@ -2,16 +2,17 @@
 
 namespace gpuwerk::sched::internal {
 
-core::Result<void> ObservedContainerTable::Replace(store::Transaction& tx,
-                                                   const ObservedContainer& c) {
+core::Result<void> ObservedContainerTable::Replace(store::Transaction& tx, const ContainerReport& c,
+                                                   const std::string& host_id,
+                                                   int64_t observed_at) {
   GPUWERK_TRY(tx.Exec("DELETE FROM observed_containers WHERE instance_id = ? AND node_index = ?",
                       {c.instance_id, c.node_index}));
   GPUWERK_TRY(tx.Exec(
       "INSERT INTO observed_containers (instance_id, node_index, host_id, container_id, state, "
       "exit_code, started_at, ssh_port, ssh_ready, restart_generation, error, observed_at) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      {c.instance_id, c.node_index, c.host_id, c.container_id, c.state, c.exit_code, c.started_at,
-       c.ssh_port, int64_t{c.ssh_ready ? 1 : 0}, c.restart_generation, c.error, c.observed_at}));
+      {c.instance_id, c.node_index, host_id, c.container_id, c.state, c.exit_code, c.started_at,
+       c.ssh_port, int64_t{c.ssh_ready ? 1 : 0}, c.restart_generation, c.error, observed_at}));
   return {};
 }
 

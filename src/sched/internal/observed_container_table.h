@@ -6,25 +6,10 @@
 #include <string>
 
 #include "core/error.h"
+#include "sched/agent_sync.h"
 #include "store/database.h"
 
 namespace gpuwerk::sched::internal {
-
-/// One container as its host's agent reported it (docs/agent-protocol.md), already bounded.
-struct ObservedContainer {
-  std::string instance_id;
-  int64_t node_index = 0;
-  std::string host_id;
-  std::string container_id;
-  std::string state;  ///< engine state: created, running, restarting, exited, dead, …
-  int64_t exit_code = 0;
-  std::string started_at;
-  int64_t ssh_port = 0;
-  bool ssh_ready = false;
-  int64_t restart_generation = 0;
-  std::string error;
-  int64_t observed_at = 0;  ///< Unix seconds
-};
 
 /// The `observed_containers` table's SQL, inside the caller's transaction; errors are the
 /// store's. Stateless.
@@ -32,8 +17,10 @@ class ObservedContainerTable {
  public:
   ObservedContainerTable() = delete;
 
-  /// Stores `c` in place of what was observed for its node before.
-  static core::Result<void> Replace(store::Transaction& tx, const ObservedContainer& c);
+  /// Stores `c` as host `host_id` reported it at `observed_at` (Unix seconds), in place of what
+  /// was observed for its node before.
+  static core::Result<void> Replace(store::Transaction& tx, const ContainerReport& c,
+                                    const std::string& host_id, int64_t observed_at);
   /// Forgets every node of the instance.
   static core::Result<void> DeleteOf(store::Transaction& tx, const std::string& instance_id);
   /// Forgets one node as host `host_id` reported it.

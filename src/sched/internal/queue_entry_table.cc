@@ -211,7 +211,7 @@ core::Result<QueueEntry> QueueEntryView(store::Transaction& tx, const QueueEntry
                .gpu_type = row.gpu_type,
                .name = row.name,
                .ssh_key_id = row.ssh_key_id,
-               .status = std::string(ToString(row.status)),
+               .status = row.status,
                .entered_at = row.entered_at,
                .left_at = row.left_at,
                .instance_id = row.instance_id,

@@ -138,18 +138,7 @@ core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
     NodeKey key{c.instance_id, c.node_index};
     if (!here.nodes.contains(key) || reported.contains(key)) continue;
     reported.insert(key);
-    GPUWERK_TRY(ObservedContainerTable::Replace(ctx.tx, {.instance_id = c.instance_id,
-                                                         .node_index = c.node_index,
-                                                         .host_id = ctx.host.id,
-                                                         .container_id = c.container_id,
-                                                         .state = c.state,
-                                                         .exit_code = c.exit_code,
-                                                         .started_at = c.started_at,
-                                                         .ssh_port = c.ssh_port,
-                                                         .ssh_ready = c.ssh_ready,
-                                                         .restart_generation = c.restart_generation,
-                                                         .error = c.error,
-                                                         .observed_at = ctx.now}));
+    GPUWERK_TRY(ObservedContainerTable::Replace(ctx.tx, c, ctx.host.id, ctx.now));
   }
   for (const auto& key : here.nodes) {
     if (reported.contains(key)) continue;
@@ -178,9 +167,7 @@ core::Result<void> StoreStatuses(SyncContext& ctx, const NodesHere& here) {
     GPUWERK_ASSIGN_OR_RETURN(
         auto in, LoadInstance(ctx.tx, id, ctx.now, ctx.options.host_unknown_after_seconds));
     if (!in || in->deleted_at) continue;
-    GPUWERK_TRY(InstanceTable::SetStatus(
-        ctx.tx, id, InstanceStatusFrom(in->status).value_or(InstanceStatus::kUnknown),
-        in->status_reason));
+    GPUWERK_TRY(InstanceTable::SetStatus(ctx.tx, id, in->status, in->status_reason));
   }
   return {};
 }
