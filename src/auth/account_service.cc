@@ -4,8 +4,13 @@
 
 #include "audit/audit_log.h"
 #include "auth/account_mails.h"
+#include "auth/api_token_table.h"
 #include "auth/email_address.h"
+#include "auth/link_token_table.h"
+#include "auth/person_table.h"
+#include "auth/sign_in_session_table.h"
 #include "core/encoding.h"
+#include "core/strings.h"
 
 namespace gpuwerk::auth {
 namespace {
@@ -13,19 +18,7 @@ namespace {
 using core::ErrorCode;
 using store::Transaction;
 
-constexpr char kPersonColumns[] =
-    "SELECT id, email, is_operator, password_hash, created_at FROM persons ";
 constexpr char kApiTokenPrefix[] = "gwt_";
-constexpr std::string_view kMagicLink = "magic_link";
-constexpr std::string_view kPasswordReset = "password_reset";
-
-Person PersonFromRow(const store::Row& row) {
-  return Person{.id = row.Text(0),
-                .email = row.Text(1),
-                .is_operator = row.Int(2) != 0,
-                .has_password = !row.IsNull(3),
-                .created_at = row.Int(4)};
-}
 
 core::Error Unauthenticated() {
   return core::Error(ErrorCode::kUnauthenticated, "unauthenticated",
@@ -44,8 +37,7 @@ core::Error InvalidLink() {
 }
 
 core::Result<std::string> ValidateTokenName(std::string_view name) {
-  while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
-  while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+  name = core::Trim(name, " ");
   if (name.empty() || name.size() > 64) {
     return core::InvalidArgument("invalid_name", "A token name must be 1 to 64 characters.");
   }
@@ -79,10 +71,11 @@ core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& 
   SignIn out{.person = person, .session_token = core::RandomToken(rng_)};
   const int64_t now = clock_.NowUnix();
   out.expires_at = now + options_.sign_in_session_lifetime.count();
-  GPUWERK_TRY(
-      tx.Exec("INSERT INTO sign_in_sessions (token_hash, person_id, created_at, expires_at, "
-              "source_address) VALUES (?, ?, ?, ?, ?)",
-              {TokenHash(out.session_token), person.id, now, out.expires_at, caller.address}));
+  GPUWERK_TRY(SignInSessionTable::Insert(tx, {.token_hash = TokenHash(out.session_token),
+                                              .person_id = person.id,
+                                              .created_at = now,
+                                              .expires_at = out.expires_at,
+                                              .source_address = caller.address}));
   GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                  {.actor_id = person.id,
                                   .action = "person.sign_in",
@@ -111,10 +104,8 @@ core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_
                   .is_operator = false,
                   .has_password = true,
                   .created_at = clock_.NowUnix()};
-    auto inserted = tx.Exec(
-        "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
-        "VALUES (?, ?, ?, ?, 0, ?)",
-        {person.id, person.email, address.normalised, hash, person.created_at});
+    auto inserted = PersonTable::Insert(
+        tx, {.person = person, .email_norm = address.normalised, .password_hash = hash});
     if (!inserted) {
       if (inserted.error().code == ErrorCode::kAlreadyExists) {
         return core::Fail(ErrorCode::kAlreadyExists, "email_taken",
@@ -156,12 +147,11 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
                                                *retry));
       }
     }
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {norm}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, norm));
     Found f;
     if (row) {
-      f.person = PersonFromRow(*row);
-      f.hash = row->Text(3);
+      f.person = row->person;
+      f.hash = row->password_hash;
     }
     return f;
   }));
@@ -199,21 +189,19 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
 core::Result<void> AccountService::SignOut(std::string_view session_token, const Caller& caller) {
   return db_.Write([&](Transaction& tx) -> core::Result<void> {
     const std::string hash = TokenHash(session_token);
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row,
-        tx.QueryOne("SELECT person_id FROM sign_in_sessions WHERE token_hash = ?", {hash}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, SignInSessionTable::Find(tx, hash));
     if (!row) return {};
-    GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE token_hash = ?", {hash}));
+    GPUWERK_TRY(SignInSessionTable::Delete(tx, hash));
     return audit::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = row->Text(0),
+                              {.actor_id = row->person_id,
                                .action = "person.sign_out",
-                               .target = row->Text(0),
+                               .target = row->person_id,
                                .source_address = caller.address});
   });
 }
 
 core::Result<void> AccountService::MailLink(std::string_view email, const Caller& caller,
-                                            std::string_view purpose) {
+                                            LinkPurpose purpose) {
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
   bool mailed = false;
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
@@ -234,22 +222,21 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
     }
     GPUWERK_TRY(limiter_.Record(tx, options_.link_mails_per_recipient, address.normalised));
     mailed = true;
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row,
-        tx.QueryOne(std::string(kPersonColumns) + "WHERE email_norm = ?", {address.normalised}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, address.normalised));
     if (!row) {
       GPUWERK_TRY(outbox_.Enqueue(tx, NoAccountMail(address.display, options_.public_url + "/")));
       return {};
     }
-    Person person = PersonFromRow(*row);
-    const bool magic = purpose == kMagicLink;
+    const Person& person = row->person;
+    const bool magic = purpose == LinkPurpose::kMagicLink;
     const auto lifetime = magic ? options_.magic_link_lifetime : options_.reset_link_lifetime;
     const std::string token = core::RandomToken(rng_);
     const int64_t now = clock_.NowUnix();
-    GPUWERK_TRY(
-        tx.Exec("INSERT INTO link_tokens (token_hash, person_id, purpose, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                {TokenHash(token), person.id, std::string(purpose), now, now + lifetime.count()}));
+    GPUWERK_TRY(LinkTokenTable::Insert(tx, {.token_hash = TokenHash(token),
+                                            .person_id = person.id,
+                                            .purpose = purpose,
+                                            .created_at = now,
+                                            .expires_at = now + lifetime.count()}));
     const int minutes = static_cast<int>(lifetime.count() / 60);
     const std::string link = options_.public_url +
                              (magic ? "/auth/magic-link?token=" : "/auth/reset-password?token=") +
@@ -268,38 +255,29 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
 }
 
 core::Result<void> AccountService::RequestMagicLink(std::string_view email, const Caller& caller) {
-  return MailLink(email, caller, kMagicLink);
+  return MailLink(email, caller, LinkPurpose::kMagicLink);
 }
 
 core::Result<void> AccountService::RequestPasswordReset(std::string_view email,
                                                         const Caller& caller) {
-  return MailLink(email, caller, kPasswordReset);
+  return MailLink(email, caller, LinkPurpose::kPasswordReset);
 }
 
 core::Result<Person> AccountService::ConsumeLink(Transaction& tx, std::string_view token,
-                                                 std::string_view purpose) {
+                                                 LinkPurpose purpose) {
   if (token.empty() || token.size() > 128) return core::Fail(InvalidLink());
-  const std::string hash = TokenHash(token);
-  // Single use: the UPDATE succeeds for exactly one consumer.
   GPUWERK_ASSIGN_OR_RETURN(
-      int64_t changed,
-      tx.Exec("UPDATE link_tokens SET used_at = ? WHERE token_hash = ? AND purpose = ? AND "
-              "used_at IS NULL AND expires_at > ?",
-              {clock_.NowUnix(), hash, std::string(purpose), clock_.NowUnix()}));
-  if (changed != 1) return core::Fail(InvalidLink());
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto row,
-      tx.QueryOne(std::string(kPersonColumns) +
-                      "WHERE id = (SELECT person_id FROM link_tokens WHERE token_hash = ?)",
-                  {hash}));
+      auto person_id, LinkTokenTable::Consume(tx, TokenHash(token), purpose, clock_.NowUnix()));
+  if (!person_id) return core::Fail(InvalidLink());
+  GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, *person_id));
   if (!row) return core::Fail(InvalidLink());
-  return PersonFromRow(*row);
+  return row->person;
 }
 
 core::Result<SignIn> AccountService::ConsumeMagicLink(std::string_view token,
                                                       const Caller& caller) {
   return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
-    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, kMagicLink));
+    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kMagicLink));
     return StartSignIn(tx, person, caller, "magic_link");
   });
 }
@@ -310,9 +288,9 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
   GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
   return db_.Write([&](Transaction& tx) -> core::Result<Person> {
-    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, kPasswordReset));
-    GPUWERK_TRY(tx.Exec("UPDATE persons SET password_hash = ? WHERE id = ?", {hash, person.id}));
-    GPUWERK_TRY(tx.Exec("DELETE FROM sign_in_sessions WHERE person_id = ?", {person.id}));
+    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kPasswordReset));
+    GPUWERK_TRY(PersonTable::SetPasswordHash(tx, person.id, hash));
+    GPUWERK_TRY(SignInSessionTable::DeleteAllOf(tx, person.id));
     GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
                                ParseEmailAddress(person.email)->normalised));
     GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
@@ -329,15 +307,14 @@ core::Result<Principal> AccountService::AuthenticateSession(std::string_view ses
   if (session_token.empty() || session_token.size() > 128) return core::Fail(Unauthenticated());
   const std::string hash = TokenHash(session_token);
   return db_.Read([&](Transaction& tx) -> core::Result<Principal> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT p.id, p.email, p.is_operator FROM sign_in_sessions s "
-                              "JOIN persons p ON p.id = s.person_id "
-                              "WHERE s.token_hash = ? AND s.expires_at > ?",
-                              {hash, clock_.NowUnix()}));
+    GPUWERK_ASSIGN_OR_RETURN(auto session,
+                             SignInSessionTable::FindUnexpired(tx, hash, clock_.NowUnix()));
+    if (!session) return core::Fail(Unauthenticated());
+    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, session->person_id));
     if (!row) return core::Fail(Unauthenticated());
-    return Principal{.person_id = row->Text(0),
-                     .email = row->Text(1),
-                     .is_operator = row->Int(2) != 0,
+    return Principal{.person_id = row->person.id,
+                     .email = row->person.email,
+                     .is_operator = row->person.is_operator,
                      .via = CredentialKind::kSignInSession,
                      .credential_id = hash};
   });
@@ -350,26 +327,22 @@ core::Result<Principal> AccountService::AuthenticateApiToken(std::string_view to
   const std::string hash = TokenHash(token);
   int64_t last_used = 0;
   GPUWERK_ASSIGN_OR_RETURN(Principal who, db_.Read([&](Transaction& tx) -> core::Result<Principal> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto row, tx.QueryOne("SELECT p.id, p.email, p.is_operator, t.id, t.last_used_at "
-                              "FROM api_tokens t JOIN persons p ON p.id = t.person_id "
-                              "WHERE t.token_hash = ?",
-                              {hash}));
+    GPUWERK_ASSIGN_OR_RETURN(auto token, ApiTokenTable::FindByHash(tx, hash));
+    if (!token) return core::Fail(Unauthenticated());
+    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, token->person_id));
     if (!row) return core::Fail(Unauthenticated());
-    last_used = row->OptInt(4).value_or(0);
-    return Principal{.person_id = row->Text(0),
-                     .email = row->Text(1),
-                     .is_operator = row->Int(2) != 0,
+    last_used = token->token.last_used_at.value_or(0);
+    return Principal{.person_id = row->person.id,
+                     .email = row->person.email,
+                     .is_operator = row->person.is_operator,
                      .via = CredentialKind::kApiToken,
-                     .credential_id = row->Text(3)};
+                     .credential_id = token->token.id};
   }));
   // last_used_at is kept to the minute, so most requests stay read-only.
   const int64_t now = clock_.NowUnix();
   if (now - last_used >= 60) {
-    auto touched = db_.Write([&](Transaction& tx) -> core::Result<int64_t> {
-      return tx.Exec("UPDATE api_tokens SET last_used_at = ? WHERE id = ?",
-                     {now, who.credential_id});
-    });
+    auto touched = db_.Write(
+        [&](Transaction& tx) { return ApiTokenTable::Touch(tx, who.credential_id, now); });
     if (!touched) spdlog::warn("auth: could not record API token use: {}", touched.error().message);
   }
   return who;
@@ -384,10 +357,8 @@ core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
                  .prefix = secret.substr(0, 10),
                  .created_at = clock_.NowUnix()};
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
-    auto inserted = tx.Exec(
-        "INSERT INTO api_tokens (id, person_id, name, token_hash, prefix, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        {token.id, who.person_id, token.name, TokenHash(secret), token.prefix, token.created_at});
+    auto inserted = ApiTokenTable::Insert(
+        tx, {.token = token, .person_id = who.person_id, .token_hash = TokenHash(secret)});
     if (!inserted) {
       if (inserted.error().code == ErrorCode::kAlreadyExists) {
         return core::Fail(ErrorCode::kAlreadyExists, "name_taken",
@@ -406,30 +377,15 @@ core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
 }
 
 core::Result<std::vector<ApiToken>> AccountService::ListApiTokens(const Principal& who) {
-  return db_.Read([&](Transaction& tx) -> core::Result<std::vector<ApiToken>> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto rows, tx.Query("SELECT id, name, prefix, created_at, last_used_at FROM api_tokens "
-                            "WHERE person_id = ? ORDER BY created_at, id",
-                            {who.person_id}));
-    std::vector<ApiToken> out;
-    for (const auto& r : rows) {
-      out.push_back({.id = r.Text(0),
-                     .name = r.Text(1),
-                     .prefix = r.Text(2),
-                     .created_at = r.Int(3),
-                     .last_used_at = r.OptInt(4)});
-    }
-    return out;
-  });
+  return db_.Read([&](Transaction& tx) { return ApiTokenTable::ListOf(tx, who.person_id); });
 }
 
 core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::string_view id,
                                                   const Caller& caller) {
   return db_.Write([&](Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(int64_t n,
-                             tx.Exec("DELETE FROM api_tokens WHERE id = ? AND person_id = ?",
-                                     {std::string(id), who.person_id}));
-    if (n == 0) return core::NotFound("API token");
+    GPUWERK_ASSIGN_OR_RETURN(bool deleted,
+                             ApiTokenTable::Delete(tx, who.person_id, std::string(id)));
+    if (!deleted) return core::NotFound("API token");
     return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = who.person_id,
                                .action = "api_token.delete",
@@ -440,10 +396,9 @@ core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::str
 
 core::Result<Person> AccountService::GetPerson(std::string_view person_id) {
   return db_.Read([&](Transaction& tx) -> core::Result<Person> {
-    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne(std::string(kPersonColumns) + "WHERE id = ?",
-                                                   {std::string(person_id)}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, std::string(person_id)));
     if (!row) return core::NotFound("person");
-    return PersonFromRow(*row);
+    return row->person;
   });
 }
 
@@ -453,21 +408,22 @@ core::Result<bool> AccountService::EnsureOperator(std::string_view email,
   GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
   return db_.Write([&](Transaction& tx) -> core::Result<bool> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto n,
-        tx.Exec(
-            "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
-            "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (email_norm) DO NOTHING",
-            {core::NewId(rng_, "per"), address.display, address.normalised, hash,
-             clock_.NowUnix()}));
-    if (n == 1) {
+    GPUWERK_ASSIGN_OR_RETURN(bool created, PersonTable::InsertUnlessEmailTaken(
+                                               tx, {.person = {.id = core::NewId(rng_, "per"),
+                                                               .email = address.display,
+                                                               .is_operator = true,
+                                                               .has_password = true,
+                                                               .created_at = clock_.NowUnix()},
+                                                    .email_norm = address.normalised,
+                                                    .password_hash = hash}));
+    if (created) {
       GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                      {.actor_id = "",
                                       .action = "person.create_operator",
                                       .target = address.normalised,
                                       .source_address = "system"}));
     }
-    return n == 1;
+    return created;
   });
 }
 
@@ -476,10 +432,8 @@ core::Result<bool> AccountService::PasswordMatches(std::string_view email,
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
   GPUWERK_ASSIGN_OR_RETURN(
       std::string hash, db_.Read([&](Transaction& tx) -> core::Result<std::string> {
-        GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT password_hash FROM persons WHERE "
-                                                       "email_norm = ?",
-                                                       {address.normalised}));
-        return row ? row->Text(0) : std::string();
+        GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, address.normalised));
+        return row ? row->password_hash : std::string();
       }));
   return !hash.empty() && hasher_.Verify(hash, password);
 }

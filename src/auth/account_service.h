@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "auth/api_token_table.h"
+#include "auth/link_token_table.h"
 #include "auth/password_hasher.h"
 #include "auth/principal.h"
 #include "auth/rate_limiter.h"
@@ -38,15 +40,6 @@ struct SignIn {
   Person person;
   std::string session_token;  ///< 256-bit random, base64url
   int64_t expires_at = 0;     ///< Unix seconds
-};
-
-/// A personal API token as listed (the secret is never listed).
-struct ApiToken {
-  std::string id;
-  std::string name;
-  std::string prefix;  ///< the first characters of the secret, to tell tokens apart
-  int64_t created_at = 0;
-  std::optional<int64_t> last_used_at;
 };
 
 /// Where a request came from, for rate limits and the audit log.
@@ -113,10 +106,9 @@ class AccountService {
  private:
   core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,
                                    const Caller& caller, std::string_view how);
-  core::Result<void> MailLink(std::string_view email, const Caller& caller,
-                              std::string_view purpose);
+  core::Result<void> MailLink(std::string_view email, const Caller& caller, LinkPurpose purpose);
   core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
-                                   std::string_view purpose);
+                                   LinkPurpose purpose);
 
   store::Database& db_;
   core::Clock& clock_;

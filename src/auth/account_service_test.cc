@@ -4,6 +4,7 @@
 
 #include "auth/email_address.h"
 #include "auth/password_hasher.h"
+#include "auth/person_table.h"
 #include "core/logging.h"
 #include "store/sqlite_database.h"
 #include "tests/support/temp_database.h"
@@ -111,6 +112,43 @@ TEST_F(AccountServiceTest, LinkRequestsQueueOneMailEach) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().api_code, "invalid_email");
   EXPECT_EQ(Count("outbox_mails"), 2);
+}
+
+TEST_F(AccountServiceTest, PersonTableGivesOtherModulesThePersonsEmail) {
+  auto s = accounts_->SignUp("Alice@Example.test", "password1", caller_);
+  ASSERT_TRUE(s);
+  auto email =
+      db_->Read([&](store::Transaction& tx) { return PersonTable::Email(tx, s->person.id); });
+  ASSERT_TRUE(email);
+  EXPECT_EQ(*email, "Alice@Example.test");  // as typed
+  auto none = db_->Read([&](store::Transaction& tx) { return PersonTable::Email(tx, "per_x"); });
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(AccountServiceTest, ApiTokensAreStoredHashedAndNamedOncePerPerson) {
+  auto s = accounts_->SignUp("alice@example.test", "password1", caller_);
+  ASSERT_TRUE(s);
+  auto who = accounts_->AuthenticateSession(s->session_token);
+  ASSERT_TRUE(who);
+  auto created = accounts_->CreateApiToken(*who, " laptop ", caller_);
+  ASSERT_TRUE(created) << created.error().message;
+  EXPECT_EQ(created->first.name, "laptop");
+  auto again = accounts_->CreateApiToken(*who, "laptop", caller_);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().api_code, "name_taken");
+  auto via_token = accounts_->AuthenticateApiToken(created->second);
+  ASSERT_TRUE(via_token);
+  EXPECT_EQ(via_token->person_id, who->person_id);
+  EXPECT_EQ(via_token->credential_id, created->first.id);
+  auto listed = accounts_->ListApiTokens(*who);
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE(listed->front().last_used_at.has_value());
+  ASSERT_TRUE(accounts_->DeleteApiToken(*who, created->first.id, caller_));
+  auto gone = accounts_->AuthenticateApiToken(created->second);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().api_code, "unauthenticated");
 }
 
 TEST_F(AccountServiceTest, EnsureOperatorIsIdempotent) {

@@ -9,11 +9,12 @@ core::Result<std::optional<int64_t>> RateLimiter::RetryAfter(store::Transaction&
                                                              const std::string& subject) {
   const int64_t now = clock_.NowUnix();
   GPUWERK_ASSIGN_OR_RETURN(
-      auto row, tx.QueryOne("SELECT COUNT(*), MIN(at) FROM rate_limit_events "
+      auto row, tx.QueryOne("SELECT COUNT(*) AS n, MIN(at) AS oldest FROM rate_limit_events "
                             "WHERE scope = ? AND subject = ? AND at > ?",
                             {std::string(rule.scope), subject, now - rule.window.count()}));
-  if (!row || row->Int(0) < rule.limit) return std::optional<int64_t>();
-  return std::optional<int64_t>(std::max<int64_t>(1, row->Int(1) + rule.window.count() - now + 1));
+  if (!row || row->Int("n") < rule.limit) return std::optional<int64_t>();
+  return std::optional<int64_t>(
+      std::max<int64_t>(1, row->Int("oldest") + rule.window.count() - now + 1));
 }
 
 core::Result<void> RateLimiter::Record(store::Transaction& tx, const RateRule& rule,

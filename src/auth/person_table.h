@@ -1,0 +1,46 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "auth/principal.h"
+#include "core/error.h"
+#include "store/database.h"
+
+namespace gpuwerk::auth {
+
+/// One row of `persons` (migration 1) as stored: the account and its password hash.
+struct PersonRow {
+  Person person;
+  std::string email_norm;     ///< the lowercased, trimmed email accounts are matched on (R-1)
+  std::string password_hash;  ///< argon2id string; "" when the account has no password
+};
+
+/// The `persons` table: the one place that holds its SQL. Rows map to PersonRow in one place and
+/// are read by column name. Every function works inside the caller's transaction; errors are the
+/// store's. Stateless.
+class PersonTable {
+ public:
+  PersonTable() = delete;
+
+  /// Person `id`; nullopt when absent.
+  static core::Result<std::optional<PersonRow>> Find(store::Transaction& tx, const std::string& id);
+  /// The person whose normalised email is `email_norm`; nullopt when none.
+  static core::Result<std::optional<PersonRow>> FindByEmail(store::Transaction& tx,
+                                                            const std::string& email_norm);
+  /// The email (as the person typed it) of person `id`; nullopt when absent. For other modules
+  /// that mail or show a person (queue mails, relay session lists).
+  static core::Result<std::optional<std::string>> Email(store::Transaction& tx,
+                                                        const std::string& id);
+  /// Stores a new person (`row.person.has_password` is taken from `row.password_hash`). Errors:
+  /// the store's unique violation (kAlreadyExists) when the id or
+  /// email_norm is taken.
+  static core::Result<void> Insert(store::Transaction& tx, const PersonRow& row);
+  /// Stores a new person unless one with its email_norm exists. True when it stored it.
+  static core::Result<bool> InsertUnlessEmailTaken(store::Transaction& tx, const PersonRow& row);
+  /// Sets the password hash of person `id`.
+  static core::Result<void> SetPasswordHash(store::Transaction& tx, const std::string& id,
+                                            const std::string& password_hash);
+};
+
+}  // namespace gpuwerk::auth
