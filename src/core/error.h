@@ -9,7 +9,8 @@
 namespace gpuwerk::core {
 
 /// The closed set of error kinds (modelled on Abseil's canonical codes). Each maps to one HTTP
-/// status in api/problem.cc; the stable, machine-readable API `code` travels beside it in Error.
+/// status in api/http_types.h (HttpStatusFor); the stable, machine-readable API `code` travels
+/// beside it in Error.
 enum class ErrorCode {
   kInvalidArgument,     ///< the caller sent something malformed (400)
   kNotFound,            ///< no such thing, or not the caller's to see (404)
