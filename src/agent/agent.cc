@@ -333,7 +333,15 @@ void Agent::Create(const DesiredContainer& d) {
   spec.labels[std::string(kGenerationLabel)] = std::to_string(d.restart_generation);
   spec.labels[std::string(kHostLabel)] = host_id_;
   spec.env = d.env;
-  spec.memory_bytes = d.memory_bytes;
+  const InstanceLimits& limits = options_.instance_limits;
+  spec.memory_bytes = limits.memory_bytes;
+  if (d.memory_bytes > 0 && (spec.memory_bytes == 0 || d.memory_bytes < spec.memory_bytes)) {
+    spec.memory_bytes = d.memory_bytes;
+  }
+  spec.nano_cpus = limits.nano_cpus;
+  spec.pids_limit = limits.pids_limit;
+  spec.capabilities = limits.capabilities;
+  spec.no_new_privileges = true;
   spec.gpu = d.gpu && !inventory_.gpus.empty();
   spec.ssh_bind_address = options_.ssh_bind_address;
   const std::string attempt_key = d.instance_id + "/" + std::to_string(d.node_index);
@@ -508,6 +516,12 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
   request.agent_version = options_.agent_version;
   request.inventory = inventory_;
   request.inventory.ssh_address = options_.ssh_bind_address;  // where sshd ports are published
+  const InstanceLimits& limits = options_.instance_limits;
+  request.inventory.limits = {.memory_bytes = limits.memory_bytes,
+                              .nano_cpus = limits.nano_cpus,
+                              .pids_limit = limits.pids_limit,
+                              .capabilities = limits.capabilities,
+                              .not_enforced = limits.not_enforced};
   request.engine = {.ok = engine_ok_, .error = engine_error_};
   const AppliedGenerations applied = Applied();
   for (const auto& c : observed_) {

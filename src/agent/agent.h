@@ -13,6 +13,7 @@
 
 #include "agent/agent_client.h"
 #include "agent/container_engine.h"
+#include "agent/instance_limits.h"
 #include "agent/inventory.h"
 #include "agent/reconciler.h"
 #include "core/error.h"
@@ -54,6 +55,12 @@ struct AgentOptions {
   /// when that line has options and sshd refuses the agent's own address, it reads the file
   /// instead (AuthorizedKeysHold).
   std::vector<std::string> relay_authorized_keys;
+  /// What every container is given: memory, CPU and pids limits and the capabilities it keeps
+  /// (ResolveInstanceLimits; docs/isolation.md). A desired entry's own `memory_bytes` (the
+  /// server's `instance_memory_bytes`) applies when it is lower. Reported in the inventory's
+  /// `limits`. Default-constructed: no limits and kInstanceCapabilities.
+  InstanceLimits instance_limits{
+      .capabilities = {kInstanceCapabilities.begin(), kInstanceCapabilities.end()}};
 };
 
 /// A create that failed for good, for the sync request's `failures`.

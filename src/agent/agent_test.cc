@@ -137,6 +137,12 @@ class AgentTest : public ::testing::Test {
     options.extra_labels = {{kRunLabel, run_id_}};
     options.relay_authorized_keys = relay_lines_;
     options.relay_check_interval = std::chrono::seconds(1);
+    // The host's limits (agent options instance_*): the desired entry's 256 MiB is lower and
+    // wins for memory.
+    auto limits =
+        ResolveInstanceLimits({.memory_bytes = 512 << 20, .cpus = "0.5", .pids_limit = 321}, 0, 0);
+    ASSERT_TRUE(limits) << limits.error().message;
+    options.instance_limits = *limits;
     client_ = std::make_unique<AgentClient>(plane_.url(), "gwh_test", std::chrono::seconds(5));
     agent_ = std::make_unique<Agent>(options, *engine_, *client_, DiscoverInventory());
     thread_ = std::thread([this] { agent_->Run(); });
@@ -390,6 +396,21 @@ TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
   ASSERT_EQ(host.rc, 0) << host.text;
   EXPECT_EQ(Trim(host.text), "h-" + run_id_);
   ASSERT_EQ(Ssh(port, "echo kept > /root/marker").rc, 0);
+  // Issue 11: the limits and capabilities of the host's configuration, read back from inside,
+  // and reported in the inventory.
+  Output inside = Ssh(
+      port,
+      "grep ^CapEff: /proc/1/status; cd /sys/fs/cgroup; if [ -f memory.max ]; then cat memory.max "
+      "cpu.max pids.max; else cat memory/memory.limit_in_bytes; echo $(cat cpu/cpu.cfs_quota_us "
+      "cpu/cpu.cfs_period_us); cat pids/pids.max; fi");
+  EXPECT_EQ(inside.text,
+            "CapEff:\t00000000200404eb\n" + std::to_string(256 << 20) + "\n50000 100000\n321\n");
+  const nlohmann::json& reported = report["inventory"]["limits"];
+  EXPECT_EQ(reported["memory_bytes"], 512 << 20);
+  EXPECT_EQ(reported["nano_cpus"], 500'000'000);
+  EXPECT_EQ(reported["pids_limit"], 321);
+  EXPECT_EQ(reported["capabilities"].size(), kInstanceCapabilities.size());
+  EXPECT_EQ(reported["not_enforced"].size(), 1u);
   // No GPU here: no NVIDIA runtime although the entry asks for one; the labels are set.
   EXPECT_EQ(
       Trim(Podman("inspect --format '{{index .Config.Labels \"gpuwerk.generation\"}}' " + id).text),

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/instance_limits.h"
 #include "core/error.h"
 
 namespace gpuwerk::agent {
@@ -53,6 +54,16 @@ struct ContainerSpec {
   std::vector<std::string> cmd;
   /// `HostConfig.Memory`, in bytes; 0: no limit.
   int64_t memory_bytes = 0;
+  /// `HostConfig.NanoCpus`, billionths of a CPU; 0: no limit.
+  int64_t nano_cpus = 0;
+  /// `HostConfig.PidsLimit`, processes and threads; 0: the engine's default.
+  int64_t pids_limit = 0;
+  /// The capabilities the container keeps (`HostConfig.CapAdd`, names such as "CAP_CHOWN");
+  /// every other one is dropped (`CapDrop ["ALL"]`). Default: kInstanceCapabilities.
+  std::vector<std::string> capabilities{kInstanceCapabilities.begin(), kInstanceCapabilities.end()};
+  /// `HostConfig.SecurityOpt ["no-new-privileges"]`: no process in the container gains
+  /// privileges through execve (setuid binaries, file capabilities).
+  bool no_new_privileges = true;
   /// Expose the host's GPUs: `HostConfig.Runtime` "nvidia" and `NVIDIA_VISIBLE_DEVICES=all`.
   bool gpu = false;
   /// The host address that container port 22/tcp is published on, with a host port the engine

@@ -301,8 +301,8 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
   if (spec.image.empty()) {
     return core::InvalidArgument("invalid_container_spec", "a container needs an image");
   }
-  if (spec.memory_bytes < 0) {
-    return core::InvalidArgument("invalid_container_spec", "memory limit must not be negative");
+  if (spec.memory_bytes < 0 || spec.nano_cpus < 0 || spec.pids_limit < 0) {
+    return core::InvalidArgument("invalid_container_spec", "limits must not be negative");
   }
   if (IsWildcard(spec.ssh_bind_address)) {
     return core::InvalidArgument(
@@ -322,8 +322,17 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
       {"PortBindings",
        {{"22/tcp", json::array({{{"HostIp", spec.ssh_bind_address}, {"HostPort", ""}}})}}},
       {"RestartPolicy", {{"Name", spec.restart_policy}}},
+      {"CapDrop", json::array({"ALL"})},
+      {"CapAdd", spec.capabilities},
   };
-  if (spec.memory_bytes > 0) host_config["Memory"] = spec.memory_bytes;
+  if (spec.no_new_privileges) host_config["SecurityOpt"] = json::array({"no-new-privileges"});
+  if (spec.memory_bytes > 0) {
+    host_config["Memory"] = spec.memory_bytes;
+    // No swap beyond the memory limit (Docker's default would allow as much swap again).
+    host_config["MemorySwap"] = spec.memory_bytes;
+  }
+  if (spec.nano_cpus > 0) host_config["NanoCpus"] = spec.nano_cpus;
+  if (spec.pids_limit > 0) host_config["PidsLimit"] = spec.pids_limit;
   if (spec.gpu) host_config["Runtime"] = "nvidia";
   json body = {
       {"Image", spec.image},

@@ -4,6 +4,7 @@
 // Cases C05, C10, C11, C12 of docs/cases.md.
 #include "agent/docker_engine.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "agent/authorized_keys.h"
+#include "agent/instance_limits.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -255,6 +257,61 @@ TEST_F(DockerEngineTest, C05_C10_C12_Lifecycle) {
   list = engine_->ListContainers({{kRunLabel, run_id_}}, kCallTimeout);
   ASSERT_TRUE(list);
   EXPECT_TRUE(list->empty());
+}
+
+// Issue 11 (limits): a container made from the instance spec keeps only the documented
+// capabilities (docs/isolation.md), cannot gain privileges, and has the memory, CPU and pids
+// limits it was given — read back from inside after a real login with a stock ssh (which proves
+// that sshd works with that set); an allocation beyond the memory limit kills only the process
+// that made it, and the container and its sshd stay up.
+TEST_F(DockerEngineTest, InstanceKeepsOnlyItsCapabilitiesAndLimits) {
+  const std::string public_key = NewKey();
+  ContainerSpec spec = Spec("limits");
+  spec.memory_bytes = 256 << 20;
+  spec.nano_cpus = 500'000'000;
+  spec.pids_limit = 300;
+  auto id = engine_->CreateContainer(spec, kCallTimeout);
+  ASSERT_TRUE(id) << id.error().message;
+  ASSERT_TRUE(engine_->PutArchive(*id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar({public_key}),
+                                  kCallTimeout));
+  ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
+  auto info = engine_->InspectContainer(*id, kCallTimeout);
+  ASSERT_TRUE(info) << info.error().message;
+  std::string last;
+  ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
+
+  // sshd (PID 1) and the login shell: exactly the documented set, and no_new_privs.
+  Output status = Ssh(info->ssh_port,
+                      "grep -E \"^(CapEff|CapBnd|NoNewPrivs):\" /proc/1/status /proc/self/status");
+  ASSERT_EQ(status.rc, 0) << status.text;
+  const std::string mask = fmt::format(
+      "{:016x}", CapabilityMask({kInstanceCapabilities.begin(), kInstanceCapabilities.end()}));
+  EXPECT_EQ(status.text, "/proc/1/status:CapEff:\t" + mask + "\n/proc/1/status:CapBnd:\t" + mask +
+                             "\n/proc/1/status:NoNewPrivs:\t1\n/proc/self/status:CapEff:\t" + mask +
+                             "\n/proc/self/status:CapBnd:\t" + mask +
+                             "\n/proc/self/status:NoNewPrivs:\t1\n");
+  EXPECT_EQ(status.text.find("00000000a80425fb"), std::string::npos);  // the engine's default
+
+  // The cgroup limits as the container sees them (cgroup v2 files, else v1's).
+  Output limits = Ssh(
+      info->ssh_port,
+      "cd /sys/fs/cgroup; if [ -f memory.max ]; then cat memory.max cpu.max pids.max; else "
+      "cat memory/memory.limit_in_bytes; echo $(cat cpu/cpu.cfs_quota_us cpu/cpu.cfs_period_us); "
+      "cat pids/pids.max; fi");
+  ASSERT_EQ(limits.rc, 0) << limits.text;
+  EXPECT_EQ(limits.text, std::to_string(256 << 20) + "\n50000 100000\n300\n");
+
+  // Beyond the memory limit: the kernel kills the allocating process (tail keeps the whole
+  // line), not sshd; the login goes on and the next one works.
+  Output hog = Ssh(info->ssh_port, "head -c 400M /dev/zero | tail; echo tail=$?");
+  EXPECT_NE(hog.text.find("tail=137"), std::string::npos) << hog.text;
+  Output after = Ssh(info->ssh_port, "hostname");
+  EXPECT_EQ(after.rc, 0) << after.text;
+  EXPECT_EQ(Trim(after.text), spec.hostname);
+  info = engine_->InspectContainer(*id, kCallTimeout);
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->state, ContainerState::kRunning);
+  EXPECT_FALSE(info->oom_killed);
 }
 
 TEST_F(DockerEngineTest, RunningContainerIsNotRemovedWithoutForce) {

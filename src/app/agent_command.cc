@@ -1,5 +1,6 @@
 #include "app/agent_command.h"
 
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -13,6 +14,7 @@
 #include "agent/agent_client.h"
 #include "agent/authorized_keys.h"
 #include "agent/docker_engine.h"
+#include "agent/instance_limits.h"
 #include "agent/inventory.h"
 #include "app/agent_config.h"
 #include "app/command_config.h"
@@ -67,8 +69,26 @@ int RunAgent(const AgentConfig& f) {
   options.sync_interval = std::chrono::seconds(f.sync_interval_seconds);
   options.relay_authorized_keys = relay_lines;
   agent::Inventory inventory = agent::DiscoverInventory();
+  auto limits =
+      agent::ResolveInstanceLimits({.memory_bytes = f.instance_memory_bytes,
+                                    .memory_reserve_bytes = f.instance_memory_reserve_bytes,
+                                    .cpus = f.instance_cpus,
+                                    .cpus_reserved = f.instance_cpus_reserved,
+                                    .pids_limit = f.instance_pids_limit,
+                                    .extra_capabilities = f.instance_add_capabilities},
+                                   inventory.memory_bytes, inventory.cpus);
+  if (!limits) {
+    std::fprintf(stderr, "gpuwerk agent: %s\n", limits.error().message.c_str());
+    return 2;
+  }
+  options.instance_limits = std::move(*limits);
   spdlog::info("agent: {} GPU(s), nvml {}, {} CPUs; server {}, engine {}", inventory.gpus.size(),
                inventory.nvml, inventory.cpus, f.server_url, f.engine);
+  spdlog::info("agent: instance limits: memory {} bytes, {} CPUs, {} pids, capabilities {}",
+               options.instance_limits.memory_bytes,
+               static_cast<double>(options.instance_limits.nano_cpus) / 1e9,
+               options.instance_limits.pids_limit,
+               fmt::join(options.instance_limits.capabilities, ","));
   agent::Agent agent(options, engine, client, std::move(inventory));
   std::thread runner([&agent] { agent.Run(); });
   int sig = 0;

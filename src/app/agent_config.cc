@@ -39,6 +39,38 @@ const std::vector<Option<AgentConfig>>& AgentOptions() {
                "comma-separated (e.g. 10.0.0.2,10.0.1.0/24), no quotes or blanks",
        .details = "Set it to the relays' addresses as the instances' sshd sees them "
                   "(docs/agent-protocol.md)."},
+      {.key = "instance_memory_bytes",
+       .field = &C::instance_memory_bytes,
+       .help = "each instance container's memory limit in bytes (no swap beyond it); 0: the "
+               "host's memory less instance_memory_reserve_bytes",
+       .shown_default = "0 (automatic)",
+       .details = "The server's instance_memory_bytes applies instead when it is lower "
+                  "(docs/isolation.md)."},
+      {.key = "instance_memory_reserve_bytes",
+       .field = &C::instance_memory_reserve_bytes,
+       .help = "memory an automatic limit leaves to the host (agent, engine, sshd, OS; under "
+               "`gpuwerk up` also the server and relay), bytes; the limit is at least half the "
+               "host's memory"},
+      {.key = "instance_cpus",
+       .field = &C::instance_cpus,
+       .help = "each instance container's CPU limit, a decimal number of CPUs (e.g. 7.5); empty: "
+               "the host's CPUs less instance_cpus_reserved",
+       .shown_default = "(automatic)"},
+      {.key = "instance_cpus_reserved",
+       .field = &C::instance_cpus_reserved,
+       .help = "CPUs an automatic CPU limit leaves to the host, a decimal number; the limit is at "
+               "least half the host's CPUs"},
+      {.key = "instance_pids_limit",
+       .field = &C::instance_pids_limit,
+       .help = "the most processes and threads an instance container may have at once"},
+      {.key = "instance_add_capabilities",
+       .field = &C::instance_add_capabilities,
+       .help = "a Linux capability added to the instances' minimal set (e.g. NET_RAW for ping); "
+               "repeat the flag for several",
+       .flag = "--instance-add-capability",
+       .details = "Containers keep only the capabilities a root login through sshd needs "
+                  "(docs/isolation.md lists them and why); NET_RAW lets a tenant forge packets "
+                  "on the instance's network."},
   };
   return kOptions;
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@ struct AgentConfig {
   std::string log_level = "info";
   std::vector<std::string> relay_keys;  ///< public key lines
   std::string relay_from;               ///< sshd from= patterns; empty: none
+  // Per-instance limits (agent/instance_limits.h InstanceLimitSettings; docs/isolation.md).
+  int64_t instance_memory_bytes = 0;                         ///< 0: automatic
+  int64_t instance_memory_reserve_bytes = int64_t{4} << 30;  ///< left to the host
+  std::string instance_cpus;                                 ///< decimal CPUs; "": automatic
+  std::string instance_cpus_reserved = "1";                  ///< left to the host
+  int instance_pids_limit = 4096;
+  std::vector<std::string> instance_add_capabilities;  ///< e.g. NET_RAW
 };
 
 /// The options of `gpuwerk agent`, one declaration each (app/options.h).

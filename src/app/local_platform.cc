@@ -265,6 +265,10 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   agent_options.ssh_bind_address = "127.0.0.1";
   agent_options.state_dir = (fs::absolute(options.data_dir) / "agent").lexically_normal();
   if (p.relay) agent_options.relay_authorized_keys = {p.relay->relay_key_public_line()};
+  // The agent's default limits: the reserve they leave covers this process (server, relay) too.
+  auto limits = agent::ResolveInstanceLimits({}, inventory.memory_bytes, inventory.cpus);
+  if (!limits) return core::Fail(limits.error());
+  agent_options.instance_limits = std::move(*limits);
   spdlog::info("up: local agent for host {} ({} GPU(s), nvml {}), engine {} ({})", p.host_name,
                inventory.gpus.size(), inventory.nvml, p.engine_url, p.engine_origin);
   p.agent =

@@ -55,7 +55,13 @@ nlohmann::json ToJson(const Inventory& inv) {
           {"addresses", inv.addresses},
           {"rail_addresses", inv.rail_addresses},
           {"ssh_address", inv.ssh_address},
-          {"nvml", inv.nvml}};
+          {"nvml", inv.nvml},
+          {"limits",
+           {{"memory_bytes", inv.limits.memory_bytes},
+            {"nano_cpus", inv.limits.nano_cpus},
+            {"pids_limit", inv.limits.pids_limit},
+            {"capabilities", inv.limits.capabilities},
+            {"not_enforced", inv.limits.not_enforced}}}};
 }
 
 nlohmann::json ToJson(const EngineHealth& e) { return {{"ok", e.ok}, {"error", e.error}}; }
@@ -132,6 +138,15 @@ core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std:
   GPUWERK_ASSIGN_OR_RETURN(inv.rail_addresses, r.Strings("rail_addresses"));
   GPUWERK_ASSIGN_OR_RETURN(inv.ssh_address, r.String("ssh_address"));
   GPUWERK_ASSIGN_OR_RETURN(inv.nvml, r.String("nvml"));
+  if (r.Has("limits")) {
+    GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* limits, r.Object("limits"));
+    GPUWERK_ASSIGN_OR_RETURN(FieldReader l, FieldReader::Open(*limits, r.Path("limits")));
+    GPUWERK_ASSIGN_OR_RETURN(inv.limits.memory_bytes, l.Int("memory_bytes"));
+    GPUWERK_ASSIGN_OR_RETURN(inv.limits.nano_cpus, l.Int("nano_cpus"));
+    GPUWERK_ASSIGN_OR_RETURN(inv.limits.pids_limit, l.Int("pids_limit"));
+    GPUWERK_ASSIGN_OR_RETURN(inv.limits.capabilities, l.Strings("capabilities"));
+    GPUWERK_ASSIGN_OR_RETURN(inv.limits.not_enforced, l.Strings("not_enforced"));
+  }
   return inv;
 }
 

@@ -29,6 +29,19 @@ struct Gpu {
   bool operator==(const Gpu&) const = default;
 };
 
+/// What the agent gives every instance container (`inventory.limits`, docs/isolation.md). Optional
+/// in the format (an older agent sends none: all zero and empty).
+struct InstanceLimitsReport {
+  int64_t memory_bytes = 0;               ///< bytes; 0: no limit
+  int64_t nano_cpus = 0;                  ///< billionths of a CPU; 0: no limit
+  int64_t pids_limit = 0;                 ///< 0: the engine's default
+  std::vector<std::string> capabilities;  ///< kept, e.g. "CAP_CHOWN"; the rest are dropped
+  /// Limits the engine does not enforce on this host, one sentence each (e.g. the disk).
+  std::vector<std::string> not_enforced;
+
+  bool operator==(const InstanceLimitsReport&) const = default;
+};
+
 /// What a host has: the sync request's `inventory`.
 struct Inventory {
   std::vector<Gpu> gpus;
@@ -39,7 +52,8 @@ struct Inventory {
   /// The address the agent publishes sshd ports on (`--ssh-bind`); the server shows it in the
   /// instance's `ssh_command`.
   std::string ssh_address;
-  std::string nvml = "ok";  ///< "ok" or "unavailable: <reason>"
+  std::string nvml = "ok";      ///< "ok" or "unavailable: <reason>"
+  InstanceLimitsReport limits;  ///< optional in the format
 
   bool operator==(const Inventory&) const = default;
 };

@@ -77,7 +77,7 @@ TEST(AgentSyncRequestTest, RoundTripsWithTheDocumentedFieldNames) {
 TEST(AgentSyncRequestTest, RefusesEveryMissingOrMistypedField) {
   json j = ToJson(SampleRequest());
   j["observed"] = false;
-  ExpectStrict(j, AgentSyncRequestFromJson, {"observed"});
+  ExpectStrict(j, AgentSyncRequestFromJson, {"observed", "inventory.limits"});
 }
 
 TEST(AgentSyncRequestTest, RefusesWhatIsNotAnObjectAndPortsOutOfRange) {
