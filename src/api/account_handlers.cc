@@ -102,6 +102,16 @@ Answer ConsumePasswordReset(ApiContext& ctx, Call& call) {
   return r;
 }
 
+Answer ChangePassword(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto current, RequireString(body, "current_password", 4096));
+  GPUWERK_ASSIGN_OR_RETURN(auto password, RequireString(body, "new_password", 4096));
+  GPUWERK_TRY(
+      ctx.accounts.ChangePassword(call.who, current, password, Authenticator::CallerOf(call.req)));
+  return Response::Json(
+      200, {{"message", "Password changed. Every other sign-in and API token was ended."}});
+}
+
 Answer GetMe(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto p, ctx.accounts.GetPerson(call.who.person_id));
   nlohmann::json j = PersonJson(p);

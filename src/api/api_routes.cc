@@ -26,6 +26,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/auth/password-reset", kPublic, h::RequestPasswordReset},
     {"POST", "/api/v1/auth/password-reset/consume", kPublic, h::ConsumePasswordReset},
     {"GET", "/api/v1/me", kPerson, h::GetMe},
+    {"POST", "/api/v1/me/password", kPerson, h::ChangePassword},
     // The pages mailed links open: a GET shows a button, its form POST consumes the token.
     {"GET", "/auth/magic-link", kPublic, h::MagicLinkPage},
     {"POST", "/auth/magic-link", kPublic, h::MagicLinkForm},

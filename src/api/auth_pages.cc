@@ -114,9 +114,10 @@ Answer ResetPasswordForm(ApiContext& ctx, Call& call) {
         400, "Set a password",
         fmt::format("<p class=\"error\">{}</p>{}", core::HtmlEscape(p.error().message), retry));
   }
-  Response r = Page(200, "Password set",
-                    "<p>Your new password is set, and every other sign-in was ended.</p>"
-                    "<p><a href=\"/\">Sign in</a></p>");
+  Response r =
+      Page(200, "Password set",
+           "<p>Your new password is set. Every sign-in and API token of the account was ended.</p>"
+           "<p><a href=\"/\">Sign in</a></p>");
   r.AddHeader("Set-Cookie", ctx.authn.ClearedSessionCookie());
   return r;
 }

@@ -12,7 +12,9 @@ nlohmann::json TokenJson(const auth::ApiToken& t) {
           {"prefix", t.prefix},
           {"created_at", core::FormatRfc3339(t.created_at)},
           {"last_used_at", t.last_used_at ? nlohmann::json(core::FormatRfc3339(*t.last_used_at))
-                                          : nlohmann::json()}};
+                                          : nlohmann::json()},
+          {"expires_at",
+           t.expires_at ? nlohmann::json(core::FormatRfc3339(*t.expires_at)) : nlohmann::json()}};
 }
 
 }  // namespace
@@ -28,8 +30,21 @@ Answer ListTokens(ApiContext& ctx, Call& call) {
 Answer CreateToken(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  // expires_at: optional, RFC 3339; absent or null: the token does not expire.
+  GPUWERK_ASSIGN_OR_RETURN(auto expires_text, OptionalString(body, "expires_at", 64));
+  std::optional<int64_t> expires_at;
+  if (expires_text) {
+    expires_at = core::ParseRfc3339(*expires_text);
+    if (!expires_at) {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_expiry",
+                                    "expires_at must be an RFC 3339 time, e.g. "
+                                    "2027-01-31T00:00:00Z.")
+                            .WithDetail("field", "expires_at"));
+    }
+  }
   GPUWERK_ASSIGN_OR_RETURN(
-      auto created, ctx.accounts.CreateApiToken(call.who, name, Authenticator::CallerOf(call.req)));
+      auto created,
+      ctx.accounts.CreateApiToken(call.who, name, expires_at, Authenticator::CallerOf(call.req)));
   nlohmann::json j = TokenJson(created.first);
   j["token"] = created.second;
   return Response::Json(201, j);

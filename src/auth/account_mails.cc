@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "core/encoding.h"
 
 namespace gpuwerk::auth {
@@ -52,6 +55,49 @@ mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url) {
       "this mail.</p><p>-- gpuwerk</p>",
       core::HtmlEscape(signup_url));
   return m;
+}
+
+namespace {
+
+/// A plain notice: `paragraphs` in the text body and, escaped, in the HTML body.
+mail::Mail Notice(std::string_view to, std::string_view subject,
+                  const std::vector<std::string>& paragraphs) {
+  mail::Mail m;
+  m.to = std::string(to);
+  m.subject = std::string(subject);
+  for (const auto& p : paragraphs) {
+    m.text_body += p + "\n\n";
+    m.html_body += "<p>" + core::HtmlEscape(p) + "</p>";
+  }
+  m.text_body += "-- gpuwerk\n";
+  m.html_body += "<p>-- gpuwerk</p>";
+  return m;
+}
+
+}  // namespace
+
+mail::Mail ApiTokenCreatedMail(std::string_view to, std::string_view name, std::string_view prefix,
+                               std::string_view expires, std::string_view source_address,
+                               std::string_view account_url) {
+  return Notice(
+      to, "gpuwerk: a new API token for your account",
+      {fmt::format("An API token named \"{}\" ({}…) was made for your gpuwerk account from {}. "
+                   "{}",
+                   name, prefix, source_address,
+                   expires.empty() ? std::string("It does not expire.")
+                                   : fmt::format("It expires at {}.", expires)),
+       fmt::format("If this was not you, delete the token (gpuwerk tokens, or {}) and set a new "
+                   "password: a new password ends every API token of the account.",
+                   account_url)});
+}
+
+mail::Mail PasswordChangedMail(std::string_view to, std::string_view source_address,
+                               std::string_view reset_url) {
+  return Notice(to, "gpuwerk: your password was changed",
+                {fmt::format("The password of your gpuwerk account was changed from {}. Every "
+                             "other sign-in and API token of the account was ended.",
+                             source_address),
+                 fmt::format("If this was not you, set a new password at once: {}", reset_url)});
 }
 
 }  // namespace gpuwerk::auth

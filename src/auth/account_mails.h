@@ -13,4 +13,13 @@ mail::Mail PasswordResetMail(std::string_view to, std::string_view link, int min
 /// Sent instead of a link when the address has no account (so the API never reveals which).
 mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url);
 
+/// The notice that an API token was made for the account: its name, prefix and expiry ("" when
+/// it never expires), and where to delete it if it was not the person.
+mail::Mail ApiTokenCreatedMail(std::string_view to, std::string_view name, std::string_view prefix,
+                               std::string_view expires, std::string_view source_address,
+                               std::string_view account_url);
+/// The notice that the account's password was changed (signed in, with the old password).
+mail::Mail PasswordChangedMail(std::string_view to, std::string_view source_address,
+                               std::string_view reset_url);
+
 }  // namespace gpuwerk::auth

@@ -11,6 +11,7 @@
 #include "auth/sign_in_session_table.h"
 #include "core/encoding.h"
 #include "core/strings.h"
+#include "core/time_format.h"
 
 namespace gpuwerk::auth {
 namespace {
@@ -124,6 +125,35 @@ core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_
   return result;
 }
 
+core::Result<void> AccountService::CheckSignInLimits(Transaction& tx, const std::string& email_norm,
+                                                     const Caller& caller) {
+  for (const auto& [rule, subject] :
+       {std::pair{&options_.sign_in_failures_per_account, &email_norm},
+        std::pair{&options_.sign_in_failures_per_address, &caller.address}}) {
+    GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, *rule, *subject));
+    if (retry) {
+      return core::Fail(RateLimiter::Limited("Too many failed sign-ins. Try again in " +
+                                                 std::to_string(*retry) +
+                                                 " seconds, or use a magic link.",
+                                             *retry));
+    }
+  }
+  return {};
+}
+
+core::Result<void> AccountService::RecordSignInFailure(Transaction& tx,
+                                                       const std::string& email_norm,
+                                                       const std::string& person_id,
+                                                       const Caller& caller) {
+  GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_account, email_norm));
+  GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_address, caller.address));
+  return audit::RecordAudit(tx, clock_, rng_,
+                            {.actor_id = person_id,
+                             .action = "person.sign_in_failed",
+                             .target = person_id.empty() ? "unknown" : person_id,
+                             .source_address = caller.address});
+}
+
 core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
                                                         std::string_view password,
                                                         const Caller& caller) {
@@ -136,17 +166,7 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
     std::string hash;
   };
   GPUWERK_ASSIGN_OR_RETURN(Found found, db_.Read([&](Transaction& tx) -> core::Result<Found> {
-    for (const auto& [rule, subject] :
-         {std::pair{&options_.sign_in_failures_per_account, &norm},
-          std::pair{&options_.sign_in_failures_per_address, &caller.address}}) {
-      GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, *rule, *subject));
-      if (retry) {
-        return core::Fail(RateLimiter::Limited("Too many failed sign-ins. Try again in " +
-                                                   std::to_string(*retry) +
-                                                   " seconds, or use a magic link.",
-                                               *retry));
-      }
-    }
+    GPUWERK_TRY(CheckSignInLimits(tx, norm, caller));
     GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, norm));
     Found f;
     if (row) {
@@ -169,13 +189,7 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
       std::optional<SignIn> signed_in,
       db_.Write([&](Transaction& tx) -> core::Result<std::optional<SignIn>> {
         if (!ok) {
-          GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_account, norm));
-          GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_address, caller.address));
-          GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
-                                         {.actor_id = found.person ? found.person->id : "",
-                                          .action = "person.sign_in_failed",
-                                          .target = found.person ? found.person->id : "unknown",
-                                          .source_address = caller.address}));
+          GPUWERK_TRY(RecordSignInFailure(tx, norm, found.person ? found.person->id : "", caller));
           return std::optional<SignIn>();
         }
         GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope, norm));
@@ -232,6 +246,8 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
     const auto lifetime = magic ? options_.magic_link_lifetime : options_.reset_link_lifetime;
     const std::string token = core::RandomToken(rng_);
     const int64_t now = clock_.NowUnix();
+    // Issuing a link voids the older unused links of the same purpose.
+    GPUWERK_TRY(LinkTokenTable::VoidUnused(tx, person.id, purpose));
     GPUWERK_TRY(LinkTokenTable::Insert(tx, {.token_hash = TokenHash(token),
                                             .person_id = person.id,
                                             .purpose = purpose,
@@ -290,17 +306,65 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
   return db_.Write([&](Transaction& tx) -> core::Result<Person> {
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kPasswordReset));
     GPUWERK_TRY(PersonTable::SetPasswordHash(tx, person.id, hash));
-    GPUWERK_TRY(SignInSessionTable::DeleteAllOf(tx, person.id));
+    GPUWERK_ASSIGN_OR_RETURN(int64_t tokens, EndCredentials(tx, person.id, Principal{}));
     GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
                                ParseEmailAddress(person.email)->normalised));
     GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = person.id,
                                     .action = "person.password_reset",
                                     .target = person.id,
-                                    .source_address = caller.address}));
+                                    .source_address = caller.address,
+                                    .detail = {{"api_tokens_revoked", tokens}}}));
     person.has_password = true;
     return person;
   });
+}
+
+core::Result<int64_t> AccountService::EndCredentials(Transaction& tx, const std::string& person_id,
+                                                     const Principal& keep) {
+  const bool by_session = keep.via == CredentialKind::kSignInSession;
+  GPUWERK_TRY(SignInSessionTable::DeleteAllOf(tx, person_id, by_session ? keep.credential_id : ""));
+  GPUWERK_TRY(LinkTokenTable::VoidUnused(tx, person_id));
+  return ApiTokenTable::DeleteAllOf(tx, person_id, by_session ? "" : keep.credential_id);
+}
+
+core::Result<void> AccountService::ChangePassword(const Principal& who,
+                                                  std::string_view current_password,
+                                                  std::string_view new_password,
+                                                  const Caller& caller) {
+  GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
+  // Limits and the stored hash first, so a locked-out caller costs no hashing.
+  GPUWERK_ASSIGN_OR_RETURN(PersonRow row, db_.Read([&](Transaction& tx) -> core::Result<PersonRow> {
+    GPUWERK_ASSIGN_OR_RETURN(auto found, PersonTable::Find(tx, who.person_id));
+    if (!found) return core::Fail(Unauthenticated());
+    GPUWERK_TRY(CheckSignInLimits(tx, found->email_norm, caller));
+    return std::move(*found);
+  }));
+  const bool ok = !row.password_hash.empty() && hasher_.Verify(row.password_hash, current_password);
+  std::string hash;
+  if (ok) {
+    GPUWERK_ASSIGN_OR_RETURN(hash, hasher_.Hash(new_password));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(bool changed, db_.Write([&](Transaction& tx) -> core::Result<bool> {
+    if (!ok) {
+      GPUWERK_TRY(RecordSignInFailure(tx, row.email_norm, who.person_id, caller));
+      return false;
+    }
+    GPUWERK_TRY(PersonTable::SetPasswordHash(tx, who.person_id, hash));
+    GPUWERK_ASSIGN_OR_RETURN(int64_t tokens, EndCredentials(tx, who.person_id, who));
+    GPUWERK_TRY(outbox_.Enqueue(
+        tx, PasswordChangedMail(row.person.email, caller.address, options_.public_url + "/")));
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = who.person_id,
+                                    .action = "person.password_change",
+                                    .target = who.person_id,
+                                    .source_address = caller.address,
+                                    .detail = {{"api_tokens_revoked", tokens}}}));
+    return true;
+  }));
+  if (!changed) return core::Fail(InvalidCredentials());
+  if (mail_enqueued_) mail_enqueued_();
+  return {};
 }
 
 core::Result<Principal> AccountService::AuthenticateSession(std::string_view session_token) {
@@ -329,6 +393,9 @@ core::Result<Principal> AccountService::AuthenticateApiToken(std::string_view to
   GPUWERK_ASSIGN_OR_RETURN(Principal who, db_.Read([&](Transaction& tx) -> core::Result<Principal> {
     GPUWERK_ASSIGN_OR_RETURN(auto token, ApiTokenTable::FindByHash(tx, hash));
     if (!token) return core::Fail(Unauthenticated());
+    if (token->token.expires_at && *token->token.expires_at <= clock_.NowUnix()) {
+      return core::Fail(Unauthenticated());
+    }
     GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, token->person_id));
     if (!row) return core::Fail(Unauthenticated());
     last_used = token->token.last_used_at.value_or(0);
@@ -349,13 +416,21 @@ core::Result<Principal> AccountService::AuthenticateApiToken(std::string_view to
 }
 
 core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
-    const Principal& who, std::string_view name, const Caller& caller) {
+    const Principal& who, std::string_view name, std::optional<int64_t> expires_at,
+    const Caller& caller) {
   GPUWERK_ASSIGN_OR_RETURN(std::string clean, ValidateTokenName(name));
+  const int64_t now = clock_.NowUnix();
+  if (expires_at && *expires_at <= now) {
+    return core::Fail(core::Error(ErrorCode::kInvalidArgument, "invalid_expiry",
+                                  "expires_at must be a time in the future.")
+                          .WithDetail("field", "expires_at"));
+  }
   const std::string secret = kApiTokenPrefix + core::RandomToken(rng_);
   ApiToken token{.id = core::NewId(rng_, "tok"),
                  .name = clean,
                  .prefix = secret.substr(0, 10),
-                 .created_at = clock_.NowUnix()};
+                 .created_at = now,
+                 .expires_at = expires_at};
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
     auto inserted = ApiTokenTable::Insert(
         tx, {.token = token, .person_id = who.person_id, .token_hash = TokenHash(secret)});
@@ -366,6 +441,10 @@ core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
       }
       return std::unexpected(inserted.error());
     }
+    GPUWERK_TRY(
+        outbox_.Enqueue(tx, ApiTokenCreatedMail(who.email, token.name, token.prefix,
+                                                expires_at ? core::FormatRfc3339(*expires_at) : "",
+                                                caller.address, options_.public_url + "/")));
     return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = who.person_id,
                                .action = "api_token.create",
@@ -373,6 +452,7 @@ core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(
                                .source_address = caller.address,
                                .detail = {{"name", token.name}}});
   }));
+  if (mail_enqueued_) mail_enqueued_();
   return std::make_pair(token, secret);
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,20 +76,30 @@ class AccountService {
   core::Result<SignIn> ConsumeMagicLink(std::string_view token, const Caller&);
   /// Mails a password-reset link (same no-enumeration behaviour as RequestMagicLink).
   core::Result<void> RequestPasswordReset(std::string_view email, const Caller&);
-  /// Consumes a reset token once, sets the new password and ends every sign-in session of the
-  /// person. Errors: invalid_link, weak_password.
+  /// Consumes a reset token once, sets the new password, and ends every sign-in session and API
+  /// token of the person and voids their other unused links (docs/accounts.md "Links").
+  /// Errors: invalid_link, weak_password.
   core::Result<Person> ResetPassword(std::string_view token, std::string_view new_password,
                                      const Caller&);
+  /// Sets a new password for the signed-in person after checking the current one, ends every
+  /// other sign-in session and API token (the credential `who` used is kept), voids unused
+  /// links, and mails a notice. A wrong current password counts as a failed sign-in.
+  /// Errors: kUnauthenticated "invalid_credentials", weak_password, rate_limited.
+  core::Result<void> ChangePassword(const Principal& who, std::string_view current_password,
+                                    std::string_view new_password, const Caller&);
 
   /// Resolves a sign-in session secret. Errors: kUnauthenticated "unauthenticated".
   core::Result<Principal> AuthenticateSession(std::string_view session_token);
-  /// Resolves an API token secret ("gwt_…"). Errors: kUnauthenticated "unauthenticated".
+  /// Resolves an API token secret ("gwt_…"); an expired token is refused.
+  /// Errors: kUnauthenticated "unauthenticated".
   core::Result<Principal> AuthenticateApiToken(std::string_view token);
 
-  /// Creates a named personal API token; the returned secret is shown once.
-  /// Errors: invalid_name, kAlreadyExists "name_taken".
+  /// Creates a named personal API token, optionally expiring at `expires_at` (Unix seconds),
+  /// and mails its owner a notice; the returned secret is shown once.
+  /// Errors: invalid_name, invalid_expiry (not in the future), kAlreadyExists "name_taken".
   core::Result<std::pair<ApiToken, std::string>> CreateApiToken(const Principal&,
                                                                 std::string_view name,
+                                                                std::optional<int64_t> expires_at,
                                                                 const Caller&);
   core::Result<std::vector<ApiToken>> ListApiTokens(const Principal&);
   /// Errors: not_found (also for another person's token).
@@ -109,6 +120,16 @@ class AccountService {
   core::Result<void> MailLink(std::string_view email, const Caller& caller, LinkPurpose purpose);
   core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
                                    LinkPurpose purpose);
+  /// rate_limited when the account's or the caller's failed sign-ins are used up.
+  core::Result<void> CheckSignInLimits(store::Transaction& tx, const std::string& email_norm,
+                                       const Caller& caller);
+  /// Counts a failed sign-in (or password check) and audits it; `person_id` "" when unknown.
+  core::Result<void> RecordSignInFailure(store::Transaction& tx, const std::string& email_norm,
+                                         const std::string& person_id, const Caller& caller);
+  /// Ends the person's sign-in sessions and API tokens except the credential `keep` used (none
+  /// when keep.credential_id is empty) and voids their unused links. Returns the tokens ended.
+  core::Result<int64_t> EndCredentials(store::Transaction& tx, const std::string& person_id,
+                                       const Principal& keep);
 
   store::Database& db_;
   core::Clock& clock_;

@@ -131,10 +131,10 @@ TEST_F(AccountServiceTest, ApiTokensAreStoredHashedAndNamedOncePerPerson) {
   ASSERT_TRUE(s);
   auto who = accounts_->AuthenticateSession(s->session_token);
   ASSERT_TRUE(who);
-  auto created = accounts_->CreateApiToken(*who, " laptop ", caller_);
+  auto created = accounts_->CreateApiToken(*who, " laptop ", std::nullopt, caller_);
   ASSERT_TRUE(created) << created.error().message;
   EXPECT_EQ(created->first.name, "laptop");
-  auto again = accounts_->CreateApiToken(*who, "laptop", caller_);
+  auto again = accounts_->CreateApiToken(*who, "laptop", std::nullopt, caller_);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().api_code, "name_taken");
   auto via_token = accounts_->AuthenticateApiToken(created->second);

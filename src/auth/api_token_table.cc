@@ -4,14 +4,16 @@ namespace gpuwerk::auth {
 namespace {
 
 constexpr char kSelect[] =
-    "SELECT id, person_id, name, token_hash, prefix, created_at, last_used_at FROM api_tokens ";
+    "SELECT id, person_id, name, token_hash, prefix, created_at, last_used_at, expires_at "
+    "FROM api_tokens ";
 
 ApiTokenRow FromRow(const store::Row& row) {
   return ApiTokenRow{.token = ApiToken{.id = row.Text("id"),
                                        .name = row.Text("name"),
                                        .prefix = row.Text("prefix"),
                                        .created_at = row.Int("created_at"),
-                                       .last_used_at = row.OptInt("last_used_at")},
+                                       .last_used_at = row.OptInt("last_used_at"),
+                                       .expires_at = row.OptInt("expires_at")},
                      .person_id = row.Text("person_id"),
                      .token_hash = row.Text("token_hash")};
 }
@@ -20,10 +22,10 @@ ApiTokenRow FromRow(const store::Row& row) {
 
 core::Result<void> ApiTokenTable::Insert(store::Transaction& tx, const ApiTokenRow& row) {
   GPUWERK_TRY(
-      tx.Exec("INSERT INTO api_tokens (id, person_id, name, token_hash, prefix, created_at) "
-              "VALUES (?, ?, ?, ?, ?, ?)",
+      tx.Exec("INSERT INTO api_tokens (id, person_id, name, token_hash, prefix, created_at, "
+              "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
               {row.token.id, row.person_id, row.token.name, row.token_hash, row.token.prefix,
-               row.token.created_at}));
+               row.token.created_at, store::Nullable(row.token.expires_at)}));
   return {};
 }
 
@@ -57,6 +59,12 @@ core::Result<bool> ApiTokenTable::Delete(store::Transaction& tx, const std::stri
   GPUWERK_ASSIGN_OR_RETURN(
       int64_t n, tx.Exec("DELETE FROM api_tokens WHERE id = ? AND person_id = ?", {id, person_id}));
   return n > 0;
+}
+
+core::Result<int64_t> ApiTokenTable::DeleteAllOf(store::Transaction& tx,
+                                                 const std::string& person_id,
+                                                 const std::string& keep_id) {
+  return tx.Exec("DELETE FROM api_tokens WHERE person_id = ? AND id <> ?", {person_id, keep_id});
 }
 
 }  // namespace gpuwerk::auth

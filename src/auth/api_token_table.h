@@ -17,6 +17,7 @@ struct ApiToken {
   std::string prefix;  ///< the first characters of the secret, to tell tokens apart
   int64_t created_at = 0;
   std::optional<int64_t> last_used_at;
+  std::optional<int64_t> expires_at;  ///< Unix seconds; nullopt: never expires (migration 8)
 };
 
 /// One row of `api_tokens` (migration 1): a token, whose it is, and the SHA-256 of its secret.
@@ -46,6 +47,10 @@ class ApiTokenTable {
   /// Deletes token `id` of `person_id`. True when a row went.
   static core::Result<bool> Delete(store::Transaction& tx, const std::string& person_id,
                                    const std::string& id);
+  /// Deletes every token of `person_id` except the one with id `keep_id` ("" keeps none).
+  /// Returns how many went.
+  static core::Result<int64_t> DeleteAllOf(store::Transaction& tx, const std::string& person_id,
+                                           const std::string& keep_id = "");
 };
 
 }  // namespace gpuwerk::auth

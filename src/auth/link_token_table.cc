@@ -38,4 +38,14 @@ core::Result<std::optional<std::string>> LinkTokenTable::Consume(store::Transact
   return row->Text("person_id");
 }
 
+core::Result<int64_t> LinkTokenTable::VoidUnused(store::Transaction& tx,
+                                                 const std::string& person_id,
+                                                 std::optional<LinkPurpose> purpose) {
+  if (!purpose) {
+    return tx.Exec("DELETE FROM link_tokens WHERE person_id = ? AND used_at IS NULL", {person_id});
+  }
+  return tx.Exec("DELETE FROM link_tokens WHERE person_id = ? AND purpose = ? AND used_at IS NULL",
+                 {person_id, std::string(LinkPurposeName(*purpose))});
+}
+
 }  // namespace gpuwerk::auth

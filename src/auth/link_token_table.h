@@ -39,6 +39,10 @@ class LinkTokenTable {
   static core::Result<std::optional<std::string>> Consume(store::Transaction& tx,
                                                           const std::string& token_hash,
                                                           LinkPurpose purpose, int64_t now);
+  /// Voids (deletes) every unused link token of `person_id`, of `purpose` only when given.
+  /// Returns how many went.
+  static core::Result<int64_t> VoidUnused(store::Transaction& tx, const std::string& person_id,
+                                          std::optional<LinkPurpose> purpose = std::nullopt);
 };
 
 }  // namespace gpuwerk::auth

@@ -49,8 +49,10 @@ core::Result<bool> SignInSessionTable::Delete(store::Transaction& tx,
 }
 
 core::Result<int64_t> SignInSessionTable::DeleteAllOf(store::Transaction& tx,
-                                                      const std::string& person_id) {
-  return tx.Exec("DELETE FROM sign_in_sessions WHERE person_id = ?", {person_id});
+                                                      const std::string& person_id,
+                                                      const std::string& keep_hash) {
+  return tx.Exec("DELETE FROM sign_in_sessions WHERE person_id = ? AND token_hash <> ?",
+                 {person_id, keep_hash});
 }
 
 }  // namespace gpuwerk::auth

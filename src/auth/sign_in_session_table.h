@@ -37,8 +37,10 @@ class SignInSessionTable {
                                                                      int64_t now);
   /// Deletes the sign-in session with this hash. True when a row went.
   static core::Result<bool> Delete(store::Transaction& tx, const std::string& token_hash);
-  /// Deletes every sign-in session of `person_id`. Returns how many went.
-  static core::Result<int64_t> DeleteAllOf(store::Transaction& tx, const std::string& person_id);
+  /// Deletes every sign-in session of `person_id` except the one whose hash is `keep_hash` (""
+  /// keeps none). Returns how many went.
+  static core::Result<int64_t> DeleteAllOf(store::Transaction& tx, const std::string& person_id,
+                                           const std::string& keep_hash = "");
 };
 
 }  // namespace gpuwerk::auth

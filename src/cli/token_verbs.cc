@@ -10,8 +10,9 @@ using nlohmann::json;
 
 /// The options of the tokens verbs.
 struct TokenOptions {
-  std::string name;  ///< create: the new token's name
-  std::string id;    ///< rm: the token's id
+  std::string name;        ///< create: the new token's name
+  std::string expires_at;  ///< create: RFC 3339 expiry, "" for none
+  std::string id;          ///< rm: the token's id
 };
 
 core::Result<void> TokensLsVerb(VerbContext& ctx) {
@@ -31,7 +32,8 @@ core::Result<void> TokensLsVerb(VerbContext& ctx) {
 
 core::Result<void> TokensCreateVerb(VerbContext& ctx, const TokenOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  const json body = {{"name", opt.name}};
+  json body = {{"name", opt.name}};
+  if (!opt.expires_at.empty()) body["expires_at"] = opt.expires_at;
   GPUWERK_ASSIGN_OR_RETURN(json created, server.Ok("POST", "/api/v1/tokens", &body));
   if (PrintJsonIfAsked(ctx, created)) return {};
   // The notes go to stderr and the secret alone to stdout, so `$(gpuwerk tokens create x)`
@@ -70,11 +72,12 @@ void AddTokenVerbs(CLI::App& app, const VerbRegistry& verbs) {
   auto opt = std::make_shared<TokenOptions>();
   CLI::App* tokens = VerbRegistry::AddGroup(app, "tokens", "Manage your personal API tokens");
   verbs.AddVerb(*tokens, "ls", "List your API tokens", &TokensLsVerb)->alias("list");
-  verbs
-      .AddVerb(*tokens, "create", "Create an API token (its secret is shown once)", opt,
-               &TokensCreateVerb)
-      ->add_option("NAME", opt->name, "a name for the token")
-      ->required();
+  CLI::App* create = verbs.AddVerb(
+      *tokens, "create", "Create an API token (its secret is shown once)", opt, &TokensCreateVerb);
+  create->add_option("NAME", opt->name, "a name for the token")->required();
+  create->add_option("--expires-at", opt->expires_at,
+                     "when the token stops working, RFC 3339 (e.g. 2027-01-31T00:00:00Z); "
+                     "default: never");
   verbs.AddVerb(*tokens, "rm", "Delete an API token", opt, &TokensRmVerb)
       ->alias("remove")
       ->add_option("ID", opt->id, "the token's id (see 'gpuwerk tokens ls')")

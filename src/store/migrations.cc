@@ -267,6 +267,11 @@ CREATE INDEX relay_sessions_open ON relay_sessions(relay, ended_at);
       R"sql(
 CREATE INDEX hosts_by_type ON hosts(gpu_type, name);
 )sql",
+      // 8: API tokens may expire (issue 11): NULL never expires; a token whose expires_at has
+      // passed is refused (docs/accounts.md).
+      R"sql(
+ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
+)sql",
   };
   return kMigrations;
 }

@@ -1,6 +1,7 @@
 // Accounts over real HTTP against an in-process server (R-1, R-2, R-3, R-19; cases C26, C27).
 #include <gtest/gtest.h>
 
+#include "core/time_format.h"
 #include "tests/integration/server_fixture.h"
 
 namespace gpuwerk::testing {
@@ -129,15 +130,14 @@ TEST_F(AccountsApiTest, MagicLinkExpiresAfterFifteenMinutes) {
   auto b = Browser();
   SignUp(*b, "alice@example.test");
   ASSERT_EQ(b->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status, 202);
-  ASSERT_EQ(b->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status, 202);
-  auto mails = Mails("alice@example.test", 2);
-  ASSERT_EQ(mails.size(), 2u);
-  const std::string early = mails[0].TokenFromLink("/auth/magic-link");
-  const std::string late = mails[1].TokenFromLink("/auth/magic-link");
+  const std::string early = LinkToken("alice@example.test", "/auth/magic-link", 1);
   clock_.Advance(14min);
   auto fresh = Browser();
   EXPECT_EQ(fresh->PostJson("/api/v1/auth/magic-link/consume", {{"token", early}}).status, 200);
-  clock_.Advance(2min);
+  ASSERT_EQ(b->PostJson("/api/v1/auth/magic-link", {{"email", "alice@example.test"}}).status, 202);
+  const std::string late = LinkToken("alice@example.test", "/auth/magic-link", 2);
+  ASSERT_FALSE(late.empty());
+  clock_.Advance(15min);
   ExpectProblem(Browser()->PostJson("/api/v1/auth/magic-link/consume", {{"token", late}}), 401,
                 "invalid_link");
 }
@@ -253,6 +253,158 @@ TEST_F(AccountsApiTest, ApiTokensAuthenticateUntilDeleted) {
   ExpectProblem(cli->Get("/api/v1/me"), 401, "unauthenticated");
 }
 
+// Issue 11, finding 6: an account pre-claimed by someone else is recovered by its mailbox's owner
+// with a password reset, and the squatter's API token stops working with it.
+TEST_F(AccountsApiTest, PreClaim_ResetEndsTheSquattersTokenAndSessions) {
+  auto squatter = Browser();
+  SignUp(*squatter, "victim@example.test", "squatter password 1");
+  auto made = squatter->PostJson("/api/v1/tokens", {{"name", "kept"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  auto squatter_cli = Browser();
+  squatter_cli->SetBearer(made.Json()["token"]);
+  ASSERT_EQ(squatter_cli->Get("/api/v1/me").status, 200);
+
+  // The real owner recovers the address through the mailbox.
+  auto owner = Browser();
+  ASSERT_EQ(
+      owner->PostJson("/api/v1/auth/password-reset", {{"email", "victim@example.test"}}).status,
+      202);
+  const std::string token = LinkToken("victim@example.test", "/auth/reset-password");
+  ASSERT_FALSE(token.empty());
+  ASSERT_EQ(owner
+                ->PostJson("/api/v1/auth/password-reset/consume",
+                           {{"token", token}, {"password", "owner password 22"}})
+                .status,
+            200);
+
+  ExpectProblem(squatter_cli->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(squatter->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/login", {{"email", "victim@example.test"},
+                                                           {"password", "squatter password 1"}}),
+                401, "invalid_credentials");
+  ASSERT_EQ(owner
+                ->PostJson("/api/v1/auth/login",
+                           {{"email", "victim@example.test"}, {"password", "owner password 22"}})
+                .status,
+            200);
+  EXPECT_EQ(owner->Get("/api/v1/tokens").Json()["total"], 0) << "the reset revoked every token";
+}
+
+TEST_F(AccountsApiTest, IssuingALinkVoidsOlderLinksOfThatPurpose) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  for (const char* purpose : {"password-reset", "magic-link"}) {
+    ASSERT_EQ(
+        Browser()
+            ->PostJson(std::string("/api/v1/auth/") + purpose, {{"email", "alice@example.test"}})
+            .status,
+        202);
+  }
+  const std::string old_reset = LinkToken("alice@example.test", "/auth/reset-password", 1);
+  ASSERT_FALSE(old_reset.empty());
+  ASSERT_EQ(
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
+      202);
+  const std::string new_reset = LinkToken("alice@example.test", "/auth/reset-password", 2);
+  ASSERT_FALSE(new_reset.empty());
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/password-reset/consume",
+                                    {{"token", old_reset}, {"password", "new password 456"}}),
+                401, "invalid_link");
+  // A newer reset link leaves the magic link alone...
+  const std::string magic = LinkToken("alice@example.test", "/auth/magic-link", 1);
+  ASSERT_FALSE(magic.empty());
+  // ...but using the reset link voids every other outstanding link of the person.
+  ASSERT_EQ(Browser()
+                ->PostJson("/api/v1/auth/password-reset/consume",
+                           {{"token", new_reset}, {"password", "new password 456"}})
+                .status,
+            200);
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/magic-link/consume", {{"token", magic}}), 401,
+                "invalid_link");
+}
+
+TEST_F(AccountsApiTest, PasswordChangeKeepsThisSignInAndEndsEverythingElse) {
+  auto laptop = Browser();
+  SignUp(*laptop, "alice@example.test", "old password 123");
+  auto phone = Browser();
+  ASSERT_EQ(phone
+                ->PostJson("/api/v1/auth/login",
+                           {{"email", "alice@example.test"}, {"password", "old password 123"}})
+                .status,
+            200);
+  auto cli = Browser();
+  cli->SetBearer(laptop->PostJson("/api/v1/tokens", {{"name", "cli"}}).Json()["token"]);
+  ASSERT_EQ(cli->Get("/api/v1/me").status, 200);
+  ASSERT_EQ(
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
+      202);
+  const std::string reset = LinkToken("alice@example.test", "/auth/reset-password");
+  ASSERT_FALSE(reset.empty());
+
+  ExpectProblem(laptop->PostJson("/api/v1/me/password", {{"current_password", "not it at all"},
+                                                         {"new_password", "new password 456"}}),
+                401, "invalid_credentials");
+  ExpectProblem(laptop->PostJson("/api/v1/me/password", {{"current_password", "old password 123"},
+                                                         {"new_password", "short"}}),
+                400, "weak_password");
+  auto changed = laptop->PostJson("/api/v1/me/password", {{"current_password", "old password 123"},
+                                                          {"new_password", "new password 456"}});
+  ASSERT_EQ(changed.status, 200) << changed.body;
+
+  EXPECT_EQ(laptop->Get("/api/v1/me").status, 200) << "the sign-in that changed it stays";
+  ExpectProblem(phone->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(cli->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/password-reset/consume",
+                                    {{"token", reset}, {"password", "third password 789"}}),
+                401, "invalid_link");
+  bool noticed = false;
+  for (const auto& m : Mails("alice@example.test", 3)) {
+    noticed = noticed || m.subject.find("password was changed") != std::string::npos;
+  }
+  EXPECT_TRUE(noticed) << "the owner is told of the change";
+}
+
+TEST_F(AccountsApiTest, ApiTokensMayExpireAndTheirCreationIsMailed) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  const std::string in_an_hour = core::FormatRfc3339(clock_.NowUnix() + 3600);
+  auto made = b->PostJson("/api/v1/tokens", {{"name", "ci job"}, {"expires_at", in_an_hour}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.Json()["expires_at"], in_an_hour);
+  auto forever = b->PostJson("/api/v1/tokens", {{"name", "laptop"}, {"expires_at", nullptr}});
+  ASSERT_EQ(forever.status, 201) << forever.body;
+  EXPECT_TRUE(forever.Json()["expires_at"].is_null());
+
+  ExpectProblem(
+      b->PostJson("/api/v1/tokens",
+                  {{"name", "past"}, {"expires_at", core::FormatRfc3339(clock_.NowUnix() - 1)}}),
+      400, "invalid_expiry");
+  ExpectProblem(b->PostJson("/api/v1/tokens", {{"name", "garbage"}, {"expires_at", "tomorrow"}}),
+                400, "invalid_expiry");
+  EXPECT_EQ(b->Get("/api/v1/tokens").Json()["total"], 2) << "refused tokens are not stored";
+
+  // The notices first: moving the fake clock past the outbox's lease while a mail is being sent
+  // would let a second delivery pass claim it again.
+  int notices = 0;
+  for (const auto& m : Mails("alice@example.test", 2)) {
+    if (m.subject.find("API token") == std::string::npos) continue;
+    ++notices;
+    EXPECT_TRUE(m.text_body.find("ci job") != std::string::npos ||
+                m.text_body.find("laptop") != std::string::npos)
+        << m.text_body;
+  }
+  EXPECT_EQ(notices, 2);
+
+  auto ci = Browser();
+  ci->SetBearer(made.Json()["token"]);
+  auto laptop = Browser();
+  laptop->SetBearer(forever.Json()["token"]);
+  EXPECT_EQ(ci->Get("/api/v1/me").status, 200);
+  clock_.Advance(std::chrono::seconds(3600));
+  ExpectProblem(ci->Get("/api/v1/me"), 401, "unauthenticated");
+  EXPECT_EQ(laptop->Get("/api/v1/me").status, 200);
+}
+
 TEST_F(AccountsApiTest, BadInputChangesNothing) {
   auto b = Browser();
   SignUp(*b, "alice@example.test");
@@ -336,7 +488,7 @@ TEST_F(AccountsApiTest, BearerSchemeIsCaseInsensitiveAndPasswordsMustBeUtf8) {
   ASSERT_EQ(
       Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
       202);
-  const std::string token = Mails("alice@example.test", 1)[0].TokenFromLink("/auth/reset-password");
+  const std::string token = LinkToken("alice@example.test", "/auth/reset-password");
   auto form = Browser()->Post("/auth/reset-password", "token=" + token + "&password=%ff%feabcdefgh",
                               "application/x-www-form-urlencoded");
   EXPECT_EQ(form.status, 400) << form.body;

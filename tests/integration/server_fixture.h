@@ -55,6 +55,29 @@ class ServerTest : public ::testing::Test {
     return mails;
   }
 
+  /// The tokens of the mailed links to `to` whose URL contains `path` (e.g.
+  /// "/auth/reset-password"), oldest first, waiting up to 10 s until there are at least `count`.
+  std::vector<std::string> LinkTokens(const std::string& to, const std::string& path,
+                                      size_t count) {
+    std::vector<std::string> tokens;
+    for (int i = 0; i < 200; ++i) {
+      (void)app_->DeliverMailNow();
+      tokens.clear();
+      for (const auto& m : MailsTo(config_.data_dir / "mail", to)) {
+        std::string token = m.TokenFromLink(path);
+        if (!token.empty()) tokens.push_back(std::move(token));
+      }
+      if (tokens.size() >= count) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return tokens;
+  }
+  /// The token of the `n`th (1-based) mailed link to `to` with `path`; "" when it did not come.
+  std::string LinkToken(const std::string& to, const std::string& path, size_t n = 1) {
+    auto tokens = LinkTokens(to, path, n);
+    return tokens.size() >= n ? tokens[n - 1] : "";
+  }
+
   /// Signs up `email` in `browser` and expects 201.
   void SignUp(HttpClient& browser, const std::string& email,
               const std::string& password = "correct horse battery") {

@@ -21,6 +21,7 @@ Answer ConsumeMagicLink(ApiContext& ctx, Call& call);
 Answer RequestPasswordReset(ApiContext& ctx, Call& call);
 Answer ConsumePasswordReset(ApiContext& ctx, Call& call);
 Answer GetMe(ApiContext& ctx, Call& call);
+Answer ChangePassword(ApiContext& ctx, Call& call);
 
 // auth_pages.cc: the pages mailed links open (/auth/…).
 Answer MagicLinkPage(ApiContext& ctx, Call& call);
