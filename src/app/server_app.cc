@@ -225,8 +225,10 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
                       *p->agent_sync, *p->desired_state, *p->queue, *p->idempotency,
                       *p->ssh_command, *p->relay_authorizer, *p->db, rng, p->events.get()});
-  api::AddOperationalRoutes(*p->router, *p->metrics);
+  // The server already listens (its port makes the public URL): /healthz goes in last, so that
+  // whoever waits for it finds every API route there (QueueCrashTest once got a 404 between).
   api::RegisterApiRoutes(*p->router, *p->api_context);
+  api::AddOperationalRoutes(*p->router, *p->metrics);
   p->metrics->AddGauge("gpuwerk_event_streams", "Open event streams (GET /api/v1/events)",
                        [events = p->events.get()] { return double(events->open_streams()); });
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
