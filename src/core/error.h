@@ -26,18 +26,29 @@ enum class ErrorCode {
   kInternal,            ///< a bug or an invariant broken on our side (500)
 };
 
+/// A finer, typed reason than ErrorCode for the few failures internal code decides on (retry a
+/// transaction, a lost race), so that no caller compares `api_code` labels. Each value is set
+/// by one module only, which documents it; every other error has kNone.
+enum class ErrorReason {
+  kNone,
+  kStoreBusy,                ///< store: another writer held the database past the busy timeout
+  kStoreConstraintViolation  ///< store: a schema constraint (unique, key, check) refused a write
+};
+
 /// The name of an ErrorCode, e.g. "invalid_argument".
 std::string_view ErrorCodeName(ErrorCode code);
 
 /// An expected failure, carried as a value. `api_code` is the stable string clients match on
 /// (e.g. "private_key_pasted"); `message` is for people and never contains secrets or the
 /// caller's input verbatim; `details` holds optional structured extras (e.g. the instances that
-/// keep a key in use) and is copied into the problem JSON.
+/// keep a key in use) and is copied into the problem JSON. `reason` is for internal decisions
+/// only and never leaves the process.
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string api_code;
   std::string message;
   nlohmann::json details = nlohmann::json::object();
+  ErrorReason reason = ErrorReason::kNone;
 
   Error() = default;
   Error(ErrorCode c, std::string api, std::string msg)
@@ -45,6 +56,10 @@ struct Error {
 
   Error&& WithDetail(const std::string& key, nlohmann::json value) && {
     details[key] = std::move(value);
+    return std::move(*this);
+  }
+  Error&& WithReason(ErrorReason r) && {
+    reason = r;
     return std::move(*this);
   }
 };

@@ -87,7 +87,8 @@ core::Result<std::optional<Instance>> InstanceService::CreateIfOnline(
       }
       return created;
     }
-    if (!internal::IsStoreConflict(created.error())) return created;
+    // A lost race (a host taken by a concurrent transaction) is a store constraint violation.
+    if (!store::IsConstraintViolation(created.error())) return created;
     if (attempt >= 1) return core::Fail(NoCapacity(std::string(gpu_type)));
   }
 }

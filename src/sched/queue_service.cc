@@ -82,7 +82,8 @@ core::Result<QueueEntry> QueueService::Join(const std::string& person_id, std::s
       if (in_tx) GPUWERK_TRY(in_tx(tx, *entry));
       return std::move(*entry);
     });
-    if (joined || !internal::IsStoreConflict(joined.error())) break;
+    // A lost race (the queue seq taken by a concurrent join) is a store constraint violation.
+    if (joined || !store::IsConstraintViolation(joined.error())) break;
   }
   if (!joined) return joined;
   auto drained = Drain(type);

@@ -10,4 +10,26 @@ core::Result<std::optional<Row>> Transaction::QueryOne(std::string_view sql,
   return std::optional<Row>(std::move(rows->front()));
 }
 
+bool IsBusy(const core::Error& error) { return error.reason == core::ErrorReason::kStoreBusy; }
+
+bool IsConstraintViolation(const core::Error& error) {
+  return error.reason == core::ErrorReason::kStoreConstraintViolation;
+}
+
+bool IsUniqueViolation(const core::Error& error) {
+  return IsConstraintViolation(error) && error.code == core::ErrorCode::kAlreadyExists;
+}
+
+core::Error BusyError(std::string message) {
+  return core::Error(core::ErrorCode::kUnavailable, "store_busy", std::move(message))
+      .WithReason(core::ErrorReason::kStoreBusy);
+}
+
+core::Error ConstraintViolationError(bool unique, std::string message) {
+  return core::Error(
+             unique ? core::ErrorCode::kAlreadyExists : core::ErrorCode::kFailedPrecondition,
+             "constraint_violation", std::move(message))
+      .WithReason(core::ErrorReason::kStoreConstraintViolation);
+}
+
 }  // namespace gpuwerk::store

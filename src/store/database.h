@@ -3,6 +3,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -15,9 +16,9 @@ namespace gpuwerk::store {
 /// One open transaction on a Database. Statements use `?` placeholders, bound in order, in SQL
 /// that both SQLite and PostgreSQL accept (the PostgreSQL backend rewrites `?` to `$n`).
 /// A Transaction is used by one thread at a time; if it is destroyed without Commit() it rolls
-/// back. Errors: a unique or foreign-key violation is kAlreadyExists / kFailedPrecondition with
-/// api code "constraint_violation"; a busy or locked database is kUnavailable ("store_busy");
-/// anything else kInternal ("store_error").
+/// back. Errors: a unique or foreign-key violation is ConstraintViolationError
+/// (IsConstraintViolation); a busy or locked database is BusyError (IsBusy); anything else
+/// kInternal ("store_error").
 class Transaction {
  public:
   virtual ~Transaction() = default;
@@ -35,6 +36,22 @@ class Transaction {
   /// Makes the changes durable. After Commit the transaction is finished.
   virtual core::Result<void> Commit() = 0;
 };
+
+/// Whether `error` is the store's "busy": another connection held the database (or a table) past
+/// the busy timeout. kUnavailable, api code "store_busy". Database::Run retries these itself.
+bool IsBusy(const core::Error& error);
+/// Whether `error` is a schema constraint refusing a write (unique, primary key, foreign key,
+/// check). Domain code turns it into its own code (`name_taken`) or retries a lost race.
+bool IsConstraintViolation(const core::Error& error);
+/// IsConstraintViolation for a unique or primary key (code kAlreadyExists).
+bool IsUniqueViolation(const core::Error& error);
+
+/// The errors a backend returns for those two cases, typed by core::ErrorReason (the one place
+/// their outward labels are set). `message` says what failed, without the caller's values.
+core::Error BusyError(std::string message);
+/// kAlreadyExists when `unique` (a unique or primary key), else kFailedPrecondition; api code
+/// "constraint_violation".
+core::Error ConstraintViolationError(bool unique, std::string message);
 
 /// Whether a transaction will write. Write transactions take the database's write lock at the
 /// start (SQLite `BEGIN IMMEDIATE`) so two writers never deadlock on lock upgrade.
@@ -61,12 +78,12 @@ class Database {
       if (!tx) return std::unexpected(tx.error());
       R result = fn(**tx);
       if (!result) {
-        if (result.error().api_code == "store_busy" && attempt < 5) continue;
+        if (IsBusy(result.error()) && attempt < 5) continue;
         return result;
       }
       auto committed = (*tx)->Commit();
       if (!committed) {
-        if (committed.error().api_code == "store_busy" && attempt < 5) continue;
+        if (IsBusy(committed.error()) && attempt < 5) continue;
         return std::unexpected(committed.error());
       }
       return result;

@@ -53,14 +53,11 @@ core::Error SqliteError(sqlite3* db, int rc, std::string_view what) {
   int primary = rc & 0xff;
   std::string msg = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    return core::Error(ErrorCode::kUnavailable, "store_busy", msg);
+    return BusyError(std::move(msg));
   }
   if (primary == SQLITE_CONSTRAINT) {
-    int ext = rc;
-    if (ext == SQLITE_CONSTRAINT_UNIQUE || ext == SQLITE_CONSTRAINT_PRIMARYKEY) {
-      return core::Error(ErrorCode::kAlreadyExists, "constraint_violation", msg);
-    }
-    return core::Error(ErrorCode::kFailedPrecondition, "constraint_violation", msg);
+    return ConstraintViolationError(
+        rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY, std::move(msg));
   }
   return core::Error(ErrorCode::kInternal, "store_error", msg);
 }

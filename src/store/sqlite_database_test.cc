@@ -50,6 +50,51 @@ TEST_F(SqliteDatabaseTest, ErrorRollsBackTheWholeTransaction) {
   EXPECT_EQ(*count, 0);
 }
 
+TEST_F(SqliteDatabaseTest, ConstraintViolationsAreTyped) {
+  ASSERT_TRUE(db_->Write([](Transaction& tx) -> core::Result<void> {
+    return tx.ExecScript(
+        "CREATE TABLE parent (id TEXT PRIMARY KEY);"
+        "CREATE TABLE child (id TEXT PRIMARY KEY, parent_id TEXT NOT NULL REFERENCES parent(id));"
+        "INSERT INTO parent VALUES ('a');");
+  }));
+  auto duplicate = db_->Write([](Transaction& tx) -> core::Result<int64_t> {
+    return tx.Exec("INSERT INTO parent VALUES ('a')");
+  });
+  ASSERT_FALSE(duplicate);
+  EXPECT_TRUE(IsConstraintViolation(duplicate.error()));
+  EXPECT_TRUE(IsUniqueViolation(duplicate.error()));
+  EXPECT_FALSE(IsBusy(duplicate.error()));
+  EXPECT_EQ(duplicate.error().code, core::ErrorCode::kAlreadyExists);
+  EXPECT_EQ(duplicate.error().api_code, "constraint_violation");
+
+  auto orphan = db_->Write([](Transaction& tx) -> core::Result<int64_t> {
+    return tx.Exec("INSERT INTO child VALUES ('c', 'missing')");
+  });
+  ASSERT_FALSE(orphan);
+  EXPECT_TRUE(IsConstraintViolation(orphan.error()));
+  EXPECT_FALSE(IsUniqueViolation(orphan.error()));
+  EXPECT_EQ(orphan.error().code, core::ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(orphan.error().api_code, "constraint_violation");
+
+  // A domain error with the same code and label is not the store's.
+  core::Error lookalike(core::ErrorCode::kAlreadyExists, "constraint_violation", "not the store");
+  EXPECT_FALSE(IsConstraintViolation(lookalike));
+}
+
+TEST_F(SqliteDatabaseTest, AWriterHeldPastTheBusyTimeoutIsTypedBusy) {
+  auto holder = db_->Begin(TxMode::kWrite);
+  ASSERT_TRUE(holder) << holder.error().message;
+  auto other =
+      db_.OpenAnother({.pool_size = 1, .busy_timeout_ms = 20, .background_checkpoint = false});
+  ASSERT_TRUE(other);
+  auto begun = other->Begin(TxMode::kWrite);
+  ASSERT_FALSE(begun);
+  EXPECT_TRUE(IsBusy(begun.error())) << begun.error().message;
+  EXPECT_FALSE(IsConstraintViolation(begun.error()));
+  EXPECT_EQ(begun.error().code, core::ErrorCode::kUnavailable);
+  EXPECT_EQ(begun.error().api_code, "store_busy");
+}
+
 TEST_F(SqliteDatabaseTest, ConcurrentWritersDoNotLoseUpdates) {
   ASSERT_TRUE(db_->Write([](Transaction& tx) -> core::Result<void> {
     return tx.ExecScript(

@@ -116,6 +116,4 @@ core::Result<std::string> InsertInstance(store::Transaction& tx, core::Clock& cl
   return id;
 }
 
-bool IsStoreConflict(const core::Error& error) { return error.api_code == "constraint_violation"; }
-
 }  // namespace gpuwerk::sched::internal

@@ -47,10 +47,4 @@ struct LaunchSpec {
 core::Result<std::string> InsertInstance(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
                                          const SchedOptions& options, const LaunchSpec& spec);
 
-/// Whether `error` is the store's unique or foreign-key violation (a lost race: a host or a
-/// queue seq taken by a concurrent transaction), the one retry decision sched takes on a store
-/// error. The store names it by its api code (store/database.h); this is the one place that
-/// reads it.
-bool IsStoreConflict(const core::Error& error);
-
 }  // namespace gpuwerk::sched::internal
