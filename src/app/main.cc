@@ -104,9 +104,9 @@ int RunServer(const ServerConfig& config, bool up) {
     std::error_code ec;
     const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     const std::string data = std::filesystem::absolute(config.data_dir).lexically_normal().string();
-    const std::string mail = config.mail == "smtp"
-                                 ? "SMTP " + config.smtp_url
-                                 : data + "/mail/new (Maildir; links are also printed below)";
+    const std::string mail_to = (*server)->mail_transport() == mail::MailTransport::kSmtp
+                                    ? "SMTP " + config.smtp_url
+                                    : data + "/mail/new (Maildir; links are also printed below)";
 #ifdef GPUWERK_WITH_AGENT
     const std::string engine = platform->engine_url() + " (" + platform->engine_origin() + ")";
     const std::string host =
@@ -135,7 +135,7 @@ int RunServer(const ServerConfig& config, bool up) {
         "Press Ctrl-C to stop.\n",
         (*server)->base_url().c_str(), email.c_str(), shown.c_str(), ec ? "gpuwerk" : self.c_str(),
         (*server)->base_url().c_str(), email.c_str(), engine.c_str(), host.c_str(), ssh.c_str(),
-        data.c_str(), mail.c_str());
+        data.c_str(), mail_to.c_str());
     std::fflush(stdout);
   }
   int sig = 0;

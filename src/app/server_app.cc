@@ -21,6 +21,7 @@
 #include "auth/account_service.h"
 #include "auth/password_hasher.h"
 #include "keys/ssh_key_registry.h"
+#include "mail/mail_transport.h"
 #include "mail/maildir_mailer.h"
 #include "mail/outbox.h"
 #include "mail/smtp_mailer.h"
@@ -41,6 +42,7 @@ struct ServerApp::Parts {
   }
   int lock_fd = -1;  ///< flock'd DATA/lock: one server per data directory
   ServerConfig config;
+  mail::MailTransport mail_transport = mail::MailTransport::kMaildir;  ///< config.mail, parsed
   core::Clock* clock = nullptr;
   core::Rng* rng = nullptr;
   std::unique_ptr<store::Database> db;
@@ -88,18 +90,21 @@ auth::HashCost CostFromName(const std::string& name) {
   return auth::HashCost::kInteractive;
 }
 
-core::Result<std::unique_ptr<mail::Mailer>> MakeMailer(const ServerConfig& c) {
-  if (c.mail == "smtp") {
-    mail::SmtpMailer::Options o;
-    o.url = c.smtp_url;
-    o.from = c.smtp_from;
-    o.username = c.smtp_username;
-    o.password = c.smtp_password;
-    o.starttls = c.smtp_starttls == "never"      ? mail::SmtpMailer::StartTls::kNever
-                 : c.smtp_starttls == "required" ? mail::SmtpMailer::StartTls::kRequired
-                                                 : mail::SmtpMailer::StartTls::kIfOffered;
-    GPUWERK_TRY(mail::ValidateSmtpMailerOptions(o));
-    return std::unique_ptr<mail::Mailer>(new mail::SmtpMailer(o));
+core::Result<std::unique_ptr<mail::Mailer>> MakeMailer(mail::MailTransport transport,
+                                                       const ServerConfig& c) {
+  switch (transport) {
+    case mail::MailTransport::kSmtp: {
+      mail::SmtpMailer::Options o;
+      o.url = c.smtp_url;
+      o.from = c.smtp_from;
+      o.username = c.smtp_username;
+      o.password = c.smtp_password;
+      GPUWERK_ASSIGN_OR_RETURN(o.starttls, mail::ParseStartTls(c.smtp_starttls));
+      GPUWERK_TRY(mail::ValidateSmtpMailerOptions(o));
+      return std::unique_ptr<mail::Mailer>(new mail::SmtpMailer(o));
+    }
+    case mail::MailTransport::kMaildir:
+      break;
   }
   return std::unique_ptr<mail::Mailer>(new mail::MaildirMailer(c.data_dir / "mail", c.smtp_from));
 }
@@ -114,6 +119,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   GPUWERK_TRY(Validate(config));
   auto p = std::make_unique<Parts>();
   p->config = config;
+  GPUWERK_ASSIGN_OR_RETURN(p->mail_transport, mail::ParseMailTransport(config.mail));
   p->clock = &clock;
   p->rng = &rng;
 
@@ -147,7 +153,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   GPUWERK_TRY(store::Migrate(*p->db));
 
-  GPUWERK_ASSIGN_OR_RETURN(p->mailer, MakeMailer(config));
+  GPUWERK_ASSIGN_OR_RETURN(p->mailer, MakeMailer(p->mail_transport, config));
   p->outbox = std::make_unique<mail::Outbox>(*p->db, clock, rng);
   p->outbox_worker = std::make_unique<mail::OutboxWorker>(*p->db, *p->mailer, clock,
                                                           mail::OutboxWorker::Options{});
@@ -302,6 +308,8 @@ store::Database& ServerApp::database() { return *parts_->db; }
 sched::InstanceService& ServerApp::instances() { return *parts_->instances; }
 core::Clock& ServerApp::clock() { return *parts_->clock; }
 core::Rng& ServerApp::rng() { return *parts_->rng; }
+
+mail::MailTransport ServerApp::mail_transport() const { return parts_->mail_transport; }
 
 core::Result<int> ServerApp::DeliverMailNow() { return parts_->outbox_worker->DeliverDue(); }
 

@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "mail/mail_transport.h"
 #include "sched/instance_service.h"
 #include "sched/queue_service.h"
 #include "store/database.h"
@@ -53,6 +54,8 @@ class ServerApp {
   sched::InstanceService& instances();
   core::Clock& clock();
   core::Rng& rng();
+  /// How outbox mails leave (the `mail` option, parsed at Start).
+  mail::MailTransport mail_transport() const;
   /// Delivers due outbox mails now (tests).
   core::Result<int> DeliverMailNow();
 

@@ -1,6 +1,8 @@
 #include "app/server_config.h"
 
 #include "app/common_options.h"
+#include "mail/mail_transport.h"
+#include "mail/smtp_mailer.h"
 
 namespace gpuwerk::app {
 namespace {
@@ -125,16 +127,11 @@ std::vector<Option<ServerConfig>> UpOptions() {
 }
 
 core::Result<void> Validate(const ServerConfig& c) {
-  if (c.mail != "maildir" && c.mail != "smtp") {
-    return std::unexpected(ConfigError("mail must be 'maildir' or 'smtp'"));
-  }
-  if (c.mail == "smtp" && c.smtp_url.empty()) {
+  GPUWERK_ASSIGN_OR_RETURN(const mail::MailTransport transport, mail::ParseMailTransport(c.mail));
+  if (transport == mail::MailTransport::kSmtp && c.smtp_url.empty()) {
     return std::unexpected(ConfigError("mail = 'smtp' needs smtp_url (e.g. smtp://mail:25)"));
   }
-  if (c.smtp_starttls != "never" && c.smtp_starttls != "if-offered" &&
-      c.smtp_starttls != "required") {
-    return std::unexpected(ConfigError("smtp_starttls must be never, if-offered or required"));
-  }
+  GPUWERK_TRY(mail::ParseStartTls(c.smtp_starttls));
   if (c.password_hash_cost != "interactive" && c.password_hash_cost != "moderate" &&
       c.password_hash_cost != "test-only-minimum") {
     return std::unexpected(

@@ -259,6 +259,16 @@ TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
   c.mail = "smtp";
   EXPECT_FALSE(Validate(c)) << "smtp without smtp_url";
   c = ServerConfig{};
+  c.mail = "SMTP";
+  auto bad_mail = Validate(c);
+  ASSERT_FALSE(bad_mail) << "the transport's words are exact";
+  EXPECT_EQ(bad_mail.error().api_code, "invalid_config");
+  EXPECT_NE(bad_mail.error().message.find("'maildir' or 'smtp'"), std::string::npos)
+      << bad_mail.error().message;
+  c = ServerConfig{};
+  c.smtp_starttls = "sometimes";
+  EXPECT_FALSE(Validate(c));
+  c = ServerConfig{};
   c.public_url = "gpu.example.test";
   EXPECT_FALSE(Validate(c));
 }

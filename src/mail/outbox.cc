@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mail/message.h"
+#include "mail/outbox_mail_table.h"
 
 namespace gpuwerk::mail {
 namespace {
@@ -31,11 +32,7 @@ Outbox::Outbox(store::Database& db, const core::Clock& clock, core::Rng& rng)
 core::Result<std::string> Outbox::Enqueue(store::Transaction& tx, const Mail& mail) {
   GPUWERK_TRY(ValidateMail(mail));
   std::string id = core::NewId(rng_, "mail");
-  const int64_t now = clock_.NowUnix();
-  GPUWERK_TRY(tx.Exec(
-      "INSERT INTO outbox_mails (id, to_address, subject, text_body, html_body, created_at, "
-      "attempts, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
-      {id, mail.to, mail.subject, mail.text_body, mail.html_body, now, now}));
+  GPUWERK_TRY(OutboxMailTable::Insert(tx, id, mail, clock_.NowUnix()));
   return id;
 }
 
@@ -106,47 +103,30 @@ core::Result<int> OutboxWorker::DeliverDue() {
 
 core::Result<OutboxWorker::PassResult> OutboxWorker::Pass(bool from_thread) {
   const int64_t now = clock_.NowUnix();
-  GPUWERK_ASSIGN_OR_RETURN(std::vector<store::Row> due, db_.Read([&](store::Transaction& tx) {
-    return tx.Query(
-        "SELECT id, to_address, subject, text_body, html_body, attempts, next_attempt_at "
-        "FROM outbox_mails WHERE sent_at IS NULL AND next_attempt_at <= ? AND attempts < ? "
-        "ORDER BY created_at, id LIMIT ?",
-        {now, int64_t{options_.max_attempts}, int64_t{options_.batch_size}});
+  GPUWERK_ASSIGN_OR_RETURN(std::vector<OutboxMail> due, db_.Read([&](store::Transaction& tx) {
+    return OutboxMailTable::ListDue(tx, now, options_.max_attempts, options_.batch_size);
   }));
 
   PassResult result;
   result.seen = static_cast<int>(due.size());
-  for (const store::Row& row : due) {
+  for (const OutboxMail& row : due) {
     if (from_thread && stop_) break;
-    const std::string id = row.Text(0);
-    const int64_t seen_attempts = row.Int(5);
-    const int64_t seen_next_attempt_at = row.Int(6);
+    const std::string& id = row.id;
+    const int64_t seen_attempts = row.attempts;
 
     // Claim: compare-and-set on what we saw, so exactly one worker wins the mail.
     const int64_t lease_until = clock_.NowUnix() + options_.lease.count();
-    GPUWERK_ASSIGN_OR_RETURN(int64_t claimed, db_.Write([&](store::Transaction& tx) {
-      return tx.Exec(
-          "UPDATE outbox_mails SET next_attempt_at = ? WHERE id = ? AND next_attempt_at = ? "
-          "AND attempts = ? AND sent_at IS NULL",
-          {lease_until, id, seen_next_attempt_at, seen_attempts});
+    GPUWERK_ASSIGN_OR_RETURN(bool claimed, db_.Write([&](store::Transaction& tx) {
+      return OutboxMailTable::Claim(tx, row, lease_until);
     }));
-    if (claimed != 1) continue;  // another worker has it, or sent it already
+    if (!claimed) continue;  // another worker has it, or sent it already
 
-    const Mail mail{.to = row.Text(1),
-                    .subject = row.Text(2),
-                    .text_body = row.Text(3),
-                    .html_body = row.Text(4)};
-    const core::Result<void> sent = mailer_.Send(mail);
+    const core::Result<void> sent = mailer_.Send(row.mail);
     const int64_t done_at = clock_.NowUnix();
 
     if (sent) {
-      GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-        GPUWERK_TRY(tx.Exec(
-            "UPDATE outbox_mails SET sent_at = ?, last_error = NULL WHERE id = ? AND sent_at IS "
-            "NULL",
-            {done_at, id}));
-        return {};
-      }));
+      GPUWERK_TRY(db_.Write(
+          [&](store::Transaction& tx) { return OutboxMailTable::MarkSent(tx, id, done_at); }));
       ++result.sent;
       ++sent_total_;
       spdlog::info("outbox: sent mail id={} attempt={}", id, seen_attempts + 1);
@@ -160,12 +140,8 @@ core::Result<OutboxWorker::PassResult> OutboxWorker::Pass(bool from_thread) {
     const int64_t next_attempt_at =
         done_at + Backoff(options_, static_cast<int>(std::min<int64_t>(attempts, 1000))).count();
     const std::string last_error = LastError(sent.error());
-    GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-      GPUWERK_TRY(
-          tx.Exec("UPDATE outbox_mails SET attempts = ?, last_error = ?, next_attempt_at = ? "
-                  "WHERE id = ? AND sent_at IS NULL",
-                  {attempts, last_error, next_attempt_at, id}));
-      return {};
+    GPUWERK_TRY(db_.Write([&](store::Transaction& tx) {
+      return OutboxMailTable::RecordFailure(tx, id, attempts, last_error, next_attempt_at);
     }));
     if (attempts >= options_.max_attempts) {
       ++given_up_total_;

@@ -62,10 +62,10 @@ struct OutboxWorkerOptions {
 ///
 /// A mail is due when `sent_at IS NULL AND next_attempt_at <= now AND attempts < max_attempts`.
 /// Each pass reads up to batch_size due mails, oldest first, and for each one:
-/// 1. claims it with a compare-and-set in its own short transaction, `UPDATE outbox_mails SET
-///    next_attempt_at = now + lease WHERE id = ? AND next_attempt_at = <seen> AND attempts =
-///    <seen> AND sent_at IS NULL`; only the worker whose update changed the row sends it, so two
-///    workers never send the same mail (unless a lease expires mid-send: at-least-once);
+/// 1. claims it with a compare-and-set in its own short transaction (OutboxMailTable::Claim: sets
+///    next_attempt_at = now + lease where next_attempt_at and attempts are still what was read and
+///    it is unsent); only the worker whose update changed the row sends it, so two workers never
+///    send the same mail (unless a lease expires mid-send: at-least-once);
 /// 2. sends it outside any transaction;
 /// 3. on success sets `sent_at`; on failure increments `attempts`, stores the error message as
 ///    `last_error` and sets `next_attempt_at = now + Backoff(attempts)`. A permanent refusal

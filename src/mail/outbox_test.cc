@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "mail/outbox_mail_table.h"
 #include "store/sqlite_database.h"
 #include "tests/support/temp_database.h"
 
@@ -127,22 +128,15 @@ class OutboxTest : public ::testing::Test {
   }
   Stored Get(const std::string& id) {
     auto row = db_->Read([&](store::Transaction& tx) -> core::Result<Stored> {
-      GPUWERK_ASSIGN_OR_RETURN(auto r,
-                               tx.QueryOne("SELECT attempts, next_attempt_at, sent_at, last_error "
-                                           "FROM outbox_mails WHERE id = ?",
-                                           {id}));
-      if (!r) return core::NotFound("mail");
-      return Stored{r->Int(0), r->Int(1), r->OptInt(2), r->OptText(3)};
+      GPUWERK_ASSIGN_OR_RETURN(auto mail, OutboxMailTable::Find(tx, id));
+      if (!mail) return core::NotFound("mail");
+      return Stored{mail->attempts, mail->next_attempt_at, mail->sent_at, mail->last_error};
     });
     EXPECT_TRUE(row) << row.error().message;
     return row.value_or(Stored{});
   }
   int64_t CountSent() {
-    auto n = db_->Read([](store::Transaction& tx) -> core::Result<int64_t> {
-      GPUWERK_ASSIGN_OR_RETURN(
-          auto r, tx.QueryOne("SELECT COUNT(*) FROM outbox_mails WHERE sent_at IS NOT NULL"));
-      return r->Int(0);
-    });
+    auto n = db_->Read([](store::Transaction& tx) { return OutboxMailTable::CountSent(tx); });
     return n.value_or(-1);
   }
   int Deliver(OutboxWorker& worker) {

@@ -90,6 +90,14 @@ core::Result<void> BadConfig(std::string message) {
 
 }  // namespace
 
+core::Result<StartTls> ParseStartTls(std::string_view text) {
+  if (text == "never") return StartTls::kNever;
+  if (text == "if-offered") return StartTls::kIfOffered;
+  if (text == "required") return StartTls::kRequired;
+  return core::InvalidArgument("invalid_config",
+                               "smtp_starttls must be never, if-offered or required");
+}
+
 core::Result<void> ValidateSmtpMailerOptions(const SmtpMailerOptions& options) {
   std::string_view url = options.url;
   if (url.starts_with("smtp://")) {

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 #include "mail/mailer.h"
@@ -15,6 +16,11 @@ enum class StartTls {
   kIfOffered,  ///< use STARTTLS when the server offers it, else continue in clear text
   kRequired,   ///< fail (mail_unavailable) unless the connection is upgraded to TLS
 };
+
+/// Parses the `smtp_starttls` option: "never", "if-offered" or "required".
+/// Errors: kInvalidArgument "invalid_config" ("smtp_starttls must be never, if-offered or
+/// required").
+core::Result<StartTls> ParseStartTls(std::string_view text);
 
 /// Configuration of SmtpMailer.
 struct SmtpMailerOptions {

@@ -29,6 +29,7 @@
 #include "core/clock.h"
 #include "core/random.h"
 #include "mail/outbox.h"
+#include "mail/outbox_mail_table.h"
 #include "store/sqlite_database.h"
 #include "tests/support/smtp_sink.h"
 #include "tests/support/temp_database.h"
@@ -278,12 +279,10 @@ TEST_F(SmtpMailerTest, OutboxRetriesUntilTheServerIsBack) {
                                 .html_body = "<a href=\"https://gpuwerk.test/\">sign in</a>"});
   ASSERT_TRUE(id) << id.error().message;
   const auto stored = [&]() {
-    return db->Read([&](store::Transaction& tx) -> core::Result<store::Row> {
-      GPUWERK_ASSIGN_OR_RETURN(auto row,
-                               tx.QueryOne("SELECT attempts, sent_at, last_error, next_attempt_at "
-                                           "FROM outbox_mails WHERE id = ?",
-                                           {*id}));
-      return *row;
+    return db->Read([&](store::Transaction& tx) -> core::Result<OutboxMail> {
+      GPUWERK_ASSIGN_OR_RETURN(auto mail, OutboxMailTable::Find(tx, *id));
+      if (!mail) return core::NotFound("mail");
+      return *mail;
     });
   };
 
@@ -292,10 +291,11 @@ TEST_F(SmtpMailerTest, OutboxRetriesUntilTheServerIsBack) {
   EXPECT_EQ(*sent, 0);
   auto row = stored();
   ASSERT_TRUE(row);
-  EXPECT_EQ(row->Int(0), 1);
-  EXPECT_TRUE(row->IsNull(1));
-  EXPECT_TRUE(row->Text(2).starts_with("mail_unavailable: ")) << row->Text(2);
-  EXPECT_EQ(row->Int(3), clock.NowUnix() + 5);
+  EXPECT_EQ(row->attempts, 1);
+  EXPECT_FALSE(row->sent_at);
+  ASSERT_TRUE(row->last_error);
+  EXPECT_TRUE(row->last_error->starts_with("mail_unavailable: ")) << *row->last_error;
+  EXPECT_EQ(row->next_attempt_at, clock.NowUnix() + 5);
   EXPECT_EQ(worker.failed_attempts_total(), 1);
 
   StartSink(port);
@@ -311,8 +311,8 @@ TEST_F(SmtpMailerTest, OutboxRetriesUntilTheServerIsBack) {
   EXPECT_EQ(*sent, 1);
   row = stored();
   ASSERT_TRUE(row);
-  EXPECT_EQ(row->OptInt(1), clock.NowUnix());
-  EXPECT_TRUE(row->IsNull(2));
+  EXPECT_EQ(row->sent_at, clock.NowUnix());
+  EXPECT_FALSE(row->last_error);
 
   const std::vector<fs::path> messages = Messages(dir_ / "inbox");
   ASSERT_EQ(messages.size(), 1u);
