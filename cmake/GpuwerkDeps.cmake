@@ -19,6 +19,9 @@ if(NOT GPUWERK_FUZZ)
     pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
   endif()
   find_package(Boost 1.74 REQUIRED COMPONENTS system)
+  # prometheus-cpp: /metrics (api/metrics.cc links its core library only: registry and text
+  # serializer; gpuwerk serves the endpoint itself, so not the pull or push libraries).
+  find_package(prometheus-cpp CONFIG REQUIRED)
   # libssh: the SSH relay (src/relay) and the agent's proof that a person's key logs in (C05).
   pkg_check_modules(LIBSSH REQUIRED IMPORTED_TARGET libssh)
   if(GPUWERK_AGENT)

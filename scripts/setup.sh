@@ -20,6 +20,7 @@ build=(
   libssh-dev libsodium-dev libssl-dev libcurl4-openssl-dev libspdlog-dev libfmt-dev
   libcli11-dev libtomlplusplus-dev libjemalloc-dev libutfcpp-dev
   libarchive-dev
+  prometheus-cpp-dev  # /metrics: only its core library is linked (registry, text serializer)
 )
 run=(
   # the container engine and the instance image (shared/notes/container-engine.md)

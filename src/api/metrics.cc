@@ -1,11 +1,18 @@
 #include "api/metrics.h"
 
-#include <fmt/format.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <tuple>
 
 #include "core/check.h"
 
@@ -34,25 +41,9 @@ bool IsLabelName(std::string_view name) {
   return true;
 }
 
-/// Escapes a label value: backslash, double quote and line feed.
-std::string EscapeLabelValue(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-/// Escapes a HELP text: backslash and line feed.
+/// Escapes a HELP text (backslash and line feed), as the text format asks. prometheus-cpp 1.0's
+/// TextSerializer writes HELP verbatim (label values it escapes itself), so families are
+/// registered with the escaped text.
 std::string EscapeHelp(std::string_view help) {
   std::string out;
   out.reserve(help.size());
@@ -68,38 +59,13 @@ std::string EscapeHelp(std::string_view help) {
   return out;
 }
 
-std::string LabelText(const MetricLabels& labels) {
-  MetricLabels sorted = labels;
-  std::sort(sorted.begin(), sorted.end());
-  std::string out;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    GPUWERK_CHECK(IsLabelName(sorted[i].first));
-    GPUWERK_CHECK(i == 0 || sorted[i].first != sorted[i - 1].first);
-    if (!out.empty()) out += ',';
-    out += sorted[i].first;
-    out += "=\"";
-    out += EscapeLabelValue(sorted[i].second);
-    out += '"';
+/// `labels` as prometheus-cpp keys series: sorted by name; aborts on an invalid or repeated name.
+std::map<std::string, std::string> SortedLabels(const MetricLabels& labels) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : labels) {
+    GPUWERK_CHECK(IsLabelName(name));
+    GPUWERK_CHECK(out.emplace(name, value).second);
   }
-  return out;
-}
-
-/// A sample value as Prometheus reads it (Go ParseFloat syntax, "+Inf", "-Inf", "NaN").
-std::string FormatValue(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  return fmt::format("{}", v);
-}
-
-/// `name{labels}` or `name{labels,extra}` or `name`.
-std::string SeriesName(std::string_view name, std::string_view labels, std::string_view extra) {
-  std::string out(name);
-  if (labels.empty() && extra.empty()) return out;
-  out += '{';
-  out += labels;
-  if (!labels.empty() && !extra.empty()) out += ',';
-  out += extra;
-  out += '}';
   return out;
 }
 
@@ -112,6 +78,14 @@ std::string_view NormalizeMethod(std::string_view method) {
   return "other";
 }
 
+bool LabelsBefore(const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
+  return std::lexicographical_compare(
+      a.label.begin(), a.label.end(), b.label.begin(), b.label.end(),
+      [](const prometheus::ClientMetric::Label& x, const prometheus::ClientMetric::Label& y) {
+        return std::tie(x.name, x.value) < std::tie(y.name, y.value);
+      });
+}
+
 constexpr std::string_view kHttpRequests = "gpuwerk_http_requests_total";
 constexpr std::string_view kHttpRequestsHelp =
     "HTTP requests answered, by route, method and status.";
@@ -119,56 +93,52 @@ constexpr std::string_view kHttpDuration = "gpuwerk_http_request_duration_second
 constexpr std::string_view kHttpDurationHelp =
     "Time from the start of a request to its response, in seconds.";
 
+/// Registers the prometheus-cpp family `name` that `builder` builds, with the escaped `help`.
+template <class Metric>
+prometheus::Family<Metric>& Register(prometheus::detail::Builder<Metric> builder,
+                                     std::string_view name, std::string_view help,
+                                     prometheus::Registry& registry) {
+  return builder.Name(std::string(name)).Help(EscapeHelp(help)).Register(registry);
+}
+
+/// The wrapper of series `labels` in `series`, made on first use: the series is added to
+/// `family` (registered with `builder` when this is its first series) with `args` (a
+/// histogram's buckets).
+template <class Wrapper, class Metric, class... Args>
+Wrapper& SeriesIn(std::map<prometheus::Labels, std::unique_ptr<Wrapper>>& series,
+                  prometheus::Family<Metric>*& family, prometheus::detail::Builder<Metric> builder,
+                  std::string_view name, std::string_view help, prometheus::Registry& registry,
+                  const prometheus::Labels& labels, const Args&... args) {
+  std::unique_ptr<Wrapper>& wrapper = series[labels];
+  if (!wrapper) {
+    if (!family) family = &Register(builder, name, help, registry);
+    wrapper = std::make_unique<Wrapper>(family->Add(labels, args...));
+  }
+  return *wrapper;
+}
+
 }  // namespace
 
 void Counter::Increment(double by) {
   GPUWERK_CHECK(by >= 0);
-  value_.fetch_add(by, std::memory_order_relaxed);
+  counter_.Increment(by);
 }
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : upper_bounds_(std::move(upper_bounds)), counts_(upper_bounds_.size() + 1, 0) {
-  for (size_t i = 0; i < upper_bounds_.size(); ++i) {
-    GPUWERK_CHECK(std::isfinite(upper_bounds_[i]));
-    GPUWERK_CHECK(i == 0 || upper_bounds_[i - 1] < upper_bounds_[i]);
+double Counter::Value() const { return counter_.Value(); }
+
+void Gauge::Set(double value) { gauge_.Set(value); }
+
+void Gauge::Add(double by) {
+  if (by >= 0) {
+    gauge_.Increment(by);
+  } else {
+    gauge_.Decrement(-by);
   }
 }
 
-void Histogram::Observe(double value) {
-  // The first bucket whose upper bound is >= value (Prometheus buckets are `le`).
-  size_t bucket =
-      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
-  std::lock_guard lock(mu_);
-  ++counts_[bucket];
-  ++count_;
-  sum_ += value;
-}
+double Gauge::Value() const { return gauge_.Value(); }
 
-Histogram::Snapshot Histogram::Read() const {
-  Snapshot s;
-  std::lock_guard lock(mu_);
-  s.cumulative.reserve(counts_.size());
-  uint64_t running = 0;
-  for (uint64_t c : counts_) {
-    running += c;
-    s.cumulative.push_back(running);
-  }
-  s.count = count_;
-  s.sum = sum_;
-  return s;
-}
-
-std::string_view Metrics::TypeName(Type type) {
-  switch (type) {
-    case Type::kCounter:
-      return "counter";
-    case Type::kGauge:
-      return "gauge";
-    case Type::kHistogram:
-      return "histogram";
-  }
-  return "untyped";
-}
+void Histogram::Observe(double value) { histogram_.Observe(value); }
 
 const std::vector<double>& Metrics::HttpDurationBuckets() {
   static const std::vector<double> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -176,32 +146,35 @@ const std::vector<double>& Metrics::HttpDurationBuckets() {
   return kBuckets;
 }
 
-Metrics::Metrics() {
-  // Announce the HTTP families from the start so that a scrape before the first request shows
-  // them (with no series).
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  // Declare the HTTP families from the start, so that a scrape before the first request shows
+  // them (with no series), and keep their prometheus-cpp families for the per-request path.
   std::lock_guard lock(mu_);
-  Family& requests = families_[std::string(kHttpRequests)];
-  requests.name = kHttpRequests;
-  requests.help = kHttpRequestsHelp;
-  requests.type = Type::kCounter;
-  Family& durations = families_[std::string(kHttpDuration)];
-  durations.name = kHttpDuration;
-  durations.help = kHttpDurationHelp;
-  durations.type = Type::kHistogram;
-  durations.upper_bounds = HttpDurationBuckets();
+  Family& requests = FamilyFor(kHttpRequests, kHttpRequestsHelp, Type::kCounter, {});
+  requests.counter_family =
+      &Register(prometheus::BuildCounter(), kHttpRequests, kHttpRequestsHelp, *registry_);
+  http_requests_ = requests.counter_family;
+  Family& durations =
+      FamilyFor(kHttpDuration, kHttpDurationHelp, Type::kHistogram, HttpDurationBuckets());
+  durations.histogram_family =
+      &Register(prometheus::BuildHistogram(), kHttpDuration, kHttpDurationHelp, *registry_);
+  http_durations_ = durations.histogram_family;
 }
 
-Metrics::Series& Metrics::SeriesFor(std::string_view name, std::string_view help, Type type,
-                                    const std::vector<double>& upper_bounds,
-                                    const MetricLabels& labels) {
-  // Caller holds mu_.
+Metrics::~Metrics() = default;
+
+Metrics::Family& Metrics::FamilyFor(std::string_view name, std::string_view help, Type type,
+                                    const std::vector<double>& upper_bounds) {
   auto it = families_.find(name);
   if (it == families_.end()) {
     GPUWERK_CHECK(IsMetricName(name));
+    for (size_t i = 0; i < upper_bounds.size(); ++i) {
+      GPUWERK_CHECK(std::isfinite(upper_bounds[i]));
+      GPUWERK_CHECK(i == 0 || upper_bounds[i - 1] < upper_bounds[i]);
+    }
     Family family;
-    family.name = std::string(name);
-    family.help = std::string(help);
     family.type = type;
+    family.help = std::string(help);
     family.upper_bounds = upper_bounds;
     it = families_.emplace(std::string(name), std::move(family)).first;
   }
@@ -209,45 +182,47 @@ Metrics::Series& Metrics::SeriesFor(std::string_view name, std::string_view help
   GPUWERK_CHECK(family.type == type);
   GPUWERK_CHECK(family.help == help);
   GPUWERK_CHECK(family.upper_bounds == upper_bounds);
-  std::string key = LabelText(labels);
-  auto [series_it, inserted] = family.series.try_emplace(key);
-  if (inserted) series_it->second.label_text = key;
-  return series_it->second;
+  return family;
 }
 
 Counter& Metrics::CounterFor(std::string_view name, std::string_view help,
                              const MetricLabels& labels) {
+  Labels sorted = SortedLabels(labels);
   std::lock_guard lock(mu_);
-  Series& s = SeriesFor(name, help, Type::kCounter, {}, labels);
-  GPUWERK_CHECK(s.callback == nullptr);
-  if (!s.counter) s.counter = std::make_unique<Counter>();
-  return *s.counter;
+  Family& family = FamilyFor(name, help, Type::kCounter, {});
+  GPUWERK_CHECK(!family.callbacks.contains(sorted));
+  return SeriesIn(family.counters, family.counter_family, prometheus::BuildCounter(), name, help,
+                  *registry_, sorted);
 }
 
 Gauge& Metrics::GaugeFor(std::string_view name, std::string_view help, const MetricLabels& labels) {
+  Labels sorted = SortedLabels(labels);
   std::lock_guard lock(mu_);
-  Series& s = SeriesFor(name, help, Type::kGauge, {}, labels);
-  GPUWERK_CHECK(s.callback == nullptr);
-  if (!s.gauge) s.gauge = std::make_unique<Gauge>();
-  return *s.gauge;
+  Family& family = FamilyFor(name, help, Type::kGauge, {});
+  GPUWERK_CHECK(!family.callbacks.contains(sorted));
+  return SeriesIn(family.gauges, family.gauge_family, prometheus::BuildGauge(), name, help,
+                  *registry_, sorted);
 }
 
 Histogram& Metrics::HistogramFor(std::string_view name, std::string_view help,
                                  const std::vector<double>& upper_bounds,
                                  const MetricLabels& labels) {
+  Labels sorted = SortedLabels(labels);
   std::lock_guard lock(mu_);
-  Series& s = SeriesFor(name, help, Type::kHistogram, upper_bounds, labels);
-  if (!s.histogram) s.histogram = std::make_unique<Histogram>(upper_bounds);
-  return *s.histogram;
+  Family& family = FamilyFor(name, help, Type::kHistogram, upper_bounds);
+  return SeriesIn(family.histograms, family.histogram_family, prometheus::BuildHistogram(), name,
+                  help, *registry_, sorted, prometheus::Histogram::BucketBoundaries(upper_bounds));
 }
 
 void Metrics::AddCallback(std::string_view name, std::string_view help, Type type,
                           std::function<double()> fn, const MetricLabels& labels) {
   GPUWERK_CHECK(fn != nullptr);
+  Labels sorted = SortedLabels(labels);
   std::lock_guard lock(mu_);
-  Series& s = SeriesFor(name, help, type, {}, labels);
-  GPUWERK_CHECK(!s.counter && !s.gauge);
-  s.callback = std::make_shared<const std::function<double()>>(std::move(fn));
+  Family& family = FamilyFor(name, help, type, {});
+  GPUWERK_CHECK(!family.counters.contains(sorted) && !family.gauges.contains(sorted));
+  family.callbacks[sorted] =
+      Callback{sorted, std::make_shared<const std::function<double()>>(std::move(fn))};
 }
 
 void Metrics::AddGauge(std::string_view name, std::string_view help, std::function<double()> fn,
@@ -262,77 +237,92 @@ void Metrics::AddCounter(std::string_view name, std::string_view help, std::func
 
 void Metrics::ObserveHttpRequest(std::string_view route, std::string_view method, int status,
                                  double seconds) {
-  std::string_view m = NormalizeMethod(method);
-  CounterFor(kHttpRequests, kHttpRequestsHelp,
-             {{"route", std::string(route)},
-              {"method", std::string(m)},
-              {"status", std::to_string(status)}})
-      .Increment();
-  HistogramFor(kHttpDuration, kHttpDurationHelp, HttpDurationBuckets(),
-               {{"route", std::string(route)}, {"method", std::string(m)}})
-      .Observe(seconds);
+  const std::string_view m = NormalizeMethod(method);
+  const std::string status_text = std::to_string(status);
+  std::string key;
+  key.reserve(route.size() + m.size() + status_text.size() + 2);
+  key.append(route).append("\n").append(m);
+  prometheus::Histogram* duration = nullptr;
+  prometheus::Counter* requests = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    prometheus::Histogram*& d = http_durations_by_key_[key];
+    if (!d) {
+      d = &http_durations_->Add({{"route", std::string(route)}, {"method", std::string(m)}},
+                                HttpDurationBuckets());
+    }
+    duration = d;
+    key.append("\n").append(status_text);
+    prometheus::Counter*& r = http_requests_by_key_[key];
+    if (!r) {
+      r = &http_requests_->Add(
+          {{"route", std::string(route)}, {"method", std::string(m)}, {"status", status_text}});
+    }
+    requests = r;
+  }
+  requests->Increment();
+  duration->Observe(seconds);
 }
 
 std::string Metrics::Render() const {
-  // Evaluate callbacks first, without the lock: they may take other locks or touch the store.
+  // Every declared family (so that one without series still shows), with the series computed
+  // at scrape time; callbacks run without the lock: they may take other locks or touch the store.
   struct Pending {
     std::string family;
-    std::string labels;
+    Type type;
+    Labels labels;
     std::shared_ptr<const std::function<double()>> fn;
   };
+  std::map<std::string, prometheus::MetricFamily> out;
   std::vector<Pending> pending;
   {
     std::lock_guard lock(mu_);
     for (const auto& [name, family] : families_) {
-      for (const auto& [labels, series] : family.series) {
-        if (series.callback) pending.push_back({name, labels, series.callback});
+      static constexpr prometheus::MetricType kTypes[] = {prometheus::MetricType::Counter,
+                                                          prometheus::MetricType::Gauge,
+                                                          prometheus::MetricType::Histogram};
+      out[name] = prometheus::MetricFamily{
+          name, EscapeHelp(family.help), kTypes[static_cast<int>(family.type)], {}};
+      for (const auto& [labels, callback] : family.callbacks) {
+        pending.push_back({name, family.type, labels, callback.fn});
       }
     }
   }
-  std::map<std::pair<std::string, std::string>, double> evaluated;
+  for (prometheus::MetricFamily& collected : registry_->Collect()) {
+    prometheus::MetricFamily& family = out[collected.name];
+    if (family.name.empty()) {
+      family = std::move(collected);
+    } else {
+      family.metric.insert(family.metric.end(), std::make_move_iterator(collected.metric.begin()),
+                           std::make_move_iterator(collected.metric.end()));
+    }
+  }
   for (const Pending& p : pending) {
+    prometheus::ClientMetric metric;
     try {
-      evaluated[{p.family, p.labels}] = (*p.fn)();
+      const double value = (*p.fn)();
+      if (p.type == Type::kCounter) {
+        metric.counter.value = value;
+      } else {
+        metric.gauge.value = value;
+      }
     } catch (const std::exception& e) {
       spdlog::warn("metrics: callback for {} failed: {}", p.family, e.what());
+      continue;
     } catch (...) {
       spdlog::warn("metrics: callback for {} failed", p.family);
+      continue;
     }
+    for (const auto& [name, value] : p.labels) metric.label.push_back({name, value});
+    out[p.family].metric.push_back(std::move(metric));
   }
-
-  std::string out;
-  std::lock_guard lock(mu_);
-  for (const auto& [name, family] : families_) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, EscapeHelp(family.help), name,
-                       TypeName(family.type));
-    for (const auto& [labels, series] : family.series) {
-      if (series.callback) {
-        auto it = evaluated.find({name, labels});
-        if (it == evaluated.end()) continue;
-        out += fmt::format("{} {}\n", SeriesName(name, labels, ""), FormatValue(it->second));
-      } else if (series.counter) {
-        out += fmt::format("{} {}\n", SeriesName(name, labels, ""),
-                           FormatValue(series.counter->Value()));
-      } else if (series.gauge) {
-        out += fmt::format("{} {}\n", SeriesName(name, labels, ""),
-                           FormatValue(series.gauge->Value()));
-      } else if (series.histogram) {
-        Histogram::Snapshot snap = series.histogram->Read();
-        const std::vector<double>& bounds = series.histogram->upper_bounds();
-        for (size_t i = 0; i < bounds.size(); ++i) {
-          out += fmt::format(
-              "{} {}\n",
-              SeriesName(name + "_bucket", labels, "le=\"" + FormatValue(bounds[i]) + "\""),
-              snap.cumulative[i]);
-        }
-        out +=
-            fmt::format("{} {}\n", SeriesName(name + "_bucket", labels, "le=\"+Inf\""), snap.count);
-        out += fmt::format("{} {}\n", SeriesName(name + "_sum", labels, ""), FormatValue(snap.sum));
-        out += fmt::format("{} {}\n", SeriesName(name + "_count", labels, ""), snap.count);
-      }
-    }
+  std::vector<prometheus::MetricFamily> families;
+  families.reserve(out.size());
+  for (auto& [name, family] : out) {
+    std::stable_sort(family.metric.begin(), family.metric.end(), LabelsBefore);
+    families.push_back(std::move(family));
   }
-  return out;
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace gpuwerk::api

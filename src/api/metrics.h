@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -8,8 +7,18 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
 
 namespace gpuwerk::api {
 
@@ -18,56 +27,47 @@ namespace gpuwerk::api {
 /// sets: every distinct combination is a series held forever.
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
-/// A monotonically increasing value. Thread-safe, lock-free.
+/// A monotonically increasing value (a prometheus-cpp counter). Thread-safe, lock-free.
 class Counter {
  public:
+  explicit Counter(prometheus::Counter& counter) : counter_(counter) {}
   /// Adds `by` (≥ 0; a negative amount aborts, counters never go down).
   void Increment(double by = 1);
-  double Value() const { return value_.load(std::memory_order_relaxed); }
+  double Value() const;
 
  private:
-  std::atomic<double> value_{0};
+  prometheus::Counter& counter_;
 };
 
-/// A value that goes up and down. Thread-safe, lock-free.
+/// A value that goes up and down (a prometheus-cpp gauge). Thread-safe, lock-free.
 class Gauge {
  public:
-  void Set(double value) { value_.store(value, std::memory_order_relaxed); }
-  void Add(double by) { value_.fetch_add(by, std::memory_order_relaxed); }
-  double Value() const { return value_.load(std::memory_order_relaxed); }
+  explicit Gauge(prometheus::Gauge& gauge) : gauge_(gauge) {}
+  void Set(double value);
+  void Add(double by);
+  double Value() const;
 
  private:
-  std::atomic<double> value_{0};
+  prometheus::Gauge& gauge_;
 };
 
-/// Counts observations into cumulative buckets (Prometheus histogram). Thread-safe.
+/// Counts observations into cumulative buckets (a prometheus-cpp histogram). Thread-safe.
 class Histogram {
  public:
-  /// `upper_bounds` strictly increasing, finite; +Inf is implicit.
-  explicit Histogram(std::vector<double> upper_bounds);
+  explicit Histogram(prometheus::Histogram& histogram) : histogram_(histogram) {}
   /// Records one observation (e.g. a duration in seconds).
   void Observe(double value);
 
-  struct Snapshot {
-    std::vector<uint64_t> cumulative;  // one per upper bound, then +Inf (== count)
-    uint64_t count = 0;
-    double sum = 0;
-  };
-  /// A consistent copy of the counts.
-  Snapshot Read() const;
-  const std::vector<double>& upper_bounds() const { return upper_bounds_; }
-
  private:
-  const std::vector<double> upper_bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // per bucket, not cumulative; last is +Inf
-  uint64_t count_ = 0;
-  double sum_ = 0;
+  prometheus::Histogram& histogram_;
 };
 
 /// The process's metrics registry, rendered in the Prometheus text exposition format 0.0.4
 /// (https://prometheus.io/docs/instrumenting/exposition_formats/). Built once by app/ and passed
-/// by reference to whoever records metrics.
+/// by reference to whoever records metrics. Counters, gauges and histograms live in a
+/// prometheus-cpp `Registry` and are written by its `TextSerializer` (prometheus-cpp core only:
+/// gpuwerk serves /metrics itself); this class adds the checks below, series computed at scrape
+/// time, families announced before their first series, and a stable order.
 ///
 /// Series are created on first use and live as long as the registry: `CounterFor(name, help,
 /// labels)` returns the same Counter for the same name and labels, so callers may either keep
@@ -80,6 +80,7 @@ class Histogram {
 class Metrics {
  public:
   Metrics();
+  ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
@@ -108,7 +109,8 @@ class Metrics {
   void ObserveHttpRequest(std::string_view route, std::string_view method, int status,
                           double seconds);
 
-  /// All metrics in text format 0.0.4, families sorted by name, series by labels. Serve it with
+  /// All metrics in text format 0.0.4, families sorted by name, series by labels (a family with
+  /// no series yet shows its HELP and TYPE lines). Serve it with
   /// `Content-Type: text/plain; version=0.0.4; charset=utf-8`.
   std::string Render() const;
 
@@ -117,29 +119,43 @@ class Metrics {
 
  private:
   enum class Type { kCounter, kGauge, kHistogram };
-  struct Series {
-    std::string label_text;  // `a="x",b="y"`, escaped, sorted by name; "" when no labels
-    std::unique_ptr<Counter> counter;
-    std::unique_ptr<Gauge> gauge;
-    std::unique_ptr<Histogram> histogram;
-    std::shared_ptr<const std::function<double()>> callback;
+  using Labels = std::map<std::string, std::string>;
+  struct Callback {
+    Labels labels;
+    std::shared_ptr<const std::function<double()>> fn;
   };
+  /// What is known of one metric name: its declaration and its series.
   struct Family {
-    std::string name;
-    std::string help;
     Type type = Type::kCounter;
+    std::string help;
     std::vector<double> upper_bounds;
-    std::map<std::string, Series> series;  // by label_text
+    /// The prometheus-cpp family of `type`, registered with the first series of that kind.
+    prometheus::Family<prometheus::Counter>* counter_family = nullptr;
+    prometheus::Family<prometheus::Gauge>* gauge_family = nullptr;
+    prometheus::Family<prometheus::Histogram>* histogram_family = nullptr;
+    std::map<Labels, std::unique_ptr<Counter>> counters;
+    std::map<Labels, std::unique_ptr<Gauge>> gauges;
+    std::map<Labels, std::unique_ptr<Histogram>> histograms;
+    std::map<Labels, Callback> callbacks;
   };
 
-  static std::string_view TypeName(Type type);
-  Series& SeriesFor(std::string_view name, std::string_view help, Type type,
-                    const std::vector<double>& upper_bounds, const MetricLabels& labels);
+  /// The family `name`, declared on first use; aborts on a conflicting declaration. Caller holds
+  /// mu_.
+  Family& FamilyFor(std::string_view name, std::string_view help, Type type,
+                    const std::vector<double>& upper_bounds);
   void AddCallback(std::string_view name, std::string_view help, Type type,
                    std::function<double()> fn, const MetricLabels& labels);
 
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* http_requests_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* http_durations_ = nullptr;
   mutable std::mutex mu_;
   std::map<std::string, Family, std::less<>> families_;
+  /// The HTTP series by "route\nmethod\nstatus" and "route\nmethod" (guarded by mu_): a
+  /// prometheus-cpp Family::Add builds a new metric before it finds an existing series, too
+  /// much for every request.
+  std::unordered_map<std::string, prometheus::Counter*> http_requests_by_key_;
+  std::unordered_map<std::string, prometheus::Histogram*> http_durations_by_key_;
 };
 
 }  // namespace gpuwerk::api
