@@ -20,6 +20,7 @@
 #include "agent/authorized_keys.h"
 #include "agent/docker_engine.h"
 #include "cli/fake_api_server.h"
+#include "core/strings.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -48,11 +49,6 @@ Output Shell(const std::string& command) {
   const int status = ::pclose(pipe);
   out.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
@@ -394,7 +390,7 @@ TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
   // C05: a stock ssh with the person's key gets in and sees the hostname.
   Output host = Ssh(port, "hostname");
   ASSERT_EQ(host.rc, 0) << host.text;
-  EXPECT_EQ(Trim(host.text), "h-" + run_id_);
+  EXPECT_EQ(core::TrimEnd(host.text, core::kWhitespace), "h-" + run_id_);
   ASSERT_EQ(Ssh(port, "echo kept > /root/marker").rc, 0);
   // Issue 11: the limits and capabilities of the host's configuration, read back from inside,
   // and reported in the inventory.
@@ -413,7 +409,9 @@ TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
   EXPECT_EQ(reported["not_enforced"].size(), 1u);
   // No GPU here: no NVIDIA runtime although the entry asks for one; the labels are set.
   EXPECT_EQ(
-      Trim(Podman("inspect --format '{{index .Config.Labels \"gpuwerk.generation\"}}' " + id).text),
+      core::TrimEnd(
+          Podman("inspect --format '{{index .Config.Labels \"gpuwerk.generation\"}}' " + id).text,
+          core::kWhitespace),
       "0");
 
   // Restart generation raised: restarted, files kept, new start time.
@@ -454,7 +452,7 @@ TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
   plane_.SetDesired(nlohmann::json::array());
   WaitFor([](const nlohmann::json& r) { return r["containers"].empty(); });
   Output left = Podman("ps -a -q --filter label=" + std::string(kRunLabel) + "=" + run_id_);
-  EXPECT_EQ(Trim(left.text), "");
+  EXPECT_EQ(core::TrimEnd(left.text, core::kWhitespace), "");
 }
 
 TEST_F(AgentTest, MissingImageIsAFailureAndLeavesNoContainer) {
@@ -468,7 +466,7 @@ TEST_F(AgentTest, MissingImageIsAFailureAndLeavesNoContainer) {
             std::string::npos);
   EXPECT_TRUE(report["containers"].empty());
   Output left = Podman("ps -a -q --filter label=" + std::string(kRunLabel) + "=" + run_id_);
-  EXPECT_EQ(Trim(left.text), "");
+  EXPECT_EQ(core::TrimEnd(left.text, core::kWhitespace), "");
 }
 
 TEST_F(AgentTest, EngineGoneIsReportedAndTheAgentKeepsRunning) {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/strings.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -124,7 +125,7 @@ std::string Snippet(std::string_view text) {
   for (char c : text.substr(0, 300)) {
     out += (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) ? c : ' ';
   }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
+  out.resize(core::TrimEnd(out, " ").size());
   return out;
 }
 

@@ -21,6 +21,7 @@
 
 #include "agent/authorized_keys.h"
 #include "agent/instance_limits.h"
+#include "core/strings.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -50,11 +51,6 @@ Output Shell(const std::string& command) {
   const int status = ::pclose(pipe);
   out.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return out;
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 /// The source tree, where scripts/ and config/ are (set by gpuwerk_test).
@@ -132,7 +128,7 @@ class DockerEngineTest : public ::testing::Test {
     while (Clock::now() < deadline) {
       Output out = Ssh(port, "hostname");
       *last = out.text;
-      if (out.rc == 0 && Trim(out.text) == hostname) return true;
+      if (out.rc == 0 && core::TrimEnd(out.text, core::kWhitespace) == hostname) return true;
       std::this_thread::sleep_for(milliseconds(100));
     }
     return false;
@@ -201,7 +197,7 @@ TEST_F(DockerEngineTest, C05_C10_C12_Lifecycle) {
   EXPECT_EQ(modes.text, "700 0 0 /root/.ssh\n600 0 0 /root/.ssh/authorized_keys\n");
   // The memory limit applies, and sshd is published on 127.0.0.1 only.
   Output memory = Podman("inspect --format '{{.HostConfig.Memory}}' " + spec.name);
-  EXPECT_EQ(Trim(memory.text), std::to_string(256 << 20));
+  EXPECT_EQ(core::TrimEnd(memory.text, core::kWhitespace), std::to_string(256 << 20));
   Output listening = Shell("ss -Htln 'sport = :" + std::to_string(port) + "' | awk '{print $4}'");
   EXPECT_EQ(listening.text, "127.0.0.1:" + std::to_string(port) + "\n");
 
@@ -307,7 +303,7 @@ TEST_F(DockerEngineTest, InstanceKeepsOnlyItsCapabilitiesAndLimits) {
   EXPECT_NE(hog.text.find("tail=137"), std::string::npos) << hog.text;
   Output after = Ssh(info->ssh_port, "hostname");
   EXPECT_EQ(after.rc, 0) << after.text;
-  EXPECT_EQ(Trim(after.text), spec.hostname);
+  EXPECT_EQ(core::TrimEnd(after.text, core::kWhitespace), spec.hostname);
   info = engine_->InspectContainer(*id, kCallTimeout);
   ASSERT_TRUE(info) << info.error().message;
   EXPECT_EQ(info->state, ContainerState::kRunning);

@@ -19,6 +19,8 @@
 #include <string>
 #include <thread>
 
+#include "core/strings.h"
+
 namespace gpuwerk::api {
 namespace {
 
@@ -49,9 +51,8 @@ size_t AppendHeader(char* data, size_t size, size_t n, void* out) {
   std::string line(data, size * n);
   size_t colon = line.find(':');
   if (colon != std::string::npos) {
-    std::string value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ')) value.erase(0, 1);
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+    const std::string value(
+        core::Trim(core::TrimEnd(std::string_view(line).substr(colon + 1), "\r\n"), " "));
     (*static_cast<std::map<std::string, std::string>*>(out))[Lower(line.substr(0, colon))] = value;
   }
   return size * n;

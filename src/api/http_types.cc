@@ -5,6 +5,8 @@
 #include <limits>
 #include <system_error>
 
+#include "core/strings.h"
+
 namespace gpuwerk::api {
 namespace {
 
@@ -17,12 +19,6 @@ int HexValue(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 std::string_view FindHeader(const HeaderList& headers, std::string_view name) {
@@ -125,12 +121,12 @@ std::string Request::Cookie(std::string_view name) const {
     std::string_view rest = value;
     while (!rest.empty()) {
       size_t semi = rest.find(';');
-      std::string_view pair = Trim(rest.substr(0, semi));
+      std::string_view pair = core::Trim(rest.substr(0, semi));
       rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
       size_t eq = pair.find('=');
       if (eq == std::string_view::npos) continue;
-      if (Trim(pair.substr(0, eq)) != name) continue;
-      std::string_view v = Trim(pair.substr(eq + 1));
+      if (core::Trim(pair.substr(0, eq)) != name) continue;
+      std::string_view v = core::Trim(pair.substr(eq + 1));
       if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
       return std::string(v);
     }
@@ -333,7 +329,7 @@ Response Problem(int status, const core::Error& error) {
 core::Result<nlohmann::json> ParseJsonObject(const Request& request) {
   std::string_view content_type = request.Header("Content-Type");
   if (!content_type.empty()) {
-    std::string_view media = Trim(content_type.substr(0, content_type.find(';')));
+    std::string_view media = core::Trim(content_type.substr(0, content_type.find(';')));
     if (!EqualsIgnoreCase(media, "application/json")) {
       return core::InvalidArgument("invalid_json",
                                    "the request body must be JSON (Content-Type: "

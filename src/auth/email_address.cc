@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/strings.h"
 #include "mail/message.h"
 
 namespace gpuwerk::auth {
 
 core::Result<EmailAddress> ParseEmailAddress(std::string_view text) {
-  auto is_space = [](unsigned char c) { return std::isspace(c) != 0; };
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  text = core::Trim(text, core::kWhitespace);
   auto bad = [] {
     return core::InvalidArgument("invalid_email",
                                  "Enter a valid email address, like name@example.com.");

@@ -11,6 +11,7 @@
 
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
+#include "core/strings.h"
 #include "core/time_format.h"
 
 namespace gpuwerk::cli::internal {
@@ -80,7 +81,7 @@ core::Result<std::string> AskLine(VerbContext& ctx, std::string_view prompt) {
     return core::Fail(ErrorCode::kInvalidArgument, "input_ended",
                       "standard input ended before an answer was given");
   }
-  return std::string(Trim(line));
+  return std::string(core::Trim(line, core::kWhitespace));
 }
 
 core::Result<std::string> ReadPassword(VerbContext& ctx, const AccountOptions& opt,

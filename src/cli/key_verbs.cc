@@ -8,6 +8,7 @@
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
 #include "core/encoding.h"
+#include "core/strings.h"
 #include "keys/public_key.h"
 
 namespace gpuwerk::cli::internal {
@@ -86,7 +87,7 @@ core::Result<void> KeysAddVerb(VerbContext& ctx, const KeyOptions& opt) {
                                  "the key file is not UTF-8 text (saved as UTF-16?): save it as "
                                  "UTF-8 or ASCII, or pass the .pub file ssh-keygen wrote");
   }
-  if (Trim(text).empty()) {
+  if (core::Trim(text, core::kWhitespace).empty()) {
     return core::InvalidArgument("invalid_public_key",
                                  "the public key is empty; pass the .pub file of your key");
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
+
 namespace gpuwerk::cli {
 namespace {
 
@@ -68,7 +70,7 @@ std::string Table::Render() const {
       text += line[i];
       if (i + 1 < columns) text.append(widths[i] - DisplayWidth(line[i]) + 2, ' ');
     }
-    while (!text.empty() && text.back() == ' ') text.pop_back();
+    text.resize(core::TrimEnd(text, " ").size());
     out += text;
     out += '\n';
   }

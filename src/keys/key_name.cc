@@ -1,11 +1,9 @@
 #include "keys/key_name.h"
 
+#include "core/strings.h"
+
 namespace gpuwerk::keys {
 namespace {
-
-bool IsWhitespace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -15,8 +13,7 @@ bool IsNameChar(char c) {
 }  // namespace
 
 core::Result<std::string> ValidateKeyName(std::string_view name) {
-  while (!name.empty() && IsWhitespace(name.front())) name.remove_prefix(1);
-  while (!name.empty() && IsWhitespace(name.back())) name.remove_suffix(1);
+  name = core::Trim(name, core::kWhitespace);
   if (name.empty()) {
     return core::InvalidArgument("invalid_name", "A key name is required.");
   }

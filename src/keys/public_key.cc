@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/encoding.h"
+#include "core/strings.h"
 #include "keys/internal/key_errors.h"
 #include "keys/internal/pem_key.h"
 #include "keys/internal/ssh_wire.h"
@@ -78,21 +79,18 @@ constexpr std::array<std::string_view, 7> kPrivateKeyMarkers = {
     "b3BlbnNzaC1rZXktdjE",     // openssh-key-v1 body
 };
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; }
+/// The blanks around and between a key line's fields (line ends are split off before).
+constexpr std::string_view kKeyBlanks = " \t\v\f";
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
+bool IsSpace(char c) { return kKeyBlanks.find(c) != std::string_view::npos; }
 
 /// Splits off the first field of `s` (fields are separated by spaces or tabs); returns it and
 /// the rest with leading whitespace removed.
 std::pair<std::string_view, std::string_view> NextField(std::string_view s) {
-  s = Trim(s);
+  s = core::Trim(s, kKeyBlanks);
   size_t end = 0;
   while (end < s.size() && !IsSpace(s[end])) ++end;
-  return {s.substr(0, end), Trim(s.substr(end))};
+  return {s.substr(0, end), core::Trim(s.substr(end), kKeyBlanks)};
 }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -209,7 +207,7 @@ std::string CleanComment(std::string_view in) {
       ++i;
     }
   }
-  return std::string(Trim(out));
+  return std::string(core::Trim(out, kKeyBlanks));
 }
 
 /// Decodes and checks a key blob (RFC 4253 §6.6, RFC 5656 §3.1, RFC 8709 §4, OpenSSH
@@ -289,7 +287,7 @@ bool HasKeyStartAfter(std::string_view line, size_t from) {
       std::string_view after = line.substr(pos + name.size());
       if (after.starts_with(kCertSuffix)) after.remove_prefix(kCertSuffix.size());
       if (after.empty() || !IsSpace(after.front())) continue;
-      if (Trim(after).starts_with("AAAA")) return true;
+      if (core::Trim(after, kKeyBlanks).starts_with("AAAA")) return true;
     }
   }
   return false;
@@ -414,8 +412,8 @@ core::Result<PublicKey> ParseRfc4716(const std::vector<std::string_view>& lines)
       header.append(lines[i++]);
     }
     const size_t colon = header.find(':');
-    std::string_view tag = Trim(std::string_view(header).substr(0, colon));
-    std::string_view value = Trim(std::string_view(header).substr(colon + 1));
+    std::string_view tag = core::Trim(std::string_view(header).substr(0, colon), kKeyBlanks);
+    std::string_view value = core::Trim(std::string_view(header).substr(colon + 1), kKeyBlanks);
     if (EqualsIgnoreCase(tag, "Comment")) {  // header tags are case-insensitive (§3.3)
       if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
         value = value.substr(1, value.size() - 2);
@@ -557,7 +555,7 @@ core::Result<PublicKey> ParsePublicKey(std::string_view text) {
   size_t start = 0;
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == '\n' || text[i] == '\r') {
-      std::string_view line = Trim(text.substr(start, i - start));
+      std::string_view line = core::Trim(text.substr(start, i - start), kKeyBlanks);
       if (!line.empty()) lines.push_back(line);
       start = i + 1;
     }

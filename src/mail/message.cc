@@ -8,6 +8,7 @@
 #include "core/encoding.h"
 #include "core/logging.h"
 #include "core/random.h"
+#include "core/strings.h"
 
 namespace gpuwerk::mail {
 namespace {
@@ -66,12 +67,6 @@ bool IsUtf8(std::string_view s) {
   return true;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 /// A sender split into display name (unquoted, may be UTF-8) and address.
 struct Mailbox {
   std::string name;
@@ -79,12 +74,12 @@ struct Mailbox {
 };
 
 Mailbox ParseMailbox(std::string_view value) {
-  value = Trim(value);
+  value = core::Trim(value);
   Mailbox box;
   const size_t open = value.rfind('<');
   if (!value.empty() && value.back() == '>' && open != std::string_view::npos) {
     box.address = std::string(value.substr(open + 1, value.size() - open - 2));
-    std::string_view name = Trim(value.substr(0, open));
+    std::string_view name = core::Trim(value.substr(0, open));
     if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
       name = name.substr(1, name.size() - 2);
       for (size_t i = 0; i < name.size(); ++i) {
@@ -185,7 +180,7 @@ std::string PhraseValue(std::string_view name) {
 std::string FromValue(std::string_view from) {
   const Mailbox box = ParseMailbox(from);
   const std::string address = Sanitize(box.address);
-  if (Trim(box.name).empty()) return address;
+  if (core::Trim(box.name).empty()) return address;
   return fmt::format("{} <{}>", PhraseValue(box.name), address);
 }
 

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/curl_handles.h"
+#include "core/strings.h"
 #include "mail/message.h"
 
 namespace gpuwerk::mail {
@@ -57,7 +58,7 @@ int DebugCallback(CURL*, curl_infotype type, char* data, size_t size, void* user
       }
     }
   } else if (type == CURLINFO_HEADER_IN && !dialogue->quitting) {
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+    text = core::TrimEnd(text, "\r\n");
     std::string line;
     for (char c : text.substr(0, 200)) line += (c >= 0x20 && c < 0x7f) ? c : '?';
     if (!line.empty()) dialogue->last_reply = std::move(line);

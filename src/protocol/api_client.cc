@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/curl_handles.h"
+#include "core/strings.h"
 #include "protocol/page.h"
 #include "protocol/problem.h"
 
@@ -49,15 +50,6 @@ bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
   return true;
 }
 
-std::string_view TrimSpace(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t n = size * count;
@@ -65,7 +57,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   if (line.starts_with("HTTP/")) {
     t->set_cookies.clear();  // a new response (after a 1xx): forget the previous one's headers
   } else if (StartsWithIgnoreCase(line, "set-cookie:")) {
-    t->set_cookies.emplace_back(TrimSpace(line.substr(sizeof("set-cookie:") - 1)));
+    t->set_cookies.emplace_back(
+        core::Trim(line.substr(sizeof("set-cookie:") - 1), core::kWhitespace));
   }
   return n;
 }

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/strings.h"
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
@@ -47,11 +48,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 /// `ssh -p PORT USER@ADDRESS` as the API shows it, split up.
 struct SshTarget {
@@ -376,13 +372,13 @@ TEST_F(InstancesE2eTest, C05_C14_LifecycleSshRestartKeepsFilesAndSessionDeleteFr
   CommandResult as_shown = Ssh(key, target->address, target->port, "hostname");
   EXPECT_EQ(as_shown.exit_code, 0) << "the ssh_command the API shows (" << shown["ssh_command"]
                                    << ") does not reach the instance: " << as_shown.err;
-  EXPECT_EQ(Trim(as_shown.out), hostname);
+  EXPECT_EQ(std::string(core::TrimEnd(as_shown.out, core::kWhitespace)), hostname);
 
   // The agent publishes sshd on its --ssh-bind address (127.0.0.1 by default).
   const int port = target->port;
   CommandResult host = Ssh(key, "127.0.0.1", port, "hostname");
   ASSERT_EQ(host.exit_code, 0) << host.err;
-  EXPECT_EQ(Trim(host.out), hostname);
+  EXPECT_EQ(std::string(core::TrimEnd(host.out, core::kWhitespace)), hostname);
   // C05: modes and owner of the key file inside the container.
   CommandResult modes = Ssh(key, "127.0.0.1", port,
                             "stat -c %a:%u /root/.ssh /root/.ssh/authorized_keys && "
@@ -625,7 +621,7 @@ TEST_F(InstancesE2eTest, ServerKilledAfterInstanceRowWrittenLeavesOneContainerOr
     ASSERT_TRUE(target);
     CommandResult host = Ssh(key, "127.0.0.1", target->port, "hostname");
     EXPECT_EQ(host.exit_code, 0) << host.err;
-    EXPECT_EQ(Trim(host.out), shown["hostname"]);
+    EXPECT_EQ(std::string(core::TrimEnd(host.out, core::kWhitespace)), shown["hostname"]);
   }
   // The name is alpha's: a retried create is refused, not a second instance (and container).
   auto retried = Create(*alice, "alpha", key_id);
@@ -823,7 +819,7 @@ TEST_F(InstancesE2eTest, C13_ACreateWhoseAnswerIsLostStillGetsThePersonsKeyBefor
   ASSERT_TRUE(target) << shown["ssh_command"];
   CommandResult ssh = Ssh(key, target->address, target->port, "hostname");
   EXPECT_EQ(ssh.exit_code, 0) << ssh.err;
-  EXPECT_EQ(Trim(ssh.out), shown["hostname"]);
+  EXPECT_EQ(std::string(core::TrimEnd(ssh.out, core::kWhitespace)), shown["hostname"]);
 }
 
 // ---- 6. bad input, and an image that does not exist ------------------------------------------
@@ -973,7 +969,7 @@ TEST_F(InstancesE2eTest, CliInstanceVerbsAndSsh) {
                                " -o BatchMode=yes -o ConnectTimeout=10 -o LogLevel=ERROR";
   auto ssh = Cli("ssh web -- " + ssh_opts + " hostname");
   EXPECT_EQ(ssh.exit_code, 0) << ssh.err;
-  EXPECT_EQ(Trim(ssh.out), hostname);
+  EXPECT_EQ(std::string(core::TrimEnd(ssh.out, core::kWhitespace)), hostname);
   auto ssh_nobody = Cli("ssh nosuch -- hostname");
   EXPECT_EQ(ssh_nobody.exit_code, 1);
   EXPECT_NE(ssh_nobody.err.find("(not_found)"), std::string::npos) << ssh_nobody.err;

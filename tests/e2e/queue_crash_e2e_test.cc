@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/strings.h"
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
@@ -445,10 +446,8 @@ std::string LineStartingWith(const std::string& text, const std::string& prefix)
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    const size_t first = line.find_first_not_of(" \t");
-    const size_t last = line.find_last_not_of(" \t\r");
-    line = first == std::string::npos ? "" : line.substr(first, last - first + 1);
+    const std::string line(
+        core::Trim(core::TrimEnd(std::string_view(text).substr(start, end - start), " \t\r")));
     if (line.starts_with(prefix)) return line;
     start = end + 1;
   }

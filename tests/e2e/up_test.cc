@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "core/strings.h"
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
 #include "tests/support/http_client.h"
@@ -30,11 +31,6 @@ using std::chrono::seconds;
 
 std::string Podman(const std::string& args) {
   return "CONTAINERS_CONF='" + SourceDir() + "/config/containers.conf' podman " + args;
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 class UpTest : public ::testing::Test {
@@ -95,7 +91,8 @@ class UpTest : public ::testing::Test {
   /// Signs in as the operator `up` created (its password is in the data directory).
   std::unique_ptr<HttpClient> SignIn(const std::string& url) {
     auto client = std::make_unique<HttpClient>(url);
-    std::string password = Trim(ReadFile(data_ / "operator-password"));
+    std::string password =
+        std::string(core::TrimEnd(ReadFile(data_ / "operator-password"), core::kWhitespace));
     auto r = client->PostJson("/api/v1/auth/login",
                               {{"email", "operator@gpuwerk.local"}, {"password", password}});
     EXPECT_EQ(r.status, 200) << r.body;
@@ -136,11 +133,12 @@ class UpTest : public ::testing::Test {
   }
 
   std::string StartedAt() {
-    return Trim(
+    return std::string(core::TrimEnd(
         RunCommand(dir_.path(),
                    Podman("inspect --format '{{.State.StartedAt}}' $(" +
                           Podman("ps -aq --filter label=gpuwerk.instance=" + instance_id_) + ")"))
-            .out);
+            .out,
+        core::kWhitespace));
   }
 
   TempDir dir_;
@@ -188,7 +186,7 @@ TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
   json in = WaitForStatus(*op, "running");
   CommandResult host = Ssh(in, "hostname");
   ASSERT_EQ(host.exit_code, 0) << host.err;
-  EXPECT_EQ(Trim(host.out), in["hostname"]);
+  EXPECT_EQ(std::string(core::TrimEnd(host.out, core::kWhitespace)), in["hostname"]);
   ASSERT_EQ(Ssh(in, "echo kept > /root/marker").exit_code, 0);
   const std::string started = StartedAt();
   ASSERT_FALSE(started.empty());
@@ -197,7 +195,7 @@ TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
   ASSERT_GT(relay_port_, 0) << banner_;
   CommandResult relayed = SshViaRelay(in, "hostname; exit 7");
   EXPECT_EQ(relayed.exit_code, 7) << relayed.err;
-  EXPECT_EQ(Trim(relayed.out), in["hostname"]);
+  EXPECT_EQ(std::string(core::TrimEnd(relayed.out, core::kWhitespace)), in["hostname"]);
   // Record the relay's host key (known_hosts written on this first connection) for later.
   const std::string known_hosts = (dir_.path() / "known_hosts").string();
   // (Under the alias "gpuwerk-relay": the test's relay port changes between starts.)
@@ -223,12 +221,14 @@ TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
   }
   EXPECT_NE(::kill(podman, 0), 0) << "the podman service outlived gpuwerk up";
   EXPECT_EQ(StartedAt(), started);  // still there, not restarted
-  EXPECT_EQ(Trim(RunCommand(
-                     dir_.path(),
+  EXPECT_EQ(
+      std::string(core::TrimEnd(
+          RunCommand(dir_.path(),
                      Podman("inspect --format '{{.State.Running}}' $(" +
                             Podman("ps -aq --filter label=gpuwerk.instance=" + instance_id_) + ")"))
-                     .out),
-            "true");
+              .out,
+          core::kWhitespace)),
+      "true");
 
   // `gpuwerk up` again: the instance is running, was not restarted, and keeps its files.
   const std::string url2 = StartUp();
@@ -265,8 +265,11 @@ TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
   }
   EXPECT_EQ(op2->Get("/api/v1/instances/" + instance_id_).status, 404);
   EXPECT_TRUE(
-      Trim(RunCommand(dir_.path(), Podman("ps -aq --filter label=gpuwerk.instance=" + instance_id_))
-               .out)
+      std::string(
+          core::TrimEnd(RunCommand(dir_.path(),
+                                   Podman("ps -aq --filter label=gpuwerk.instance=" + instance_id_))
+                            .out,
+                        core::kWhitespace))
           .empty());
 }
 

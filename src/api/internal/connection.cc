@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/logging.h"
+#include "core/strings.h"
 
 namespace gpuwerk::api::internal {
 namespace {
@@ -55,12 +56,6 @@ bool IsSafeHeaderText(std::string_view s) {
 }
 
 bool IsApiPath(std::string_view path) { return path == "/api" || path.starts_with("/api/"); }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 /// The path and the query (without '?', nullopt when there is none) of a request-target in
 /// origin-form ("/p?q") or absolute-form ("http://host/p?q", RFC 9112 §3.2.2).
@@ -163,7 +158,7 @@ void Connection::OnHeader(beast::error_code ec) {
   if (parser_->is_done()) return HandleRequest();
   auto& req = parser_->get();
   auto expect = req[http::field::expect];
-  if (EqualsIgnoreCase(Trim(ToView(expect)), "100-continue") && req.version() >= 11) {
+  if (EqualsIgnoreCase(core::Trim(ToView(expect)), "100-continue") && req.version() >= 11) {
     auto cont =
         std::make_shared<http::response<http::empty_body>>(http::status::continue_, req.version());
     http::async_write(stream_, *cont,
@@ -247,7 +242,7 @@ void Connection::HandleRequest() {
   if (server_.options().trust_forwarded_for) {
     std::string_view xff = request.Header("X-Forwarded-For");
     std::string_view last =
-        Trim(xff.substr(xff.rfind(',') == std::string_view::npos ? 0 : xff.rfind(',') + 1));
+        core::Trim(xff.substr(xff.rfind(',') == std::string_view::npos ? 0 : xff.rfind(',') + 1));
     beast::error_code ec;
     auto address = asio::ip::make_address(std::string(last), ec);
     if (!last.empty() && !ec) request.remote_address = address.to_string();

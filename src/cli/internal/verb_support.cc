@@ -92,12 +92,6 @@ std::string Str(const json& obj, const char* key) {
   return v.is_string() ? v.get<std::string>() : std::string();
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 void Print(VerbContext& ctx, std::string_view text) {
   *ctx.io.out << text;
   ctx.io.out->flush();

@@ -103,9 +103,6 @@ const nlohmann::json& Field(const nlohmann::json& obj, const char* key);
 /// `obj[key]` as a string, "" when absent or not a string.
 std::string Str(const nlohmann::json& obj, const char* key);
 
-/// `s` without leading and trailing white space (C locale).
-std::string_view Trim(std::string_view s);
-
 /// Writes `text` to stdout and flushes.
 void Print(VerbContext& ctx, std::string_view text);
 
