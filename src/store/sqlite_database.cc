@@ -1,13 +1,18 @@
 #include "store/sqlite_database.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -60,6 +65,29 @@ core::Error SqliteError(sqlite3* db, int rc, std::string_view what) {
         rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY, std::move(msg));
   }
   return core::Error(ErrorCode::kInternal, "store_error", msg);
+}
+
+/// Makes the database file `path` owner-only (0600), creating it empty when absent, and narrows
+/// its -wal, -shm and -journal files when an older build left them wider: the store holds
+/// password and token hashes. SQLite gives every -wal, -shm and -journal file it creates the mode
+/// of the database file (os_unix.c, findCreateFileMode), so they stay 0600 whatever the umask.
+/// Nothing to do for ":memory:" or a URI file name.
+core::Result<void> MakeOwnerOnly(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.starts_with("file:")) return {};
+  auto fail = [&](const std::string& file) {
+    return core::Fail(ErrorCode::kUnavailable, "store_unavailable",
+                      "cannot make " + file + " owner-only (0600): " + std::strerror(errno));
+  };
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return fail(path);
+  const bool narrowed = ::fchmod(fd, 0600) == 0;
+  ::close(fd);
+  if (!narrowed) return fail(path);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string file = path + suffix;
+    if (::chmod(file.c_str(), 0600) != 0 && errno != ENOENT) return fail(file);
+  }
+  return {};
 }
 
 /// The first column of the first row `sql` returns ("" when none or on an error).
@@ -480,6 +508,7 @@ core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteO
   if (!configured) {
     return core::Fail(ErrorCode::kUnavailable, "store_unavailable", "SQLite failed to initialise");
   }
+  GPUWERK_TRY(MakeOwnerOnly(options.path));
   auto pool = std::make_unique<Pool>();
   std::unique_ptr<Checkpointer> checkpointer;
   if (options.background_checkpoint) checkpointer = std::make_unique<Checkpointer>(options);

@@ -65,8 +65,10 @@ struct SqliteCheckpointStats {
 /// transactions start with BEGIN IMMEDIATE. Thread-safe.
 class SqliteDatabase final : public Database {
  public:
-  /// Opens (creating if needed) the file and configures it. Errors: kUnavailable when the file
-  /// cannot be opened or is not a database.
+  /// Opens (creating if needed) the file and configures it. The file and its -wal and -shm
+  /// files are owner-only (0600) whatever the umask; wider ones an older build left are narrowed.
+  /// Errors: kUnavailable "store_unavailable" when the file cannot be opened, made owner-only or
+  /// is not a database.
   static core::Result<std::unique_ptr<SqliteDatabase>> Open(const SqliteOptions& options);
   /// Stops the checkpointer (one last PASSIVE checkpoint, then the thread is joined) and closes
   /// the connections. Every Transaction must have ended before.

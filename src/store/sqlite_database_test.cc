@@ -1,6 +1,7 @@
 #include "store/sqlite_database.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "store/database.h"
 #include "tests/support/eventually.h"
 #include "tests/support/temp_database.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuwerk::store {
 namespace {
@@ -93,6 +95,46 @@ TEST_F(SqliteDatabaseTest, AWriterHeldPastTheBusyTimeoutIsTypedBusy) {
   EXPECT_FALSE(IsConstraintViolation(begun.error()));
   EXPECT_EQ(begun.error().code, core::ErrorCode::kUnavailable);
   EXPECT_EQ(begun.error().api_code, "store_busy");
+}
+
+/// The permission bits of `path`; 0 when it does not exist.
+unsigned ModeOf(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+}
+
+TEST(SqliteFileModeTest, TheFileItsWalAndItsShmAreOwnerOnlyWhateverTheUmask) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "db.sqlite").string();
+  const mode_t umask_before = ::umask(022);
+  auto db = SqliteDatabase::Open({.path = path});
+  ::umask(umask_before);
+  ASSERT_TRUE(db) << db.error().message;
+  ASSERT_TRUE(Migrate(**db));  // writes: the -wal and -shm files exist while the store is open
+  EXPECT_EQ(ModeOf(path), 0600u);
+  EXPECT_EQ(ModeOf(path + "-wal"), 0600u);
+  EXPECT_EQ(ModeOf(path + "-shm"), 0600u);
+}
+
+TEST(SqliteFileModeTest, AWorldReadableStoreAnOlderBuildLeftIsNarrowedAtOpen) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "db.sqlite").string();
+  {
+    auto db = SqliteDatabase::Open({.path = path});
+    ASSERT_TRUE(db) << db.error().message;
+    ASSERT_TRUE(Migrate(**db));
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  const mode_t umask_before = ::umask(022);
+  auto db = SqliteDatabase::Open({.path = path});
+  ::umask(umask_before);
+  ASSERT_TRUE(db) << db.error().message;
+  ASSERT_TRUE((*db)->Write([](Transaction& tx) -> core::Result<void> {
+    return tx.ExecScript("CREATE TABLE t (n BIGINT); INSERT INTO t VALUES (1);");
+  }));
+  EXPECT_EQ(ModeOf(path), 0600u);
+  EXPECT_EQ(ModeOf(path + "-wal"), 0600u);
+  EXPECT_EQ(ModeOf(path + "-shm"), 0600u);
 }
 
 TEST_F(SqliteDatabaseTest, ConcurrentWritersDoNotLoseUpdates) {
