@@ -4,6 +4,7 @@
 #include "api/api_routes.h"
 
 #include <array>
+#include <boost/asio/ip/address.hpp>
 #include <string>
 
 #include "api/handler_support.h"
@@ -112,7 +113,28 @@ core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
   return core::Internal("unknown access level");
 }
 
+/// Whether `address` (as Request::remote_address has it) is a loopback address, IPv4-mapped
+/// IPv6 included.
+bool IsLoopback(const std::string& address) {
+  boost::system::error_code ec;
+  const boost::asio::ip::address ip = boost::asio::ip::make_address(address, ec);
+  if (ec) return false;
+  if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
+    return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, ip.to_v6()).is_loopback();
+  }
+  return ip.is_loopback();
+}
+
 }  // namespace
+
+core::Result<void> AdmitMetricsReader(ApiContext& ctx, Request& req) {
+  if (IsLoopback(req.remote_address) && req.Header("Forwarded").empty() &&
+      req.Header("X-Forwarded-For").empty()) {
+    return {};
+  }
+  Call call{.req = req, .who = {}, .host = {}};
+  return Admit(ctx, kOperator, call);
+}
 
 std::span<const ApiRoute> ApiRoutes() { return kRoutes; }
 

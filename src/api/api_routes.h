@@ -57,6 +57,12 @@ struct ApiRoute {
 /// in api_routes.cc, so a reader sees every route and who may call it in one place.
 std::span<const ApiRoute> ApiRoutes();
 
+/// Whether `req` may read `/metrics` (AddOperationalRoutes), which shows request counts per route
+/// and mail counters: a request straight from this machine (its TCP peer a loopback address, and
+/// no `Forwarded` or `X-Forwarded-For` header: a proxy on this machine does not make its clients
+/// local), or an operator's (as kOperator). Errors: as kOperator.
+core::Result<void> AdmitMetricsReader(ApiContext& ctx, Request& req);
+
 /// Registers every route of ApiRoutes() on `router`. Each request is authenticated for its
 /// route's Access, then its handler runs; an error from either becomes problem JSON here and
 /// nowhere else. `ctx` must outlive the router.

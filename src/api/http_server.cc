@@ -42,9 +42,11 @@ std::string HttpServer::base_url() const { return impl_->base_url(); }
 
 void HttpServer::Stop() { impl_->Stop(); }
 
-void AddOperationalRoutes(Router& router, Metrics& metrics) {
+void AddOperationalRoutes(Router& router, Metrics& metrics, MetricsAccess may_read_metrics) {
+  GPUWERK_CHECK(may_read_metrics != nullptr);
   router.Add("GET", "/healthz", [](Request&) { return Response::Json(200, {{"status", "ok"}}); });
-  router.Add("GET", "/metrics", [&metrics](Request&) {
+  router.Add("GET", "/metrics", [&metrics, may_read = std::move(may_read_metrics)](Request& req) {
+    if (auto admitted = may_read(req); !admitted) return Problem(admitted.error());
     return Response::Text(200, metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }

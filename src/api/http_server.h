@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -104,9 +105,14 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Decides whether a request may read `/metrics`: nothing to admit it, else the error to answer
+/// (as problem JSON). Runs on an HTTP server thread.
+using MetricsAccess = std::function<core::Result<void>(Request&)>;
+
 /// Registers the operational endpoints on `router`: `GET /healthz` → 200
-/// `{"status":"ok"}`, and `GET /metrics` → `metrics.Render()` as
-/// `text/plain; version=0.0.4; charset=utf-8`. `metrics` must outlive the router.
-void AddOperationalRoutes(Router& router, Metrics& metrics);
+/// `{"status":"ok"}` for anyone, and `GET /metrics` → `metrics.Render()` as
+/// `text/plain; version=0.0.4; charset=utf-8` for the requests `may_read_metrics` admits
+/// (app/ wires api::AdmitMetricsReader: loopback or operators). `metrics` must outlive the router.
+void AddOperationalRoutes(Router& router, Metrics& metrics, MetricsAccess may_read_metrics);
 
 }  // namespace gpuwerk::api

@@ -283,7 +283,10 @@ class HttpServerTest : public ::testing::Test {
   static void SetUpTestSuite() { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
   void SetUp() override {
-    AddOperationalRoutes(router_, metrics_);
+    AddOperationalRoutes(router_, metrics_, [this](Request&) -> core::Result<void> {
+      if (metrics_open_) return {};
+      return core::Fail(core::ErrorCode::kPermissionDenied, "forbidden", "Only operators.");
+    });
     router_.Add("GET", "/api/v1/things/{id}", [](Request& r) {
       return Response::Json(200, {{"id", r.PathParam("id")},
                                   {"query_x", r.query.count("x") ? r.query.at("x") : ""},
@@ -341,6 +344,7 @@ class HttpServerTest : public ::testing::Test {
   }();
   Router router_;
   Metrics metrics_;
+  bool metrics_open_ = true;  ///< what the /metrics access check answers
   std::atomic<int> echo_calls_{0};
   std::promise<void> slow_entered_;
   std::atomic<bool> slow_finished_{false};
@@ -433,6 +437,17 @@ TEST_F(HttpServerTest, ProtocolErrorsAreCountedUnderTheirRoute) {
   CurlResponse m = c.Fetch("GET", url_ + "/metrics");
   EXPECT_THAT(m.body, ::testing::HasSubstr("gpuwerk_http_requests_total{method=\"POST\",route=\"/"
                                            "api/v1/echo\",status=\"413\"} 1\n"));
+}
+
+TEST_F(HttpServerTest, MetricsAnswersWhatItsAccessCheckSays) {
+  metrics_open_ = false;
+  StartServer();
+  CurlClient c;
+  CurlResponse m = c.Fetch("GET", url_ + "/metrics");
+  EXPECT_EQ(m.status, 403);
+  EXPECT_THAT(m.body, ::testing::HasSubstr("\"code\":\"forbidden\""));
+  EXPECT_THAT(m.body, ::testing::Not(::testing::HasSubstr("gpuwerk_http_requests_total")));
+  EXPECT_EQ(c.Fetch("GET", url_ + "/healthz").status, 200);  // health stays public
 }
 
 TEST_F(HttpServerTest, AbsoluteFormTargetIsRouted) {

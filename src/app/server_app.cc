@@ -234,7 +234,10 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   // The server already listens (its port makes the public URL): /healthz goes in last, so that
   // whoever waits for it finds every API route there (QueueCrashTest once got a 404 between).
   api::RegisterApiRoutes(*p->router, *p->api_context);
-  api::AddOperationalRoutes(*p->router, *p->metrics);
+  api::AddOperationalRoutes(*p->router, *p->metrics,
+                            [ctx = p->api_context.get()](api::Request& req) {
+                              return api::AdmitMetricsReader(*ctx, req);
+                            });
   p->metrics->AddGauge("gpuwerk_event_streams", "Open event streams (GET /api/v1/events)",
                        [events = p->events.get()] { return double(events->open_streams()); });
   p->metrics->AddCounter("gpuwerk_mail_sent_total", "Outbox mails delivered",
