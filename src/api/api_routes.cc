@@ -40,7 +40,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/tokens", kPerson, h::ListTokens},
     {"POST", "/api/v1/tokens", kPerson, h::CreateToken},
     {"DELETE", "/api/v1/tokens/{id}", kPerson, h::DeleteToken},
-    {"GET", "/api/v1/ssh-keys", kPerson, h::ListSshKeys},
+    {"GET", "/api/v1/ssh-keys", kPerson, h::ListSshKeys, Tx::kOneRead},
     {"POST", "/api/v1/ssh-keys", kPerson, h::AddSshKey},
     {"DELETE", "/api/v1/ssh-keys/{id}", kPerson, h::DeleteSshKey},
 
@@ -91,7 +91,8 @@ std::string_view BearerToken(const Request& req) {
   return {};
 }
 
-/// Authenticates `call` for `access`: fills call.who or call.host.
+/// Authenticates `call` for `access`: fills call.who or call.host. Inside call.tx when there is
+/// one (the caller records an API token's use after it).
 core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
   switch (access) {
     case kPublic:
@@ -103,7 +104,11 @@ core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
     case kPerson:
     case kOperator:
     case kRelay: {
-      GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req));
+      if (call.tx) {
+        GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req, *call.tx));
+      } else {
+        GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req));
+      }
       if (access == kPerson || call.who.is_operator) return {};
       return core::Fail(core::ErrorCode::kPermissionDenied, "forbidden",
                         access == kRelay ? "Only a relay (an operator's API token) may do this."
@@ -142,6 +147,17 @@ void RegisterApiRoutes(Router& router, ApiContext& ctx) {
   for (const ApiRoute& route : kRoutes) {
     router.Add(std::string(route.method), std::string(route.pattern), [&ctx, &route](Request& req) {
       Call call{.req = req, .who = {}, .host = {}};
+      if (route.tx == Tx::kOneRead) {
+        core::Result<Response> answer =
+            ctx.db.Read([&](store::Transaction& tx) -> core::Result<Response> {
+              call.tx = &tx;
+              GPUWERK_TRY(Admit(ctx, route.access, call));
+              return route.handler(ctx, call);
+            });
+        call.tx = nullptr;
+        if (!call.who.person_id.empty()) ctx.authn.RecordUse(call.who);
+        return answer ? std::move(*answer) : ErrorResponse(answer.error());
+      }
       if (auto admitted = Admit(ctx, route.access, call); !admitted) {
         return ErrorResponse(admitted.error());
       }

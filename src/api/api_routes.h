@@ -8,6 +8,7 @@
 #include "auth/principal.h"
 #include "core/error.h"
 #include "sched/host_registry.h"
+#include "store/database.h"
 
 namespace gpuwerk::api {
 
@@ -30,6 +31,17 @@ enum class Access {
   kRelay,
 };
 
+/// How a route's call reaches the store.
+enum class Tx {
+  /// The handler's services open the transactions they need.
+  kOwn,
+  /// One read transaction for the whole call (hot read-only routes: one pool checkout and one
+  /// BEGIN/COMMIT instead of one for the credentials and one for the answer). The route table
+  /// opens it, authenticates in it and hands it to the handler as Call::tx. The handler only
+  /// reads, and has no effect outside the transaction: it runs again when the store is busy.
+  kOneRead,
+};
+
 /// One call of a handler: the request and who the route table authenticated it as.
 struct Call {
   Request& req;
@@ -37,6 +49,8 @@ struct Call {
   auth::Principal who;
   /// The calling host of kAgent routes; empty for the others.
   sched::Host host;
+  /// The call's read transaction on Tx::kOneRead routes; null on the others.
+  store::Transaction* tx = nullptr;
 };
 
 /// A handler answers a call or returns the error that the route table answers as problem JSON
@@ -50,6 +64,7 @@ struct ApiRoute {
   std::string_view pattern;
   Access access;
   ApiHandler handler;
+  Tx tx = Tx::kOwn;
 };
 
 /// Every route the server answers besides `/healthz` and `/metrics` (AddOperationalRoutes): the

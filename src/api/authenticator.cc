@@ -41,25 +41,46 @@ core::Result<void> Authenticator::CheckOrigin(const Request& req) const {
                     "This request came from another site and was refused.");
 }
 
-core::Result<auth::Principal> Authenticator::Authenticate(const Request& req) const {
+core::Result<Authenticator::Credential> Authenticator::CredentialOf(const Request& req) const {
   std::string_view authz = req.Header("Authorization");
   if (!authz.empty()) {
     constexpr std::string_view kBearer =
         "Bearer ";  // the scheme is case-insensitive (RFC 9110 §11.1)
     if (authz.size() > kBearer.size() &&
         EqualsIgnoreCase(authz.substr(0, kBearer.size()), kBearer)) {
-      return accounts_.AuthenticateApiToken(authz.substr(kBearer.size()));
+      return Credential{auth::CredentialKind::kApiToken, std::string(authz.substr(kBearer.size()))};
     }
     return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
                       "Use 'Authorization: Bearer <API token>'.");
   }
-  std::string cookie = req.Cookie(std::string(kSessionCookie));
+  std::string cookie = req.Cookie(kSessionCookie);
   if (cookie.empty()) {
     return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
                       "Sign in first, or pass an API token as 'Authorization: Bearer …'.");
   }
   GPUWERK_TRY(CheckOrigin(req));
-  return accounts_.AuthenticateSession(cookie);
+  return Credential{auth::CredentialKind::kSignInSession, std::move(cookie)};
+}
+
+core::Result<auth::Principal> Authenticator::Authenticate(const Request& req) const {
+  GPUWERK_ASSIGN_OR_RETURN(Credential credential, CredentialOf(req));
+  if (credential.kind == auth::CredentialKind::kApiToken) {
+    return accounts_.AuthenticateApiToken(credential.secret);
+  }
+  return accounts_.AuthenticateSession(credential.secret);
+}
+
+core::Result<auth::Principal> Authenticator::Authenticate(const Request& req,
+                                                          store::Transaction& tx) const {
+  GPUWERK_ASSIGN_OR_RETURN(Credential credential, CredentialOf(req));
+  if (credential.kind == auth::CredentialKind::kApiToken) {
+    return accounts_.AuthenticateApiToken(tx, credential.secret);
+  }
+  return accounts_.AuthenticateSession(tx, credential.secret);
+}
+
+void Authenticator::RecordUse(const auth::Principal& who) const {
+  accounts_.RecordApiTokenUse(who);
 }
 
 std::string Authenticator::SessionCookie(const auth::SignIn& sign_in, int64_t now_unix) const {

@@ -7,6 +7,7 @@
 #include "auth/account_service.h"
 #include "auth/principal.h"
 #include "core/error.h"
+#include "store/database.h"
 
 namespace gpuwerk::api {
 
@@ -22,8 +23,16 @@ class Authenticator {
   /// `public_url` is the server's external base URL, e.g. "https://gpu.example.com".
   Authenticator(auth::AccountService& accounts, std::string public_url);
 
-  /// Errors: kUnauthenticated "unauthenticated"; kPermissionDenied "origin_mismatch".
+  /// Errors: kUnauthenticated "unauthenticated"; kPermissionDenied "origin_mismatch"; the
+  /// store's.
   core::Result<auth::Principal> Authenticate(const Request& req) const;
+  /// As Authenticate, inside the caller's transaction (a read one suffices; the route table's
+  /// one-read routes authenticate and answer in one). The caller calls RecordUse after the
+  /// transaction. Errors: as Authenticate.
+  core::Result<auth::Principal> Authenticate(const Request& req, store::Transaction& tx) const;
+  /// Records an API token's use (AccountService::RecordApiTokenUse); nothing for a sign-in
+  /// session.
+  void RecordUse(const auth::Principal& who) const;
   /// Checks Origin/Referer on unsafe methods when present (login CSRF as well).
   /// Errors: kPermissionDenied "origin_mismatch".
   core::Result<void> CheckOrigin(const Request& req) const;
@@ -36,6 +45,13 @@ class Authenticator {
   static auth::Caller CallerOf(const Request& req) { return {.address = req.remote_address}; }
 
  private:
+  /// Which credential a request carries, checked (Origin) but not yet resolved.
+  struct Credential {
+    auth::CredentialKind kind;
+    std::string secret;
+  };
+  core::Result<Credential> CredentialOf(const Request& req) const;
+
   auth::AccountService& accounts_;
   std::string public_origin_;
   bool secure_;

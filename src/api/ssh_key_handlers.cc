@@ -25,7 +25,10 @@ void WriteKey(JsonWriter& w, const keys::SshKey& k) {
 
 Answer ListSshKeys(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
-  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.ssh_keys.List(call.who.person_id, page));
+  // A Tx::kOneRead route: the page is read in the transaction the caller was authenticated in.
+  GPUWERK_ASSIGN_OR_RETURN(auto list, call.tx
+                                          ? ctx.ssh_keys.List(*call.tx, call.who.person_id, page)
+                                          : ctx.ssh_keys.List(call.who.person_id, page));
   return JsonPage(list.items, list.page, list.pages, list.total, WriteKey);
 }
 

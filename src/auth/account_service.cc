@@ -368,51 +368,59 @@ core::Result<void> AccountService::ChangePassword(const Principal& who,
 }
 
 core::Result<Principal> AccountService::AuthenticateSession(std::string_view session_token) {
+  return db_.Read([&](Transaction& tx) { return AuthenticateSession(tx, session_token); });
+}
+
+core::Result<Principal> AccountService::AuthenticateSession(Transaction& tx,
+                                                            std::string_view session_token) {
   if (session_token.empty() || session_token.size() > 128) return core::Fail(Unauthenticated());
-  const std::string hash = TokenHash(session_token);
-  return db_.Read([&](Transaction& tx) -> core::Result<Principal> {
-    GPUWERK_ASSIGN_OR_RETURN(auto session,
-                             SignInSessionTable::FindUnexpired(tx, hash, clock_.NowUnix()));
-    if (!session) return core::Fail(Unauthenticated());
-    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, session->person_id));
-    if (!row) return core::Fail(Unauthenticated());
-    return Principal{.person_id = row->person.id,
-                     .email = row->person.email,
-                     .is_operator = row->person.is_operator,
-                     .via = CredentialKind::kSignInSession,
-                     .credential_id = hash};
-  });
+  std::string hash = TokenHash(session_token);
+  GPUWERK_ASSIGN_OR_RETURN(auto session,
+                           SignInSessionTable::FindUnexpired(tx, hash, clock_.NowUnix()));
+  if (!session) return core::Fail(Unauthenticated());
+  GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, session->person_id));
+  if (!row) return core::Fail(Unauthenticated());
+  return Principal{.person_id = std::move(row->person.id),
+                   .email = std::move(row->person.email),
+                   .is_operator = row->person.is_operator,
+                   .via = CredentialKind::kSignInSession,
+                   .credential_id = std::move(hash)};
 }
 
 core::Result<Principal> AccountService::AuthenticateApiToken(std::string_view token) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      Principal who, db_.Read([&](Transaction& tx) { return AuthenticateApiToken(tx, token); }));
+  RecordApiTokenUse(who);
+  return who;
+}
+
+core::Result<Principal> AccountService::AuthenticateApiToken(Transaction& tx,
+                                                             std::string_view token) {
   if (!token.starts_with(kApiTokenPrefix) || token.size() > 128) {
     return core::Fail(Unauthenticated());
   }
-  const std::string hash = TokenHash(token);
-  int64_t last_used = 0;
-  GPUWERK_ASSIGN_OR_RETURN(Principal who, db_.Read([&](Transaction& tx) -> core::Result<Principal> {
-    GPUWERK_ASSIGN_OR_RETURN(auto token, ApiTokenTable::FindByHash(tx, hash));
-    if (!token) return core::Fail(Unauthenticated());
-    if (token->token.expires_at && *token->token.expires_at <= clock_.NowUnix()) {
-      return core::Fail(Unauthenticated());
-    }
-    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, token->person_id));
-    if (!row) return core::Fail(Unauthenticated());
-    last_used = token->token.last_used_at.value_or(0);
-    return Principal{.person_id = row->person.id,
-                     .email = row->person.email,
-                     .is_operator = row->person.is_operator,
-                     .via = CredentialKind::kApiToken,
-                     .credential_id = token->token.id};
-  }));
-  // last_used_at is kept to the minute, so most requests stay read-only.
-  const int64_t now = clock_.NowUnix();
-  if (now - last_used >= 60) {
-    auto touched = db_.Write(
-        [&](Transaction& tx) { return ApiTokenTable::Touch(tx, who.credential_id, now); });
-    if (!touched) spdlog::warn("auth: could not record API token use: {}", touched.error().message);
+  GPUWERK_ASSIGN_OR_RETURN(auto found, ApiTokenTable::FindByHash(tx, TokenHash(token)));
+  if (!found) return core::Fail(Unauthenticated());
+  if (found->token.expires_at && *found->token.expires_at <= clock_.NowUnix()) {
+    return core::Fail(Unauthenticated());
   }
-  return who;
+  GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, found->person_id));
+  if (!row) return core::Fail(Unauthenticated());
+  return Principal{.person_id = std::move(row->person.id),
+                   .email = std::move(row->person.email),
+                   .is_operator = row->person.is_operator,
+                   .via = CredentialKind::kApiToken,
+                   .credential_id = std::move(found->token.id),
+                   .token_last_used_at = found->token.last_used_at.value_or(0)};
+}
+
+void AccountService::RecordApiTokenUse(const Principal& who) {
+  if (who.via != CredentialKind::kApiToken) return;
+  const int64_t now = clock_.NowUnix();
+  if (now - who.token_last_used_at < 60) return;
+  auto touched =
+      db_.Write([&](Transaction& tx) { return ApiTokenTable::Touch(tx, who.credential_id, now); });
+  if (!touched) spdlog::warn("auth: could not record API token use: {}", touched.error().message);
 }
 
 core::Result<std::pair<ApiToken, std::string>> AccountService::CreateApiToken(

@@ -90,9 +90,23 @@ class AccountService {
 
   /// Resolves a sign-in session secret. Errors: kUnauthenticated "unauthenticated".
   core::Result<Principal> AuthenticateSession(std::string_view session_token);
-  /// Resolves an API token secret ("gwt_…"); an expired token is refused.
-  /// Errors: kUnauthenticated "unauthenticated".
+  /// Resolves an API token secret ("gwt_…") and records its use (RecordApiTokenUse); an
+  /// expired token is refused. Errors: kUnauthenticated "unauthenticated".
   core::Result<Principal> AuthenticateApiToken(std::string_view token);
+
+  /// As AuthenticateSession, inside the caller's transaction (a read one suffices), so that a
+  /// request can authenticate and read its answer in one transaction. Errors: as above, and the
+  /// store's.
+  core::Result<Principal> AuthenticateSession(store::Transaction& tx,
+                                              std::string_view session_token);
+  /// As AuthenticateApiToken, inside the caller's transaction (a read one suffices), without
+  /// recording the use (a read cannot write): call RecordApiTokenUse after the transaction.
+  core::Result<Principal> AuthenticateApiToken(store::Transaction& tx, std::string_view token);
+  /// Records that `who`'s API token was used now, in a write transaction of its own, when its
+  /// last recorded use (`who.token_last_used_at`) is a minute old or more: last_used_at is kept
+  /// to the minute, so most requests stay read-only. Nothing for sign-in sessions. A failure is
+  /// logged, not returned (the request it came with goes on).
+  void RecordApiTokenUse(const Principal& who);
 
   /// Creates a named personal API token, optionally expiring at `expires_at` (Unix seconds),
   /// and mails its owner a notice; the returned secret is shown once.

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace gpuwerk::auth {
@@ -14,6 +15,9 @@ struct Principal {
   bool is_operator = false;
   CredentialKind via = CredentialKind::kSignInSession;
   std::string credential_id;  ///< the sign-in session's token hash, or the API token's id
+  /// API tokens: the token's last recorded use (Unix seconds, kept to the minute), 0 when never
+  /// (AccountService::RecordApiTokenUse decides from it whether to record this one).
+  int64_t token_last_used_at = 0;
 };
 
 /// A person's account as the API shows it.

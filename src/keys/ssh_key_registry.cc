@@ -49,19 +49,22 @@ core::Result<SshKey> SshKeyRegistry::Add(const std::string& person_id, std::stri
 }
 
 core::Result<SshKeyPage> SshKeyRegistry::List(const std::string& person_id, int page) {
+  return db_.Read([&](store::Transaction& tx) { return List(tx, person_id, page); });
+}
+
+core::Result<SshKeyPage> SshKeyRegistry::List(store::Transaction& tx, const std::string& person_id,
+                                              int page) {
   if (page < 1 || page > 1'000'000) {
     return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
   }
-  return db_.Read([&](store::Transaction& tx) -> core::Result<SshKeyPage> {
-    SshKeyPage out;
-    out.page = page;
-    GPUWERK_ASSIGN_OR_RETURN(auto listed, SshKeyTable::ListPage(tx, person_id, int64_t{kPageSize},
-                                                                int64_t{(page - 1) * kPageSize}));
-    out.items = std::move(listed.first);
-    out.total = listed.second;
-    out.pages = std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize);
-    return out;
-  });
+  SshKeyPage out;
+  out.page = page;
+  GPUWERK_ASSIGN_OR_RETURN(auto listed, SshKeyTable::ListPage(tx, person_id, int64_t{kPageSize},
+                                                              int64_t{(page - 1) * kPageSize}));
+  out.items = std::move(listed.first);
+  out.total = listed.second;
+  out.pages = std::max<int64_t>(1, (out.total + kPageSize - 1) / kPageSize);
+  return out;
 }
 
 core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::string_view id,

@@ -65,6 +65,8 @@ class SshKeyRegistry {
                            std::string_view public_key_text, const std::string& source_address);
   /// 15 keys a page, oldest first; `page` is 1-based. Errors: invalid_page.
   core::Result<SshKeyPage> List(const std::string& person_id, int page);
+  /// As List, inside the caller's transaction (a read one suffices).
+  core::Result<SshKeyPage> List(store::Transaction& tx, const std::string& person_id, int page);
   /// Errors: not_found (also for another person's key); kFailedPrecondition "key_in_use"
   /// (details.instances, details.queue_entries name what holds it).
   core::Result<void> Delete(const std::string& person_id, std::string_view id,
