@@ -87,14 +87,10 @@ core::Result<std::vector<sched::PairNode>> PairNodesFrom(const nlohmann::json& b
 core::Result<Response> SetDrained(ApiContext& ctx, Call& call, bool drain) {
   const std::string name = call.req.PathParam("name");
   GPUWERK_TRY(ctx.hosts.SetDrained(call.who.person_id, name, drain, call.req.remote_address));
-  GPUWERK_ASSIGN_OR_RETURN(auto hosts, ctx.hosts.List());
-  for (const auto& h : hosts) {
-    if (h.name != name) continue;
-    // An undrained host is capacity the queue may be waiting for.
-    if (!drain) DrainType(ctx, h.gpu_type);
-    return Response::Json(200, HostJson(h));
-  }
-  return core::NotFound("Host");
+  GPUWERK_ASSIGN_OR_RETURN(auto host, ctx.hosts.Get(name));
+  // An undrained host is capacity the queue may be waiting for.
+  if (!drain) DrainType(ctx, host.gpu_type);
+  return Response::Json(200, HostJson(host));
 }
 
 }  // namespace
@@ -117,11 +113,15 @@ Answer AddHost(ApiContext& ctx, Call& call) {
   return Response::Json(201, j);
 }
 
-Answer ListHosts(ApiContext& ctx, Call&) {
-  GPUWERK_ASSIGN_OR_RETURN(auto hosts, ctx.hosts.List());
+Answer ListHosts(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto hosts, ctx.hosts.List(page));
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& h : hosts) items.push_back(HostJson(h));
-  return Response::Json(200, {{"items", items}});
+  for (const auto& h : hosts.items) items.push_back(HostJson(h));
+  return Response::Json(200, {{"items", std::move(items)},
+                              {"page", hosts.page},
+                              {"pages", hosts.pages},
+                              {"total", hosts.total}});
 }
 
 // Drain: the host gets no new instances (those on it keep running). Undrain: it takes new ones

@@ -26,12 +26,14 @@ nlohmann::json QueueEntryJson(const sched::QueueEntry& e) {
 namespace handlers {
 
 Answer ListQueueEntries(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.queue.List(call.who.person_id));
+  GPUWERK_ASSIGN_OR_RETURN(int page, PageParam(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto list, ctx.queue.List(call.who.person_id, page));
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& e : list) items.push_back(QueueEntryJson(e));
-  const int64_t total = static_cast<int64_t>(items.size());
-  return Response::Json(200,
-                        {{"items", std::move(items)}, {"page", 1}, {"pages", 1}, {"total", total}});
+  for (const auto& e : list.items) items.push_back(QueueEntryJson(e));
+  return Response::Json(200, {{"items", std::move(items)},
+                              {"page", list.page},
+                              {"pages", list.pages},
+                              {"total", list.total}});
 }
 
 Answer JoinQueue(ApiContext& ctx, Call& call) {

@@ -41,8 +41,7 @@ core::Result<void> AdminHostsDrainVerb(VerbContext& ctx, const AdminHostOptions&
 
 core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  GPUWERK_ASSIGN_OR_RETURN(json hosts, server.Ok("GET", "/api/v1/admin/hosts"));
-  const json& items = Field(hosts, "items");
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/admin/hosts"));  // every page
   if (PrintJsonIfAsked(ctx, items)) return {};
   Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "PROBLEM"});
   for (const auto& h : items) {

@@ -36,8 +36,7 @@ core::Result<void> QueueJoinVerb(VerbContext& ctx, const QueueOptions& opt) {
 
 core::Result<void> QueueLsVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  GPUWERK_ASSIGN_OR_RETURN(json list, server.Ok("GET", "/api/v1/queue-entries"));
-  const json& items = Field(list, "items");
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/queue-entries"));  // every page
   if (PrintJsonIfAsked(ctx, items)) return {};
   if (!items.is_array() || items.empty()) {
     Print(ctx,
@@ -57,8 +56,8 @@ core::Result<void> QueueLsVerb(VerbContext& ctx) {
 
 core::Result<void> QueueLeaveVerb(VerbContext& ctx, const QueueOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  GPUWERK_ASSIGN_OR_RETURN(json list, server.Ok("GET", "/api/v1/queue-entries"));
-  const json* found = FindItem(Field(list, "items"), opt.name, "id", "name");
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/queue-entries"));
+  const json* found = FindItem(items, opt.name, "id", "name");
   if (found == nullptr) {
     return core::Fail(ErrorCode::kNotFound, "not_found",
                       "no open queue entry " + opt.name + "; see 'gpuwerk queue ls'");

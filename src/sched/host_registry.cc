@@ -97,8 +97,24 @@ core::Result<NewHost> HostRegistry::AddOrRotateToken(const std::string& actor_id
   return out;
 }
 
-core::Result<std::vector<Host>> HostRegistry::List() {
-  return db_.Read([&](store::Transaction& tx) { return HostTable::ListWithPlacementAndPair(tx); });
+core::Result<HostPage> HostRegistry::List(int page) {
+  GPUWERK_TRY(CheckPage(page));
+  return db_.Read([&](store::Transaction& tx) -> core::Result<HostPage> {
+    GPUWERK_ASSIGN_OR_RETURN(auto listed,
+                             HostTable::PageWithPlacementAndPair(tx, kPageSize, PageOffset(page)));
+    return HostPage{.items = std::move(listed.first),
+                    .page = page,
+                    .pages = PageCount(listed.second),
+                    .total = listed.second};
+  });
+}
+
+core::Result<Host> HostRegistry::Get(std::string_view name) {
+  return db_.Read([&](store::Transaction& tx) -> core::Result<Host> {
+    GPUWERK_ASSIGN_OR_RETURN(auto host, HostTable::FindWithPlacementAndPair(tx, std::string(name)));
+    if (!host) return core::NotFound("Host");
+    return std::move(*host);
+  });
 }
 
 core::Result<Host> HostRegistry::AuthenticateAgent(std::string_view token) {

@@ -30,12 +30,12 @@ struct Host {
   /// visible, or the engine's NVIDIA runtime failed a create. "" when healthy. A runtime failure
   /// stays until the operator undrains the host (SetDrained false) after fixing it.
   std::string degraded_reason;
-  std::string instance_id;  ///< the instance placed here, "" when free (List only)
-  /// The linked pair this host belongs to; "" when unpaired (List only).
+  std::string instance_id;  ///< the instance placed here, "" when free (List and Get only)
+  /// The linked pair this host belongs to; "" when unpaired (List and Get only).
   std::string pair_id;
-  int64_t node_index = 0;    ///< its node in the pair: 0 or 1 (List only)
-  std::string rail_address;  ///< its rail (fabric) IP address in the pair (List only)
-  std::string partner;       ///< the other host of the pair, by name (List only)
+  int64_t node_index = 0;    ///< its node in the pair: 0 or 1 (List and Get only)
+  std::string rail_address;  ///< its rail (fabric) IP address in the pair (List and Get only)
+  std::string partner;       ///< the other host of the pair, by name (List and Get only)
 };
 
 /// One host of a linked pair.
@@ -58,6 +58,8 @@ struct HostPair {
 
 /// One page of pairs, oldest first.
 using HostPairPage = Page<HostPair>;
+/// One page of hosts, by name.
+using HostPage = Page<Host>;
 
 /// What the operator asks of one node of a pair to link.
 struct PairNode {
@@ -114,8 +116,11 @@ class HostRegistry {
   core::Result<NewHost> AddOrRotateToken(const std::string& actor_id, std::string_view name,
                                          std::string_view gpu_type, bool gpu_required,
                                          const std::string& source_address);
-  /// Every host, by name.
-  core::Result<std::vector<Host>> List();
+  /// The hosts by name, 15 a page (1-based), each with its instance and pair fields.
+  /// Errors: invalid_page.
+  core::Result<HostPage> List(int page);
+  /// Host `name` with its instance and pair fields. Errors: not_found.
+  core::Result<Host> Get(std::string_view name);
   /// The host whose agent token is `token`. Errors: kUnauthenticated "unauthenticated".
   core::Result<Host> AuthenticateAgent(std::string_view token);
   /// Drains (`drained` true) or undrains a host by name; undraining also clears

@@ -116,13 +116,18 @@ core::Result<QueueEntry> QueueService::Leave(const std::string& person_id,
   });
 }
 
-core::Result<std::vector<QueueEntry>> QueueService::List(const std::string& person_id) {
-  return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<QueueEntry>> {
-    GPUWERK_ASSIGN_OR_RETURN(auto rows, QueueEntryTable::ListOpenOf(tx, person_id));
-    std::vector<QueueEntry> out;
+core::Result<QueueEntryPage> QueueService::List(const std::string& person_id, int page) {
+  GPUWERK_TRY(CheckPage(page));
+  return db_.Read([&](store::Transaction& tx) -> core::Result<QueueEntryPage> {
+    QueueEntryPage out;
+    out.page = page;
+    GPUWERK_ASSIGN_OR_RETURN(out.total, QueueEntryTable::CountOpenOf(tx, person_id));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows, QueueEntryTable::ListOpenOf(tx, person_id, kPageSize, PageOffset(page)));
     for (const auto& r : rows) {
       GPUWERK_ASSIGN_OR_RETURN(QueueEntry e, internal::QueueEntryView(tx, r));
-      out.push_back(std::move(e));
+      out.items.push_back(std::move(e));
     }
     return out;
   });

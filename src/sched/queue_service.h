@@ -40,6 +40,9 @@ struct QueueHistoryRow {
   std::string outcome;       ///< "launched", "cancelled" or "waiting"
 };
 
+/// One page of a person's open queue entries, oldest first.
+using QueueEntryPage = Page<QueueEntry>;
+
 /// One page of queue history, 15 rows, oldest entry first (a stable order: new entries only
 /// ever land on the last page).
 using QueueHistoryPage = Page<QueueHistoryRow>;
@@ -90,8 +93,9 @@ class QueueService {
   /// Errors: not_found (also another person's entry, or one no longer open).
   core::Result<QueueEntry> Leave(const std::string& person_id, std::string_view id_or_name,
                                  const std::string& source_address);
-  /// The person's open entries with their positions, oldest first.
-  core::Result<std::vector<QueueEntry>> List(const std::string& person_id);
+  /// The person's open entries with their positions, oldest first, 15 a page (1-based; one
+  /// entry per GPU type at most, so seldom more than one page). Errors: invalid_page.
+  core::Result<QueueEntryPage> List(const std::string& person_id, int page);
   /// The person's queue history, 15 a page (1-based). Errors: invalid_page.
   core::Result<QueueHistoryPage> History(const std::string& person_id, int page);
   /// Launches queued entries of `gpu_type` onto free slots, oldest eligible first, in one write

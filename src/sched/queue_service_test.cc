@@ -81,11 +81,50 @@ class QueueTest : public SchedStoreTest {
   std::atomic<int> mail_wakes_{0};
 };
 
+TEST_F(QueueTest, OpenEntriesAreListedFifteenAPageInTheStore) {
+  // One open entry per GPU type: 16 types make two pages.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 16; ++i) {
+    const std::string type = "type-" + std::to_string(100 + i);
+    ASSERT_TRUE(hosts_->SetGpuType(
+        "op", type, {.hosts_per_instance = 1, .price_minor_per_hour = 65, .currency = "usd"},
+        "127.0.0.1"));
+    auto e = queue_->Join("p0", type, "job-" + std::to_string(i), "key_p0", "127.0.0.1");
+    ASSERT_TRUE(e) << e.error().message;
+    ids.push_back(e->id);
+    clock_.Advance(std::chrono::seconds(1));  // oldest first: by entered_at
+  }
+  Join("p1");  // another person's entry is not listed
+  auto first = queue_->List("p0", 1);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->page, 1);
+  EXPECT_EQ(first->pages, 2);
+  EXPECT_EQ(first->total, 16);
+  ASSERT_EQ(first->items.size(), 15u);
+  EXPECT_EQ(first->items.front().id, ids.front());
+  EXPECT_EQ(first->items.front().position, 1);
+  EXPECT_EQ(first->items.back().id, ids[14]);
+  auto second = queue_->List("p0", 2);
+  ASSERT_TRUE(second);
+  ASSERT_EQ(second->items.size(), 1u);
+  EXPECT_EQ(second->items[0].id, ids.back());
+  EXPECT_EQ(second->total, 16);
+  // Left entries are not open: the count follows.
+  ASSERT_TRUE(queue_->Leave("p0", ids.back(), "127.0.0.1"));
+  auto after = queue_->List("p0", 1);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->pages, 1);
+  EXPECT_EQ(after->total, 15);
+  EXPECT_TRUE(queue_->List("p0", 2)->items.empty());
+  EXPECT_EQ(queue_->List("p0", 0).error().api_code, "invalid_page");
+  EXPECT_EQ(queue_->List("p3", 1)->total, 0);
+}
+
 TEST_F(QueueTest, DrainLaunchesInJoinOrderWhileHostsLast) {
   for (const char* p : {"p0", "p1", "p2"}) Join(p);
-  auto listed = queue_->List("p2");
+  auto listed = queue_->List("p2", 1);
   ASSERT_TRUE(listed);
-  EXPECT_EQ(listed->at(0).position, 3);
+  EXPECT_EQ(listed->items.at(0).position, 3);
   AddHost("h1");
   AddHost("h2");
   auto drained = queue_->Drain("spark-1x");
@@ -94,7 +133,7 @@ TEST_F(QueueTest, DrainLaunchesInJoinOrderWhileHostsLast) {
   EXPECT_EQ(Status("p0"), "launched");
   EXPECT_EQ(Status("p1"), "launched");
   EXPECT_EQ(Status("p2"), "open");
-  EXPECT_EQ(queue_->List("p2")->at(0).position, 1);
+  EXPECT_EQ(queue_->List("p2", 1)->items.at(0).position, 1);
   EXPECT_GT(mail_wakes_.load(), 0);
   // Nothing left to do: an empty result.
   auto again = queue_->Drain("spark-1x");
@@ -111,8 +150,8 @@ TEST_F(QueueTest, PassedOverEntryKeepsItsPlace) {
   ASSERT_TRUE(queue_->Drain("spark-1x"));
   EXPECT_EQ(Status("p0"), "open");
   EXPECT_EQ(Status("p1"), "launched");
-  EXPECT_EQ(queue_->List("p0")->at(0).position, 1);
-  EXPECT_NE(queue_->List("p0")->at(0).last_failure.find("passed over"), std::string::npos);
+  EXPECT_EQ(queue_->List("p0", 1)->items.at(0).position, 1);
+  EXPECT_NE(queue_->List("p0", 1)->items.at(0).last_failure.find("passed over"), std::string::npos);
   blocked_.clear();
   AddHost("h2");
   ASSERT_TRUE(queue_->Drain("spark-1x"));
@@ -165,8 +204,8 @@ TEST_F(QueueTest, DrainWalksTheQueueInBatches) {
   std::vector<std::string> want(people.begin(), people.begin() + 20);
   for (int i = 23; i < 28; ++i) want.push_back(people[static_cast<size_t>(i)]);
   EXPECT_EQ(Owners(*second, second->launched), want);
-  EXPECT_EQ(queue_->List("q28")->at(0).position, 1);
-  EXPECT_EQ(queue_->List("q59")->at(0).position, 32);
+  EXPECT_EQ(queue_->List("q28", 1)->items.at(0).position, 1);
+  EXPECT_EQ(queue_->List("q59", 1)->items.at(0).position, 32);
 }
 
 // What an agent sync that freed its host asks: only the slots holding the freed hosts.

@@ -1,5 +1,6 @@
 // Hermetic tests of hosts, instances and the agent sync against a real SQLite store in a temp
 // dir, with a FakeClock.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -401,9 +402,9 @@ TEST_F(SchedTest, TwoHostTypeTakesALinkedPair) {
             "no_capacity");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 2);
   // Listed with their pair.
-  auto listed = hosts_->List();
+  auto listed = hosts_->List(1);
   ASSERT_TRUE(listed);
-  for (const auto& h : *listed) {
+  for (const auto& h : listed->items) {
     if (h.name == "pair-a") {
       EXPECT_EQ(h.pair_id, pair->id);
       EXPECT_EQ(h.node_index, 1);
@@ -611,13 +612,48 @@ TEST_F(SchedTest, HostTokensAuthenticateOnlyTheirHost) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts WHERE token_hash = '" + h->token + "'"), 0);
 }
 
+TEST_F(SchedTest, HostsAreListedByNameFifteenAPageInTheStore) {
+  for (int i = 16; i >= 0; --i) {  // added out of order: the list is by name
+    if (i == 8) {
+      AddHost("host-08");  // the only one online: the instance lands there
+    } else {
+      ASSERT_TRUE(hosts_->Add("op", fmt::format("host-{:02}", i), "spark-1x", true, "x"));
+    }
+  }
+  Instance in = MustCreate("alpha");
+  ASSERT_EQ(in.hosts, std::vector<std::string>{"host-08"});
+  auto first = hosts_->List(1);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->page, 1);
+  EXPECT_EQ(first->pages, 2);
+  EXPECT_EQ(first->total, 17);
+  ASSERT_EQ(first->items.size(), 15u);
+  EXPECT_EQ(first->items.front().name, "host-00");
+  EXPECT_EQ(first->items.back().name, "host-14");
+  EXPECT_EQ(first->items[8].instance_id, in.id);
+  auto second = hosts_->List(2);
+  ASSERT_TRUE(second);
+  ASSERT_EQ(second->items.size(), 2u);
+  EXPECT_EQ(second->items[0].name, "host-15");
+  EXPECT_EQ(second->items[1].name, "host-16");
+  EXPECT_EQ(second->total, 17);
+  auto past = hosts_->List(3);
+  ASSERT_TRUE(past);
+  EXPECT_TRUE(past->items.empty());
+  EXPECT_EQ(past->pages, 2);
+  EXPECT_EQ(past->total, 17);
+  EXPECT_EQ(hosts_->List(0).error().api_code, "invalid_page");
+  // Get answers one host with the same fields: the placed instance shows on its host.
+  auto placed = hosts_->Get("host-08");
+  ASSERT_TRUE(placed) << placed.error().message;
+  EXPECT_EQ(placed->instance_id, in.id);
+  EXPECT_EQ(hosts_->Get("no-such-host").error().api_code, "not_found");
+}
+
 /// The host as the store has it now (the handler authenticates afresh on every sync).
 Host Fresh(HostRegistry& hosts, const std::string& name) {
-  auto all = hosts.List();
-  for (const auto& h : *all) {
-    if (h.name == name) return h;
-  }
-  return {};
+  auto host = hosts.Get(name);
+  return host ? *host : Host{};
 }
 
 // C13: the NVIDIA runtime fails a create. The instance fails with the reason, its host is freed

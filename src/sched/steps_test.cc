@@ -223,11 +223,11 @@ TEST_F(StepsTest, PassOverMarksAndMailsOnlyTheFirstTime) {
   });
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_FALSE(*second);
-  auto entry = queue_->List("p0");
+  auto entry = queue_->List("p0", 1);
   ASSERT_TRUE(entry);
-  ASSERT_EQ(entry->size(), 1u);
-  EXPECT_EQ(entry->at(0).status, QueueEntryStatus::kOpen);  // keeps its place
-  EXPECT_EQ(entry->at(0).last_failure, "passed over: your account cannot launch right now");
+  ASSERT_EQ(entry->items.size(), 1u);
+  EXPECT_EQ(entry->items.at(0).status, QueueEntryStatus::kOpen);  // keeps its place
+  EXPECT_EQ(entry->items.at(0).last_failure, "passed over: your account cannot launch right now");
 }
 
 TEST_F(StepsTest, LaunchEntryKeepsThePlaceOfAnEntryWhoseKeyIsGone) {
@@ -248,10 +248,10 @@ TEST_F(StepsTest, LaunchEntryKeepsThePlaceOfAnEntryWhoseKeyIsGone) {
       });
   ASSERT_TRUE(launched) << launched.error().message;
   EXPECT_FALSE(launched->has_value());
-  auto entry = queue_->List("p0");
+  auto entry = queue_->List("p0", 1);
   ASSERT_TRUE(entry);
-  ASSERT_EQ(entry->size(), 1u);
-  EXPECT_EQ(entry->at(0).last_failure, "not launched: its SSH key is gone");
+  ASSERT_EQ(entry->items.size(), 1u);
+  EXPECT_EQ(entry->items.at(0).last_failure, "not launched: its SSH key is gone");
 }
 
 TEST_F(StepsTest, LaunchEntryCreatesTheInstanceAndMarksTheEntryLaunched) {
@@ -318,11 +318,11 @@ TEST_F(StepsTest, ApplyFailuresFailsTheInstanceAndPutsItsEntryBack) {
   ASSERT_TRUE(row && *row);
   EXPECT_EQ((*row)->status, InstanceStatus::kFailed);
   EXPECT_EQ((*row)->status_reason, "pull: no image");
-  auto entry = queue_->List("p0");
+  auto entry = queue_->List("p0", 1);
   ASSERT_TRUE(entry);
-  ASSERT_EQ(entry->size(), 1u);
-  EXPECT_EQ(entry->at(0).id, entry_id);
-  EXPECT_EQ(entry->at(0).last_failure, "launch failed on host h1: pull: no image");
+  ASSERT_EQ(entry->items.size(), 1u);
+  EXPECT_EQ(entry->items.at(0).id, entry_id);
+  EXPECT_EQ(entry->items.at(0).last_failure, "launch failed on host h1: pull: no image");
 }
 
 TEST_F(StepsTest, RecordObservationsAndFinishDeletionsFreeTheHost) {

@@ -281,10 +281,10 @@ void BM_ListDeep(benchmark::State& state) {
   for (auto _ : state) {
     const auto start = Clock::now();
     const double cpu_start = ThreadCpuSeconds();
-    auto list = world.queue().List(world.deep_person());
+    auto list = world.queue().List(world.deep_person(), 1);
     cpu.push_back(ThreadCpuSeconds() - cpu_start);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (!list || list->size() != 1 || list->at(0).position != state.range(0) / 4) {
+    if (!list || list->items.size() != 1 || list->items.at(0).position != state.range(0) / 4) {
       state.SkipWithError("List did not show the deep entry at its position");
       break;
     }

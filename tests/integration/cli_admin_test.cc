@@ -115,5 +115,18 @@ TEST_F(CliAdminTest, PairsLinkListUnlinkAndHostRemoval) {
   EXPECT_EQ(json::parse(Gpuwerk("admin hosts ls --json").out).size(), 1u);
 }
 
+TEST_F(CliAdminTest, HostsLsFollowsPages) {
+  for (int i = 0; i < 16; ++i) {
+    auto add = Gpuwerk("admin hosts add host-" + std::to_string(100 + i) + " --gpu-type spark-1x");
+    ASSERT_EQ(add.exit_code, 0) << add.err;
+  }
+  auto hosts = json::parse(Gpuwerk("admin hosts ls --json").out);
+  ASSERT_EQ(hosts.size(), 16u);  // two pages on the server
+  EXPECT_EQ(hosts[15]["name"], "host-115");
+  auto table = Gpuwerk("admin hosts ls");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("host-115"), std::string::npos) << table.out;
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

@@ -193,6 +193,30 @@ TEST_F(InstancesApiTest, HostsAreForOperatorsAndAgentsNeedTheirToken) {
   EXPECT_TRUE(op_->Get("/api/v1/admin/hosts").Json()["items"][0]["last_seen_at"].is_string());
 }
 
+TEST_F(InstancesApiTest, AdminHostsArePagedLikeEveryList) {
+  for (int i = 0; i < 17; ++i)
+    AddHost("spark-" + std::string(i < 10 ? "0" : "") + std::to_string(i));
+  auto first = op_->Get("/api/v1/admin/hosts");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.Json()["items"].size(), 15u);
+  EXPECT_EQ(first.Json()["items"][0]["name"], "spark-00");
+  EXPECT_EQ(first.Json()["page"], 1);
+  EXPECT_EQ(first.Json()["pages"], 2);
+  EXPECT_EQ(first.Json()["total"], 17);
+  auto second = op_->Get("/api/v1/admin/hosts?page=2");
+  ASSERT_EQ(second.status, 200) << second.body;
+  ASSERT_EQ(second.Json()["items"].size(), 2u);
+  EXPECT_EQ(second.Json()["items"][1]["name"], "spark-16");
+  EXPECT_EQ(second.Json()["page"], 2);
+  ExpectProblem(op_->Get("/api/v1/admin/hosts?page=0"), 400, "invalid_page");
+  // Drain and undrain answer the one host.
+  auto drained = op_->PostJson("/api/v1/admin/hosts/spark-16/drain", json::object());
+  ASSERT_EQ(drained.status, 200) << drained.body;
+  EXPECT_EQ(drained.Json()["name"], "spark-16");
+  EXPECT_EQ(drained.Json()["drained"], true);
+  ExpectProblem(op_->PostJson("/api/v1/admin/hosts/nope/drain", json::object()), 404, "not_found");
+}
+
 TEST_F(InstancesApiTest, SilentHostMakesInstanceUnknownAndBack) {
   const std::string token = AddHost("spark-a");
   Sync(token);

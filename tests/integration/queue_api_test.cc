@@ -152,6 +152,13 @@ TEST_F(QueueApiTest, OneOpenEntryPerTypeAndClearErrors) {
   // Another type is another queue.
   EXPECT_EQ(Join(alice, "two", "spark-2x").status, 201);
   EXPECT_EQ(alice.browser->Get("/api/v1/queue-entries").Json()["total"], 2);
+  // Paged like every list: a page past the end is empty, page 0 is refused.
+  auto past = alice.browser->Get("/api/v1/queue-entries?page=2").Json();
+  EXPECT_TRUE(past["items"].empty());
+  EXPECT_EQ(past["page"], 2);
+  EXPECT_EQ(past["pages"], 1);
+  EXPECT_EQ(past["total"], 2);
+  ExpectProblem(alice.browser->Get("/api/v1/queue-entries?page=0"), 400, "invalid_page");
   // Another person's entry: not found, untouched.
   const std::string id = first.Json()["id"];
   ExpectProblem(bob.browser->Delete("/api/v1/queue-entries/" + id), 404, "not_found");

@@ -65,25 +65,51 @@ core::Result<std::optional<Host>> HostTable::FindByTokenHash(store::Transaction&
                   {token_hash}));
 }
 
-core::Result<std::vector<Host>> HostTable::ListWithPlacementAndPair(store::Transaction& tx) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto rows,
-      tx.Query("SELECT " + std::string(kHostColumns) +
-               ", p.instance_id, m.pair_id, m.node_index, m.rail_address, h2.name AS partner "
-               "FROM hosts h LEFT JOIN placements p ON p.host_id = h.id LEFT JOIN "
-               "host_pair_members m ON m.host_id = h.id LEFT JOIN host_pair_members m2 ON "
-               "m2.pair_id = m.pair_id AND m2.host_id <> h.id LEFT JOIN hosts h2 ON h2.id = "
-               "m2.host_id ORDER BY h.name"));
-  std::vector<Host> out;
-  for (const auto& r : rows) {
-    out.push_back(HostOf(r));
-    out.back().instance_id = r.Text("instance_id");
-    out.back().pair_id = r.Text("pair_id");
-    out.back().node_index = r.Int("node_index");
-    out.back().rail_address = r.Text("rail_address");
-    out.back().partner = r.Text("partner");
-  }
+namespace {
+
+/// Hosts joined with their placement and pair: kHostColumns, instance_id, pair_id, node_index,
+/// rail_address, partner. `where` and `tail` (ORDER BY, LIMIT) are appended.
+std::string HostsWithPlacementAndPair(std::string_view where, std::string_view tail) {
+  return "SELECT " + std::string(kHostColumns) +
+         ", p.instance_id, m.pair_id, m.node_index, m.rail_address, h2.name AS partner "
+         "FROM hosts h LEFT JOIN placements p ON p.host_id = h.id LEFT JOIN "
+         "host_pair_members m ON m.host_id = h.id LEFT JOIN host_pair_members m2 ON "
+         "m2.pair_id = m.pair_id AND m2.host_id <> h.id LEFT JOIN hosts h2 ON h2.id = "
+         "m2.host_id " +
+         std::string(where) + " " + std::string(tail);
+}
+
+Host HostWithPlacementAndPairOf(const store::Row& r) {
+  Host h = HostOf(r);
+  h.instance_id = r.Text("instance_id");
+  h.pair_id = r.Text("pair_id");
+  h.node_index = r.Int("node_index");
+  h.rail_address = r.Text("rail_address");
+  h.partner = r.Text("partner");
+  return h;
+}
+
+}  // namespace
+
+core::Result<std::pair<std::vector<Host>, int64_t>> HostTable::PageWithPlacementAndPair(
+    store::Transaction& tx, int64_t limit, int64_t offset) {
+  std::pair<std::vector<Host>, int64_t> out;
+  GPUWERK_ASSIGN_OR_RETURN(auto count, tx.QueryOne("SELECT COUNT(*) AS n FROM hosts"));
+  out.second = count->Int("n");
+  GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query(HostsWithPlacementAndPair("",
+                                                                         "ORDER BY h.name "
+                                                                         "LIMIT ? OFFSET ?"),
+                                               {limit, offset}));
+  for (const auto& r : rows) out.first.push_back(HostWithPlacementAndPairOf(r));
   return out;
+}
+
+core::Result<std::optional<Host>> HostTable::FindWithPlacementAndPair(store::Transaction& tx,
+                                                                      const std::string& name) {
+  GPUWERK_ASSIGN_OR_RETURN(auto row,
+                           tx.QueryOne(HostsWithPlacementAndPair("WHERE h.name = ?", ""), {name}));
+  if (!row) return std::optional<Host>();
+  return std::optional<Host>(HostWithPlacementAndPairOf(*row));
 }
 
 core::Result<int64_t> HostTable::CountOfType(store::Transaction& tx, const std::string& gpu_type) {

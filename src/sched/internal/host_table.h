@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -49,8 +50,13 @@ class HostTable {
   /// The host whose agent token hashes to `token_hash` (HostTokenHash).
   static core::Result<std::optional<Host>> FindByTokenHash(store::Transaction& tx,
                                                            const std::string& token_hash);
-  /// Every host by name, each with its instance and pair fields (Host's "List only" fields).
-  static core::Result<std::vector<Host>> ListWithPlacementAndPair(store::Transaction& tx);
+  /// One page of the hosts by name (`limit` rows from `offset`), each with its instance and pair
+  /// fields (Host's "List only" fields), and how many hosts there are.
+  static core::Result<std::pair<std::vector<Host>, int64_t>> PageWithPlacementAndPair(
+      store::Transaction& tx, int64_t limit, int64_t offset);
+  /// Host `name` with its instance and pair fields; nullopt when there is none.
+  static core::Result<std::optional<Host>> FindWithPlacementAndPair(store::Transaction& tx,
+                                                                    const std::string& name);
   /// How many hosts serve `gpu_type`.
   static core::Result<int64_t> CountOfType(store::Transaction& tx, const std::string& gpu_type);
 

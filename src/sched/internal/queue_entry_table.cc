@@ -91,6 +91,22 @@ core::Result<std::vector<QueueEntryRow>> QueueEntryTable::ListOpenOf(store::Tran
                        {person_id, Label(QueueEntryStatus::kOpen)}));
 }
 
+core::Result<std::vector<QueueEntryRow>> QueueEntryTable::ListOpenOf(store::Transaction& tx,
+                                                                     const std::string& person_id,
+                                                                     int64_t limit,
+                                                                     int64_t offset) {
+  return Many(tx.Query(
+      Select("q.person_id = ? AND q.status = ? ORDER BY q.entered_at, q.id LIMIT ? OFFSET ?"),
+      {person_id, Label(QueueEntryStatus::kOpen), limit, offset}));
+}
+
+core::Result<int64_t> QueueEntryTable::CountOpenOf(store::Transaction& tx,
+                                                   const std::string& person_id) {
+  return Count(
+      tx.QueryOne("SELECT COUNT(*) AS n FROM queue_entries WHERE person_id = ? AND status = ?",
+                  {person_id, Label(QueueEntryStatus::kOpen)}));
+}
+
 core::Result<std::vector<QueueEntryRow>> QueueEntryTable::ListOpenWithKey(
     store::Transaction& tx, const std::string& person_id, const std::string& key_id) {
   return Many(

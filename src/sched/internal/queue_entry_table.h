@@ -62,6 +62,12 @@ class QueueEntryTable {
   /// `person_id`'s open entries, oldest first.
   static core::Result<std::vector<QueueEntryRow>> ListOpenOf(store::Transaction& tx,
                                                              const std::string& person_id);
+  /// `person_id`'s open entries, oldest first: `limit` from `offset` on.
+  static core::Result<std::vector<QueueEntryRow>> ListOpenOf(store::Transaction& tx,
+                                                             const std::string& person_id,
+                                                             int64_t limit, int64_t offset);
+  /// How many open entries `person_id` has.
+  static core::Result<int64_t> CountOpenOf(store::Transaction& tx, const std::string& person_id);
   /// `person_id`'s open entries holding SSH key `key_id`, by name.
   static core::Result<std::vector<QueueEntryRow>> ListOpenWithKey(store::Transaction& tx,
                                                                   const std::string& person_id,
