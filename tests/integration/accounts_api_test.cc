@@ -8,6 +8,7 @@ namespace gpuwerk::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 
 class AccountsApiTest : public ServerTest {};
 
@@ -403,6 +404,52 @@ TEST_F(AccountsApiTest, ApiTokensMayExpireAndTheirCreationIsMailed) {
   clock_.Advance(std::chrono::seconds(3600));
   ExpectProblem(ci->Get("/api/v1/me"), 401, "unauthenticated");
   EXPECT_EQ(laptop->Get("/api/v1/me").status, 200);
+}
+
+// GET /api/v1/ssh-keys authenticates and reads its page in one read transaction (Tx::kOneRead):
+// the token's use is still recorded, to the minute, and every credential works or fails as on
+// any other route.
+TEST_F(AccountsApiTest, OneReadRouteAuthenticatesAndRecordsTokenUseOnceAMinute) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  auto created = b->PostJson("/api/v1/tokens", {{"name", "laptop"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string secret = created.Json()["token"];
+  auto last_used = [&] { return b->Get("/api/v1/tokens").Json()["items"][0]["last_used_at"]; };
+  EXPECT_TRUE(last_used().is_null());
+
+  auto cli = Browser();
+  cli->SetBearer(secret);
+  auto keys = cli->Get("/api/v1/ssh-keys");
+  ASSERT_EQ(keys.status, 200) << keys.body;
+  EXPECT_EQ(keys.Json()["total"], 0);
+  const json first = last_used();
+  ASSERT_TRUE(first.is_string());
+  clock_.Advance(30s);
+  ASSERT_EQ(cli->Get("/api/v1/ssh-keys").status, 200);
+  EXPECT_EQ(last_used(), first) << "within the minute: no write";
+  clock_.Advance(31s);
+  ASSERT_EQ(cli->Get("/api/v1/ssh-keys").status, 200);
+  EXPECT_NE(last_used(), first) << "a minute later: recorded again";
+
+  EXPECT_EQ(b->Get("/api/v1/ssh-keys").status, 200);  // the sign-in session cookie
+  ExpectProblem(cli->Get("/api/v1/ssh-keys?page=0"), 400, "invalid_page");
+  auto stranger = Browser();
+  ExpectProblem(stranger->Get("/api/v1/ssh-keys"), 401, "unauthenticated");
+  stranger->SetBearer("gwt_not-a-token");
+  ExpectProblem(stranger->Get("/api/v1/ssh-keys"), 401, "unauthenticated");
+  ASSERT_EQ(b->Delete("/api/v1/tokens/" + created.Json()["id"].get<std::string>()).status, 204);
+  ExpectProblem(cli->Get("/api/v1/ssh-keys"), 401, "unauthenticated");
+
+  // An expired token is refused here as on every route.
+  auto expiring =
+      b->PostJson("/api/v1/tokens",
+                  {{"name", "ci"}, {"expires_at", core::FormatRfc3339(clock_.NowUnix() + 60)}});
+  ASSERT_EQ(expiring.status, 201) << expiring.body;
+  cli->SetBearer(expiring.Json()["token"]);
+  EXPECT_EQ(cli->Get("/api/v1/ssh-keys").status, 200);
+  clock_.Advance(60s);
+  ExpectProblem(cli->Get("/api/v1/ssh-keys"), 401, "unauthenticated");
 }
 
 TEST_F(AccountsApiTest, BadInputChangesNothing) {
