@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "audit/audit_log.h"
+#include "auth/person_table.h"
 
 namespace gpuwerk::access {
 namespace {
@@ -12,26 +13,25 @@ using store::Row;
 using store::Value;
 
 constexpr const char* kColumns =
-    "r.id, r.relay, r.person_id, COALESCE(p.email, ''), r.key_fingerprint, r.instance_id, "
-    "r.hostname, r.login, r.source_address, r.started_at, r.ended_at, r.bytes_from_client, "
-    "r.bytes_to_client, r.end_reason";
+    "r.id, r.relay, r.person_id, r.key_fingerprint, r.instance_id, r.hostname, r.login, "
+    "r.source_address, r.started_at, r.ended_at, r.bytes_from_client, r.bytes_to_client, "
+    "r.end_reason";
 
 RelaySessionRow FromRow(const Row& r) {
   RelaySessionRow out;
-  out.id = r.Text(0);
-  out.relay = r.Text(1);
-  out.person_id = r.Text(2);
-  out.person_email = r.Text(3);
-  out.key_fingerprint = r.Text(4);
-  out.instance_id = r.Text(5);
-  out.hostname = r.Text(6);
-  out.login = r.Text(7);
-  out.source_address = r.Text(8);
-  out.started_at = r.Int(9);
-  out.ended_at = r.OptInt(10);
-  out.bytes_from_client = r.Int(11);
-  out.bytes_to_client = r.Int(12);
-  out.end_reason = r.Text(13);
+  out.id = r.Text("id");
+  out.relay = r.Text("relay");
+  out.person_id = r.Text("person_id");
+  out.key_fingerprint = r.Text("key_fingerprint");
+  out.instance_id = r.Text("instance_id");
+  out.hostname = r.Text("hostname");
+  out.login = r.Text("login");
+  out.source_address = r.Text("source_address");
+  out.started_at = r.Int("started_at");
+  out.ended_at = r.OptInt("ended_at");
+  out.bytes_from_client = r.Int("bytes_from_client");
+  out.bytes_to_client = r.Int("bytes_to_client");
+  out.end_reason = r.Text("end_reason");
   return out;
 }
 
@@ -156,8 +156,7 @@ core::Result<int64_t> CloseOpenRelaySessions(store::Transaction& tx, core::Clock
 core::Result<RelaySessionPage> ListRelaySessions(store::Transaction& tx,
                                                  const RelaySessionFilter& filter, int page) {
   if (page < 1) return core::InvalidArgument("invalid_page", "page must be a whole number from 1.");
-  const std::string from =
-      std::string(" FROM relay_sessions r LEFT JOIN persons p ON p.id = r.person_id ");
+  const std::string from = " FROM relay_sessions r ";
   const std::string order = " ORDER BY r.started_at DESC, r.id DESC LIMIT ? OFFSET ?";
   const int64_t limit = kRelaySessionPageSize;
   const int64_t offset = static_cast<int64_t>(page - 1) * kRelaySessionPageSize;
@@ -174,7 +173,13 @@ core::Result<RelaySessionPage> ListRelaySessions(store::Transaction& tx,
     GPUWERK_ASSIGN_OR_RETURN(auto rows,
                              tx.Query(std::string("SELECT ") + kColumns + from + where + order,
                                       {Value(params)..., Value(limit), Value(offset)}));
-    for (const auto& r : rows) out.items.push_back(FromRow(r));
+    for (const auto& r : rows) {
+      RelaySessionRow item = FromRow(r);
+      // The email from its owner (auth); "" when the person is gone.
+      GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, item.person_id));
+      item.person_email = email.value_or("");
+      out.items.push_back(std::move(item));
+    }
     return out;
   };
   const bool by_instance = !filter.instance_id.empty();

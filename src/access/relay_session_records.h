@@ -18,7 +18,8 @@ struct RelaySessionRow {
   std::string id;     ///< given by the relay: "rls_" + 16 random base32 chars
   std::string relay;  ///< which relay: "local" for `gpuwerk up`'s own, else the relay's --name
   std::string person_id;
-  std::string person_email;     ///< filled by ListRelaySessions (from `persons`); ignored on writes
+  std::string
+      person_email;  ///< filled by ListRelaySessions (auth::PersonTable::Email); ignored on writes
   std::string key_fingerprint;  ///< "SHA256:…"
   std::string instance_id;
   std::string hostname;

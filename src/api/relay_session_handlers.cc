@@ -6,6 +6,7 @@
 #include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "sched/instance_table.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -45,10 +46,9 @@ Response PageResponse(const access::RelaySessionPage& page, int64_t now, bool wi
 core::Result<std::string> OwnedInstanceId(ApiContext& ctx, const std::string& person_id,
                                           const std::string& id_or_name) {
   GPUWERK_ASSIGN_OR_RETURN(auto row, ctx.db.Read([&](store::Transaction& tx) {
-    return tx.QueryOne("SELECT id FROM instances WHERE id = ? AND person_id = ?",
-                       {id_or_name, person_id});
+    return sched::InstanceTable::FindOwned(tx, person_id, id_or_name);
   }));
-  if (row) return row->Text(0);
+  if (row) return row->id;
   GPUWERK_ASSIGN_OR_RETURN(auto live, ctx.instances.Get(person_id, id_or_name));
   return live.id;
 }

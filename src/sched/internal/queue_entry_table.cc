@@ -1,5 +1,6 @@
 #include "sched/internal/queue_entry_table.h"
 
+#include "auth/person_table.h"
 #include "keys/ssh_key_table.h"
 
 namespace gpuwerk::sched::internal {
@@ -162,11 +163,18 @@ core::Result<std::vector<DrainCandidate>> QueueEntryTable::OpenAfter(store::Tran
   GPUWERK_ASSIGN_OR_RETURN(
       auto rows,
       tx.Query("SELECT " + std::string(kColumns) +
-                   ", p.email FROM queue_entries q JOIN persons p ON p.id = q.person_id WHERE "
-                   "q.gpu_type = ? AND q.status = ? AND q.seq > ? ORDER BY q.seq LIMIT ?",
+                   " FROM queue_entries q WHERE q.gpu_type = ? AND q.status = ? AND q.seq > ? "
+                   "ORDER BY q.seq LIMIT ?",
                {gpu_type, Label(QueueEntryStatus::kOpen), after_seq, limit}));
   std::vector<DrainCandidate> out;
-  for (const auto& r : rows) out.push_back({RowOf(r), r.Text("email")});
+  for (const auto& r : rows) {
+    DrainCandidate c{RowOf(r), ""};
+    // The owner's address from its owner (auth), not by joining its table.
+    GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, c.entry.person_id));
+    if (!email) continue;  // the owner is gone: nobody to launch for
+    c.email = std::move(*email);
+    out.push_back(std::move(c));
+  }
   return out;
 }
 

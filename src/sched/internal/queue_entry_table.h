@@ -88,7 +88,8 @@ class QueueEntryTable {
   /// The next `seq` of `gpu_type`.
   static core::Result<int64_t> NextSeq(store::Transaction& tx, const std::string& gpu_type);
   /// Open entries of `gpu_type` after `after_seq`, by seq, at most `limit`, with their owners'
-  /// email addresses (through the (gpu_type, status, seq) index).
+  /// email addresses (through the (gpu_type, status, seq) index; the addresses from
+  /// auth::PersonTable::Email).
   static core::Result<std::vector<DrainCandidate>> OpenAfter(store::Transaction& tx,
                                                              const std::string& gpu_type,
                                                              int64_t after_seq, int64_t limit);
