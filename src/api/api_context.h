@@ -1,5 +1,6 @@
 #pragma once
 
+#include "access/relay_access.h"
 #include "api/authenticator.h"
 #include "api/event_hub.h"
 #include "api/idempotency.h"
@@ -8,7 +9,6 @@
 #include "core/clock.h"
 #include "core/random.h"
 #include "keys/ssh_key_registry.h"
-#include "relay/relay_authorizer.h"
 #include "sched/agent_sync.h"
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
@@ -32,9 +32,9 @@ struct ApiContext {
   sched::QueueService& queue;
   IdempotencyKeys& idempotency;
   SshCommandFormat& ssh_command;
-  /// Decides remote relays' logins (POST /api/v1/relay/authorize): the store-backed one, so a
-  /// remote relay decides exactly as `gpuwerk up`'s in-process one.
-  relay::RelayAuthorizer& relay_authorizer;
+  /// Decides remote relays' logins (POST /api/v1/relay/authorize): the same decision as `gpuwerk
+  /// up`'s in-process relay takes.
+  access::RelayAccess& relay_access;
   /// Relay session records (store/relay_session_records.h) until they move behind a domain API.
   store::Database& db;
   core::Rng& rng;

@@ -4,8 +4,8 @@
 // API token; a person's token gets 403 `forbidden`):
 // - `POST /api/v1/relay/authorize`: whether a login may pass and where it goes. Body: {user,
 //   key_type, public_key, fingerprint, source_address}, each a string; answer 200
-//   {"decision":"allow","target":…} or {"decision":"refuse","code","message"} from `authorizer`
-//   (the store-backed one, so a remote relay decides exactly as `gpuwerk up`'s in-process one).
+//   {"decision":"allow","target":…} or {"decision":"refuse","code","message"} from
+//   access::RelayAccess (so a remote relay decides exactly as `gpuwerk up`'s in-process one).
 // - `PUT /api/v1/relay/sessions/{id}`: a relay session's start (ended_at null) or end
 //   (protocol::RelaySessionReport), recorded idempotently (access::RecordRelaySessionStart /
 //   End); 200 {id, recorded} where `recorded` says whether this report changed anything.
@@ -31,7 +31,6 @@
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
 #include "protocol/relay_messages.h"
-#include "relay/http_relay_authorizer.h"
 #include "sched/instance_table.h"
 
 namespace gpuwerk::api {
@@ -131,8 +130,8 @@ namespace handlers {
 Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto request, protocol::RelayAuthorizeRequestFromJson(body));
-  GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_authorizer.Authorize(relay::FromWire(request)));
-  return Response::Json(200, protocol::ToJson(relay::ToWire(decision)));
+  GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_access.Authorize(request));
+  return Response::Json(200, protocol::ToJson(decision));
 }
 
 Answer ReportRelaySession(ApiContext& ctx, Call& call) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "access/relay_access.h"
 #include "api/api_context.h"
 #include "api/api_routes.h"
 #include "api/authenticator.h"
@@ -61,7 +62,7 @@ struct ServerApp::Parts {
   std::unique_ptr<api::SshCommandFormat> ssh_command;
   std::unique_ptr<sched::PersonStateReader> person_state;  ///< what GET /api/v1/events shows
   std::unique_ptr<api::EventHub> events;                   ///< people's event streams
-  std::unique_ptr<StoreRelayAuthorizer> relay_authorizer;  ///< for remote relays' requests
+  std::unique_ptr<access::RelayAccess> relay_access;       ///< for remote relays' requests
   std::unique_ptr<api::Authenticator> authn;
   std::unique_ptr<api::ApiContext> api_context;
   std::unique_ptr<api::Metrics> metrics;
@@ -226,11 +227,11 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->events =
       std::make_unique<api::EventHub>(api::PersonEventReader(*p->person_state, *p->ssh_command));
   p->events->ListenTo(*p->desired_state);
-  p->relay_authorizer = std::make_unique<StoreRelayAuthorizer>(*p->db, *p->instances);
+  p->relay_access = std::make_unique<access::RelayAccess>(*p->db, *p->instances);
   p->api_context = std::make_unique<api::ApiContext>(
       api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
                       *p->agent_sync, *p->desired_state, *p->queue, *p->idempotency,
-                      *p->ssh_command, *p->relay_authorizer, *p->db, rng, p->events.get()});
+                      *p->ssh_command, *p->relay_access, *p->db, rng, p->events.get()});
   // The server already listens (its port makes the public URL): /healthz goes in last, so that
   // whoever waits for it finds every API route there (QueueCrashTest once got a 404 between).
   api::RegisterApiRoutes(*p->router, *p->api_context);

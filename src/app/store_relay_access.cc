@@ -8,34 +8,14 @@
 
 #include "access/relay_session_records.h"
 #include "audit/audit_log.h"
-#include "relay/in_memory_relay_authorizer.h"
+#include "relay/http_relay_authorizer.h"
 
 namespace gpuwerk::app {
 
 core::Result<relay::AuthorizeDecision> StoreRelayAuthorizer::Authorize(
     const relay::AuthorizeRequest& request) {
-  GPUWERK_ASSIGN_OR_RETURN(auto rows, db_.Read([&](store::Transaction& tx) {
-    return tx.Query(
-        "SELECT i.id, i.person_id FROM instances i JOIN ssh_keys k ON k.id = i.ssh_key_id "
-        "WHERE k.fingerprint = ? AND i.deleted_at IS NULL AND i.desired = 'running'",
-        {request.key_fingerprint});
-  }));
-  relay::InMemoryRelayAuthorizer rules;
-  for (const auto& row : rows) {
-    auto in = instances_.Get(row.Text(1), row.Text(0));
-    if (!in) {
-      if (in.error().code == core::ErrorCode::kNotFound) continue;  // deleted meanwhile
-      return std::unexpected(in.error());
-    }
-    rules.Put({.instance_id = in->id,
-               .name = in->name,
-               .hostname = in->hostname,
-               .person_id = row.Text(1),
-               .upstream_host = in->ssh_address.empty() ? "127.0.0.1" : in->ssh_address,
-               .upstream_port = static_cast<uint16_t>(in->ssh_port),
-               .key_fingerprints = {request.key_fingerprint}});
-  }
-  return rules.Authorize(request);
+  GPUWERK_ASSIGN_OR_RETURN(auto decision, access_.Authorize(relay::ToWire(request)));
+  return relay::FromWire(decision);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "access/relay_access.h"
 #include "core/clock.h"
 #include "core/random.h"
 #include "relay/relay_authorizer.h"
@@ -9,24 +10,19 @@
 
 namespace gpuwerk::app {
 
-/// The relay's access decision taken straight from the store, for a relay running in the
-/// server's process (`gpuwerk up`). The candidates are the live instances (desired `running`)
-/// whose SSH key has the offered key's fingerprint, each with its node-0 sshd address and port as
-/// the host's agent last reported them; the routing rules over them are the relay's own
-/// (relay::InMemoryRelayAuthorizer, docs/ssh.md), so this and the server endpoint for remote
-/// relays answer alike. A deleted instance, or a key no longer attached, is refused at the next
-/// login and at the relay's next re-authorization.
+/// The relay's RelayAuthorizer for a relay running in the server's process (`gpuwerk up`): the
+/// server's own decision (access::RelayAccess, the one behind `POST /api/v1/relay/authorize`)
+/// through the relay's wire conversions, so both answer alike.
 ///
 /// Errors: the store's (the relay then refuses with "try again"). Thread-safe.
 class StoreRelayAuthorizer final : public relay::RelayAuthorizer {
  public:
   StoreRelayAuthorizer(store::Database& db, sched::InstanceService& instances)
-      : db_(db), instances_(instances) {}
+      : access_(db, instances) {}
   core::Result<relay::AuthorizeDecision> Authorize(const relay::AuthorizeRequest& request) override;
 
  private:
-  store::Database& db_;
-  sched::InstanceService& instances_;
+  access::RelayAccess access_;
 };
 
 /// Relay session records of `gpuwerk up`'s in-process relay, straight into the store:

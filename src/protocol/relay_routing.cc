@@ -1,8 +1,9 @@
-#include "relay/relay_user.h"
+#include "protocol/relay_routing.h"
 
+#include <algorithm>
 #include <cctype>
 
-namespace gpuwerk::relay {
+namespace gpuwerk::protocol {
 namespace {
 
 std::string Lower(std::string_view s) {
@@ -30,6 +31,35 @@ bool IsHostLabel(std::string_view s) {
       return false;
   }
   return true;
+}
+
+RelayTarget TargetFor(const RelayCandidate& in, std::string login) {
+  RelayTarget t;
+  t.instance_id = in.instance_id;
+  t.instance_name = in.name;
+  t.hostname = in.hostname;
+  t.upstream_host = in.upstream_host;
+  t.upstream_port = in.upstream_port;
+  t.login = std::move(login);
+  t.person_id = in.person_id;
+  return t;
+}
+
+/// The refusal text: what went wrong, then the instances this key reaches (only those).
+std::string RefusalText(const std::string& what, const std::string& fingerprint,
+                        const std::vector<RelayCandidate>& reachable) {
+  std::string out = "gpuwerk: " + what + "\n";
+  if (reachable.empty()) {
+    out += "This key (" + fingerprint +
+           ") is not attached to any live instance. Attach it when you create an instance, or "
+           "log in with the key you chose then.\n";
+    return out;
+  }
+  out += "This key reaches these instances; use one as the SSH user name:\n";
+  for (const RelayCandidate& in : reachable) {
+    out += "  " + in.hostname + "   (instance " + in.name + "; or <login>+" + in.hostname + ")\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -78,4 +108,38 @@ core::Result<RelayUser> ParseRelayUser(std::string_view user) {
   return RelayUser{login, host};
 }
 
-}  // namespace gpuwerk::relay
+RelayAuthorizeDecision DecideRelayLogin(const RelayAuthorizeRequest& request,
+                                        std::vector<RelayCandidate> reachable) {
+  std::sort(
+      reachable.begin(), reachable.end(),
+      [](const RelayCandidate& a, const RelayCandidate& b) { return a.hostname < b.hostname; });
+  auto user = ParseRelayUser(request.user);
+  if (!user) {
+    return RelayAuthorizeDecision::Refuse(
+        RefusalText(user.error().message, request.fingerprint, reachable));
+  }
+  if (user->hostname.empty()) {
+    // A bare login: the key's only live instance.
+    if (reachable.size() == 1) {
+      return RelayAuthorizeDecision::Allow(TargetFor(reachable.front(), user->bare_login));
+    }
+    if (reachable.empty()) {
+      return RelayAuthorizeDecision::Refuse(RefusalText(
+          "no instance for user \"" + user->bare_login + "\".", request.fingerprint, reachable));
+    }
+    return RelayAuthorizeDecision::Refuse(RefusalText(
+        "\"" + user->bare_login + "\" is ambiguous: this key reaches " +
+            std::to_string(reachable.size()) + " instances, and the SSH user name must say which.",
+        request.fingerprint, reachable));
+  }
+  for (const RelayCandidate& in : reachable) {
+    if (in.hostname == user->hostname) {
+      return RelayAuthorizeDecision::Allow(TargetFor(in, user->login));
+    }
+  }
+  return RelayAuthorizeDecision::Refuse(
+      RefusalText("no instance \"" + user->hostname + "\" that this key can reach.",
+                  request.fingerprint, reachable));
+}
+
+}  // namespace gpuwerk::protocol

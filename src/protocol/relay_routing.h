@@ -1,19 +1,27 @@
 #pragma once
 
+#include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
+#include "protocol/relay_messages.h"
 
-namespace gpuwerk::relay {
+namespace gpuwerk::protocol {
 
-/// An SSH user name as the relay reads it (docs/ssh.md):
+// How the relay's SSH user name names an instance, and the one routing rule over the instances a
+// key reaches (docs/ssh.md "The user name"). Shared by the server's access decision
+// (access::RelayAccess, in process under `gpuwerk up` and behind `POST /api/v1/relay/authorize`)
+// and the relay's in-memory authorizer for tests, so both decide alike. Pure and thread-safe.
+
+/// An SSH user name as the relay reads it:
 ///   `<hostname>`          → that instance, login `root`
 ///   `<login>+<hostname>`  → that instance, that Linux login
 ///   `<login>`             → the one live instance the offered key reaches (refused when 0 or ≥ 2)
 /// A bare word shaped like an instance hostname (`<name>-<5 chars of [a-z2-7]>`, as sched makes
-/// them) is always read as a hostname, never as a login, so that a mistyped or foreign hostname
-/// is refused as such instead of landing on the person's only instance under a strange login.
+/// them) is always read as a hostname, never as a login.
 struct RelayUser {
   std::string
       login;  ///< the Linux login; kDefaultLogin for a bare hostname; empty for a bare login
@@ -33,4 +41,21 @@ inline constexpr std::string_view kDefaultLogin = "root";
 /// Errors: kInvalidArgument `invalid_relay_user` with a message that says what is accepted.
 core::Result<RelayUser> ParseRelayUser(std::string_view user);
 
-}  // namespace gpuwerk::relay
+/// One live instance that the offered key reaches (the key is attached to it).
+struct RelayCandidate {
+  std::string instance_id;
+  std::string name;       ///< e.g. "alpha"
+  std::string hostname;   ///< e.g. "alpha-k3x7q" (globally unique)
+  std::string person_id;  ///< the owner, who is also the key's owner (a key has one account)
+  std::string upstream_host = "127.0.0.1";
+  uint16_t upstream_port = 22;
+};
+
+/// The routing rule: a hostname must be among `reachable` (the live instances the request's key
+/// is attached to); a bare login goes to the only one. Everything else is refused with a message
+/// for the person that lists only `reachable` (the client has proven it holds the key, so it may
+/// learn where the key leads, and nothing else).
+RelayAuthorizeDecision DecideRelayLogin(const RelayAuthorizeRequest& request,
+                                        std::vector<RelayCandidate> reachable);
+
+}  // namespace gpuwerk::protocol

@@ -28,14 +28,6 @@ AuthorizeDecision FromWire(const protocol::RelayAuthorizeDecision& d) {
   return AuthorizeDecision::Allow(*d.target);
 }
 
-WireAuthorize WireAuthorizer(RelayAuthorizer& authorizer) {
-  return [&authorizer](const protocol::RelayAuthorizeRequest& request)
-             -> core::Result<protocol::RelayAuthorizeDecision> {
-    GPUWERK_ASSIGN_OR_RETURN(AuthorizeDecision decision, authorizer.Authorize(FromWire(request)));
-    return ToWire(decision);
-  };
-}
-
 HttpRelayAuthorizer::HttpRelayAuthorizer(std::string server_url, std::string token,
                                          std::chrono::milliseconds timeout)
     : api_(protocol::ApiClient::ForService(std::move(server_url), std::move(token), "gpuwerk-relay",

@@ -18,13 +18,6 @@ AuthorizeRequest FromWire(const protocol::RelayAuthorizeRequest& request);
 protocol::RelayAuthorizeDecision ToWire(const AuthorizeDecision& decision);
 AuthorizeDecision FromWire(const protocol::RelayAuthorizeDecision& decision);
 
-/// Answers authorize requests in their wire form with `authorizer` (the server's
-/// `POST /api/v1/relay/authorize` takes this, so the API links no relay code). `authorizer` must
-/// outlive the function; thread-safe as `authorizer` is.
-using WireAuthorize = std::function<core::Result<protocol::RelayAuthorizeDecision>(
-    const protocol::RelayAuthorizeRequest&)>;
-WireAuthorize WireAuthorizer(RelayAuthorizer& authorizer);
-
 /// A RelayAuthorizer that asks the control plane: `POST {server_url}/api/v1/relay/authorize` with
 /// `Authorization: Bearer <token>` (an operator's API token) over the one API client
 /// (protocol::ApiClient), at most `timeout` per call. Errors (the relay then refuses with "try

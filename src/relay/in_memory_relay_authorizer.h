@@ -20,9 +20,9 @@ struct RelayInstance {
   std::set<std::string> key_fingerprints;  ///< "SHA256:…" of the keys attached to it
 };
 
-/// A RelayAuthorizer over a table held in memory: for tests, and the reference for the rules the
-/// server-backed one must follow (docs/ssh.md "The user name: how a stock client names the
-/// instance"). Thread-safe.
+/// A RelayAuthorizer over a table held in memory, for tests: the same routing rule as the server's
+/// (protocol::DecideRelayLogin, docs/ssh.md "The user name: how a stock client names the
+/// instance") over the instances it holds. Thread-safe.
 class InMemoryRelayAuthorizer final : public RelayAuthorizer {
  public:
   /// Adds or replaces (by instance_id) a live instance.

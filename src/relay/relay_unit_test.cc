@@ -1,5 +1,3 @@
-#include "relay/relay_user.h"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -12,34 +10,6 @@
 
 namespace gpuwerk::relay {
 namespace {
-
-TEST(ParseRelayUserTest, SplitsLoginAndHostname) {
-  auto u = ParseRelayUser("ubuntu+alpha-k3x7q");
-  ASSERT_TRUE(u);
-  EXPECT_EQ(u->login, "ubuntu");
-  EXPECT_EQ(u->hostname, "alpha-k3x7q");
-  auto bare = ParseRelayUser("Alpha-K3X7Q");
-  ASSERT_TRUE(bare);
-  EXPECT_EQ(bare->login, "root");
-  EXPECT_EQ(bare->hostname, "alpha-k3x7q");
-  auto login = ParseRelayUser("ubuntu");
-  ASSERT_TRUE(login);
-  EXPECT_EQ(login->hostname, "");
-  EXPECT_EQ(login->bare_login, "ubuntu");
-  // "deploy-admin" has the hostname shape ("-" and 5 base32 chars): read as a hostname.
-  EXPECT_TRUE(LooksLikeInstanceHostname("deploy-admin"));
-  EXPECT_FALSE(LooksLikeInstanceHostname("deploy-adm1n"));
-  EXPECT_FALSE(LooksLikeInstanceHostname("-abcde"));
-}
-
-TEST(ParseRelayUserTest, RefusesMalformedNames) {
-  for (const char* bad : {"", "+alpha-k3x7q", "root+", "root+-x", "a b", "root+al/pha",
-                          "root+alpha+beta", "9root+alpha"}) {
-    auto u = ParseRelayUser(bad);
-    ASSERT_FALSE(u) << bad;
-    EXPECT_EQ(u.error().api_code, "invalid_relay_user") << bad;
-  }
-}
 
 class InMemoryRelayAuthorizerTest : public ::testing::Test {
  protected:
