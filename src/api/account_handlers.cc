@@ -24,7 +24,7 @@ Response Accepted() {
 Answer MailLink(ApiContext& ctx, Call& call,
                 core::Result<void> (auth::AccountService::*request)(std::string_view,
                                                                     const auth::Caller&)) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"email"}));
   GPUWERK_ASSIGN_OR_RETURN(auto email, RequireString(body, "email", 320));
   GPUWERK_TRY((ctx.accounts.*request)(email, Authenticator::CallerOf(call.req)));
   return Accepted();
@@ -47,7 +47,7 @@ core::Result<Credentials> CredentialsFrom(const nlohmann::json& body) {
 
 Answer SignUp(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"email", "password"}));
   GPUWERK_ASSIGN_OR_RETURN(auto c, CredentialsFrom(body));
   GPUWERK_ASSIGN_OR_RETURN(
       auto s, ctx.accounts.SignUp(c.email, c.password, Authenticator::CallerOf(call.req)));
@@ -56,7 +56,7 @@ Answer SignUp(ApiContext& ctx, Call& call) {
 
 Answer LogIn(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"email", "password"}));
   GPUWERK_ASSIGN_OR_RETURN(auto c, CredentialsFrom(body));
   GPUWERK_ASSIGN_OR_RETURN(auto s, ctx.accounts.SignInWithPassword(
                                        c.email, c.password, Authenticator::CallerOf(call.req)));
@@ -78,7 +78,7 @@ Answer RequestMagicLink(ApiContext& ctx, Call& call) {
 
 Answer ConsumeMagicLink(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"token"}));
   GPUWERK_ASSIGN_OR_RETURN(auto token, RequireString(body, "token", 256));
   GPUWERK_ASSIGN_OR_RETURN(auto s,
                            ctx.accounts.ConsumeMagicLink(token, Authenticator::CallerOf(call.req)));
@@ -91,7 +91,7 @@ Answer RequestPasswordReset(ApiContext& ctx, Call& call) {
 
 Answer ConsumePasswordReset(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"token", "password"}));
   GPUWERK_ASSIGN_OR_RETURN(auto token, RequireString(body, "token", 256));
   GPUWERK_ASSIGN_OR_RETURN(auto password, RequireString(body, "password", 4096));
   GPUWERK_ASSIGN_OR_RETURN(
@@ -103,7 +103,8 @@ Answer ConsumePasswordReset(ApiContext& ctx, Call& call) {
 }
 
 Answer ChangePassword(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body,
+                           ParseJsonObject(call.req, {"current_password", "new_password"}));
   GPUWERK_ASSIGN_OR_RETURN(auto current, RequireString(body, "current_password", 4096));
   GPUWERK_ASSIGN_OR_RETURN(auto password, RequireString(body, "new_password", 4096));
   GPUWERK_TRY(

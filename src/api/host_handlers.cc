@@ -76,6 +76,8 @@ core::Result<std::vector<sched::PairNode>> PairNodesFrom(const nlohmann::json& b
                                     "each of 'hosts' must be an object {name, rail_address}")
                             .WithDetail("field", "hosts"));
     }
+    GPUWERK_TRY(RefuseUnknownFields(h, {"name", "rail_address"},
+                                    "hosts[" + std::to_string(out.size()) + "]."));
     GPUWERK_ASSIGN_OR_RETURN(std::string name, RequireString(h, "name", 256));
     GPUWERK_ASSIGN_OR_RETURN(std::string rail, RequireString(h, "rail_address", 256));
     out.push_back({std::move(name), std::move(rail)});
@@ -98,7 +100,8 @@ core::Result<Response> SetDrained(ApiContext& ctx, Call& call, bool drain) {
 namespace handlers {
 
 Answer AddHost(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body,
+                           ParseJsonObject(call.req, {"name", "gpu_type", "gpu_required"}));
   GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
   GPUWERK_ASSIGN_OR_RETURN(auto type, RequireString(body, "gpu_type", 256));
   bool gpu_required = true;
@@ -138,7 +141,7 @@ Answer RemoveHost(ApiContext& ctx, Call& call) {
 }
 
 Answer LinkHostPair(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"hosts"}));
   GPUWERK_ASSIGN_OR_RETURN(auto nodes, PairNodesFrom(body));
   GPUWERK_ASSIGN_OR_RETURN(auto pair, ctx.hosts.LinkPair(call.who.person_id, nodes[0], nodes[1],
                                                          call.req.remote_address));
@@ -168,7 +171,7 @@ Answer AgentSync(ApiContext& ctx, Call& call) {
   // Read before the desired list is built: a change after this point changes the version, so the
   // agent's next watch returns at once and nothing is missed.
   const uint64_t version = ctx.desired_state.Version(call.host.name);
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto answer, ctx.agent_sync.Sync(call.host, body));
   if (ctx.events) ctx.events->Wake();  // statuses may have changed: GET /api/v1/events
   answer["desired_version"] = std::to_string(version);

@@ -296,7 +296,7 @@ class HttpServerTest : public ::testing::Test {
     });
     router_.Add("POST", "/api/v1/echo", [this](Request& r) {
       ++echo_calls_;
-      auto body = ParseJsonObject(r);
+      auto body = ParseJsonBody(r);  // echoes any members
       if (!body) return Problem(body.error());
       return Response::Json(200, *body);
     });
@@ -460,6 +460,33 @@ TEST_F(HttpServerTest, AbsoluteFormTargetIsRouted) {
   json body = json::parse(r->body);
   EXPECT_EQ(body["id"], "7");
   EXPECT_EQ(body["query_x"], "y");
+}
+
+// RFC 9112 §3.2: an HTTP/1.1 request without Host, or any request with two, is answered 400 and
+// reaches no handler.
+TEST_F(HttpServerTest, MissingOrRepeatedHostIs400) {
+  StartServer();
+  for (const std::string& request :
+       {std::string("POST /api/v1/echo HTTP/1.1\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 2\r\n\r\n{}"),
+        std::string("POST /api/v1/echo HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"),
+        std::string("GET /api/v1/things/7 HTTP/1.0\r\nHost: a\r\nhost: a\r\n\r\n")}) {
+    RawClient raw(server_->port());
+    ASSERT_TRUE(raw.connected());
+    raw.Send(request);
+    auto r = raw.Read();
+    ASSERT_TRUE(r) << request;
+    EXPECT_EQ(r->status, 400) << request;
+    EXPECT_EQ(json::parse(r->body)["code"], "invalid_host") << request;
+  }
+  EXPECT_EQ(echo_calls_, 0);
+  // One Host (and HTTP/1.0 without one) is served.
+  RawClient one(server_->port());
+  one.Send("GET /api/v1/things/7 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n");
+  auto ok = one.Read();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
 }
 
 TEST_F(HttpServerTest, OversizedChunkedBodyIs413) {

@@ -1,8 +1,10 @@
 #include "api/http_types.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <system_error>
 
 #include "core/strings.h"
@@ -326,7 +328,7 @@ Response Problem(int status, const core::Error& error) {
   return r;
 }
 
-core::Result<nlohmann::json> ParseJsonObject(const Request& request) {
+core::Result<nlohmann::json> ParseJsonBody(const Request& request) {
   std::string_view content_type = request.Header("Content-Type");
   if (!content_type.empty()) {
     std::string_view media = core::Trim(content_type.substr(0, content_type.find(';')));
@@ -340,13 +342,65 @@ core::Result<nlohmann::json> ParseJsonObject(const Request& request) {
     return core::InvalidArgument("invalid_json",
                                  "the request body is empty; expected a JSON object");
   }
-  json value = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  // nlohmann's parser keeps the last of duplicate keys; its parser callback sees every key, so
+  // each open object's keys are tracked here and the first repeat is remembered.
+  std::vector<std::set<std::string>> open_objects;
+  std::optional<std::string> duplicate;
+  const json::parser_callback_t on_event = [&](int /*depth*/, json::parse_event_t event,
+                                               json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open_objects.empty() && parsed.is_string() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second && !duplicate) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json value = json::parse(request.body, on_event, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     return core::InvalidArgument("invalid_json", "the request body is not valid JSON");
   }
   if (!value.is_object()) {
     return core::InvalidArgument("invalid_json", "the request body must be a JSON object");
   }
+  if (duplicate) {
+    return std::unexpected(
+        FieldError(*duplicate, "field '" + *duplicate + "' occurs more than once in an object"));
+  }
+  return value;
+}
+
+core::Result<void> RefuseUnknownFields(const nlohmann::json& object,
+                                       std::initializer_list<std::string_view> fields,
+                                       std::string_view path) {
+  if (!object.is_object()) return {};
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(fields.begin(), fields.end(), key) != fields.end()) continue;
+    std::string name = std::string(path) + key;
+    std::string known;
+    for (std::string_view f : fields) known += (known.empty() ? "" : ", ") + std::string(f);
+    return std::unexpected(
+        FieldError(name, "unknown field '" + name + "'" +
+                             (known.empty() ? std::string("; this request takes no fields")
+                                            : "; this request takes " + known)));
+  }
+  return {};
+}
+
+core::Result<nlohmann::json> ParseJsonObject(const Request& request,
+                                             std::initializer_list<std::string_view> fields) {
+  GPUWERK_ASSIGN_OR_RETURN(json value, ParseJsonBody(request));
+  GPUWERK_TRY(RefuseUnknownFields(value, fields));
   return value;
 }
 

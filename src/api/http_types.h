@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -165,11 +166,24 @@ Response Problem(const core::Error& error);
 /// As above with an explicit status, for the few statuses no ErrorCode maps to (405, 431).
 Response Problem(int status, const core::Error& error);
 
-/// The request body as a JSON object. The Content-Type must be application/json (parameters
-/// such as charset allowed) or absent. Never throws.
+/// The request body as a JSON object whose members are all named in `fields` (R-19: unknown and
+/// duplicate JSON fields are refused). The Content-Type must be application/json (parameters such
+/// as charset allowed) or absent. Never throws.
 /// Errors: kInvalidArgument, api code "invalid_json", when the content type is another, the
-/// body is empty, not JSON, or JSON but not an object.
-core::Result<nlohmann::json> ParseJsonObject(const Request& request);
+/// body is empty, not JSON, or JSON but not an object; api code "invalid_field" (details
+/// {"field": name}) for a key that occurs twice in one object at any depth (the parser would keep
+/// the last) and for a top-level member not in `fields`.
+core::Result<nlohmann::json> ParseJsonObject(const Request& request,
+                                             std::initializer_list<std::string_view> fields);
+/// ParseJsonObject for bodies whose members a protocol type reads (the agent and relay routes):
+/// duplicate keys are refused as above; which members exist is left to the caller, which must
+/// refuse the ones it does not know (protocol's request FromJson functions do).
+core::Result<nlohmann::json> ParseJsonBody(const Request& request);
+/// Refuses a member of `object` whose name is not in `fields`: kInvalidArgument "invalid_field",
+/// details {"field": path + name}. For nested objects of a body (`path` e.g. "hosts[0].").
+core::Result<void> RefuseUnknownFields(const nlohmann::json& object,
+                                       std::initializer_list<std::string_view> fields,
+                                       std::string_view path = "");
 
 /// Typed field getters for a parsed JSON object. All fail with kInvalidArgument, api code
 /// "invalid_field", a message naming the field and details {"field": field}.

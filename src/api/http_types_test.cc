@@ -139,18 +139,54 @@ TEST(ParseQueryTest, DecodesAndKeepsFirstValue) {
 }
 
 TEST(ParseJsonObjectTest, AcceptsAnObject) {
-  auto v = ParseJsonObject(JsonRequest(R"({"name":"x"})"));
+  auto v = ParseJsonObject(JsonRequest(R"({"name":"x"})"), {"name"});
   ASSERT_TRUE(v);
   EXPECT_EQ((*v)["name"], "x");
-  EXPECT_TRUE(ParseJsonObject(JsonRequest("{}", "application/json; charset=utf-8")));
-  EXPECT_TRUE(ParseJsonObject(JsonRequest("{}", "")));  // no Content-Type
+  EXPECT_TRUE(ParseJsonObject(JsonRequest("{}", "application/json; charset=utf-8"), {"name"}));
+  EXPECT_TRUE(ParseJsonObject(JsonRequest("{}", ""), {}));  // no Content-Type
+}
+
+TEST(ParseJsonObjectTest, RefusesAnUnknownFieldNamingIt) {
+  auto v =
+      ParseJsonObject(JsonRequest(R"({"name":"typo","ssh_key_id":"key_1","gpu_typ":"spark-2x"})"),
+                      {"name", "ssh_key_id", "gpu_type"});
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(v.error().api_code, "invalid_field");
+  EXPECT_EQ(v.error().details["field"], "gpu_typ");
+  EXPECT_NE(v.error().message.find("gpu_typ"), std::string::npos) << v.error().message;
+  auto none = ParseJsonObject(JsonRequest(R"({"x":1})"), {});
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().details["field"], "x");
+}
+
+TEST(ParseJsonObjectTest, RefusesADuplicateKeyAtAnyDepth) {
+  auto top = ParseJsonObject(JsonRequest(R"({"name":"dupa","name":"dupb"})"), {"name"});
+  ASSERT_FALSE(top);
+  EXPECT_EQ(top.error().api_code, "invalid_field");
+  EXPECT_EQ(top.error().details["field"], "name");
+  auto nested = ParseJsonBody(JsonRequest(R"({"hosts":[{"name":"a","rail":"x","name":"b"}]})"));
+  ASSERT_FALSE(nested);
+  EXPECT_EQ(nested.error().api_code, "invalid_field");
+  EXPECT_EQ(nested.error().details["field"], "name");
+  // The same key in sibling objects, or in an object and its parent, is no duplicate.
+  EXPECT_TRUE(ParseJsonBody(JsonRequest(R"({"name":"a","o":{"name":"b"},"p":[{"name":"c"}]})")));
+}
+
+TEST(RefuseUnknownFieldsTest, NamesNestedMembersByPath) {
+  json hosts = {{"name", "a"}, {"rail_address", "10.0.0.1"}, {"extra", 1}};
+  auto r = RefuseUnknownFields(hosts, {"name", "rail_address"}, "hosts[1].");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "invalid_field");
+  EXPECT_EQ(r.error().details["field"], "hosts[1].extra");
+  EXPECT_TRUE(RefuseUnknownFields(json::object(), {"name"}));
 }
 
 TEST(ParseJsonObjectTest, RejectsEverythingElseAsInvalidJson) {
   for (const Request& r : {JsonRequest("{"), JsonRequest(""), JsonRequest("[1]"),
                            JsonRequest("\"s\""), JsonRequest("{}", "text/plain"),
                            JsonRequest("{\"a\":\"\xff\"}"), JsonRequest("{} trailing")}) {
-    auto v = ParseJsonObject(r);
+    auto v = ParseJsonObject(r, {"a"});
     ASSERT_FALSE(v) << r.body;
     EXPECT_EQ(v.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(v.error().api_code, "invalid_json");
@@ -159,7 +195,7 @@ TEST(ParseJsonObjectTest, RejectsEverythingElseAsInvalidJson) {
 
 TEST(ParseJsonObjectTest, SurvivesDeepNesting) {
   std::string deep(100000, '[');
-  auto v = ParseJsonObject(JsonRequest(deep));
+  auto v = ParseJsonObject(JsonRequest(deep), {});
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error().api_code, "invalid_json");
 }

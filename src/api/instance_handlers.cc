@@ -117,7 +117,8 @@ Answer ListInstances(ApiContext& ctx, Call& call) {
 }
 
 Answer CreateInstance(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body,
+                           ParseJsonObject(call.req, {"name", "ssh_key_id", "gpu_type"}));
   GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
   GPUWERK_ASSIGN_OR_RETURN(auto key, RequireString(body, "ssh_key_id", 256));
   GPUWERK_ASSIGN_OR_RETURN(auto type, OptionalString(body, "gpu_type", 256));
@@ -185,7 +186,9 @@ Answer AdminListGpuTypes(ApiContext& ctx, Call& call) {
 
 // Creates or changes a GPU type; fields left out keep their value (docs/api.md).
 Answer AdminPutGpuType(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body,
+                           ParseJsonObject(call.req, {"description", "hosts_per_instance",
+                                                      "price_minor_per_hour", "currency"}));
   GPUWERK_ASSIGN_OR_RETURN(auto change, GpuTypeChangeFrom(body));
   const std::string name = call.req.PathParam("name");
   GPUWERK_ASSIGN_OR_RETURN(

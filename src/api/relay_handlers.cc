@@ -128,14 +128,14 @@ core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const n
 namespace handlers {
 
 Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto request, protocol::RelayAuthorizeRequestFromJson(body));
   GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_access.Authorize(request));
   return Response::Json(200, protocol::ToJson(decision));
 }
 
 Answer ReportRelaySession(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto row,
                            ParseReport(call.req.PathParam("id"), body, ctx.clock.NowUnix()));
   GPUWERK_ASSIGN_OR_RETURN(
@@ -155,7 +155,7 @@ Answer ReportRelaySession(ApiContext& ctx, Call& call) {
 }
 
 Answer RelayRestarted(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto restarted, protocol::RelayRestartedFromJson(body));
   GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(std::move(restarted.relay)));
   GPUWERK_ASSIGN_OR_RETURN(auto closed, ctx.db.Write([&](store::Transaction& tx) {

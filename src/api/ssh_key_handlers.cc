@@ -33,7 +33,7 @@ Answer ListSshKeys(ApiContext& ctx, Call& call) {
 }
 
 Answer AddSshKey(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"name", "public_key"}));
   GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
   GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
   GPUWERK_ASSIGN_OR_RETURN(

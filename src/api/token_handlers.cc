@@ -28,7 +28,7 @@ Answer ListTokens(ApiContext& ctx, Call& call) {
 }
 
 Answer CreateToken(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"name", "expires_at"}));
   GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
   // expires_at: optional, RFC 3339; absent or null: the token does not expire.
   GPUWERK_ASSIGN_OR_RETURN(auto expires_text, OptionalString(body, "expires_at", 64));

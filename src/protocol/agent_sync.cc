@@ -121,6 +121,7 @@ nlohmann::json ToJson(const AgentWatchAnswer& a) { return {{"version", a.version
 
 core::Result<Gpu> GpuFromJson(const nlohmann::json& json, const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  GPUWERK_TRY(r.Only({"name", "uuid", "memory_bytes"}));
   Gpu g;
   GPUWERK_ASSIGN_OR_RETURN(g.name, r.String("name"));
   GPUWERK_ASSIGN_OR_RETURN(g.uuid, r.String("uuid"));
@@ -130,6 +131,8 @@ core::Result<Gpu> GpuFromJson(const nlohmann::json& json, const std::string& pat
 
 core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  GPUWERK_TRY(r.Only({"gpus", "memory_bytes", "cpus", "addresses", "rail_addresses", "ssh_address",
+                      "nvml", "limits"}));
   Inventory inv;
   GPUWERK_ASSIGN_OR_RETURN(inv.gpus, ListOf<Gpu>(r, "gpus", GpuFromJson));
   GPUWERK_ASSIGN_OR_RETURN(inv.memory_bytes, r.Uint("memory_bytes"));
@@ -141,6 +144,8 @@ core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std:
   if (r.Has("limits")) {
     GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* limits, r.Object("limits"));
     GPUWERK_ASSIGN_OR_RETURN(FieldReader l, FieldReader::Open(*limits, r.Path("limits")));
+    GPUWERK_TRY(
+        l.Only({"memory_bytes", "nano_cpus", "pids_limit", "capabilities", "not_enforced"}));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.memory_bytes, l.Int("memory_bytes"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.nano_cpus, l.Int("nano_cpus"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.pids_limit, l.Int("pids_limit"));
@@ -153,6 +158,7 @@ core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std:
 core::Result<EngineHealth> EngineHealthFromJson(const nlohmann::json& json,
                                                 const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  GPUWERK_TRY(r.Only({"ok", "error"}));
   EngineHealth e;
   GPUWERK_ASSIGN_OR_RETURN(e.ok, r.Bool("ok"));
   GPUWERK_ASSIGN_OR_RETURN(e.error, r.String("error"));
@@ -162,6 +168,8 @@ core::Result<EngineHealth> EngineHealthFromJson(const nlohmann::json& json,
 core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json,
                                                       const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  GPUWERK_TRY(r.Only({"instance_id", "node_index", "container_id", "state", "exit_code",
+                      "started_at", "ssh_port", "ssh_ready", "restart_generation", "error"}));
   ContainerReport c;
   GPUWERK_ASSIGN_OR_RETURN(c.instance_id, r.String("instance_id"));
   GPUWERK_ASSIGN_OR_RETURN(c.node_index, IntField(r, "node_index"));
@@ -180,6 +188,7 @@ core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json
 core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
                                                   const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  GPUWERK_TRY(r.Only({"instance_id", "node_index", "code", "message"}));
   CreateFailure f;
   GPUWERK_ASSIGN_OR_RETURN(f.instance_id, r.String("instance_id"));
   GPUWERK_ASSIGN_OR_RETURN(f.node_index, IntField(r, "node_index"));
@@ -190,6 +199,8 @@ core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
 
 core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_TRY(
+      r.Only({"agent_version", "inventory", "engine", "containers", "failures", "observed"}));
   AgentSyncRequest req;
   GPUWERK_ASSIGN_OR_RETURN(req.agent_version, r.String("agent_version"));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* inventory, r.Object("inventory"));

@@ -16,9 +16,10 @@ namespace gpuwerk::protocol {
 //
 // Every FromJson below is strict: a member that is missing, null (unless the format makes it
 // optional) or of another JSON type is refused with kInvalidArgument, api code "invalid_field",
-// a message naming it by its path ("containers[1].ssh_port") and details {"field": path}. Members
-// the format does not define are ignored (a newer peer may send more). All functions are pure and
-// thread-safe.
+// a message naming it by its path ("containers[1].ssh_port") and details {"field": path}. What
+// the agent sends the server (AgentSyncRequest) also refuses members the format does not define,
+// naming them (R-19; upgrade the server before its agents). The answers the agent reads ignore
+// such members (a newer server may send more). All functions are pure and thread-safe.
 
 /// One GPU as NVML reports it (`inventory.gpus[]`).
 struct Gpu {

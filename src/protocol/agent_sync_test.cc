@@ -91,11 +91,26 @@ TEST(AgentSyncRequestTest, RefusesWhatIsNotAnObjectAndPortsOutOfRange) {
   EXPECT_EQ(port.error().details["field"], "containers[0].ssh_port");
 }
 
-TEST(AgentSyncRequestTest, IgnoresMembersItDoesNotKnow) {
-  json j = ToJson(SampleRequest());
-  j["future"] = 1;
-  j["containers"][0]["future"] = true;
-  EXPECT_TRUE(AgentSyncRequestFromJson(j));
+// What an agent sends the server is strict both ways: a member the format does not define
+// is refused, naming it. (Answers the agent reads still tolerate new members:
+// DesiredContainerTest.)
+TEST(AgentSyncRequestTest, RefusesMembersItDoesNotKnow) {
+  json top = ToJson(SampleRequest());
+  top["future"] = 1;
+  auto r = AgentSyncRequestFromJson(top);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "invalid_field");
+  EXPECT_EQ(r.error().details["field"], "future");
+  json nested = ToJson(SampleRequest());
+  nested["containers"][0]["future"] = true;
+  auto c = AgentSyncRequestFromJson(nested);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().details["field"], "containers[0].future");
+  json limits = ToJson(SampleRequest());
+  limits["inventory"]["limits"]["swap"] = 0;
+  auto l = AgentSyncRequestFromJson(limits);
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.error().details["field"], "inventory.limits.swap");
 }
 
 TEST(AgentSyncAnswerTest, RoundTrips) {

@@ -61,6 +61,7 @@ nlohmann::json ToJson(const RelayRestarted& r) { return {{"relay", r.relay}}; }
 
 core::Result<RelayAuthorizeRequest> RelayAuthorizeRequestFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_TRY(r.Only({"user", "key_type", "public_key", "fingerprint", "source_address"}));
   RelayAuthorizeRequest req;
   GPUWERK_ASSIGN_OR_RETURN(req.user, r.String("user", kMaxAuthorizeField, 1));
   GPUWERK_ASSIGN_OR_RETURN(req.key_type, r.String("key_type", kMaxAuthorizeField, 1));
@@ -103,6 +104,9 @@ core::Result<RelayAuthorizeDecision> RelayAuthorizeDecisionFromJson(const nlohma
 
 core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_TRY(r.Only({"relay", "person_id", "key_fingerprint", "instance_id", "hostname", "login",
+                      "source_address", "started_at", "ended_at", "bytes_from_client",
+                      "bytes_to_client", "end_reason"}));
   RelaySessionReport rep;
   GPUWERK_ASSIGN_OR_RETURN(rep.relay, r.String("relay", kMaxRelayName, 1));
   GPUWERK_ASSIGN_OR_RETURN(rep.person_id, r.String("person_id", kMaxId, 1));
@@ -126,6 +130,7 @@ core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json
 
 core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_TRY(r.Only({"relay"}));
   RelayRestarted out;
   GPUWERK_ASSIGN_OR_RETURN(out.relay, r.String("relay", kMaxRelayName, 1));
   return out;

@@ -12,7 +12,9 @@ namespace gpuwerk::protocol {
 // What a remote `gpuwerk relay` asks and reports (docs/ssh.md, "The remote relay's reports"; the
 // routes are described in api/relay_routes.h). FromJson functions are strict as in
 // agent_sync.h: a missing, null (unless optional) or mistyped member is refused with
-// kInvalidArgument "invalid_field" naming it; members the format does not define are ignored.
+// kInvalidArgument "invalid_field" naming it. What a relay sends the server (the authorize
+// request, the session report, the restart) also refuses members the format does not define,
+// naming them; the decision the relay reads ignores them.
 // Pure and thread-safe.
 
 /// The body of `POST /api/v1/relay/authorize`: one client's proven login attempt. Each field is

@@ -141,5 +141,28 @@ TEST(RelayRestartedTest, RoundTripsAndIsStrict) {
   ExpectStrict(ToJson(r), RelayRestartedFromJson);
 }
 
+// What a relay sends the server refuses members the format does not define, naming them.
+TEST(RelayRequestsTest, RefuseMembersTheyDoNotKnow) {
+  json authorize = ToJson(RelayAuthorizeRequest{.user = "u",
+                                                .key_type = "ssh-ed25519",
+                                                .public_key = "AAAA",
+                                                .fingerprint = "SHA256:x",
+                                                .source_address = "192.0.2.1"});
+  authorize["person_id"] = "per_other";
+  json report = ToJson(SampleReport());
+  report["bytes"] = 1;
+  json restarted = ToJson(RelayRestarted{.relay = "relay-1"});
+  restarted["closed"] = 3;
+  const auto expect_refused = [](const auto& r, const std::string& field) {
+    ASSERT_FALSE(r) << field;
+    EXPECT_EQ(r.error().code, core::ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().api_code, "invalid_field");
+    EXPECT_EQ(r.error().details.value("field", ""), field);
+  };
+  expect_refused(RelayAuthorizeRequestFromJson(authorize), "person_id");
+  expect_refused(RelaySessionReportFromJson(report), "bytes");
+  expect_refused(RelayRestartedFromJson(restarted), "closed");
+}
+
 }  // namespace
 }  // namespace gpuwerk::protocol

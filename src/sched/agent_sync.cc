@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <initializer_list>
+#include <string_view>
+
 #include "sched/internal/host_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/sync_steps.h"
@@ -25,6 +29,22 @@ int64_t Int(const nlohmann::json& o, const char* key) {
   return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
+/// Refuses a member of `object` not named in `names` (R-19: unknown fields are refused; the
+/// members are protocol::AgentSyncRequest's, docs/agent-protocol.md). `path` prefixes the name.
+core::Result<void> OnlyMembers(const nlohmann::json& object,
+                               std::initializer_list<std::string_view> names,
+                               const std::string& path) {
+  if (!object.is_object()) return {};
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(names.begin(), names.end(), key) == names.end()) {
+      return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                                    "The sync request has an unknown field '" + path + key + "'.")
+                            .WithDetail("field", path + key));
+    }
+  }
+  return {};
+}
+
 /// A field the agent sent, cut to a sane length (it lands in the store and in the API).
 std::string Clip(std::string s, size_t max = 1000) {
   if (s.size() > max) s.resize(max);
@@ -43,10 +63,27 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
     if (array ? !it->is_array() : !it->is_object()) return core::Fail(BadField(key));
     return &*it;
   };
+  GPUWERK_TRY(OnlyMembers(
+      request, {"agent_version", "inventory", "engine", "containers", "failures", "observed"}, ""));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* containers, get("containers", true));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* failures, get("failures", true));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* inventory, get("inventory", false));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* engine, get("engine", false));
+  GPUWERK_TRY(OnlyMembers(*inventory,
+                          {"gpus", "memory_bytes", "cpus", "addresses", "rail_addresses",
+                           "ssh_address", "nvml", "limits"},
+                          "inventory."));
+  GPUWERK_TRY(OnlyMembers(*engine, {"ok", "error"}, "engine."));
+  for (size_t i = 0; i < containers->size(); ++i) {
+    GPUWERK_TRY(OnlyMembers((*containers)[i],
+                            {"instance_id", "node_index", "container_id", "state", "exit_code",
+                             "started_at", "ssh_port", "ssh_ready", "restart_generation", "error"},
+                            "containers[" + std::to_string(i) + "]."));
+  }
+  for (size_t i = 0; i < failures->size(); ++i) {
+    GPUWERK_TRY(OnlyMembers((*failures)[i], {"instance_id", "node_index", "code", "message"},
+                            "failures[" + std::to_string(i) + "]."));
+  }
   SyncReport report;
   const auto observed = request.find("observed");
   report.observed =

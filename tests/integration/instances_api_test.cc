@@ -160,6 +160,35 @@ TEST_F(InstancesApiTest, BadInputGetsClearCodesAndCreatesNothing) {
   EXPECT_EQ(full.Json()["queue"]["offer"], true);
 }
 
+// R-19: a misspelt field ("gpu_typ") or a repeated one is refused with invalid_field naming it, and
+// nothing is launched or handed to the agent; the same for the agent's own sync.
+TEST_F(InstancesApiTest, UnknownOrDuplicateFieldsLaunchNothing) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  auto typo = alice_->PostJson(
+      "/api/v1/instances", {{"name", "typo"}, {"ssh_key_id", key_id_}, {"gpu_typ", "spark-2x"}});
+  ExpectProblem(typo, 400, "invalid_field");
+  EXPECT_EQ(typo.Json()["field"], "gpu_typ");
+  auto twice = alice_->Post("/api/v1/instances",
+                            R"({"name":"dupa","ssh_key_id":")" + key_id_ + R"(","name":"dupb"})",
+                            "application/json");
+  ExpectProblem(twice, 400, "invalid_field");
+  EXPECT_EQ(twice.Json()["field"], "name");
+  EXPECT_EQ(alice_->Get("/api/v1/instances").Json()["total"], 0);
+  EXPECT_EQ(Sync(token).Json()["desired"].size(), 0u);
+  // The agent's sync: an unknown member anywhere is refused, naming it.
+  HttpClient agent(app_->base_url());
+  agent.SetBearer(token);
+  auto sync = agent.PostJson("/api/v1/agent/sync", {{"agent_version", "0.1.0"},
+                                                    {"inventory", {{"cpus", 2}}},
+                                                    {"engine", {{"ok", true}, {"error", ""}}},
+                                                    {"containers", json::array()},
+                                                    {"failures", json::array()},
+                                                    {"desired", json::array()}});
+  ExpectProblem(sync, 400, "invalid_field");
+  EXPECT_EQ(sync.Json()["field"], "desired");
+}
+
 TEST_F(InstancesApiTest, KeyInUseNamesTheInstance) {
   const std::string token = AddHost("spark-a", false);
   Sync(token);

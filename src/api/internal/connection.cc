@@ -155,6 +155,15 @@ void Connection::ReadHeader() {
 
 void Connection::OnHeader(beast::error_code ec) {
   if (ec) return OnReadError(ec);
+  // RFC 9112 §3.2: an HTTP/1.1 request without a Host field, or any request with more than one,
+  // is answered 400 (before its body is read).
+  const size_t hosts = parser_->get().count(http::field::host);
+  if (hosts > 1 || (hosts == 0 && parser_->get().version() >= 11)) {
+    return SendProtocolError(
+        400, core::Error(core::ErrorCode::kInvalidArgument, "invalid_host",
+                         hosts > 1 ? "the request has more than one Host header field"
+                                   : "an HTTP/1.1 request needs a Host header field"));
+  }
   if (parser_->is_done()) return HandleRequest();
   auto& req = parser_->get();
   auto expect = req[http::field::expect];

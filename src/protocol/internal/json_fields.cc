@@ -29,6 +29,15 @@ bool FieldReader::Has(std::string_view name) const {
   return it != object_->end() && !it->is_null();
 }
 
+core::Result<void> FieldReader::Only(std::initializer_list<std::string_view> names) const {
+  for (const auto& [key, value] : object_->items()) {
+    if (std::find(names.begin(), names.end(), key) == names.end()) {
+      return core::Fail(FieldError(Path(key), "is not a member of this message"));
+    }
+  }
+  return {};
+}
+
 core::Result<const nlohmann::json*> FieldReader::Present(std::string_view name) const {
   auto it = object_->find(name);
   if (it == object_->end() || it->is_null()) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ class FieldReader {
   core::Result<const nlohmann::json*> Object(std::string_view name) const;
   /// Whether `name` is present and not null (for members the format makes optional).
   bool Has(std::string_view name) const;
+  /// Refuses a member whose name is not in `names`: FieldError(Path(member), "is not a member
+  /// of this message"). For what a peer sends the server (R-19: unknown fields are refused).
+  core::Result<void> Only(std::initializer_list<std::string_view> names) const;
 
   /// The full name of member `name`, e.g. "inventory.cpus".
   std::string Path(std::string_view name) const;
