@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <optional>
+#include <string_view>
+
 namespace gpuwerk::api {
 namespace {
 
@@ -15,6 +19,77 @@ std::string OriginOf(std::string_view url) {
 
 bool IsUnsafe(std::string_view method) {
   return method != "GET" && method != "HEAD" && method != "OPTIONS";
+}
+
+/// An origin as RFC 6454 §4 defines it: scheme, host and port (the scheme's default when the text
+/// names none).
+struct OriginParts {
+  std::string scheme;  ///< "http" or "https"
+  std::string host;    ///< lower case; an IPv6 literal keeps its brackets
+  int port = 0;
+
+  bool operator==(const OriginParts&) const = default;
+};
+
+/// "host[:port]" (a Host field, or an origin's authority) with `scheme`'s default port. nullopt
+/// for anything else: userinfo, a path, an empty host, a port that is not 1 to 65535 digits.
+std::optional<OriginParts> ParseAuthority(std::string_view scheme, std::string_view authority) {
+  OriginParts out{.scheme = std::string(scheme), .port = scheme == "https" ? 443 : 80};
+  std::string_view host = authority;
+  std::string_view port;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = authority.substr(0, close + 1);
+    std::string_view rest = authority.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port = rest.substr(1);
+      if (port.empty()) return std::nullopt;
+    }
+    for (char c : host.substr(1, host.size() - 2)) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') {
+        return std::nullopt;
+      }
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    if (colon != std::string_view::npos) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+      if (port.empty()) return std::nullopt;
+    }
+    for (char c : host) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') {
+        return std::nullopt;
+      }
+    }
+  }
+  if (host.empty() || host == "[]") return std::nullopt;
+  if (!port.empty()) {
+    if (port.size() > 5) return std::nullopt;
+    int value = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9') return std::nullopt;
+      value = value * 10 + (c - '0');
+    }
+    if (value < 1 || value > 65535) return std::nullopt;
+    out.port = value;
+  }
+  out.host.reserve(host.size());
+  for (char c : host)
+    out.host.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+
+/// An Origin field's value ("https://example.com:8443"), as browsers serialise it: a lower-case
+/// http or https scheme and an authority, nothing after it. nullopt otherwise (also "null").
+std::optional<OriginParts> ParseOrigin(std::string_view origin) {
+  for (std::string_view scheme : {"http", "https"}) {
+    const std::string prefix = std::string(scheme) + "://";
+    if (origin.starts_with(prefix)) return ParseAuthority(scheme, origin.substr(prefix.size()));
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -32,10 +107,15 @@ core::Result<void> Authenticator::CheckOrigin(const Request& req) const {
     if (referer.empty()) return {};  // not a browser (CLI, curl): nothing to check
     origin = OriginOf(referer);
   }
-  const std::string host(req.Header("Host"));
-  if (origin == public_origin_ ||
-      (!host.empty() && (origin == "http://" + host || origin == "https://" + host))) {
-    return {};
+  // Scheme, host and port must all be the server's (RFC 6454 §5): the public URL's, or the public
+  // URL's scheme with the Host the request came to (the server reached by another name, e.g.
+  // 127.0.0.1 for localhost). An https origin never passes on an http-only server.
+  const std::optional<OriginParts> sent = ParseOrigin(origin);
+  const std::optional<OriginParts> own = ParseOrigin(public_origin_);
+  if (sent && own) {
+    if (*sent == *own) return {};
+    const std::optional<OriginParts> reached = ParseAuthority(own->scheme, req.Header("Host"));
+    if (reached && *sent == *reached) return {};
   }
   return core::Fail(core::ErrorCode::kPermissionDenied, "origin_mismatch",
                     "This request came from another site and was refused.");

@@ -232,6 +232,28 @@ TEST_F(AccountsApiTest, CrossSiteRequestsWithTheCookieAreRefused) {
       201);
 }
 
+// The Origin check compares scheme, host and port with the server's (its public URL, here
+// http://127.0.0.1:<port>): an https origin on this http-only server, another port or a userinfo
+// trick is refused; the same origin with its default port spelled out or its host in capitals
+// passes.
+TEST_F(AccountsApiTest, OriginMustMatchSchemeHostAndPort) {
+  auto b = Browser();
+  SignUp(*b, "alice@example.test");
+  const std::string base = app_->base_url();  // http://127.0.0.1:<port>
+  ASSERT_TRUE(base.starts_with("http://")) << base;
+  const std::string authority = base.substr(std::string("http://").size());
+  const std::string port = authority.substr(authority.rfind(':') + 1);
+  for (const std::string& origin :
+       {"https://" + authority, "http://127.0.0.1:" + std::to_string(std::stoi(port) + 1),
+        std::string("http://127.0.0.1"), "HTTP://" + authority, base + "/",
+        "http://evil@" + authority, "http://" + authority + ".evil.example", std::string("null")}) {
+    ExpectProblem(b->PostJson("/api/v1/tokens", {{"name", "evil"}}, {"Origin: " + origin}), 403,
+                  "origin_mismatch");
+  }
+  EXPECT_EQ(b->Get("/api/v1/tokens").Json()["total"], 0);
+  EXPECT_EQ(b->PostJson("/api/v1/tokens", {{"name", "mine"}}, {"Origin: " + base}).status, 201);
+}
+
 TEST_F(AccountsApiTest, ApiTokensAuthenticateUntilDeleted) {
   auto b = Browser();
   SignUp(*b, "alice@example.test");
