@@ -231,6 +231,18 @@ class RecordingEngine : public ContainerEngine {
     return containers_;
   }
   core::Result<bool> ImageExists(std::string_view, Timeout) override { return true; }
+  core::Result<void> CreateNetwork(const NetworkSpec& spec, Timeout) override {
+    Log("create_network " + spec.name);
+    return {};
+  }
+  core::Result<void> RemoveNetwork(std::string_view name, Timeout) override {
+    Log("remove_network " + std::string(name));
+    return {};
+  }
+  core::Result<std::vector<NetworkInfo>> ListNetworks(const std::map<std::string, std::string>&,
+                                                      Timeout) override {
+    return std::vector<NetworkInfo>{};
+  }
   core::Result<std::string> CreateExec(std::string_view id, const ExecSpec&, Timeout) override {
     Log("exec " + std::string(id));
     // As an engine that runs execs outside the container does: the guard refuses to write.

@@ -73,6 +73,26 @@ struct ContainerSpec {
   std::string ssh_bind_address = "127.0.0.1";
   /// `HostConfig.RestartPolicy.Name`: "no", "always", "unless-stopped" or "on-failure".
   std::string restart_policy = "unless-stopped";
+  /// `HostConfig.NetworkMode`: the network the container is attached to (one made with
+  /// CreateNetwork); empty: the engine's default bridge.
+  std::string network;
+};
+
+/// What to create: the body of `POST /networks/create` (Docker Engine API v1.41), reduced to what
+/// an instance network needs: a bridge of its own.
+struct NetworkSpec {
+  /// The network name; unique on the engine. Also the name of the host's bridge interface
+  /// (`com.docker.network.bridge.name`), so at most 15 characters.
+  std::string name;
+  /// `Labels`; ListNetworks filters on them.
+  std::map<std::string, std::string> labels;
+};
+
+/// What the engine says about one network.
+struct NetworkInfo {
+  std::string id;
+  std::string name;
+  std::map<std::string, std::string> labels;
 };
 
 /// What the engine says about one container (Docker Engine API v1.41).
@@ -218,6 +238,20 @@ class ContainerEngine {
   /// ssh_port; exit_code, started_at, finished_at, oom_killed and error are filled only by
   /// InspectContainer. Order unspecified.
   virtual core::Result<std::vector<ContainerInfo>> ListContainers(
+      const std::map<std::string, std::string>& label_filter, Timeout timeout) = 0;
+
+  /// `POST /networks/create`: creates a bridge network from `spec` (the engine picks its subnet).
+  /// Errors: kAlreadyExists "network_exists" (the name is taken; nothing changed),
+  /// kInvalidArgument "invalid_network_spec" (no name, or a name longer than 15 characters).
+  virtual core::Result<void> CreateNetwork(const NetworkSpec& spec, Timeout timeout) = 0;
+
+  /// `DELETE /networks/{name}`. Idempotent: a network that does not exist is success. Errors:
+  /// kFailedPrecondition "network_in_use" (a container is still attached).
+  virtual core::Result<void> RemoveNetwork(std::string_view name, Timeout timeout) = 0;
+
+  /// `GET /networks?filters={"label":[…]}`: every network that carries all of `label_filter`'s
+  /// labels (an empty value matches the label with any value). Order unspecified.
+  virtual core::Result<std::vector<NetworkInfo>> ListNetworks(
       const std::map<std::string, std::string>& label_filter, Timeout timeout) = 0;
 
   /// `GET /images/{name}/json`: whether the image is on the engine (true) or not (false).

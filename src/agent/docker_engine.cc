@@ -334,6 +334,7 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
   if (spec.nano_cpus > 0) host_config["NanoCpus"] = spec.nano_cpus;
   if (spec.pids_limit > 0) host_config["PidsLimit"] = spec.pids_limit;
   if (spec.gpu) host_config["Runtime"] = "nvidia";
+  if (!spec.network.empty()) host_config["NetworkMode"] = spec.network;
   json body = {
       {"Image", spec.image},
       {"Labels", spec.labels},
@@ -457,6 +458,77 @@ core::Result<std::vector<ContainerInfo>> DockerEngine::ListContainers(
     if (j.is_null()) return out;
     for (const json& entry : j.get_ref<const json::array_t&>()) {
       out.push_back(InfoFromListEntry(entry));
+    }
+    return out;
+  } catch (const json::exception& e) {
+    return core::Fail(BadResponse(kRequest, Where(), e.what()));
+  }
+}
+
+core::Result<void> DockerEngine::CreateNetwork(const NetworkSpec& spec, Timeout timeout) {
+  if (spec.name.empty() || spec.name.size() > 15) {
+    return core::InvalidArgument(
+        "invalid_network_spec",
+        fmt::format("a network name is 1 to 15 characters (it names the bridge): \"{}\"",
+                    Printable(spec.name, 64)));
+  }
+  constexpr std::string_view kRequest = "POST /networks/create";
+  const json body = {
+      {"Name", spec.name},
+      {"Driver", "bridge"},
+      {"CheckDuplicate", true},
+      {"Labels", spec.labels},
+      {"Options", {{"com.docker.network.bridge.name", spec.name}}},
+  };
+  GPUWERK_ASSIGN_OR_RETURN(
+      Response r, Call("POST", "/networks/create", body.dump(), "application/json", timeout));
+  if (r.status == 201 || r.status == 200) return {};
+  const EngineMessage m = ParseEngineMessage(r.body);
+  if (r.status == 409 || m.cause == "network already exists" ||
+      m.message.find("already exists") != std::string::npos) {
+    return core::Fail(ErrorCode::kAlreadyExists, "network_exists",
+                      fmt::format("a network named \"{}\" already exists on the engine at {}",
+                                  Printable(spec.name, 64), Where()));
+  }
+  return core::Fail(StatusError(r.status, r.body, kRequest, Where()));
+}
+
+core::Result<void> DockerEngine::RemoveNetwork(std::string_view name, Timeout timeout) {
+  if (name.empty()) return core::InvalidArgument("invalid_argument", "network name is empty");
+  const std::string request = fmt::format("DELETE /networks/{}", Printable(name, 80));
+  GPUWERK_ASSIGN_OR_RETURN(
+      Response r,
+      Call("DELETE", fmt::format("/networks/{}", PercentEncode(name)), "", "", timeout));
+  if (r.status == 204 || r.status == 200 || r.status == 404) return {};
+  const EngineMessage m = ParseEngineMessage(r.body);
+  if (r.status == 409 || m.cause == "network is being used") {
+    return core::Fail(ErrorCode::kFailedPrecondition, "network_in_use",
+                      fmt::format("container engine at {} answered {} to {}: {}", Where(), r.status,
+                                  request, Printable(m.message)));
+  }
+  return core::Fail(StatusError(r.status, r.body, request, Where()));
+}
+
+core::Result<std::vector<NetworkInfo>> DockerEngine::ListNetworks(
+    const std::map<std::string, std::string>& label_filter, Timeout timeout) {
+  constexpr std::string_view kRequest = "GET /networks";
+  std::string path = "/networks";
+  if (!label_filter.empty()) {
+    json labels = json::array();
+    for (const auto& [key, value] : label_filter) {
+      labels.push_back(value.empty() ? key : key + "=" + value);
+    }
+    path += "?filters=" + PercentEncode(json{{"label", labels}}.dump());
+  }
+  GPUWERK_ASSIGN_OR_RETURN(Response r, Call("GET", path, "", "", timeout));
+  if (r.status != 200) return core::Fail(StatusError(r.status, r.body, kRequest, Where()));
+  try {
+    const json j = json::parse(r.body);
+    std::vector<NetworkInfo> out;
+    if (j.is_null()) return out;
+    for (const json& entry : j.get_ref<const json::array_t&>()) {
+      out.push_back(
+          {.id = Str(entry, "Id"), .name = Str(entry, "Name"), .labels = Labels(entry, "Labels")});
     }
     return out;
   } catch (const json::exception& e) {

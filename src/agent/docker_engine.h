@@ -56,6 +56,10 @@ class DockerEngine final : public ContainerEngine {
   core::Result<std::vector<ContainerInfo>> ListContainers(
       const std::map<std::string, std::string>& label_filter, Timeout timeout) override;
   core::Result<bool> ImageExists(std::string_view name, Timeout timeout) override;
+  core::Result<void> CreateNetwork(const NetworkSpec& spec, Timeout timeout) override;
+  core::Result<void> RemoveNetwork(std::string_view name, Timeout timeout) override;
+  core::Result<std::vector<NetworkInfo>> ListNetworks(
+      const std::map<std::string, std::string>& label_filter, Timeout timeout) override;
   core::Result<std::string> CreateExec(std::string_view id, const ExecSpec& spec,
                                        Timeout timeout) override;
   core::Result<ExecOutput> StartExec(std::string_view exec_id, Timeout timeout) override;

@@ -21,6 +21,7 @@
 
 #include "agent/authorized_keys.h"
 #include "agent/instance_limits.h"
+#include "agent/network_isolation.h"
 #include "core/strings.h"
 
 namespace gpuwerk::agent {
@@ -93,6 +94,10 @@ class DockerEngineTest : public ::testing::Test {
     if (!run_id_.empty()) {
       Shell("podman ps -a -q --filter label=" + std::string(kRunLabel) + "=" + run_id_ +
             " | xargs -r podman rm -f -t 0");
+    }
+    if (!run_id_.empty()) {
+      Shell("podman network ls -q --filter label=" + std::string(kRunLabel) + "=" + run_id_ +
+            " | xargs -r podman network rm -f");
     }
     if (engine_started_) Shell(SourceDir() + "/scripts/engine.sh stop " + dir_.string());
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -308,6 +313,48 @@ TEST_F(DockerEngineTest, InstanceKeepsOnlyItsCapabilitiesAndLimits) {
   ASSERT_TRUE(info) << info.error().message;
   EXPECT_EQ(info->state, ContainerState::kRunning);
   EXPECT_FALSE(info->oom_killed);
+}
+
+// An instance network: created once (a second create says network_exists), listed by label, the
+// container joins it instead of the default bridge and gets an address there, it cannot go while
+// the container is attached, and removing it is idempotent.
+TEST_F(DockerEngineTest, InstanceNetworkIsCreatedJoinedAndRemoved) {
+  const NetworkSpec network{.name = InstanceNetworkName(run_id_),
+                            .labels = {{kRunLabel, run_id_}, {"io.gpuwerk.network", "x"}}};
+  ASSERT_TRUE(engine_->CreateNetwork(network, kCallTimeout));
+  auto again = engine_->CreateNetwork(network, kCallTimeout);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().api_code, "network_exists");
+  EXPECT_EQ(
+      engine_->CreateNetwork({.name = "gwi-name-far-too-long"}, kCallTimeout).error().api_code,
+      "invalid_network_spec");
+  auto listed = engine_->ListNetworks({{kRunLabel, run_id_}}, kCallTimeout);
+  ASSERT_TRUE(listed) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0).name, network.name);
+  EXPECT_EQ(listed->at(0).labels.at("io.gpuwerk.network"), "x");
+
+  ContainerSpec spec = Spec("net");
+  spec.network = network.name;
+  auto id = engine_->CreateContainer(spec, kCallTimeout);
+  ASSERT_TRUE(id) << id.error().message;
+  ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
+  Output joined = Podman(
+      "inspect --format '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} "
+      "{{$v.IPAddress}}{{end}}' " +
+      *id);
+  ASSERT_EQ(joined.rc, 0) << joined.text;
+  EXPECT_TRUE(joined.text.starts_with(network.name + " 10.")) << joined.text;
+
+  auto busy = engine_->RemoveNetwork(network.name, kCallTimeout);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().api_code, "network_in_use") << busy.error().message;
+  ASSERT_TRUE(engine_->RemoveContainer(*id, true, kCallTimeout));
+  EXPECT_TRUE(engine_->RemoveNetwork(network.name, kCallTimeout));
+  EXPECT_TRUE(engine_->RemoveNetwork(network.name, kCallTimeout));  // already gone
+  listed = engine_->ListNetworks({{kRunLabel, run_id_}}, kCallTimeout);
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_TRUE(listed->empty());
 }
 
 TEST_F(DockerEngineTest, RunningContainerIsNotRemovedWithoutForce) {
