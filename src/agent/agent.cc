@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "agent/authorized_keys.h"
 #include "agent/login_probe.h"
+#include "agent/network_isolation.h"
 #include "core/encoding.h"
 
 namespace gpuwerk::agent {
@@ -367,6 +369,18 @@ void Agent::Create(const DesiredContainer& d) {
                   d.instance_id, d.node_index, Describe(e));
     failures_.push_back({d.instance_id, d.node_index, e.api_code, step + ": " + e.message});
   };
+  if (options_.instance_networks) {
+    spec.network = InstanceNetworkName(d.instance_id);
+    NetworkSpec network{.name = spec.network, .labels = options_.extra_labels};
+    network.labels[std::string(kNetworkInstanceLabel)] = d.instance_id;
+    network.labels[std::string(kHostLabel)] = host_id_;
+    // A network left by an earlier try, or made by the agent of the instance's other node on
+    // the same engine, serves as it is.
+    if (auto made = engine_.CreateNetwork(network, options_.engine_timeout);
+        !made && made.error().api_code != "network_exists") {
+      return fail(made.error(), "creating the instance network");
+    }
+  }
   auto id = engine_.CreateContainer(spec, options_.engine_timeout);
   if (!id) return fail(id.error(), "create");
   // The keys go in before the first start (C05); then start. Either failing: nothing left.
@@ -511,6 +525,33 @@ bool Agent::Apply(const std::vector<Action>& actions) {
   return !actions.empty();
 }
 
+void Agent::SweepNetworks() {
+  auto filter = options_.extra_labels;
+  filter[std::string(kNetworkInstanceLabel)] = "";
+  filter[std::string(kHostLabel)] = host_id_;
+  auto networks = engine_.ListNetworks(filter, options_.engine_timeout);
+  if (!networks) {
+    spdlog::warn("agent: cannot list instance networks: {}", Describe(networks.error()));
+    return;
+  }
+  std::set<std::string> in_use;
+  for (const auto& c : observed_) {
+    if (auto it = c.labels.find(std::string(kInstanceLabel)); it != c.labels.end()) {
+      in_use.insert(it->second);
+    }
+  }
+  for (const auto& d : desired_) in_use.insert(d.instance_id);
+  for (const NetworkInfo& n : *networks) {
+    auto it = n.labels.find(std::string(kNetworkInstanceLabel));
+    if (it == n.labels.end() || in_use.contains(it->second)) continue;
+    if (auto removed = engine_.RemoveNetwork(n.name, options_.engine_timeout); removed) {
+      spdlog::info("agent: removed network {} (instance {})", n.name, it->second);
+    } else if (removed.error().api_code != "network_in_use") {
+      spdlog::warn("agent: cannot remove network {}: {}", n.name, Describe(removed.error()));
+    }
+  }
+}
+
 protocol::AgentSyncRequest Agent::BuildRequest() const {
   protocol::AgentSyncRequest request;
   request.agent_version = options_.agent_version;
@@ -553,6 +594,7 @@ core::Result<bool> Agent::RunOnce() {
       const bool acted = Apply(Reconcile(desired_, observed_, Applied()));
       if (acted) Observe();
       if (SyncAuthorizedKeys()) Observe();
+      if (options_.instance_networks && engine_ok_) SweepNetworks();
     }
   }
   protocol::AgentSyncRequest request = BuildRequest();

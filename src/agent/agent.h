@@ -61,6 +61,12 @@ struct AgentOptions {
   /// `limits`. Default-constructed: no limits and kInstanceCapabilities.
   InstanceLimits instance_limits{
       .capabilities = {kInstanceCapabilities.begin(), kInstanceCapabilities.end()}};
+  /// Whether each instance's containers get a network of their own (InstanceNetworkName,
+  /// labelled kNetworkInstanceLabel and kHostLabel plus `extra_labels`) instead of the engine's
+  /// default bridge; the agent removes it once no container of the instance is left on the
+  /// engine. The filter rules between those networks are the host's (InstallNetworkIsolation,
+  /// done by the command that starts the agent). Default false: the engine's default bridge.
+  bool instance_networks = false;
 };
 
 /// A create that failed for good, for the sync request's `failures`.
@@ -137,6 +143,9 @@ class Agent {
   void WatchLoop();
   bool Apply(const std::vector<Action>& actions);
   void Create(const DesiredContainer& d);
+  /// Removes this host's instance networks whose instance has no container on the engine and
+  /// is not desired here (instance_networks).
+  void SweepNetworks();
   /// Rewrites authorized_keys of the running or created containers whose desired key lines
   /// changed since they were last written (a relay key added, a person's access removed: C09).
   /// Returns whether it wrote any.

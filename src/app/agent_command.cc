@@ -16,6 +16,7 @@
 #include "agent/docker_engine.h"
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
+#include "agent/network_isolation.h"
 #include "app/agent_config.h"
 #include "app/command_config.h"
 #include "core/logging.h"
@@ -82,6 +83,20 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_limits = std::move(*limits);
+  auto isolation = agent::ParseNetworkIsolation(f.instance_network_isolation,
+                                                f.instance_network_deny, f.instance_network_allow);
+  if (!isolation) {
+    std::fprintf(stderr, "gpuwerk agent: %s\n", isolation.error().message.c_str());
+    return 2;
+  }
+  options.instance_networks = isolation->enabled;
+  if (std::string gap = agent::PrepareNetworkIsolation(*isolation); !gap.empty()) {
+    spdlog::error("agent: {}", gap);
+    options.instance_limits.not_enforced.push_back(std::move(gap));
+  } else {
+    spdlog::info("agent: instance networks isolated; denied {}; allowed {}",
+                 fmt::join(isolation->deny, ","), fmt::join(isolation->allow, ","));
+  }
   spdlog::info("agent: {} GPU(s), nvml {}, {} CPUs; server {}, engine {}", inventory.gpus.size(),
                inventory.nvml, inventory.cpus, f.server_url, f.engine);
   spdlog::info("agent: instance limits: memory {} bytes, {} CPUs, {} pids, capabilities {}",

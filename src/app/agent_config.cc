@@ -71,6 +71,29 @@ const std::vector<Option<AgentConfig>>& AgentOptions() {
        .details = "Containers keep only the capabilities a root login through sshd needs "
                   "(docs/isolation.md lists them and why); NET_RAW lets a tenant forge packets "
                   "on the instance's network."},
+      {.key = "instance_network_isolation",
+       .field = &C::instance_network_isolation,
+       .help = "on: each instance gets a network of its own, filtered so that it reaches the "
+               "internet and its own ports only (needs iptables); off: the engine's default "
+               "bridge, unfiltered",
+       .details = "The rules and what they do not cover are in docs/isolation.md. When the rules "
+                  "cannot be installed the host's inventory says so."},
+      {.key = "instance_network_deny",
+       .field = &C::instance_network_deny,
+       .help = "a destination range (CIDR) instances may not reach, besides other instances and "
+               "this host; repeat the flag for several",
+       .flag = "--instance-network-deny",
+       .shown_default = "private, shared, link-local ranges",
+       .details = "The default: 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10, "
+                  "169.254.0.0/16 (cloud metadata), fc00::/7, fe80::/10. Setting the option "
+                  "replaces the whole list."},
+      {.key = "instance_network_allow",
+       .field = &C::instance_network_allow,
+       .help = "a destination (CIDR) instances may reach although the deny list or the host rule "
+               "refuses it, e.g. the site's DNS resolver or a package mirror; repeat the flag for "
+               "several",
+       .flag = "--instance-network-allow",
+       .details = "Never opens another instance's network."},
   };
   return kOptions;
 }

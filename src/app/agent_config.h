@@ -27,6 +27,12 @@ struct AgentConfig {
   std::string instance_cpus_reserved = "1";                  ///< left to the host
   int instance_pids_limit = 4096;
   std::vector<std::string> instance_add_capabilities;  ///< e.g. NET_RAW
+  // Instance networks (agent/network_isolation.h NetworkIsolationSettings; docs/isolation.md).
+  std::string instance_network_isolation = "on";  ///< on | off
+  std::vector<std::string> instance_network_deny{
+      "10.0.0.0/8",     "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+      "169.254.0.0/16", "fc00::/7",      "fe80::/10"};  ///< CIDRs an instance may not reach
+  std::vector<std::string> instance_network_allow;      ///< CIDRs it may reach all the same
 };
 
 /// The options of `gpuwerk agent`, one declaration each (app/options.h).

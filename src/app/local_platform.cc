@@ -18,6 +18,7 @@
 #include "agent/agent_client.h"
 #include "agent/docker_engine.h"
 #include "agent/inventory.h"
+#include "agent/network_isolation.h"
 #include "app/containers_conf.h"
 #include "app/options.h"
 #include "app/store_relay_access.h"
@@ -269,6 +270,14 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   auto limits = agent::ResolveInstanceLimits({}, inventory.memory_bytes, inventory.cpus);
   if (!limits) return core::Fail(limits.error());
   agent_options.instance_limits = std::move(*limits);
+  // Instance networks with the default filter rules (docs/isolation.md); the relay reaches the
+  // instances' sshd through their published ports on 127.0.0.1, which the rules let through.
+  const agent::NetworkIsolationSettings isolation;
+  agent_options.instance_networks = isolation.enabled;
+  if (std::string gap = agent::PrepareNetworkIsolation(isolation); !gap.empty()) {
+    spdlog::error("up: {}", gap);
+    agent_options.instance_limits.not_enforced.push_back(std::move(gap));
+  }
   spdlog::info("up: local agent for host {} ({} GPU(s), nvml {}), engine {} ({})", p.host_name,
                inventory.gpus.size(), inventory.nvml, p.engine_url, p.engine_origin);
   p.agent =
