@@ -516,6 +516,7 @@ bool Agent::Apply(const std::vector<Action>& actions) {
       case ActionKind::kRemove:
         if (auto r = engine_.RemoveContainer(a.container_id, true, options_.engine_timeout); r) {
           spdlog::info("agent: removed {}", a.container_id);
+          sweep_networks_now_ = true;  // its network may be free now
         } else {
           spdlog::error("agent: removal of {} failed: {}", a.container_id, Describe(r.error()));
         }
@@ -594,7 +595,16 @@ core::Result<bool> Agent::RunOnce() {
       const bool acted = Apply(Reconcile(desired_, observed_, Applied()));
       if (acted) Observe();
       if (SyncAuthorizedKeys()) Observe();
-      if (options_.instance_networks && engine_ok_) SweepNetworks();
+      // After a removal, and once a minute for networks left behind (an agent killed between
+      // creating a network and its container): not every round, which would add an engine call
+      // to each.
+      const auto now = std::chrono::steady_clock::now();
+      if (options_.instance_networks && engine_ok_ &&
+          (sweep_networks_now_ || now >= next_network_sweep_)) {
+        SweepNetworks();
+        sweep_networks_now_ = false;
+        next_network_sweep_ = now + std::chrono::minutes(1);
+      }
     }
   }
   protocol::AgentSyncRequest request = BuildRequest();

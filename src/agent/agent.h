@@ -146,6 +146,11 @@ class Agent {
   /// Removes this host's instance networks whose instance has no container on the engine and
   /// is not desired here (instance_networks).
   void SweepNetworks();
+  /// When SweepNetworks runs next: after a removal, else a minute after the last sweep (the
+  /// first a minute after the start).
+  bool sweep_networks_now_ = false;
+  std::chrono::steady_clock::time_point next_network_sweep_ =
+      std::chrono::steady_clock::now() + std::chrono::minutes(1);
   /// Rewrites authorized_keys of the running or created containers whose desired key lines
   /// changed since they were last written (a relay key added, a person's access removed: C09).
   /// Returns whether it wrote any.
