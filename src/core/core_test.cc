@@ -7,10 +7,26 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "core/time_format.h"
 
 namespace gpuwerk::core {
 namespace {
+
+TEST(UnsafeTextTest, RefusesControlsBidiAndLineSeparators) {
+  for (char32_t cp : {0x00u, 0x09u, 0x0au, 0x1fu, 0x7fu, 0x80u, 0x85u, 0x9fu, 0x200bu, 0x200fu,
+                      0x202au, 0x202eu, 0x2066u, 0x2069u, 0x2028u, 0x2029u}) {
+    EXPECT_TRUE(IsUnsafeTextCodePoint(cp)) << static_cast<uint32_t>(cp);
+  }
+  for (char32_t cp : {0x20u, 0x7eu, 0xa0u, 0xe9u, 0x2010u, 0x2030u, 0x2070u, 0x1f600u}) {
+    EXPECT_FALSE(IsUnsafeTextCodePoint(cp)) << static_cast<uint32_t>(cp);
+  }
+  EXPECT_FALSE(HasUnsafeText("caf\u00e9 \u2713 plain"));
+  EXPECT_TRUE(HasUnsafeText("evil \u202e txet"));
+  EXPECT_TRUE(HasUnsafeText("next\u0085line"));
+  EXPECT_TRUE(HasUnsafeText("line\u2028sep"));
+  EXPECT_TRUE(HasUnsafeText("tab\there"));
+}
 
 TEST(TimeFormatTest, RoundTripsRfc3339) {
   EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");

@@ -23,4 +23,41 @@ constexpr std::string_view TrimEnd(std::string_view s, std::string_view chars = 
   return last == std::string_view::npos ? s.substr(0, 0) : s.substr(0, last + 1);
 }
 
+/// Whether a person-supplied text field (a name, a description, a key comment) may not hold code
+/// point `cp`: C0 and C1 controls and DEL (U+0000–U+001F, U+007F–U+009F, NEL U+0085 among them),
+/// zero-width and direction marks (U+200B–U+200F), bidi embeddings, overrides and isolates
+/// (U+202A–U+202E, U+2066–U+2069) and the line and paragraph separators (U+2028, U+2029). They
+/// would make a listing, a log line or an authorized_keys line show other text than it holds.
+/// The one check for this; callers refuse or replace what it finds.
+constexpr bool IsUnsafeTextCodePoint(char32_t cp) {
+  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x200b && cp <= 0x200f) ||
+         (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x2028 ||
+         cp == 0x2029;
+}
+
+/// Whether UTF-8 `text` holds a code point IsUnsafeTextCodePoint refuses. Bytes that do not
+/// start a valid sequence are skipped (validity is the JSON parser's or the caller's check).
+constexpr bool HasUnsafeText(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80             ? 1
+                 : (c & 0xe0) == 0xc0 ? 2
+                 : (c & 0xf0) == 0xe0 ? 3
+                 : (c & 0xf8) == 0xf0 ? 4
+                                      : 0;
+    if (len == 0 || i + len > text.size()) {
+      ++i;
+      continue;
+    }
+    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k < len; ++k) {
+      cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+    }
+    if (IsUnsafeTextCodePoint(cp)) return true;
+    i += len;
+  }
+  return false;
+}
+
 }  // namespace gpuwerk::core

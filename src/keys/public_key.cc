@@ -157,8 +157,9 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
   }
 }
 
-/// Makes a comment safe to write into one authorized_keys line and into JSON: control
-/// characters become spaces, bytes that are not valid UTF-8 become '?', ends trimmed.
+/// Makes a comment safe to write into one authorized_keys line and into JSON: what
+/// core::IsUnsafeTextCodePoint refuses (controls, bidi and line separators) becomes a space, bytes
+/// that are not valid UTF-8 become '?', ends trimmed.
 std::string CleanComment(std::string_view in) {
   std::string out;
   out.reserve(in.size());
@@ -199,7 +200,10 @@ std::string CleanComment(std::string_view in) {
       ok = !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
            !(cp >= 0xd800 && cp <= 0xdfff) && cp <= 0x10ffff;
     }
-    if (ok) {
+    if (ok && core::IsUnsafeTextCodePoint(cp)) {
+      out.push_back(' ');
+      i += len;
+    } else if (ok) {
       out.append(in.substr(i, len));
       i += len;
     } else {

@@ -855,6 +855,12 @@ TEST(SshKeyParse, CommentsAreMadeSafe) {
            {"overlong \xC0\xAF", "overlong ??"},
            {"surrogate \xED\xA0\x80", "surrogate ???"},
            {"cut \xE2\x9C", "cut ??"},
+           // Bidi overrides and isolates, line separators and C1 controls (NEL) are replaced like
+           // the C0 controls (core::IsUnsafeTextCodePoint).
+           {"evil \u202E txet", "evil   txet"},
+           {"iso\u2066late\u2069", "iso late"},
+           {"line\u2028sep\u2029para", "line sep para"},
+           {"next\u0085line", "next line"},
        }) {
     auto key = ParsePublicKey(start + " " + c.comment);
     ASSERT_TRUE(key.has_value());

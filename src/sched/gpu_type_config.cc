@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "audit/audit_log.h"
+#include "core/strings.h"
 #include "sched/host_registry.h"
 #include "sched/instance_table.h"
 #include "sched/internal/gpu_type_table.h"
@@ -37,17 +38,12 @@ core::Result<void> ValidateChange(const GpuTypeChange& c) {
     }
   }
   if (c.description) {
-    // Invisible direction and zero-width characters (U+200B–U+200F, U+202A–U+202E,
-    // U+2066–U+2069) would make a listing show text other than what it holds.
-    static constexpr std::string_view kHidden[] = {"\u200b", "\u200c", "\u200d", "\u200e", "\u200f",
-                                                   "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
-                                                   "\u2066", "\u2067", "\u2068", "\u2069"};
-    for (std::string_view hidden : kHidden) {
-      if (c.description->find(hidden) != std::string::npos) {
-        return core::InvalidArgument(
-            "invalid_description",
-            "description must not contain invisible direction or zero-width characters.");
-      }
+    // Controls, invisible direction and zero-width characters and line separators would make a
+    // listing show text other than what it holds (core::IsUnsafeTextCodePoint).
+    if (core::HasUnsafeText(*c.description)) {
+      return core::InvalidArgument("invalid_description",
+                                   "description must be one line without control characters or "
+                                   "invisible direction or zero-width characters.");
     }
     size_t chars = 0;
     for (unsigned char ch : *c.description) {
