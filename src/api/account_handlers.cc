@@ -49,9 +49,23 @@ Answer SignUp(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"email", "password"}));
   GPUWERK_ASSIGN_OR_RETURN(auto c, CredentialsFrom(body));
+  GPUWERK_TRY(ctx.accounts.SignUp(c.email, c.password, Authenticator::CallerOf(call.req)));
+  // The same answer whether or not the address has an account (docs/accounts.md "Sign-up").
+  return Response::Json(
+      202, {{"status", "accepted"},
+            {"message",
+             "Check your mail: open the link in it to confirm the address and set your "
+             "password. If the address already has an account, the mail says how to sign in."}});
+}
+
+Answer ConsumeAddressProof(ApiContext& ctx, Call& call) {
+  GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"token", "password"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto token, RequireString(body, "token", 256));
+  GPUWERK_ASSIGN_OR_RETURN(auto password, RequireString(body, "password", 4096));
   GPUWERK_ASSIGN_OR_RETURN(
-      auto s, ctx.accounts.SignUp(c.email, c.password, Authenticator::CallerOf(call.req)));
-  return SignedIn(ctx, s, 201);
+      auto s, ctx.accounts.ProveAddress(token, password, Authenticator::CallerOf(call.req)));
+  return SignedIn(ctx, s, 200);
 }
 
 Answer LogIn(ApiContext& ctx, Call& call) {

@@ -20,6 +20,7 @@ namespace h = handlers;
 constexpr auto kRoutes = std::to_array<ApiRoute>({
     // Accounts and sign-in (R-1, R-2, R-3; docs/api.md "Accounts").
     {"POST", "/api/v1/auth/signup", kPublic, h::SignUp},
+    {"POST", "/api/v1/auth/prove-address/consume", kPublic, h::ConsumeAddressProof},
     {"POST", "/api/v1/auth/login", kPublic, h::LogIn},
     {"POST", "/api/v1/auth/logout", kPublic, h::LogOut},
     {"POST", "/api/v1/auth/magic-link", kPublic, h::RequestMagicLink},
@@ -33,6 +34,8 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/auth/magic-link", kPublic, h::MagicLinkForm},
     {"GET", "/auth/reset-password", kPublic, h::ResetPasswordPage},
     {"POST", "/auth/reset-password", kPublic, h::ResetPasswordForm},
+    {"GET", "/auth/prove-address", kPublic, h::AddressProofPage},
+    {"POST", "/auth/prove-address", kPublic, h::AddressProofForm},
     {"GET", "/", kPublic, h::HomePage},
     {"GET", "/home.js", kPublic, h::HomeScript},
 

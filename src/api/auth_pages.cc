@@ -122,5 +122,41 @@ Answer ResetPasswordForm(ApiContext& ctx, Call& call) {
   return r;
 }
 
+Answer AddressProofPage(ApiContext&, Call& call) {
+  return LinkPage(call.req, "Confirm your address", "Confirm your address",
+                  "<p>Set the account's password to confirm that this address is yours. "
+                  "Whoever confirms it owns the account: any earlier password, API tokens and "
+                  "SSH keys of it are removed.</p>"
+                  "<form method=\"post\" action=\"/auth/prove-address\">{}"
+                  "<label>Password (at least 8 characters)"
+                  "<input type=\"password\" name=\"password\" minlength=\"8\" required "
+                  "autocomplete=\"new-password\"></label>"
+                  "<button type=\"submit\">Confirm and sign in</button></form>");
+}
+
+Answer AddressProofForm(ApiContext& ctx, Call& call) {
+  const Request& req = call.req;
+  if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
+    return Page(403, "Confirm your address",
+                "<p class=\"error\">This request came from another site.</p>");
+  }
+  auto fields = FormFields(req);
+  auto s = ctx.accounts.ProveAddress(Field(fields, "token"), Field(fields, "password"),
+                                     Authenticator::CallerOf(req));
+  if (!s) {
+    std::string retry;
+    if (s.error().api_code == "weak_password" || s.error().api_code == "invalid_password") {
+      retry = fmt::format("<p><a href=\"/auth/prove-address?token={}\">Try again</a></p>",
+                          core::HtmlEscape(Field(fields, "token")));
+    }
+    return Page(
+        400, "Confirm your address",
+        fmt::format("<p class=\"error\">{}</p>{}", core::HtmlEscape(s.error().message), retry));
+  }
+  Response r = Response::Redirect("/");
+  r.AddHeader("Set-Cookie", ctx.authn.SessionCookie(*s, ctx.clock.NowUnix()));
+  return r;
+}
+
 }  // namespace handlers
 }  // namespace gpuwerk::api

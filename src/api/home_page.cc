@@ -94,7 +94,7 @@ const form = () => Object.fromEntries(new FormData($('sign-in')));
 $('sign-in').onsubmit = async (ev) => { ev.preventDefault();
   try { await api('POST', '/api/v1/auth/login', form()); say(''); show(); } catch (e) { say(e.message, true); } };
 $('sign-up').onclick = async () => {
-  try { await api('POST', '/api/v1/auth/signup', form()); say('Account created.'); show(); } catch (e) { say(e.message, true); } };
+  try { const r = await api('POST', '/api/v1/auth/signup', form()); say(r.message); } catch (e) { say(e.message, true); } };
 $('magic-link').onclick = async () => {
   try { await api('POST', '/api/v1/auth/magic-link', {email: form().email}); say('If the address has an account, a sign-in link is on its way.'); } catch (e) { say(e.message, true); } };
 $('forgot').onclick = async () => {

@@ -10,34 +10,66 @@
 namespace gpuwerk::auth {
 namespace {
 
+/// A mail with one link: `intro`, the link, then `expiry` ("The link works once and expires
+/// in …") and `outro`.
 mail::Mail LinkMail(std::string_view to, std::string_view subject, std::string_view intro,
-                    std::string_view button, std::string_view link, int minutes_valid) {
+                    std::string_view button, std::string_view link, std::string_view expiry,
+                    std::string_view outro = "If you did not ask for it, ignore this mail.") {
   mail::Mail m;
   m.to = std::string(to);
   m.subject = std::string(subject);
-  m.text_body = fmt::format(
-      "{}\n\n{}\n\nThe link works once and expires in {} minutes. If you did not ask for it, "
-      "ignore this mail.\n\n-- gpuwerk\n",
-      intro, link, minutes_valid);
+  m.text_body = fmt::format("{}\n\n{}\n\nThe link works once and expires in {}. {}\n\n-- gpuwerk\n",
+                            intro, link, expiry, outro);
   m.html_body = fmt::format(
-      "<p>{}</p><p><a href=\"{}\">{}</a></p><p>The link works once and expires in {} minutes. "
-      "If you did not ask for it, ignore this mail.</p><p>-- gpuwerk</p>",
-      core::HtmlEscape(intro), core::HtmlEscape(link), core::HtmlEscape(button), minutes_valid);
+      "<p>{}</p><p><a href=\"{}\">{}</a></p><p>The link works once and expires in {}. {}</p>"
+      "<p>-- gpuwerk</p>",
+      core::HtmlEscape(intro), core::HtmlEscape(link), core::HtmlEscape(button),
+      core::HtmlEscape(expiry), core::HtmlEscape(outro));
   return m;
 }
+
+std::string Minutes(int minutes) { return fmt::format("{} minutes", minutes); }
 
 }  // namespace
 
 mail::Mail MagicLinkMail(std::string_view to, std::string_view link, int minutes_valid) {
   return LinkMail(to, "Your gpuwerk sign-in link",
                   "Open this link to sign in to gpuwerk:", "Sign in to gpuwerk", link,
-                  minutes_valid);
+                  Minutes(minutes_valid));
 }
 
 mail::Mail PasswordResetMail(std::string_view to, std::string_view link, int minutes_valid) {
   return LinkMail(to, "Set your gpuwerk password",
                   "Open this link to set a new password:", "Set a new password", link,
-                  minutes_valid);
+                  Minutes(minutes_valid));
+}
+
+mail::Mail AddressProofMail(std::string_view to, std::string_view link, int hours_valid) {
+  return LinkMail(to, "Confirm your gpuwerk address",
+                  "Someone signed up for gpuwerk with this address. Open this link to confirm "
+                  "that it is yours and set the account's password:",
+                  "Confirm the address", link, fmt::format("{} hours", hours_valid),
+                  "Whoever confirms the address owns the account: its earlier password, API "
+                  "tokens and SSH keys are removed. If you did not sign up, ignore this mail; the "
+                  "account can do nothing until the address is confirmed.");
+}
+
+mail::Mail SignUpAttemptMail(std::string_view to, std::string_view sign_in_url) {
+  mail::Mail m;
+  m.to = std::string(to);
+  m.subject = "gpuwerk: someone tried to sign up with your address";
+  m.text_body = fmt::format(
+      "Someone tried to sign up for gpuwerk with this address, which already has an account. "
+      "Nothing was changed.\n\nIf it was you, sign in at {} (use \"forgot password\" there if "
+      "you do not know the password). If it was not you, ignore this mail.\n\n-- gpuwerk\n",
+      sign_in_url);
+  m.html_body = fmt::format(
+      "<p>Someone tried to sign up for gpuwerk with this address, which already has an account. "
+      "Nothing was changed.</p><p>If it was you, <a href=\"{}\">sign in</a> (use \"forgot "
+      "password\" there if you do not know the password). If it was not you, ignore this "
+      "mail.</p><p>-- gpuwerk</p>",
+      core::HtmlEscape(sign_in_url));
+  return m;
 }
 
 mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url) {

@@ -10,6 +10,11 @@ namespace gpuwerk::auth {
 mail::Mail MagicLinkMail(std::string_view to, std::string_view link, int minutes_valid);
 /// The password-reset link mail.
 mail::Mail PasswordResetMail(std::string_view to, std::string_view link, int minutes_valid);
+/// The link that proves a new account's address and sets its password (sign-up).
+mail::Mail AddressProofMail(std::string_view to, std::string_view link, int hours_valid);
+/// Sent to an address that has a proven account when someone signs up with it again, instead of
+/// a second account (so sign-up never reveals which addresses have accounts).
+mail::Mail SignUpAttemptMail(std::string_view to, std::string_view sign_in_url);
 /// Sent instead of a link when the address has no account (so the API never reveals which).
 mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url);
 

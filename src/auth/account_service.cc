@@ -86,12 +86,14 @@ core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& 
   return out;
 }
 
-core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_view password,
-                                            const Caller& caller) {
+core::Result<void> AccountService::SignUp(std::string_view email, std::string_view password,
+                                          const Caller& caller) {
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
   GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
+  // Hashed whether or not the address has an account, so the answer's timing tells nothing.
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
-  auto result = db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
+  bool mailed = false;
+  GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(
         auto retry, limiter_.RetryAfter(tx, options_.sign_ups_per_address, caller.address));
     if (retry) {
@@ -105,24 +107,72 @@ core::Result<SignIn> AccountService::SignUp(std::string_view email, std::string_
                   .is_operator = false,
                   .has_password = true,
                   .created_at = clock_.NowUnix()};
-    auto inserted = PersonTable::Insert(
-        tx, {.person = person, .email_norm = address.normalised, .password_hash = hash});
-    if (!inserted) {
-      if (inserted.error().code == ErrorCode::kAlreadyExists) {
-        return core::Fail(ErrorCode::kAlreadyExists, "email_taken",
-                          "An account with this email already exists. Sign in, or use "
-                          "'forgot password'.");
-      }
-      return std::unexpected(inserted.error());
+    GPUWERK_ASSIGN_OR_RETURN(
+        bool created,
+        PersonTable::InsertUnlessEmailTaken(
+            tx, {.person = person, .email_norm = address.normalised, .password_hash = hash}));
+    std::optional<PersonRow> existing;
+    if (!created) {
+      GPUWERK_ASSIGN_OR_RETURN(existing, PersonTable::FindByEmail(tx, address.normalised));
+      if (!existing) return core::Internal("a taken address has no account");
     }
-    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
-                                   {.actor_id = person.id,
-                                    .action = "person.sign_up",
-                                    .target = person.id,
-                                    .source_address = caller.address}));
-    return StartSignIn(tx, person, caller, "sign_up");
-  });
-  return result;
+    // The mail is what differs, never the answer: a new account gets the link that proves its
+    // address; an unproven one a fresh link (the mailbox's owner claims it); a proven one a
+    // notice. Over the recipient's mail limit nothing is sent, as for the other link mails.
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto full, limiter_.RetryAfter(tx, options_.link_mails_per_recipient, address.normalised));
+    if (!full) {
+      GPUWERK_TRY(limiter_.Record(tx, options_.link_mails_per_recipient, address.normalised));
+      mailed = true;
+      if (existing && existing->person.email_proven_at) {
+        GPUWERK_TRY(outbox_.Enqueue(
+            tx, SignUpAttemptMail(existing->person.email, options_.public_url + "/")));
+      } else {
+        GPUWERK_TRY(
+            IssueLink(tx, existing ? existing->person : person, LinkPurpose::kAddressProof));
+      }
+    } else {
+      spdlog::warn("auth: a sign-up mail over its recipient's hourly limit was not sent");
+    }
+    const std::string& target = existing ? existing->person.id : person.id;
+    return audit::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = existing ? "" : person.id,
+                               .action = existing ? "person.sign_up_taken" : "person.sign_up",
+                               .target = target,
+                               .source_address = caller.address});
+  }));
+  if (mailed && mail_enqueued_) mail_enqueued_();
+  return {};
+}
+
+core::Result<void> AccountService::IssueLink(Transaction& tx, const Person& person,
+                                             LinkPurpose purpose) {
+  const std::string token = core::RandomToken(rng_);
+  const int64_t now = clock_.NowUnix();
+  std::chrono::seconds lifetime = options_.magic_link_lifetime;
+  std::string_view path = "/auth/magic-link?token=";
+  if (purpose == LinkPurpose::kPasswordReset) {
+    lifetime = options_.reset_link_lifetime;
+    path = "/auth/reset-password?token=";
+  } else if (purpose == LinkPurpose::kAddressProof) {
+    lifetime = options_.proof_link_lifetime;
+    path = "/auth/prove-address?token=";
+  }
+  // Issuing a link voids the older unused links of the same purpose.
+  GPUWERK_TRY(LinkTokenTable::VoidUnused(tx, person.id, purpose));
+  GPUWERK_TRY(LinkTokenTable::Insert(tx, {.token_hash = TokenHash(token),
+                                          .person_id = person.id,
+                                          .purpose = purpose,
+                                          .created_at = now,
+                                          .expires_at = now + lifetime.count()}));
+  const std::string link = options_.public_url + std::string(path) + token;
+  const int minutes = static_cast<int>(lifetime.count() / 60);
+  mail::Mail mail = purpose == LinkPurpose::kMagicLink ? MagicLinkMail(person.email, link, minutes)
+                    : purpose == LinkPurpose::kPasswordReset
+                        ? PasswordResetMail(person.email, link, minutes)
+                        : AddressProofMail(person.email, link, minutes / 60);
+  GPUWERK_TRY(outbox_.Enqueue(tx, mail));
+  return {};
 }
 
 core::Result<void> AccountService::CheckSignInLimits(Transaction& tx, const std::string& email_norm,
@@ -243,22 +293,7 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
     }
     const Person& person = row->person;
     const bool magic = purpose == LinkPurpose::kMagicLink;
-    const auto lifetime = magic ? options_.magic_link_lifetime : options_.reset_link_lifetime;
-    const std::string token = core::RandomToken(rng_);
-    const int64_t now = clock_.NowUnix();
-    // Issuing a link voids the older unused links of the same purpose.
-    GPUWERK_TRY(LinkTokenTable::VoidUnused(tx, person.id, purpose));
-    GPUWERK_TRY(LinkTokenTable::Insert(tx, {.token_hash = TokenHash(token),
-                                            .person_id = person.id,
-                                            .purpose = purpose,
-                                            .created_at = now,
-                                            .expires_at = now + lifetime.count()}));
-    const int minutes = static_cast<int>(lifetime.count() / 60);
-    const std::string link = options_.public_url +
-                             (magic ? "/auth/magic-link?token=" : "/auth/reset-password?token=") +
-                             token;
-    GPUWERK_TRY(outbox_.Enqueue(tx, magic ? MagicLinkMail(person.email, link, minutes)
-                                          : PasswordResetMail(person.email, link, minutes)));
+    GPUWERK_TRY(IssueLink(tx, person, purpose));
     return audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = "",
@@ -318,6 +353,38 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
     person.has_password = true;
     return person;
   });
+}
+
+core::Result<SignIn> AccountService::ProveAddress(std::string_view token,
+                                                  std::string_view new_password,
+                                                  const Caller& caller) {
+  GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
+  GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
+  return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
+    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kAddressProof));
+    GPUWERK_ASSIGN_OR_RETURN(Claimed claimed, Claim(tx, person, hash));
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = person.id,
+                                    .action = "person.address_proven",
+                                    .target = person.id,
+                                    .source_address = caller.address,
+                                    .detail = {{"api_tokens_revoked", claimed.api_tokens}}}));
+    person.has_password = true;
+    if (!person.email_proven_at) person.email_proven_at = clock_.NowUnix();
+    return StartSignIn(tx, person, caller, "address_proof");
+  });
+}
+
+core::Result<AccountService::Claimed> AccountService::Claim(Transaction& tx, const Person& person,
+                                                            const std::string& password_hash) {
+  Claimed out;
+  GPUWERK_TRY(PersonTable::SetPasswordHash(tx, person.id, password_hash));
+  GPUWERK_ASSIGN_OR_RETURN(out.newly_proven,
+                           PersonTable::MarkEmailProven(tx, person.id, clock_.NowUnix()));
+  GPUWERK_ASSIGN_OR_RETURN(out.api_tokens, EndCredentials(tx, person.id, Principal{}));
+  GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
+                             ParseEmailAddress(person.email)->normalised));
+  return out;
 }
 
 core::Result<int64_t> AccountService::EndCredentials(Transaction& tx, const std::string& person_id,
@@ -501,7 +568,10 @@ core::Result<bool> AccountService::EnsureOperator(std::string_view email,
                                                                .email = address.display,
                                                                .is_operator = true,
                                                                .has_password = true,
-                                                               .created_at = clock_.NowUnix()},
+                                                               .created_at = clock_.NowUnix(),
+                                                               // The operator's address counts
+                                                               // as proven: the operator chose it.
+                                                               .email_proven_at = clock_.NowUnix()},
                                                     .email_norm = address.normalised,
                                                     .password_hash = hash}));
     if (created) {

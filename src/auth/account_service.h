@@ -23,8 +23,9 @@ namespace gpuwerk::auth {
 struct AccountOptions {
   std::string public_url = "http://127.0.0.1:8080";  ///< base of links in mails, no trailing /
   std::chrono::seconds sign_in_session_lifetime{30 * 24 * 3600};
-  std::chrono::seconds magic_link_lifetime{15 * 60};  ///< R-1: 15 min
-  std::chrono::seconds reset_link_lifetime{60 * 60};  ///< R-1: 60 min
+  std::chrono::seconds magic_link_lifetime{15 * 60};    ///< R-1: 15 min
+  std::chrono::seconds reset_link_lifetime{60 * 60};    ///< R-1: 60 min
+  std::chrono::seconds proof_link_lifetime{24 * 3600};  ///< address proof (sign-up): 24 h
   /// failed sign-ins per account (normalised email) and per source address.
   RateRule sign_in_failures_per_account{"sign_in_account", 5, std::chrono::minutes(15)};
   RateRule sign_in_failures_per_address{"sign_in_address", 20, std::chrono::minutes(15)};
@@ -58,9 +59,17 @@ class AccountService {
                  const PasswordHasher& hasher, mail::Outbox& outbox, AccountOptions options,
                  std::function<void()> mail_enqueued = {});
 
-  /// Creates an account and signs it in. Errors: invalid_email, weak_password,
-  /// kAlreadyExists "email_taken" (matched case-insensitively, C27).
-  core::Result<SignIn> SignUp(std::string_view email, std::string_view password, const Caller&);
+  /// Signs up `email` without telling whether it has an account (docs/accounts.md "Sign-up"):
+  /// a new address gets an unproven account with this password and a mailed link that proves
+  /// it (ProveAddress); an unproven account's address gets a fresh link (whoever proves the
+  /// mailbox claims it); a proven account's owner gets a notice and nothing changes. The
+  /// answer is the same for all three. Errors: invalid_email, weak_password, rate_limited.
+  core::Result<void> SignUp(std::string_view email, std::string_view password, const Caller&);
+  /// Consumes an address-proof link once: proves the address, sets `new_password`, ends every
+  /// sign-in session and API token the account had and voids its other links (the prover claims
+  /// the account), and signs in. Errors: invalid_link, weak_password.
+  core::Result<SignIn> ProveAddress(std::string_view token, std::string_view new_password,
+                                    const Caller&);
   /// Errors: kUnauthenticated "invalid_credentials" (same for unknown email and wrong password),
   /// kResourceExhausted "rate_limited".
   core::Result<SignIn> SignInWithPassword(std::string_view email, std::string_view password,
@@ -132,6 +141,19 @@ class AccountService {
   core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,
                                    const Caller& caller, std::string_view how);
   core::Result<void> MailLink(std::string_view email, const Caller& caller, LinkPurpose purpose);
+  /// Issues a link of `purpose` to `person` (voiding their older unused ones of that purpose)
+  /// and puts its mail in the outbox.
+  core::Result<void> IssueLink(store::Transaction& tx, const Person& person, LinkPurpose purpose);
+  /// What Claim ended.
+  struct Claimed {
+    bool newly_proven = false;  ///< the address was unproven until now
+    int64_t api_tokens = 0;     ///< API tokens revoked
+  };
+  /// The mailbox's owner takes the account: sets its password to `password_hash` ("" removes
+  /// it), marks the address proven, ends every sign-in session and API token, voids unused
+  /// links, and clears its failed sign-ins.
+  core::Result<Claimed> Claim(store::Transaction& tx, const Person& person,
+                              const std::string& password_hash);
   core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
                                    LinkPurpose purpose);
   /// rate_limited when the account's or the caller's failed sign-ins are used up.

@@ -54,6 +54,35 @@ class AccountServiceTest : public ::testing::Test {
       return row->Int(0);
     });
   }
+  /// The token of the newest link mailed to `to` whose URL has `path`; "" when none.
+  std::string LastLinkToken(const std::string& to, const std::string& path) {
+    auto bodies = *db_->Read([&](store::Transaction& tx) -> core::Result<std::vector<std::string>> {
+      GPUWERK_ASSIGN_OR_RETURN(auto rows,
+                               tx.Query("SELECT text_body FROM outbox_mails WHERE to_address = ? "
+                                        "ORDER BY created_at, rowid",
+                                        {to}));
+      std::vector<std::string> out;
+      for (const auto& row : rows) out.push_back(row.Text(0));
+      return out;
+    });
+    std::string token;
+    for (const auto& body : bodies) {
+      const size_t at = body.find(path + "?token=");
+      if (at == std::string::npos) continue;
+      const size_t start = at + path.size() + 7;
+      token = body.substr(start, body.find_first_of(" \r\n", start) - start);
+    }
+    return token;
+  }
+  /// Signs `email` up and proves it with the mailed link, setting `password`.
+  SignIn SignUpProven(const std::string& email, const std::string& password = "password1") {
+    auto up = accounts_->SignUp(email, password, caller_);
+    EXPECT_TRUE(up) << up.error().message;
+    auto in =
+        accounts_->ProveAddress(LastLinkToken(email, "/auth/prove-address"), password, caller_);
+    EXPECT_TRUE(in) << in.error().message;
+    return in ? *in : SignIn{};
+  }
   core::FakeClock clock_;
   core::SodiumRng rng_;
   PasswordHasher hasher_{HashCost::kTestOnlyMinimum};
@@ -64,7 +93,11 @@ class AccountServiceTest : public ::testing::Test {
 };
 
 TEST_F(AccountServiceTest, SignUpIsAuditedAndSessionsAreStoredHashed) {
-  auto s = accounts_->SignUp("alice@example.test", "password1", caller_);
+  ASSERT_TRUE(accounts_->SignUp("alice@example.test", "password1", caller_));
+  EXPECT_EQ(Count("sign_in_sessions"), 0) << "sign-up itself signs nobody in";
+  EXPECT_EQ(Count("outbox_mails"), 1) << "the address-proof link";
+  auto s = accounts_->ProveAddress(LastLinkToken("alice@example.test", "/auth/prove-address"),
+                                   "password1", caller_);
   ASSERT_TRUE(s) << s.error().message;
   auto who = accounts_->AuthenticateSession(s->session_token);
   ASSERT_TRUE(who);
@@ -75,11 +108,42 @@ TEST_F(AccountServiceTest, SignUpIsAuditedAndSessionsAreStoredHashed) {
   });
   EXPECT_NE(stored, s->session_token);
   EXPECT_EQ(stored, TokenHash(s->session_token));
-  EXPECT_EQ(Count("audit_events"), 2);  // sign_up + sign_in
+  EXPECT_EQ(Count("audit_events"), 3);  // sign_up + address_proven + sign_in
+}
+
+// Sign-up answers alike for a new address, an unproven account's and a proven account's; only
+// the mail differs: a proof link, a fresh proof link, a notice (issue 11: no enumeration).
+TEST_F(AccountServiceTest, SignUpNeverTellsWhetherTheAddressHasAnAccount) {
+  SignUpProven("alice@example.test", "password1");
+  const std::string alice_link = LastLinkToken("alice@example.test", "/auth/prove-address");
+  ASSERT_TRUE(accounts_->SignUp("bob@example.test", "password2", caller_));
+  const std::string bob_first = LastLinkToken("bob@example.test", "/auth/prove-address");
+  const int64_t persons = Count("persons");
+  auto again = accounts_->SignUp("ALICE@example.test", "other password", caller_);
+  ASSERT_TRUE(again) << again.error().message;
+  auto unproven = accounts_->SignUp("bob@example.test", "other password", caller_);
+  ASSERT_TRUE(unproven) << unproven.error().message;
+  EXPECT_EQ(Count("persons"), persons) << "no second account";
+  // Alice's password is unchanged, she got no new link, and she was told.
+  EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1", caller_));
+  EXPECT_EQ(LastLinkToken("alice@example.test", "/auth/prove-address"), alice_link);
+  // Bob's unproven account got a fresh link, which voided the first.
+  const std::string bob_second = LastLinkToken("bob@example.test", "/auth/prove-address");
+  ASSERT_NE(bob_second, bob_first);
+  auto stale = accounts_->ProveAddress(bob_first, "bob password 3", caller_);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().api_code, "invalid_link");
+  EXPECT_TRUE(accounts_->ProveAddress(bob_second, "bob password 3", caller_));
+  auto notices = *db_->Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*) FROM outbox_mails WHERE "
+                                                   "subject LIKE '%tried to sign up%'"));
+    return row->Int(0);
+  });
+  EXPECT_EQ(notices, 1);
 }
 
 TEST_F(AccountServiceTest, FailedSignInsAreCountedAndLimited) {
-  ASSERT_TRUE(accounts_->SignUp("alice@example.test", "password1", caller_));
+  SignUpProven("alice@example.test", "password1");
   for (int i = 0; i < 3; ++i) {
     auto r = accounts_->SignInWithPassword("alice@example.test", "nope-nope", caller_);
     ASSERT_FALSE(r);
@@ -94,31 +158,31 @@ TEST_F(AccountServiceTest, FailedSignInsAreCountedAndLimited) {
 }
 
 TEST_F(AccountServiceTest, SessionsExpire) {
-  auto s = accounts_->SignUp("alice@example.test", "password1", caller_);
-  ASSERT_TRUE(s);
+  SignIn s = SignUpProven("alice@example.test", "password1");
   clock_.Advance(std::chrono::hours(24 * 31));
-  auto who = accounts_->AuthenticateSession(s->session_token);
+  auto who = accounts_->AuthenticateSession(s.session_token);
   ASSERT_FALSE(who);
   EXPECT_EQ(who.error().api_code, "unauthenticated");
 }
 
 TEST_F(AccountServiceTest, LinkRequestsQueueOneMailEach) {
-  ASSERT_TRUE(accounts_->SignUp("alice@example.test", "password1", caller_));
+  SignUpProven("alice@example.test", "password1");
+  const int64_t mails = Count("outbox_mails");  // the address-proof link
+  const int64_t links = Count("link_tokens");
   ASSERT_TRUE(accounts_->RequestMagicLink("ALICE@example.test", caller_));
   ASSERT_TRUE(accounts_->RequestPasswordReset("nobody@example.test", caller_));
-  EXPECT_EQ(Count("outbox_mails"), 2);
-  EXPECT_EQ(Count("link_tokens"), 1) << "no token for an address without an account";
+  EXPECT_EQ(Count("outbox_mails"), mails + 2);
+  EXPECT_EQ(Count("link_tokens"), links + 1) << "no token for an address without an account";
   auto bad = accounts_->RequestMagicLink("not an email", caller_);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().api_code, "invalid_email");
-  EXPECT_EQ(Count("outbox_mails"), 2);
+  EXPECT_EQ(Count("outbox_mails"), mails + 2);
 }
 
 TEST_F(AccountServiceTest, PersonTableGivesOtherModulesThePersonsEmail) {
-  auto s = accounts_->SignUp("Alice@Example.test", "password1", caller_);
-  ASSERT_TRUE(s);
+  SignIn s = SignUpProven("Alice@Example.test", "password1");
   auto email =
-      db_->Read([&](store::Transaction& tx) { return PersonTable::Email(tx, s->person.id); });
+      db_->Read([&](store::Transaction& tx) { return PersonTable::Email(tx, s.person.id); });
   ASSERT_TRUE(email);
   EXPECT_EQ(*email, "Alice@Example.test");  // as typed
   auto none = db_->Read([&](store::Transaction& tx) { return PersonTable::Email(tx, "per_x"); });
@@ -127,9 +191,8 @@ TEST_F(AccountServiceTest, PersonTableGivesOtherModulesThePersonsEmail) {
 }
 
 TEST_F(AccountServiceTest, ApiTokensAreStoredHashedAndNamedOncePerPerson) {
-  auto s = accounts_->SignUp("alice@example.test", "password1", caller_);
-  ASSERT_TRUE(s);
-  auto who = accounts_->AuthenticateSession(s->session_token);
+  SignIn s = SignUpProven("alice@example.test", "password1");
+  auto who = accounts_->AuthenticateSession(s.session_token);
   ASSERT_TRUE(who);
   auto created = accounts_->CreateApiToken(*who, " laptop ", std::nullopt, caller_);
   ASSERT_TRUE(created) << created.error().message;

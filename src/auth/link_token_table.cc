@@ -8,6 +8,8 @@ std::string_view LinkPurposeName(LinkPurpose purpose) {
       return "magic_link";
     case LinkPurpose::kPasswordReset:
       return "password_reset";
+    case LinkPurpose::kAddressProof:
+      return "address_proof";
   }
   return "magic_link";
 }

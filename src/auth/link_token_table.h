@@ -9,10 +9,11 @@
 
 namespace gpuwerk::auth {
 
-/// What a link token is for; stored as its name.
-enum class LinkPurpose { kMagicLink, kPasswordReset };
+/// What a link token is for (R-1; docs/accounts.md "Links"); stored as its name. kAddressProof
+/// proves a new account's address (sign-up, invitation) and sets its password.
+enum class LinkPurpose { kMagicLink, kPasswordReset, kAddressProof };
 
-/// The stored name of `purpose`: "magic_link" or "password_reset".
+/// The stored name of `purpose`: "magic_link", "password_reset" or "address_proof".
 std::string_view LinkPurposeName(LinkPurpose purpose);
 
 /// One row of `link_tokens` (migration 1): a mailed single-use link, known by the SHA-256 of its

@@ -1,19 +1,26 @@
 #include "auth/person_table.h"
 
+#include <string>
+
 namespace gpuwerk::auth {
 namespace {
 
 constexpr char kSelect[] =
-    "SELECT id, email, email_norm, is_operator, password_hash, created_at FROM persons ";
+    "SELECT id, email, email_norm, is_operator, password_hash, created_at, email_proven_at FROM "
+    "persons ";
 
 PersonRow FromRow(const store::Row& row) {
-  return PersonRow{.person = Person{.id = row.Text("id"),
-                                    .email = row.Text("email"),
-                                    .is_operator = row.Int("is_operator") != 0,
-                                    .has_password = !row.IsNull("password_hash"),
-                                    .created_at = row.Int("created_at")},
-                   .email_norm = row.Text("email_norm"),
-                   .password_hash = row.Text("password_hash")};
+  return PersonRow{
+      .person = Person{.id = row.Text("id"),
+                       .email = row.Text("email"),
+                       .is_operator = row.Int("is_operator") != 0,
+                       .has_password = !row.IsNull("password_hash"),
+                       .created_at = row.Int("created_at"),
+                       .email_proven_at = row.IsNull("email_proven_at")
+                                              ? std::nullopt
+                                              : std::optional<int64_t>(row.Int("email_proven_at"))},
+      .email_norm = row.Text("email_norm"),
+      .password_hash = row.Text("password_hash")};
 }
 
 core::Result<std::optional<PersonRow>> FindWhere(store::Transaction& tx, const char* where,
@@ -25,6 +32,22 @@ core::Result<std::optional<PersonRow>> FindWhere(store::Transaction& tx, const c
 
 store::Value Hash(const PersonRow& row) {
   return row.password_hash.empty() ? store::Value(store::kNull) : store::Value(row.password_hash);
+}
+
+store::Value ProvenAt(const PersonRow& row) {
+  return row.person.email_proven_at ? store::Value(*row.person.email_proven_at)
+                                    : store::Value(store::kNull);
+}
+
+/// Inserts `row`; `suffix` follows the VALUES (e.g. an ON CONFLICT clause). Rows changed.
+core::Result<int64_t> InsertRow(store::Transaction& tx, const PersonRow& row,
+                                std::string_view suffix) {
+  return tx.Exec(
+      "INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at, "
+      "email_proven_at) VALUES (?, ?, ?, ?, ?, ?, ?)" +
+          std::string(suffix),
+      {row.person.id, row.person.email, row.email_norm, Hash(row),
+       int64_t{row.person.is_operator ? 1 : 0}, row.person.created_at, ProvenAt(row)});
 }
 
 }  // namespace
@@ -47,29 +70,31 @@ core::Result<std::optional<std::string>> PersonTable::Email(store::Transaction& 
 }
 
 core::Result<void> PersonTable::Insert(store::Transaction& tx, const PersonRow& row) {
-  GPUWERK_TRY(
-      tx.Exec("INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
-              "VALUES (?, ?, ?, ?, ?, ?)",
-              {row.person.id, row.person.email, row.email_norm, Hash(row),
-               int64_t{row.person.is_operator ? 1 : 0}, row.person.created_at}));
+  GPUWERK_TRY(InsertRow(tx, row, ""));
   return {};
 }
 
 core::Result<bool> PersonTable::InsertUnlessEmailTaken(store::Transaction& tx,
                                                        const PersonRow& row) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      int64_t n,
-      tx.Exec("INSERT INTO persons (id, email, email_norm, password_hash, is_operator, created_at) "
-              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (email_norm) DO NOTHING",
-              {row.person.id, row.person.email, row.email_norm, Hash(row),
-               int64_t{row.person.is_operator ? 1 : 0}, row.person.created_at}));
+  GPUWERK_ASSIGN_OR_RETURN(int64_t n, InsertRow(tx, row, " ON CONFLICT (email_norm) DO NOTHING"));
   return n == 1;
 }
 
 core::Result<void> PersonTable::SetPasswordHash(store::Transaction& tx, const std::string& id,
                                                 const std::string& password_hash) {
-  GPUWERK_TRY(tx.Exec("UPDATE persons SET password_hash = ? WHERE id = ?", {password_hash, id}));
+  GPUWERK_TRY(tx.Exec(
+      "UPDATE persons SET password_hash = ? WHERE id = ?",
+      {password_hash.empty() ? store::Value(store::kNull) : store::Value(password_hash), id}));
   return {};
+}
+
+core::Result<bool> PersonTable::MarkEmailProven(store::Transaction& tx, const std::string& id,
+                                                int64_t at) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      int64_t n,
+      tx.Exec("UPDATE persons SET email_proven_at = ? WHERE id = ? AND email_proven_at IS NULL",
+              {at, id}));
+  return n == 1;
 }
 
 }  // namespace gpuwerk::auth

@@ -9,7 +9,7 @@
 
 namespace gpuwerk::auth {
 
-/// One row of `persons` (migration 1) as stored: the account and its password hash.
+/// One row of `persons` (migrations 1 and 9) as stored: the account and its password hash.
 struct PersonRow {
   Person person;
   std::string email_norm;     ///< the lowercased, trimmed email accounts are matched on (R-1)
@@ -38,9 +38,13 @@ class PersonTable {
   static core::Result<void> Insert(store::Transaction& tx, const PersonRow& row);
   /// Stores a new person unless one with its email_norm exists. True when it stored it.
   static core::Result<bool> InsertUnlessEmailTaken(store::Transaction& tx, const PersonRow& row);
-  /// Sets the password hash of person `id`.
+  /// Sets the password hash of person `id`; "" removes the password (no password sign-in).
   static core::Result<void> SetPasswordHash(store::Transaction& tx, const std::string& id,
                                             const std::string& password_hash);
+  /// Marks person `id`'s address proven at `at` (Unix seconds) unless it already is. True when
+  /// this call proved it (the account was unproven until now).
+  static core::Result<bool> MarkEmailProven(store::Transaction& tx, const std::string& id,
+                                            int64_t at);
 };
 
 }  // namespace gpuwerk::auth

@@ -320,9 +320,17 @@ core::Result<void> SignupVerb(VerbContext& ctx, const AccountOptions& opt) {
   const json body = {{"email", credentials.first}, {"password", credentials.second}};
   GPUWERK_ASSIGN_OR_RETURN(ApiResponse signed_up,
                            ApiClient(place.url, "").Call("POST", "/api/v1/auth/signup", &body));
-  GPUWERK_ASSIGN_OR_RETURN(const std::string email,
-                           KeepSignIn(ctx, place, signed_up, credentials.first));
-  PrintLoggedIn(ctx, place.url, email, "Signed up and logged in to");
+  if (!signed_up.ok()) return core::Fail(ErrorFromResponse(signed_up));
+  // The server answers alike whether or not the address has an account; the mail tells which
+  // (docs/accounts.md "Sign-up"), so there is nothing to log in with yet.
+  const std::string& email = credentials.first;
+  if (PrintJsonIfAsked(ctx, json{{"url", place.url}, {"email", email}, {"check_mail", true}})) {
+    return {};
+  }
+  Print(ctx, "Check the mail of " + SafeText(email) +
+                 ": open the link in it to confirm the address and set your password, then run "
+                 "'gpuwerk login --url " +
+                 place.url + "'.\n");
   return {};
 }
 

@@ -40,15 +40,11 @@ class FakeApi {
       return r;
     }
     if (req.method == "POST" && req.path == "/api/v1/auth/signup") {
-      if (body.value("email", "") == "taken@example.com") {
-        return FakeResponse::Problem(409, "email_taken", "That address has an account already.");
-      }
       if (body.value("password", "").size() < 8) {
         return FakeResponse::Problem(400, "weak_password", "Use at least 8 characters.");
       }
-      FakeResponse r = FakeResponse::Json(201, {{"person", {{"email", body.value("email", "")}}}});
-      r.headers.emplace_back("Set-Cookie", "gpuwerk_session=sess1; Path=/; HttpOnly");
-      return r;
+      // As the server: the same 202 for every address, no sign-in session.
+      return FakeResponse::Json(202, {{"status", "accepted"}, {"message", "Check your mail."}});
     }
     if (req.method == "POST" && req.path == "/api/v1/auth/logout") {
       ++logouts;
@@ -486,31 +482,39 @@ TEST_F(CommandsTest, UsageErrorsAreCli11s) {
   EXPECT_EQ(Run({"tokens", "rm"}).exit_code, 2);
 }
 
-TEST_F(CommandsTest, SignupCreatesTheAccountAndSavesALoginAsLoginDoes) {
+// Sign-up answers alike whether or not the address has an account, and an account makes no
+// API token before its address is proven: signup says to open the mail, then log in.
+TEST_F(CommandsTest, SignupSendsTheRequestAndSaysToOpenTheMail) {
   CliResult r =
       Run({"signup", "--url", server_.url(), "--email", "bo@example.com", "--password-stdin"},
           "long enough\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "Signed up and logged in to " + server_.url() + " as bo@example.com.\n");
+  EXPECT_EQ(r.out,
+            "Check the mail of bo@example.com: open the link in it to confirm the address and set "
+            "your password, then run 'gpuwerk login --url " +
+                server_.url() + "'.\n");
   EXPECT_EQ(r.err, "");
-  ExpectSavedLogin("bo@example.com");
-  EXPECT_EQ(api_.logouts, 1);  // the sign-in session only served to create the token
+  EXPECT_FALSE(fs::exists(login_path())) << "nothing to log in with yet";
+  EXPECT_EQ(api_.logouts, 0);
   auto reqs = server_.requests();
-  ASSERT_EQ(reqs.size(), 3u);
+  ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].path, "/api/v1/auth/signup");
   EXPECT_EQ(reqs[0].Json(), json({{"email", "bo@example.com"}, {"password", "long enough"}}));
-  EXPECT_EQ(reqs[1].path, "/api/v1/tokens");
-  EXPECT_EQ(reqs[1].Header("cookie"), "gpuwerk_session=sess1");
-  EXPECT_EQ(reqs[2].path, "/api/v1/auth/logout");
-  EXPECT_EQ(Run({"whoami"}).exit_code, 0);
+
+  CliResult j = Run(
+      {"signup", "--url", server_.url(), "--email", "bo@example.com", "--password-stdin", "--json"},
+      "long enough\n");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(json::parse(j.out),
+            json({{"url", server_.url()}, {"email", "bo@example.com"}, {"check_mail", true}}));
 }
 
 TEST_F(CommandsTest, SignupSaysWhyTheServerRefused) {
-  CliResult taken =
-      Run({"signup", "--url", server_.url(), "--email", "taken@example.com", "--password-stdin"},
-          "long enough\n");
-  EXPECT_EQ(taken.exit_code, 1);
-  EXPECT_EQ(taken.err, "gpuwerk: That address has an account already. (email_taken)\n");
+  CliResult weak =
+      Run({"signup", "--url", server_.url(), "--email", "bo@example.com", "--password-stdin"},
+          "short\n");
+  EXPECT_EQ(weak.exit_code, 1);
+  EXPECT_EQ(weak.err, "gpuwerk: Use at least 8 characters. (weak_password)\n");
   EXPECT_FALSE(fs::exists(login_path()));
   CliResult no_terminal = Run({"signup", "--url", server_.url(), "--email", "bo@example.com"});
   EXPECT_EQ(no_terminal.exit_code, 1);

@@ -272,6 +272,14 @@ CREATE INDEX hosts_by_type ON hosts(gpu_type, name);
       R"sql(
 ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
 )sql",
+      // 9: a person's address is proven by a mailed link (issue 11, docs/accounts.md "Address
+      // proof"): NULL until then. Accounts made before this migration count as proven (they
+      // were made under the old rules, which the operator accepted), so an upgrade locks
+      // nobody out; their proof time is their creation time.
+      R"sql(
+ALTER TABLE persons ADD COLUMN email_proven_at BIGINT;
+UPDATE persons SET email_proven_at = created_at;
+)sql",
   };
   return kMigrations;
 }

@@ -41,6 +41,7 @@
 #include "tests/support/matchers.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sign_up.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
 
@@ -209,14 +210,29 @@ class CapacityRaceE2eTest : public ::testing::Test {
         << h.agent.error();
   }
 
-  /// Racer `i`: signs up from 127.0.0.(2 + i / 25), signs in, puts an ssh-keygen key on file.
+  /// Racer `i`: signs up from 127.0.0.(2 + i / 25), proves the address, signs in, puts an
+  /// ssh-keygen key on file.
   Racer NewRacer(int i) {
     Racer r;
     r.email = "racer" + std::to_string(i) + "@example.test";
     const std::string source = "127.0.0." + std::to_string(2 + i / kSignUpsPerAddress);
     std::string body;
     const long status = SignUpFrom(url_, source, r.email, &body);
-    EXPECT_EQ(status, 201) << r.email << " from " << source << ": " << body;
+    EXPECT_EQ(status, 202) << r.email << " from " << source << ": " << body;
+    // The address is proven with the mailed link (docs/accounts.md "Address proof").
+    std::vector<std::string> links;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          links = AddressProofTokens(data_ / "mail", r.email);
+          return !links.empty();
+        },
+        seconds(30)))
+        << "no address-proof link for " << r.email;
+    if (!links.empty()) {
+      auto proven = HttpClient(url_).PostJson("/api/v1/auth/prove-address/consume",
+                                              {{"token", links.back()}, {"password", kPassword}});
+      EXPECT_EQ(proven.status, 200) << proven.body;
+    }
     r.browser = SignIn(r.email, kPassword);
     GeneratedKey key = GenerateKey(dir_.path(), "racer" + std::to_string(i));
     EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";

@@ -36,6 +36,7 @@
 #include "tests/support/matchers.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sign_up.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
 
@@ -214,10 +215,10 @@ class InstancesE2eTest : public ::testing::Test {
     EXPECT_TRUE(ok) << "the agent did not sync " << rounds << " more times";
   }
 
+  /// A new person, signed in, whose address is proven through the mailed link.
   std::unique_ptr<HttpClient> SignUp(const std::string& email) {
     auto who = std::make_unique<HttpClient>(url_);
-    auto r = who->PostJson("/api/v1/auth/signup", {{"email", email}, {"password", kPassword}});
-    EXPECT_EQ(r.status, 201) << r.body;
+    EXPECT_TRUE(SignUpAndProve(*who, data_ / "mail", email, kPassword));
     return who;
   }
 

@@ -30,6 +30,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sign_up.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
 
@@ -295,11 +296,10 @@ class IsolationE2eTest : public ::testing::Test {
 
   void Launch(Tenant& t, const std::string& email, const std::string& name) {
     t.api = std::make_unique<HttpClient>(url_);
-    auto r = t.api->PostJson("/api/v1/auth/signup", {{"email", email}, {"password", kPassword}});
-    ASSERT_EQ(r.status, 201) << r.body;
+    ASSERT_TRUE(SignUpAndProve(*t.api, data_ / "mail", email, kPassword));
     t.key = GenerateKey(dir_.path(), name + "-key");
-    r = t.api->PostJson("/api/v1/ssh-keys",
-                        {{"name", "laptop"}, {"public_key", t.key.public_line}});
+    auto r = t.api->PostJson("/api/v1/ssh-keys",
+                             {{"name", "laptop"}, {"public_key", t.key.public_line}});
     ASSERT_EQ(r.status, 201) << r.body;
     const std::string key_id = r.Json()["id"];
     r = t.api->PostJson("/api/v1/instances",

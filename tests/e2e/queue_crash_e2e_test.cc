@@ -41,6 +41,7 @@
 #include "tests/support/mail_reader.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sign_up.h"
 #include "tests/support/smtp_sink.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
@@ -141,12 +142,13 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     return c;
   }
 
-  /// A new person with an ssh-keygen key; returns the client and sets `key_id`.
+  /// Where the server's mail lands: its Maildir outbox, or a test's SMTP sink.
+  virtual fs::path MailDir() const { return data_ / "mail"; }
+
+  /// A new person (address proven) with an ssh-keygen key; returns the client and sets `key_id`.
   std::unique_ptr<HttpClient> Person(const std::string& name, std::string* key_id) {
     auto who = std::make_unique<HttpClient>(url_);
-    auto r = who->PostJson("/api/v1/auth/signup",
-                           {{"email", name + "@example.test"}, {"password", kPassword}});
-    EXPECT_EQ(r.status, 201) << r.body;
+    EXPECT_TRUE(SignUpAndProve(*who, MailDir(), name + "@example.test", kPassword));
     GeneratedKey key = GenerateKey(dir_.path(), name);
     EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
     auto k =
@@ -395,6 +397,7 @@ class QueueMailE2eTest : public QueueCrashE2eTest {
   }
 
   fs::path inbox() const { return dir_.path() / "inbox"; }
+  fs::path MailDir() const override { return inbox(); }
 
   /// The queue launch mails (not the sign-up ones) at the sink addressed to `to`.
   std::vector<ReceivedMail> LaunchMails(const std::string& to) const {

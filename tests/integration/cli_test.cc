@@ -159,24 +159,47 @@ TEST_F(CliTest, UsageErrorsExitTwoAndUnreachableServerSaysWhatToDo) {
   EXPECT_NE(r.err.find("cannot reach"), std::string::npos) << r.err;
 }
 
-TEST_F(CliTest, SignupCreatesAnAccountAndLogsIn) {
+// Issue 11: signup answers alike for a new address and a taken one, and leaves no login: the
+// mailed link proves the address and sets the password, and then login works as for anyone.
+TEST_F(CliTest, SignupSaysToOpenTheMailedLinkAndLoginWorksAfterIt) {
   auto r =
       Gpuwerk("signup --url " + app_->base_url() + " --email bob@example.test --password-stdin",
               "bob password 1\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "Signed up and logged in to " + app_->base_url() + " as bob@example.test.\n");
+  EXPECT_EQ(r.out,
+            "Check the mail of bob@example.test: open the link in it to confirm the address and "
+            "set your password, then run 'gpuwerk login --url " +
+                app_->base_url() + "'.\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "config/login.json"));
+  const std::string link = LinkToken("bob@example.test", kAddressProofPath);
+  ASSERT_FALSE(link.empty());
+  ASSERT_EQ(Browser()
+                ->PostJson("/api/v1/auth/prove-address/consume",
+                           {{"token", link}, {"password", "bob password 2"}})
+                .status,
+            200);
+  auto login =
+      Gpuwerk("login --url " + app_->base_url() + " --email bob@example.test --password-stdin",
+              "bob password 2\n");
+  ASSERT_EQ(login.exit_code, 0) << login.err;
   auto who = Gpuwerk("whoami --json");
   ASSERT_EQ(who.exit_code, 0) << who.err;
   EXPECT_EQ(nlohmann::json::parse(who.out)["email"], "bob@example.test");
   EXPECT_EQ(nlohmann::json::parse(who.out)["authenticated_by"], "api_token");
-  // Only the API token is left: the sign-in session the signup started was ended.
+  // Only the login's API token: the sign-in session it started was ended.
   EXPECT_EQ(nlohmann::json::parse(Gpuwerk("tokens ls --json").out).size(), 1u);
 
+  // Again with the same address: the same answer, and the owner is told by mail.
   auto again =
       Gpuwerk("signup --url " + app_->base_url() + " --email bob@example.test --password-stdin",
-              "bob password 1\n");
-  EXPECT_EQ(again.exit_code, 1);
-  EXPECT_NE(again.err.find("(email_taken)"), std::string::npos) << again.err;
+              "bob password 3\n");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, r.out);
+  bool told = false;
+  for (const auto& m : Mails("bob@example.test", 2)) {
+    told = told || m.subject.find("tried to sign up") != std::string::npos;
+  }
+  EXPECT_TRUE(told);
 }
 
 TEST_F(CliTest, JsonErrorsAreProblemJsonOnStderr) {

@@ -33,9 +33,9 @@ TEST_F(MailDeliveryTest, MagicLinkMailArrivesOverSmtpAndItsLinkWorks) {
 
 TEST_F(MailDeliveryTest, MailWaitsWhileSmtpIsDownAndIsDeliveredWhenItIsBack) {
   const int port = sink_.port();
-  sink_.Stop();
   auto b = Browser();
-  SignUp(*b, "alice@example.test");
+  SignUp(*b, "alice@example.test");  // while the SMTP server is up: the address-proof mail
+  sink_.Stop();
   ASSERT_EQ(b->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
             202);
   auto attempt = app_->DeliverMailNow();

@@ -16,6 +16,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sign_up.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/temp_dir.h"
 
@@ -106,11 +107,8 @@ class QueueCrashTest : public ::testing::Test {
         op->PostJson("/api/v1/admin/hosts", {{"name", "spark-a"}, {"gpu_type", "spark-1x"}});
     EXPECT_EQ(host.status, 201) << host.body;
     HttpClient alice(url_);
-    EXPECT_EQ(alice
-                  .PostJson("/api/v1/auth/signup",
-                            {{"email", "alice@example.test"}, {"password", "alice password 1"}})
-                  .status,
-              201);
+    EXPECT_TRUE(SignUpAndProve(alice, dir_.path() / "data" / "mail", "alice@example.test",
+                               "alice password 1"));
     auto key = alice.PostJson(
         "/api/v1/ssh-keys",
         {{"name", "laptop"}, {"public_key", GenerateKey(dir_.path(), "alice").public_line}});

@@ -13,6 +13,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/mail_reader.h"
 #include "tests/support/matchers.h"
+#include "tests/support/sign_up.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuwerk::testing {
@@ -78,12 +79,15 @@ class ServerTest : public ::testing::Test {
     return tokens.size() >= n ? tokens[n - 1] : "";
   }
 
-  /// Signs up `email` in `browser` and expects 201.
+  /// Signs up `email` in `browser` and proves the address with the mailed link (setting
+  /// `password`), so that `browser` is signed in to a proven account.
   void SignUp(HttpClient& browser, const std::string& email,
               const std::string& password = "correct horse battery") {
-    auto r = browser.PostJson("/api/v1/auth/signup", {{"email", email}, {"password", password}});
-    ASSERT_EQ(r.status, 201) << r.body;
+    ASSERT_TRUE(SignUpAndProve(browser, MailDir(), email, password,
+                               [this] { (void)app_->DeliverMailNow(); }));
   }
+  /// Where the server's mail lands: its local Maildir outbox (an SMTP fixture's inbox instead).
+  virtual std::filesystem::path MailDir() const { return config_.data_dir / "mail"; }
 
   TempDir dir_;
   core::FakeClock clock_;

@@ -35,6 +35,7 @@ class WithSmtpSink : public Base {
   }
   /// Where the SMTP server writes what it receives.
   std::filesystem::path inbox() const { return this->dir_.path() / "inbox"; }
+  std::filesystem::path MailDir() const override { return inbox(); }
 
   /// Waits up to 10 s for `count` mails to `to` in the SMTP server's inbox (nudging the outbox
   /// worker), and returns them all.

@@ -97,6 +97,7 @@ std::vector<ReceivedMail> ReadMails(const std::filesystem::path& dir) {
     ss << in.rdbuf();
     ReceivedMail m;
     m.raw = ss.str();
+    m.file = path;
     m.to = HeaderValue(m.raw, "To");
     m.subject = HeaderValue(m.raw, "Subject");
     m.text_body = TextPart(m.raw);

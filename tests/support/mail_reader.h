@@ -12,6 +12,7 @@ struct ReceivedMail {
   std::string subject;
   std::string text_body;  ///< the decoded text/plain part
   std::string raw;
+  std::filesystem::path file;  ///< where it was read from
   /// Every http(s) URL in the text body, in order.
   std::vector<std::string> Links() const;
   /// The token= query value of the first link that contains `path`, "" when none.

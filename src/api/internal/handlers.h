@@ -14,6 +14,7 @@ using Answer = core::Result<Response>;
 
 // account_handlers.cc: /api/v1/auth/*, /api/v1/me.
 Answer SignUp(ApiContext& ctx, Call& call);
+Answer ConsumeAddressProof(ApiContext& ctx, Call& call);
 Answer LogIn(ApiContext& ctx, Call& call);
 Answer LogOut(ApiContext& ctx, Call& call);
 Answer RequestMagicLink(ApiContext& ctx, Call& call);
@@ -28,6 +29,8 @@ Answer MagicLinkPage(ApiContext& ctx, Call& call);
 Answer MagicLinkForm(ApiContext& ctx, Call& call);
 Answer ResetPasswordPage(ApiContext& ctx, Call& call);
 Answer ResetPasswordForm(ApiContext& ctx, Call& call);
+Answer AddressProofPage(ApiContext& ctx, Call& call);
+Answer AddressProofForm(ApiContext& ctx, Call& call);
 
 // home_page.cc: "/" and "/home.js".
 Answer HomePage(ApiContext& ctx, Call& call);
