@@ -41,22 +41,22 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
 
     // Personal API tokens and SSH keys.
     {"GET", "/api/v1/tokens", kPerson, h::ListTokens},
-    {"POST", "/api/v1/tokens", kPerson, h::CreateToken},
+    {"POST", "/api/v1/tokens", kProvenPerson, h::CreateToken},
     {"DELETE", "/api/v1/tokens/{id}", kPerson, h::DeleteToken},
     {"GET", "/api/v1/ssh-keys", kPerson, h::ListSshKeys, Tx::kOneRead},
-    {"POST", "/api/v1/ssh-keys", kPerson, h::AddSshKey},
+    {"POST", "/api/v1/ssh-keys", kProvenPerson, h::AddSshKey},
     {"DELETE", "/api/v1/ssh-keys/{id}", kPerson, h::DeleteSshKey},
 
     // Instances, GPU types and the queue.
     {"GET", "/api/v1/instances", kPerson, h::ListInstances},
-    {"POST", "/api/v1/instances", kPerson, h::CreateInstance},
+    {"POST", "/api/v1/instances", kProvenPerson, h::CreateInstance},
     {"GET", "/api/v1/instances/{id}", kPerson, h::GetInstance},
-    {"POST", "/api/v1/instances/{id}/restart", kPerson, h::RestartInstance},
+    {"POST", "/api/v1/instances/{id}/restart", kProvenPerson, h::RestartInstance},
     {"DELETE", "/api/v1/instances/{id}", kPerson, h::DeleteInstance},
     {"GET", "/api/v1/instances/{id}/relay-sessions", kPerson, h::ListInstanceRelaySessions},
     {"GET", "/api/v1/gpu-types", kPerson, h::ListGpuTypes},
     {"GET", "/api/v1/queue-entries", kPerson, h::ListQueueEntries},
-    {"POST", "/api/v1/queue-entries", kPerson, h::JoinQueue},
+    {"POST", "/api/v1/queue-entries", kProvenPerson, h::JoinQueue},
     {"DELETE", "/api/v1/queue-entries/{id}", kPerson, h::LeaveQueue},
     {"GET", "/api/v1/usage/queue", kPerson, h::QueueHistory},
     {"GET", "/api/v1/events", kPerson, h::OpenEventStream},
@@ -105,6 +105,7 @@ core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
       return {};
     }
     case kPerson:
+    case kProvenPerson:
     case kOperator:
     case kRelay: {
       if (call.tx) {
@@ -113,6 +114,13 @@ core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
         GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req));
       }
       if (access == kPerson || call.who.is_operator) return {};
+      if (access == kProvenPerson) {
+        if (call.who.email_proven) return {};
+        return core::Fail(core::ErrorCode::kPermissionDenied, "email_unverified",
+                          "Confirm your email address first: open the link mailed to you at "
+                          "sign-up. For a new link, sign up again with the same address, or use "
+                          "'forgot password'.");
+      }
       return core::Fail(core::ErrorCode::kPermissionDenied, "forbidden",
                         access == kRelay ? "Only a relay (an operator's API token) may do this."
                                          : "Only operators may do this.");

@@ -23,6 +23,10 @@ enum class Access {
   /// API token (`Authorization: Bearer gwt_…`). Errors: 401 unauthenticated, 403
   /// origin_mismatch.
   kPerson,
+  /// As kPerson, and the person's address is proven (docs/accounts.md "Address proof"): for
+  /// what costs or grants access (launching, joining a queue, API tokens, SSH keys). Errors: as
+  /// kPerson; 403 email_unverified for an unproven account.
+  kProvenPerson,
   /// A person who is an operator. Errors: as kPerson; 403 forbidden for anyone else.
   kOperator,
   /// A host agent, by its host token (`Authorization: Bearer gwh_…`). Errors: 401.

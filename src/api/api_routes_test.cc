@@ -9,10 +9,18 @@
 namespace gpuwerk::api {
 namespace {
 
-/// The access level a path's prefix promises (docs/api.md): operators under /api/v1/admin/, host
+/// The access level a route promises (docs/api.md): operators under /api/v1/admin/, host
 /// agents under /api/v1/agent/, relays under /api/v1/relay/, anyone for sign-in, the link pages
-/// and the home page, a signed-in person for the rest of /api/v1.
-Access ExpectedAccess(std::string_view pattern) {
+/// and the home page, a person with a proven address for what costs or grants access (launch,
+/// restart, joining a queue, making an API token, adding an SSH key; docs/accounts.md), a
+/// signed-in person for the rest of /api/v1.
+Access ExpectedAccess(std::string_view method, std::string_view pattern) {
+  static const std::set<std::pair<std::string_view, std::string_view>> kCostOrGrant = {
+      {"POST", "/api/v1/instances"},     {"POST", "/api/v1/instances/{id}/restart"},
+      {"POST", "/api/v1/queue-entries"}, {"POST", "/api/v1/tokens"},
+      {"POST", "/api/v1/ssh-keys"},
+  };
+  if (kCostOrGrant.contains({method, pattern})) return Access::kProvenPerson;
   if (pattern.starts_with("/api/v1/admin/")) return Access::kOperator;
   if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
   if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;
@@ -35,7 +43,8 @@ TEST(ApiRoutesTest, EveryRouteHasAHandlerAndIsListedOnce) {
 
 TEST(ApiRoutesTest, AccessFollowsThePathPrefix) {
   for (const ApiRoute& route : ApiRoutes()) {
-    EXPECT_EQ(route.access, ExpectedAccess(route.pattern)) << route.method << " " << route.pattern;
+    EXPECT_EQ(route.access, ExpectedAccess(route.method, route.pattern))
+        << route.method << " " << route.pattern;
   }
 }
 

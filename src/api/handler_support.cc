@@ -18,6 +18,7 @@ nlohmann::json PersonJson(const auth::Person& p) {
           {"email", p.email},
           {"is_operator", p.is_operator},
           {"has_password", p.has_password},
+          {"email_proven", p.email_proven_at.has_value()},
           {"created_at", core::FormatRfc3339(p.created_at)}};
 }
 

@@ -22,6 +22,7 @@
 #include "auth/account_service.h"
 #include "auth/password_hasher.h"
 #include "keys/ssh_key_registry.h"
+#include "keys/ssh_key_table.h"
 #include "mail/mail_transport.h"
 #include "mail/maildir_mailer.h"
 #include "mail/outbox.h"
@@ -167,6 +168,9 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   account_options.sign_in_failures_per_account.window = window;
   account_options.sign_in_failures_per_address.limit = config.sign_in_failures_per_address;
   account_options.sign_in_failures_per_address.window = window;
+  // Claiming an unproven account removes its SSH keys: keys' owner does it (auth does not
+  // depend on keys).
+  account_options.remove_ssh_keys = &keys::SshKeyTable::DeleteAllOf;
 
   p->metrics = std::make_unique<api::Metrics>();
   p->router = std::make_unique<api::Router>();

@@ -329,6 +329,13 @@ core::Result<SignIn> AccountService::ConsumeMagicLink(std::string_view token,
                                                       const Caller& caller) {
   return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kMagicLink));
+    if (!person.email_proven_at) {
+      // The link proves the mailbox: its holder claims the unproven account, whose password
+      // (set by whoever signed up) goes.
+      GPUWERK_TRY(Claim(tx, person, "", caller));
+      person.has_password = false;
+      person.email_proven_at = clock_.NowUnix();
+    }
     return StartSignIn(tx, person, caller, "magic_link");
   });
 }
@@ -340,17 +347,16 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
   return db_.Write([&](Transaction& tx) -> core::Result<Person> {
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kPasswordReset));
-    GPUWERK_TRY(PersonTable::SetPasswordHash(tx, person.id, hash));
-    GPUWERK_ASSIGN_OR_RETURN(int64_t tokens, EndCredentials(tx, person.id, Principal{}));
-    GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
-                               ParseEmailAddress(person.email)->normalised));
+    // A reset proves the mailbox too: on an unproven account it is a claim.
+    GPUWERK_ASSIGN_OR_RETURN(Claimed claimed, Claim(tx, person, hash, caller));
     GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = person.id,
                                     .action = "person.password_reset",
                                     .target = person.id,
                                     .source_address = caller.address,
-                                    .detail = {{"api_tokens_revoked", tokens}}}));
+                                    .detail = {{"api_tokens_revoked", claimed.api_tokens}}}));
     person.has_password = true;
+    if (!person.email_proven_at) person.email_proven_at = clock_.NowUnix();
     return person;
   });
 }
@@ -362,13 +368,8 @@ core::Result<SignIn> AccountService::ProveAddress(std::string_view token,
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
   return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kAddressProof));
-    GPUWERK_ASSIGN_OR_RETURN(Claimed claimed, Claim(tx, person, hash));
-    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
-                                   {.actor_id = person.id,
-                                    .action = "person.address_proven",
-                                    .target = person.id,
-                                    .source_address = caller.address,
-                                    .detail = {{"api_tokens_revoked", claimed.api_tokens}}}));
+    // Audited as person.address_proven by Claim.
+    GPUWERK_TRY(Claim(tx, person, hash, caller));
     person.has_password = true;
     if (!person.email_proven_at) person.email_proven_at = clock_.NowUnix();
     return StartSignIn(tx, person, caller, "address_proof");
@@ -376,14 +377,27 @@ core::Result<SignIn> AccountService::ProveAddress(std::string_view token,
 }
 
 core::Result<AccountService::Claimed> AccountService::Claim(Transaction& tx, const Person& person,
-                                                            const std::string& password_hash) {
+                                                            const std::string& password_hash,
+                                                            const Caller& caller) {
   Claimed out;
   GPUWERK_TRY(PersonTable::SetPasswordHash(tx, person.id, password_hash));
   GPUWERK_ASSIGN_OR_RETURN(out.newly_proven,
                            PersonTable::MarkEmailProven(tx, person.id, clock_.NowUnix()));
   GPUWERK_ASSIGN_OR_RETURN(out.api_tokens, EndCredentials(tx, person.id, Principal{}));
+  if (out.newly_proven && options_.remove_ssh_keys) {
+    GPUWERK_ASSIGN_OR_RETURN(out.ssh_keys, options_.remove_ssh_keys(tx, person.id));
+  }
   GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
                              ParseEmailAddress(person.email)->normalised));
+  if (out.newly_proven) {
+    GPUWERK_TRY(audit::RecordAudit(
+        tx, clock_, rng_,
+        {.actor_id = person.id,
+         .action = "person.address_proven",
+         .target = person.id,
+         .source_address = caller.address,
+         .detail = {{"api_tokens_revoked", out.api_tokens}, {"ssh_keys_removed", out.ssh_keys}}}));
+  }
   return out;
 }
 
@@ -450,6 +464,7 @@ core::Result<Principal> AccountService::AuthenticateSession(Transaction& tx,
   return Principal{.person_id = std::move(row->person.id),
                    .email = std::move(row->person.email),
                    .is_operator = row->person.is_operator,
+                   .email_proven = row->person.email_proven_at.has_value(),
                    .via = CredentialKind::kSignInSession,
                    .credential_id = std::move(hash)};
 }
@@ -476,6 +491,7 @@ core::Result<Principal> AccountService::AuthenticateApiToken(Transaction& tx,
   return Principal{.person_id = std::move(row->person.id),
                    .email = std::move(row->person.email),
                    .is_operator = row->person.is_operator,
+                   .email_proven = row->person.email_proven_at.has_value(),
                    .via = CredentialKind::kApiToken,
                    .credential_id = std::move(found->token.id),
                    .token_last_used_at = found->token.last_used_at.value_or(0)};

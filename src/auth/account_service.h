@@ -35,6 +35,11 @@ struct AccountOptions {
   /// Link requests and sign-ups per source address: beyond them, 429 rate_limited.
   RateRule link_requests_per_address{"link_address", 20, std::chrono::hours(1)};
   RateRule sign_ups_per_address{"sign_up_address", 30, std::chrono::hours(1)};
+  /// Removes every SSH key of a person and returns how many went; called when an unproven
+  /// account is claimed (docs/accounts.md "Address proof"). The keys' owner (keys::SshKeyTable)
+  /// is injected by app, since auth does not depend on keys. Empty: no keys to remove.
+  std::function<core::Result<int64_t>(store::Transaction&, const std::string& person_id)>
+      remove_ssh_keys;
 };
 
 /// A new sign-in session: the secret goes into the cookie once and is stored only hashed.
@@ -80,13 +85,16 @@ class AccountService {
   /// Mails a single-use sign-in link when the address has an account, and a "no account" note
   /// otherwise; the answer never tells which (no enumeration). Errors: invalid_email only.
   core::Result<void> RequestMagicLink(std::string_view email, const Caller&);
-  /// Consumes a magic-link token once and signs in. Errors: kUnauthenticated "invalid_link"
-  /// (unknown, used or expired: one message for all three).
+  /// Consumes a magic-link token once and signs in. On an unproven account it proves the
+  /// address and claims the account (Claim: its password is removed; the person sets one with a
+  /// reset). Errors: kUnauthenticated "invalid_link" (unknown, used or expired: one message for
+  /// all three).
   core::Result<SignIn> ConsumeMagicLink(std::string_view token, const Caller&);
   /// Mails a password-reset link (same no-enumeration behaviour as RequestMagicLink).
   core::Result<void> RequestPasswordReset(std::string_view email, const Caller&);
   /// Consumes a reset token once, sets the new password, and ends every sign-in session and API
-  /// token of the person and voids their other unused links (docs/accounts.md "Links").
+  /// token of the person and voids their other unused links (docs/accounts.md "Links"); on an
+  /// unproven account it also proves the address and removes its SSH keys (Claim).
   /// Errors: invalid_link, weak_password.
   core::Result<Person> ResetPassword(std::string_view token, std::string_view new_password,
                                      const Caller&);
@@ -148,12 +156,14 @@ class AccountService {
   struct Claimed {
     bool newly_proven = false;  ///< the address was unproven until now
     int64_t api_tokens = 0;     ///< API tokens revoked
+    int64_t ssh_keys = 0;       ///< SSH keys removed (only when newly proven)
   };
   /// The mailbox's owner takes the account: sets its password to `password_hash` ("" removes
   /// it), marks the address proven, ends every sign-in session and API token, voids unused
-  /// links, and clears its failed sign-ins.
+  /// links, and clears its failed sign-ins; when the address was unproven until now, also
+  /// removes the account's SSH keys.
   core::Result<Claimed> Claim(store::Transaction& tx, const Person& person,
-                              const std::string& password_hash);
+                              const std::string& password_hash, const Caller& caller);
   core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
                                    LinkPurpose purpose);
   /// rate_limited when the account's or the caller's failed sign-ins are used up.

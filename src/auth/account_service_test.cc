@@ -46,6 +46,10 @@ class AccountServiceTest : public ::testing::Test {
     AccountOptions options;
     options.sign_in_failures_per_account.limit = 3;
     options.sign_in_failures_per_account.window = std::chrono::seconds(60);
+    options.remove_ssh_keys = [this](store::Transaction&, const std::string& person_id) {
+      keys_removed_for_.push_back(person_id);
+      return core::Result<int64_t>(2);
+    };
     accounts_ = std::make_unique<AccountService>(*db_, clock_, rng_, hasher_, *outbox_, options);
   }
   int64_t Count(const char* table) {
@@ -83,6 +87,7 @@ class AccountServiceTest : public ::testing::Test {
     EXPECT_TRUE(in) << in.error().message;
     return in ? *in : SignIn{};
   }
+  std::vector<std::string> keys_removed_for_;  ///< whom remove_ssh_keys was called for
   core::FakeClock clock_;
   core::SodiumRng rng_;
   PasswordHasher hasher_{HashCost::kTestOnlyMinimum};
@@ -220,6 +225,45 @@ TEST_F(AccountServiceTest, EnsureOperatorIsIdempotent) {
   auto s = accounts_->SignInWithPassword("operator@gpuwerk.local", "password1", caller_);
   ASSERT_TRUE(s);
   EXPECT_TRUE(s->person.is_operator);
+  EXPECT_TRUE(s->person.email_proven_at.has_value()) << "the operator's address counts as proven";
+  auto who = accounts_->AuthenticateSession(s->session_token);
+  ASSERT_TRUE(who);
+  EXPECT_TRUE(who->email_proven);
+}
+
+// Issue 11: whoever proves the mailbox of an unproven account claims it: its password, sign-in
+// sessions, API tokens, unused links and SSH keys go; a proven account keeps its keys on a reset.
+TEST_F(AccountServiceTest, ProvingTheMailboxClaimsAnUnprovenAccount) {
+  ASSERT_TRUE(accounts_->SignUp("victim@example.test", "squatter pw 1", caller_));
+  auto squatter = accounts_->SignInWithPassword("victim@example.test", "squatter pw 1", caller_);
+  ASSERT_TRUE(squatter) << squatter.error().message;
+  auto who = accounts_->AuthenticateSession(squatter->session_token);
+  ASSERT_TRUE(who);
+  EXPECT_FALSE(who->email_proven);
+  // The service itself would make a token (the route table refuses unproven callers): the claim
+  // must end it all the same.
+  auto token = accounts_->CreateApiToken(*who, "kept", std::nullopt, caller_);
+  ASSERT_TRUE(token);
+
+  ASSERT_TRUE(accounts_->RequestMagicLink("victim@example.test", caller_));
+  auto owner = accounts_->ConsumeMagicLink(LastLinkToken("victim@example.test", "/auth/magic-link"),
+                                           caller_);
+  ASSERT_TRUE(owner) << owner.error().message;
+  EXPECT_TRUE(owner->person.email_proven_at.has_value());
+  EXPECT_FALSE(owner->person.has_password);
+  EXPECT_FALSE(accounts_->AuthenticateSession(squatter->session_token));
+  EXPECT_FALSE(accounts_->AuthenticateApiToken(token->second));
+  EXPECT_FALSE(accounts_->SignInWithPassword("victim@example.test", "squatter pw 1", caller_));
+  EXPECT_EQ(keys_removed_for_, std::vector<std::string>{who->person_id});
+  auto proven = accounts_->AuthenticateSession(owner->session_token);
+  ASSERT_TRUE(proven);
+  EXPECT_TRUE(proven->email_proven);
+
+  // A later reset of the now proven account keeps its keys.
+  ASSERT_TRUE(accounts_->RequestPasswordReset("victim@example.test", caller_));
+  ASSERT_TRUE(accounts_->ResetPassword(LastLinkToken("victim@example.test", "/auth/reset-password"),
+                                       "owner pw 22", caller_));
+  EXPECT_EQ(keys_removed_for_.size(), 1u);
 }
 
 }  // namespace

@@ -401,6 +401,9 @@ core::Result<void> WhoamiVerb(VerbContext& ctx) {
   }
   const std::vector<std::pair<std::string, std::string>> rows = {
       {"Email:", Str(me, "email")},
+      {"Address:", Field(me, "email_proven") == false
+                       ? "not confirmed: open the link mailed at sign-up"
+                       : "confirmed"},
       {"Server:", server.target().url},
       {"Operator:", Field(me, "is_operator") == true ? "yes" : "no"},
       {"Team:", team_text},

@@ -96,4 +96,9 @@ core::Result<bool> SshKeyTable::Delete(store::Transaction& tx, const std::string
   return n > 0;
 }
 
+core::Result<int64_t> SshKeyTable::DeleteAllOf(store::Transaction& tx,
+                                               const std::string& person_id) {
+  return tx.Exec("DELETE FROM ssh_keys WHERE person_id = ?", {person_id});
+}
+
 }  // namespace gpuwerk::keys

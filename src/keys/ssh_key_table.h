@@ -39,6 +39,10 @@ class SshKeyTable {
   /// Deletes key `id` of `person_id`. True when a row went.
   static core::Result<bool> Delete(store::Transaction& tx, const std::string& person_id,
                                    const std::string& id);
+  /// Deletes every key of `person_id` (an unproven account claimed by its mailbox's owner,
+  /// docs/accounts.md "Address proof"; such an account has no instance to hold a key). Returns
+  /// how many went.
+  static core::Result<int64_t> DeleteAllOf(store::Transaction& tx, const std::string& person_id);
 };
 
 }  // namespace gpuwerk::keys

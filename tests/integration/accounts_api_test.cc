@@ -375,47 +375,136 @@ TEST_F(AccountsApiTest, ApiTokensAuthenticateUntilDeleted) {
   ExpectProblem(cli->Get("/api/v1/me"), 401, "unauthenticated");
 }
 
-// Issue 11, finding 6: an account pre-claimed by someone else is recovered by its mailbox's owner
-// with a password reset, and the squatter's API token stops working with it.
-TEST_F(AccountsApiTest, PreClaim_ResetEndsTheSquattersTokenAndSessions) {
+// Issue 11, finding 6 (pre-claim): a squatter signs up with the victim's address. With address
+// proof required, the squatter can sign in with the password they chose but can make no API token
+// (nor add a key, launch or queue); the victim, proving the mailbox, claims the account, and the
+// squatter's sign-in and password are refused from then on.
+TEST_F(AccountsApiTest, PreClaim_SquatterCannotMakeATokenAndTheMailboxOwnerClaimsTheAccount) {
   auto squatter = Browser();
-  ASSERT_EQ(squatter
-                ->PostJson("/api/v1/auth/signup",
-                           {{"email", "victim@example.test"}, {"password", "squatter password 1"}})
-                .status,
-            202);
+  auto signed_up = squatter->PostJson("/api/v1/auth/signup", {{"email", "victim@example.test"},
+                                                              {"password", "squatter password 1"}});
+  ASSERT_EQ(signed_up.status, 202) << signed_up.body;
   ASSERT_EQ(squatter
                 ->PostJson("/api/v1/auth/login",
                            {{"email", "victim@example.test"}, {"password", "squatter password 1"}})
                 .status,
             200);
-  auto made = squatter->PostJson("/api/v1/tokens", {{"name", "kept"}});
-  ASSERT_EQ(made.status, 201) << made.body;
-  auto squatter_cli = Browser();
-  squatter_cli->SetBearer(made.Json()["token"]);
-  ASSERT_EQ(squatter_cli->Get("/api/v1/me").status, 200);
+  auto me = squatter->Get("/api/v1/me");
+  ASSERT_EQ(me.status, 200) << me.body;
+  EXPECT_EQ(me.Json()["email_proven"], false);
+  ExpectProblem(squatter->PostJson("/api/v1/tokens", {{"name", "kept"}}), 403, "email_unverified");
+  ExpectProblem(squatter->PostJson("/api/v1/ssh-keys",
+                                   {{"name", "laptop"}, {"public_key", "ssh-ed25519 AAAA x"}}),
+                403, "email_unverified");
+  ExpectProblem(
+      squatter->PostJson("/api/v1/instances",
+                         {{"name", "web"}, {"ssh_key_id", "key_x"}, {"gpu_type", "spark-1x"}}),
+      403, "email_unverified");
+  ExpectProblem(
+      squatter->PostJson("/api/v1/queue-entries",
+                         {{"name", "web"}, {"ssh_key_id", "key_x"}, {"gpu_type", "spark-1x"}}),
+      403, "email_unverified");
+  EXPECT_EQ(squatter->Get("/api/v1/tokens").Json()["total"], 0) << "nothing was made";
 
-  // The real owner recovers the address through the mailbox.
+  // The real owner signs up too (the same answer), and proves the mailbox with the fresh link.
+  auto owner = Browser();
+  auto again = owner->PostJson(
+      "/api/v1/auth/signup", {{"email", "victim@example.test"}, {"password", "owner password 22"}});
+  EXPECT_EQ(again.status, 202);
+  EXPECT_EQ(again.body, signed_up.body);
+  auto links = LinkTokens("victim@example.test", kAddressProofPath, 2);
+  ASSERT_EQ(links.size(), 2u);
+  ASSERT_EQ(owner
+                ->PostJson("/api/v1/auth/prove-address/consume",
+                           {{"token", links[1]}, {"password", "owner password 22"}})
+                .status,
+            200);
+
+  ExpectProblem(squatter->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/login", {{"email", "victim@example.test"},
+                                                           {"password", "squatter password 1"}}),
+                401, "invalid_credentials");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/prove-address/consume",
+                                    {{"token", links[0]}, {"password", "squatter password 2"}}),
+                401, "invalid_link");
+  EXPECT_EQ(owner->Get("/api/v1/me").Json()["email_proven"], true);
+  EXPECT_EQ(owner->PostJson("/api/v1/tokens", {{"name", "mine"}}).status, 201);
+}
+
+// The other mailed links prove the mailbox too: a reset or a magic link used on an unproven
+// account claims it (the magic link leaves it without a password, to be set with a reset).
+TEST_F(AccountsApiTest, PreClaim_AResetOrAMagicLinkAlsoClaimsAnUnprovenAccount) {
+  for (const std::string purpose : {"password-reset", "magic-link"}) {
+    const std::string email = purpose + "@example.test";
+    auto squatter = Browser();
+    ASSERT_EQ(squatter
+                  ->PostJson("/api/v1/auth/signup",
+                             {{"email", email}, {"password", "squatter password 1"}})
+                  .status,
+              202);
+    ASSERT_EQ(squatter
+                  ->PostJson("/api/v1/auth/login",
+                             {{"email", email}, {"password", "squatter password 1"}})
+                  .status,
+              200);
+    auto owner = Browser();
+    ASSERT_EQ(owner->PostJson("/api/v1/auth/" + purpose, {{"email", email}}).status, 202);
+    if (purpose == "password-reset") {
+      const std::string token = LinkToken(email, "/auth/reset-password");
+      ASSERT_EQ(owner
+                    ->PostJson("/api/v1/auth/password-reset/consume",
+                               {{"token", token}, {"password", "owner password 22"}})
+                    .status,
+                200);
+      ASSERT_EQ(owner
+                    ->PostJson("/api/v1/auth/login",
+                               {{"email", email}, {"password", "owner password 22"}})
+                    .status,
+                200);
+    } else {
+      const std::string token = LinkToken(email, "/auth/magic-link");
+      ASSERT_EQ(owner->PostJson("/api/v1/auth/magic-link/consume", {{"token", token}}).status, 200);
+      EXPECT_EQ(owner->Get("/api/v1/me").Json()["has_password"], false);
+    }
+    ExpectProblem(squatter->Get("/api/v1/me"), 401, "unauthenticated");
+    ExpectProblem(Browser()->PostJson("/api/v1/auth/login",
+                                      {{"email", email}, {"password", "squatter password 1"}}),
+                  401, "invalid_credentials");
+    EXPECT_EQ(owner->Get("/api/v1/me").Json()["email_proven"], true) << purpose;
+    EXPECT_EQ(owner->PostJson("/api/v1/tokens", {{"name", "mine"}}).status, 201) << purpose;
+  }
+}
+
+// A password reset ends every API token and sign-in of a proven account too (its mailbox's
+// owner may be recovering it from someone who had the password).
+TEST_F(AccountsApiTest, ResetEndsEveryTokenAndSignIn) {
+  auto old_holder = Browser();
+  SignUp(*old_holder, "alice@example.test", "old password 123");
+  auto made = old_holder->PostJson("/api/v1/tokens", {{"name", "kept"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  auto cli = Browser();
+  cli->SetBearer(made.Json()["token"]);
+  ASSERT_EQ(cli->Get("/api/v1/me").status, 200);
+
   auto owner = Browser();
   ASSERT_EQ(
-      owner->PostJson("/api/v1/auth/password-reset", {{"email", "victim@example.test"}}).status,
+      owner->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
       202);
-  const std::string token = LinkToken("victim@example.test", "/auth/reset-password");
+  const std::string token = LinkToken("alice@example.test", "/auth/reset-password");
   ASSERT_FALSE(token.empty());
   ASSERT_EQ(owner
                 ->PostJson("/api/v1/auth/password-reset/consume",
                            {{"token", token}, {"password", "owner password 22"}})
                 .status,
             200);
-
-  ExpectProblem(squatter_cli->Get("/api/v1/me"), 401, "unauthenticated");
-  ExpectProblem(squatter->Get("/api/v1/me"), 401, "unauthenticated");
-  ExpectProblem(Browser()->PostJson("/api/v1/auth/login", {{"email", "victim@example.test"},
-                                                           {"password", "squatter password 1"}}),
+  ExpectProblem(cli->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(old_holder->Get("/api/v1/me"), 401, "unauthenticated");
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/login", {{"email", "alice@example.test"},
+                                                           {"password", "old password 123"}}),
                 401, "invalid_credentials");
   ASSERT_EQ(owner
                 ->PostJson("/api/v1/auth/login",
-                           {{"email", "victim@example.test"}, {"password", "owner password 22"}})
+                           {{"email", "alice@example.test"}, {"password", "owner password 22"}})
                 .status,
             200);
   EXPECT_EQ(owner->Get("/api/v1/tokens").Json()["total"], 0) << "the reset revoked every token";
