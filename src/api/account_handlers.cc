@@ -2,6 +2,8 @@
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "core/strings.h"
+#include "core/time_format.h"
 
 namespace gpuwerk::api::handlers {
 namespace {
@@ -125,6 +127,15 @@ Answer ChangePassword(ApiContext& ctx, Call& call) {
       ctx.accounts.ChangePassword(call.who, current, password, Authenticator::CallerOf(call.req)));
   return Response::Json(
       200, {{"message", "Password changed. Every other sign-in and API token was ended."}});
+}
+
+Answer AdminInvite(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"email"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto email, RequireString(body, "email", 320));
+  GPUWERK_ASSIGN_OR_RETURN(int64_t expires_at,
+                           ctx.accounts.Invite(call.who, email, Authenticator::CallerOf(call.req)));
+  return Response::Json(201, {{"email", std::string(core::Trim(email, core::kWhitespace))},
+                              {"expires_at", core::FormatRfc3339(expires_at)}});
 }
 
 Answer GetMe(ApiContext& ctx, Call& call) {

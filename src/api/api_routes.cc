@@ -73,6 +73,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/admin/host-pairs", kOperator, h::LinkHostPair},
     {"DELETE", "/api/v1/admin/host-pairs/{id}", kOperator, h::UnlinkHostPair},
     {"GET", "/api/v1/admin/relay-sessions", kOperator, h::AdminListRelaySessions},
+    {"POST", "/api/v1/admin/invites", kOperator, h::AdminInvite},
 
     // Host agents (docs/agent-protocol.md).
     {"POST", "/api/v1/agent/sync", kAgent, h::AgentSync},

@@ -5,6 +5,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -171,6 +173,13 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   // Claiming an unproven account removes its SSH keys: keys' owner does it (auth does not
   // depend on keys).
   account_options.remove_ssh_keys = &keys::SshKeyTable::DeleteAllOf;
+  GPUWERK_ASSIGN_OR_RETURN(account_options.sign_up_policy,
+                           auth::ParseSignUpPolicy(config.sign_up_policy));
+  for (std::string domain : config.sign_up_domains) {
+    std::transform(domain.begin(), domain.end(), domain.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    account_options.sign_up_domains.push_back(std::move(domain));
+  }
 
   p->metrics = std::make_unique<api::Metrics>();
   p->router = std::make_unique<api::Router>();

@@ -1,6 +1,10 @@
 #include "app/server_config.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "app/common_options.h"
+#include "auth/account_service.h"
 #include "mail/mail_transport.h"
 #include "mail/smtp_mailer.h"
 
@@ -68,6 +72,16 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
       {.key = "sign_in_window_seconds",
        .field = &C::sign_in_window_seconds,
        .help = "the sliding window of both sign-in limits"},
+      {.key = "sign_up_policy",
+       .field = &C::sign_up_policy,
+       .help = "who may sign up: open (anyone), domains (addresses at sign_up_domains) or "
+               "invite (nobody; operators invite with `gpuwerk admin invite EMAIL`)",
+       .details = "Refused sign-ups answer 403 signup_domain_not_allowed or signup_invite_only, "
+                  "the same for every address (docs/accounts.md)."},
+      {.key = "sign_up_domains",
+       .field = &C::sign_up_domains,
+       .help = "with sign_up_policy = domains: the email domains whose addresses may sign up, "
+               "e.g. example.com (exact: list subdomains too)"},
       {.key = "instance_image",
        .field = &C::instance_image,
        .help = "the container image of every instance, snapshotted per instance at create",
@@ -146,6 +160,25 @@ core::Result<void> Validate(const ServerConfig& c) {
   if (c.read_timeout_seconds < 1 || c.idle_timeout_seconds < 1 || c.sign_in_window_seconds < 1 ||
       c.sign_in_failures_per_account < 1 || c.sign_in_failures_per_address < 1) {
     return std::unexpected(ConfigError("timeouts, windows and limits must be positive"));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(const auth::SignUpPolicy policy,
+                           auth::ParseSignUpPolicy(c.sign_up_policy));
+  if (policy == auth::SignUpPolicy::kDomains && c.sign_up_domains.empty()) {
+    return std::unexpected(
+        ConfigError("sign_up_policy = 'domains' needs sign_up_domains (e.g. example.com)"));
+  }
+  if (policy != auth::SignUpPolicy::kDomains && !c.sign_up_domains.empty()) {
+    return std::unexpected(ConfigError("sign_up_domains is only for sign_up_policy = 'domains'"));
+  }
+  for (const std::string& domain : c.sign_up_domains) {
+    const bool ok =
+        !domain.empty() && domain.size() <= 253 && domain.find('.') != std::string::npos &&
+        std::all_of(domain.begin(), domain.end(),
+                    [](unsigned char ch) { return std::isalnum(ch) || ch == '.' || ch == '-'; });
+    if (!ok) {
+      return std::unexpected(ConfigError("sign_up_domains: '" + domain +
+                                         "' is not a domain name (e.g. example.com, no '@')"));
+    }
   }
   if (c.instance_image.empty()) {
     return std::unexpected(ConfigError("instance_image must not be empty"));

@@ -33,6 +33,8 @@ struct ServerConfig {
   int sign_in_failures_per_account = 5;
   int sign_in_failures_per_address = 20;
   int sign_in_window_seconds = 900;
+  std::string sign_up_policy = "open";       ///< open, domains or invite (auth::SignUpPolicy)
+  std::vector<std::string> sign_up_domains;  ///< sign_up_policy = domains: who may sign up
   std::string instance_image = "localhost/gpuwerk-instance:bookworm";
   int64_t instance_memory_bytes = 0;  ///< bytes; 0: no limit
   int host_unknown_after_seconds = 30;

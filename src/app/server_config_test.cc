@@ -273,6 +273,29 @@ TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
   EXPECT_FALSE(Validate(c));
 }
 
+TEST(ServerConfigTest, SignUpPolicyAndDomainsAreChecked) {
+  ServerConfig c;
+  EXPECT_TRUE(Validate(c)) << "open by default";
+  c.sign_up_policy = "invite";
+  EXPECT_TRUE(Validate(c));
+  c.sign_up_policy = "closed";
+  auto bad = Validate(c);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().api_code, "invalid_config");
+  EXPECT_NE(bad.error().message.find("open, domains or invite"), std::string::npos);
+  c.sign_up_policy = "domains";
+  EXPECT_FALSE(Validate(c)) << "domains without a list";
+  c.sign_up_domains = {"example.com", "Lab.Example.org"};
+  EXPECT_TRUE(Validate(c));
+  c.sign_up_domains = {"alice@example.com"};
+  EXPECT_FALSE(Validate(c)) << "an address is not a domain";
+  c.sign_up_domains = {"localhost"};
+  EXPECT_FALSE(Validate(c));
+  c.sign_up_policy = "open";
+  c.sign_up_domains = {"example.com"};
+  EXPECT_FALSE(Validate(c)) << "a list the policy would ignore";
+}
+
 // docs/configuration.md: each command's table is generated from the declarations (between
 // `<!-- options NAME -->` and `<!-- end options NAME -->`), and every flag and GPUWERK_
 // variable the page names exists. GPUWERK_UPDATE_DOCS=1 rewrites the tables in the source tree.

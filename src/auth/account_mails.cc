@@ -72,21 +72,32 @@ mail::Mail SignUpAttemptMail(std::string_view to, std::string_view sign_in_url) 
   return m;
 }
 
-mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url) {
+mail::Mail NoAccountMail(std::string_view to, std::string_view signup_url, bool invite_only) {
+  const std::string how = invite_only ? std::string(
+                                            "Accounts here are by invitation: ask the operator "
+                                            "to invite this address.")
+                                      : fmt::format("To create one, sign up at: {}", signup_url);
   mail::Mail m;
   m.to = std::string(to);
   m.subject = "gpuwerk: no account for this address";
   m.text_body = fmt::format(
       "Someone asked for a gpuwerk sign-in or password link for this address, but there is no "
-      "account for it. To create one, sign up at:\n\n{}\n\nIf it was not you, ignore this "
-      "mail.\n\n-- gpuwerk\n",
-      signup_url);
+      "account for it. {}\n\nIf it was not you, ignore this mail.\n\n-- gpuwerk\n",
+      how);
   m.html_body = fmt::format(
       "<p>Someone asked for a gpuwerk sign-in or password link for this address, but there is "
-      "no account for it.</p><p><a href=\"{}\">Sign up</a></p><p>If it was not you, ignore "
-      "this mail.</p><p>-- gpuwerk</p>",
-      core::HtmlEscape(signup_url));
+      "no account for it.</p><p>{}</p><p>If it was not you, ignore this mail.</p>"
+      "<p>-- gpuwerk</p>",
+      invite_only ? core::HtmlEscape(how)
+                  : fmt::format("<a href=\"{}\">Sign up</a>", core::HtmlEscape(signup_url)));
   return m;
+}
+
+mail::Mail InviteMail(std::string_view to, std::string_view link, int days_valid) {
+  return LinkMail(to, "You are invited to gpuwerk",
+                  "You are invited to gpuwerk. Open this link to set your password and sign in:",
+                  "Accept the invitation", link, fmt::format("{} days", days_valid),
+                  "If you do not want an account, ignore this mail.");
 }
 
 namespace {

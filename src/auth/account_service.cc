@@ -55,6 +55,35 @@ core::Result<std::string> ValidateTokenName(std::string_view name) {
 
 std::string TokenHash(std::string_view secret) { return core::HexEncode(core::Sha256(secret)); }
 
+core::Result<SignUpPolicy> ParseSignUpPolicy(std::string_view name) {
+  if (name == "open") return SignUpPolicy::kOpen;
+  if (name == "domains") return SignUpPolicy::kDomains;
+  if (name == "invite") return SignUpPolicy::kInvite;
+  return core::Fail(ErrorCode::kInvalidArgument, "invalid_config",
+                    "sign_up_policy must be open, domains or invite");
+}
+
+core::Result<void> AccountService::CheckSignUpPolicy(const EmailAddress& address) const {
+  switch (options_.sign_up_policy) {
+    case SignUpPolicy::kOpen:
+      return {};
+    case SignUpPolicy::kInvite:
+      return core::Fail(ErrorCode::kPermissionDenied, "signup_invite_only",
+                        "Accounts here are by invitation only: ask the operator to invite your "
+                        "address.");
+    case SignUpPolicy::kDomains: {
+      const std::string domain = address.normalised.substr(address.normalised.rfind('@') + 1);
+      for (const auto& allowed : options_.sign_up_domains) {
+        if (domain == allowed) return {};
+      }
+      return core::Fail(ErrorCode::kPermissionDenied, "signup_domain_not_allowed",
+                        "Sign-up here is open to addresses of certain email domains only, and "
+                        "this one's is not among them: ask the operator for an invitation.");
+    }
+  }
+  return core::Internal("unknown sign-up policy");
+}
+
 AccountService::AccountService(store::Database& db, core::Clock& clock, core::Rng& rng,
                                const PasswordHasher& hasher, mail::Outbox& outbox,
                                AccountOptions options, std::function<void()> mail_enqueued)
@@ -89,6 +118,8 @@ core::Result<SignIn> AccountService::StartSignIn(Transaction& tx, const Person& 
 core::Result<void> AccountService::SignUp(std::string_view email, std::string_view password,
                                           const Caller& caller) {
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  // The operator's policy looks at the address only, never at whether it has an account.
+  GPUWERK_TRY(CheckSignUpPolicy(address));
   GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
   // Hashed whether or not the address has an account, so the answer's timing tells nothing.
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
@@ -157,6 +188,9 @@ core::Result<void> AccountService::IssueLink(Transaction& tx, const Person& pers
   } else if (purpose == LinkPurpose::kAddressProof) {
     lifetime = options_.proof_link_lifetime;
     path = "/auth/prove-address?token=";
+  } else if (purpose == LinkPurpose::kInvite) {
+    lifetime = options_.invite_link_lifetime;
+    path = "/auth/prove-address?token=";
   }
   // Issuing a link voids the older unused links of the same purpose.
   GPUWERK_TRY(LinkTokenTable::VoidUnused(tx, person.id, purpose));
@@ -167,10 +201,11 @@ core::Result<void> AccountService::IssueLink(Transaction& tx, const Person& pers
                                           .expires_at = now + lifetime.count()}));
   const std::string link = options_.public_url + std::string(path) + token;
   const int minutes = static_cast<int>(lifetime.count() / 60);
-  mail::Mail mail = purpose == LinkPurpose::kMagicLink ? MagicLinkMail(person.email, link, minutes)
-                    : purpose == LinkPurpose::kPasswordReset
-                        ? PasswordResetMail(person.email, link, minutes)
-                        : AddressProofMail(person.email, link, minutes / 60);
+  mail::Mail mail =
+      purpose == LinkPurpose::kMagicLink       ? MagicLinkMail(person.email, link, minutes)
+      : purpose == LinkPurpose::kPasswordReset ? PasswordResetMail(person.email, link, minutes)
+      : purpose == LinkPurpose::kInvite        ? InviteMail(person.email, link, minutes / (24 * 60))
+                                               : AddressProofMail(person.email, link, minutes / 60);
   GPUWERK_TRY(outbox_.Enqueue(tx, mail));
   return {};
 }
@@ -288,7 +323,9 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
     mailed = true;
     GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, address.normalised));
     if (!row) {
-      GPUWERK_TRY(outbox_.Enqueue(tx, NoAccountMail(address.display, options_.public_url + "/")));
+      GPUWERK_TRY(
+          outbox_.Enqueue(tx, NoAccountMail(address.display, options_.public_url + "/",
+                                            options_.sign_up_policy == SignUpPolicy::kInvite)));
       return {};
     }
     const Person& person = row->person;
@@ -367,13 +404,53 @@ core::Result<SignIn> AccountService::ProveAddress(std::string_view token,
   GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
   return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
-    GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kAddressProof));
+    // A sign-up's link or an invitation: either proves the address.
+    auto proof = ConsumeLink(tx, token, LinkPurpose::kAddressProof);
+    if (!proof && proof.error().api_code == "invalid_link") {
+      proof = ConsumeLink(tx, token, LinkPurpose::kInvite);
+    }
+    if (!proof) return std::unexpected(proof.error());
+    Person person = std::move(*proof);
     // Audited as person.address_proven by Claim.
     GPUWERK_TRY(Claim(tx, person, hash, caller));
     person.has_password = true;
     if (!person.email_proven_at) person.email_proven_at = clock_.NowUnix();
     return StartSignIn(tx, person, caller, "address_proof");
   });
+}
+
+core::Result<int64_t> AccountService::Invite(const Principal& by, std::string_view email,
+                                             const Caller& caller) {
+  GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  const int64_t now = clock_.NowUnix();
+  GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
+    Person person{.id = core::NewId(rng_, "per"),
+                  .email = address.display,
+                  .is_operator = false,
+                  .has_password = false,
+                  .created_at = now};
+    GPUWERK_ASSIGN_OR_RETURN(bool created,
+                             PersonTable::InsertUnlessEmailTaken(
+                                 tx, {.person = person, .email_norm = address.normalised}));
+    if (!created) {
+      GPUWERK_ASSIGN_OR_RETURN(auto existing, PersonTable::FindByEmail(tx, address.normalised));
+      if (!existing) return core::Internal("a taken address has no account");
+      if (existing->person.email_proven_at) {
+        return core::Fail(ErrorCode::kAlreadyExists, "account_exists",
+                          "This address already has an account; its owner can sign in.");
+      }
+      person = existing->person;
+    }
+    GPUWERK_TRY(IssueLink(tx, person, LinkPurpose::kInvite));
+    return audit::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = by.person_id,
+                               .action = "person.invite",
+                               .target = person.id,
+                               .source_address = caller.address,
+                               .detail = {{"email", address.display}}});
+  }));
+  if (mail_enqueued_) mail_enqueued_();
+  return now + options_.invite_link_lifetime.count();
 }
 
 core::Result<AccountService::Claimed> AccountService::Claim(Transaction& tx, const Person& person,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "auth/api_token_table.h"
+#include "auth/email_address.h"
 #include "auth/link_token_table.h"
 #include "auth/password_hasher.h"
 #include "auth/principal.h"
@@ -19,13 +20,28 @@
 
 namespace gpuwerk::auth {
 
+/// Who may sign up (docs/accounts.md "Who may sign up"), chosen by the operator.
+enum class SignUpPolicy {
+  kOpen,     ///< anyone
+  kDomains,  ///< addresses at one of AccountOptions::sign_up_domains
+  kInvite,   ///< nobody: operators invite (AccountService::Invite)
+};
+
+/// Parses "open", "domains" or "invite". Errors: kInvalidArgument "invalid_config".
+core::Result<SignUpPolicy> ParseSignUpPolicy(std::string_view name);
+
 /// Settings for AccountService.
 struct AccountOptions {
   std::string public_url = "http://127.0.0.1:8080";  ///< base of links in mails, no trailing /
   std::chrono::seconds sign_in_session_lifetime{30 * 24 * 3600};
-  std::chrono::seconds magic_link_lifetime{15 * 60};    ///< R-1: 15 min
-  std::chrono::seconds reset_link_lifetime{60 * 60};    ///< R-1: 60 min
-  std::chrono::seconds proof_link_lifetime{24 * 3600};  ///< address proof (sign-up): 24 h
+  std::chrono::seconds magic_link_lifetime{15 * 60};     ///< R-1: 15 min
+  std::chrono::seconds reset_link_lifetime{60 * 60};     ///< R-1: 60 min
+  std::chrono::seconds proof_link_lifetime{24 * 3600};   ///< address proof (sign-up): 24 h
+  std::chrono::seconds invite_link_lifetime{7 * 86400};  ///< an operator's invitation: 7 days
+  SignUpPolicy sign_up_policy = SignUpPolicy::kOpen;
+  /// kDomains: the email domains (lowercase, e.g. "example.com") whose addresses may sign up;
+  /// an address matches its domain exactly (no subdomains unless listed).
+  std::vector<std::string> sign_up_domains;
   /// failed sign-ins per account (normalised email) and per source address.
   RateRule sign_in_failures_per_account{"sign_in_account", 5, std::chrono::minutes(15)};
   RateRule sign_in_failures_per_address{"sign_in_address", 20, std::chrono::minutes(15)};
@@ -68,11 +84,19 @@ class AccountService {
   /// a new address gets an unproven account with this password and a mailed link that proves
   /// it (ProveAddress); an unproven account's address gets a fresh link (whoever proves the
   /// mailbox claims it); a proven account's owner gets a notice and nothing changes. The
-  /// answer is the same for all three. Errors: invalid_email, weak_password, rate_limited.
+  /// answer is the same for all three. Errors: invalid_email, weak_password, rate_limited; under
+  /// the sign-up policy, for every address alike: kPermissionDenied "signup_invite_only" or
+  /// "signup_domain_not_allowed".
   core::Result<void> SignUp(std::string_view email, std::string_view password, const Caller&);
-  /// Consumes an address-proof link once: proves the address, sets `new_password`, ends every
-  /// sign-in session and API token the account had and voids its other links (the prover claims
-  /// the account), and signs in. Errors: invalid_link, weak_password.
+  /// An operator invites `email` (docs/accounts.md "Invitations"): a new address gets an
+  /// unproven account without a password, an unproven account a fresh invitation; either way a
+  /// mailed link (7 days) that proves the address and sets the password (ProveAddress). Works
+  /// under every sign-up policy. Returns the link's expiry (Unix seconds). Errors:
+  /// invalid_email, kAlreadyExists "account_exists" (a proven account has the address).
+  core::Result<int64_t> Invite(const Principal& by, std::string_view email, const Caller&);
+  /// Consumes an address-proof or invitation link once: proves the address, sets `new_password`,
+  /// ends every sign-in session and API token the account had and voids its other links (the prover
+  /// claims the account), and signs in. Errors: invalid_link, weak_password.
   core::Result<SignIn> ProveAddress(std::string_view token, std::string_view new_password,
                                     const Caller&);
   /// Errors: kUnauthenticated "invalid_credentials" (same for unknown email and wrong password),
@@ -149,6 +173,8 @@ class AccountService {
   core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,
                                    const Caller& caller, std::string_view how);
   core::Result<void> MailLink(std::string_view email, const Caller& caller, LinkPurpose purpose);
+  /// Whether the sign-up policy lets `address` sign up (it never looks at the store).
+  core::Result<void> CheckSignUpPolicy(const EmailAddress& address) const;
   /// Issues a link of `purpose` to `person` (voiding their older unused ones of that purpose)
   /// and puts its mail in the outbox.
   core::Result<void> IssueLink(store::Transaction& tx, const Person& person, LinkPurpose purpose);

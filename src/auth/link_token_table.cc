@@ -10,6 +10,8 @@ std::string_view LinkPurposeName(LinkPurpose purpose) {
       return "password_reset";
     case LinkPurpose::kAddressProof:
       return "address_proof";
+    case LinkPurpose::kInvite:
+      return "invite";
   }
   return "magic_link";
 }

@@ -10,10 +10,11 @@
 namespace gpuwerk::auth {
 
 /// What a link token is for (R-1; docs/accounts.md "Links"); stored as its name. kAddressProof
-/// proves a new account's address (sign-up, invitation) and sets its password.
-enum class LinkPurpose { kMagicLink, kPasswordReset, kAddressProof };
+/// (sign-up) and kInvite (an operator's invitation) prove a new account's address and set its
+/// password.
+enum class LinkPurpose { kMagicLink, kPasswordReset, kAddressProof, kInvite };
 
-/// The stored name of `purpose`: "magic_link", "password_reset" or "address_proof".
+/// The stored name of `purpose`: "magic_link", "password_reset", "address_proof" or "invite".
 std::string_view LinkPurposeName(LinkPurpose purpose);
 
 /// One row of `link_tokens` (migration 1): a mailed single-use link, known by the SHA-256 of its

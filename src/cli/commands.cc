@@ -35,6 +35,7 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   internal::AddAdminRelaySessionVerbs(*admin, verbs);
   internal::AddAdminHostVerbs(*admin, verbs);
   internal::AddAdminGpuTypeVerbs(*admin, verbs);
+  internal::AddAdminInviteVerbs(*admin, verbs);
 }
 
 }  // namespace gpuwerk::cli

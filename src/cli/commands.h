@@ -47,6 +47,7 @@ struct ClientIo {
 ///   events [--count N]
 ///   admin hosts add|ls|drain|undrain|rm|link|unlink … | admin gpu-types ls|set …
 ///   admin relay-sessions [--instance ID] [--person ID] [--page N]
+///   admin invite EMAIL
 /// Every verb but login and signup also takes `--url URL` and `--token TOKEN`, which override
 /// GPUWERK_URL / GPUWERK_TOKEN and the login file (see ResolveTarget). Every verb takes `--json`:
 /// its result as JSON on stdout, and a failure as one line of problem JSON on stderr

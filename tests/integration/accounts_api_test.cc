@@ -799,5 +799,95 @@ TEST_F(AccountsApiTest, HealthAndMetrics) {
   EXPECT_EQ(b->Get("/home.js").status, 200);
 }
 
+// Issue 11: sign-up open to some email domains only. A refused address gets the same answer
+// whether or not it has an account.
+class DomainSignUpTest : public ServerTest {
+  void Customize(app::ServerConfig& c) override {
+    c.sign_up_policy = "domains";
+    c.sign_up_domains = {"example.test"};
+  }
+};
+
+TEST_F(DomainSignUpTest, OnlyTheListedDomainsSignUpAndRefusalsTellNothing) {
+  auto alice = Browser();
+  SignUp(*alice, "alice@EXAMPLE.test");
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  // An operator may invite an address outside the domains: it then has an account.
+  ASSERT_EQ(op->PostJson("/api/v1/admin/invites", {{"email", "guest@other.test"}}).status, 201);
+  auto stranger = Browser()->PostJson(
+      "/api/v1/auth/signup", {{"email", "eve@other.test"}, {"password", "eve password 1"}});
+  ExpectProblem(stranger, 403, "signup_domain_not_allowed");
+  auto invited = Browser()->PostJson(
+      "/api/v1/auth/signup", {{"email", "guest@other.test"}, {"password", "eve password 1"}});
+  EXPECT_EQ(invited.status, stranger.status);
+  EXPECT_EQ(invited.body, stranger.body);
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/signup", {{"email", "bob@lab.example.test"},
+                                                            {"password", "bob password 1"}}),
+                403, "signup_domain_not_allowed");
+  EXPECT_TRUE(Mails("eve@other.test", 0).empty()) << "a refused sign-up mails nothing";
+}
+
+// Issue 11: invitation only. Nobody signs up; an operator's invitation link is the address proof.
+class InviteOnlyTest : public ServerTest {
+  void Customize(app::ServerConfig& c) override { c.sign_up_policy = "invite"; }
+};
+
+TEST_F(InviteOnlyTest, OperatorsInviteAndTheLinkMakesTheAccount) {
+  auto refused = Browser()->PostJson(
+      "/api/v1/auth/signup", {{"email", "carol@example.test"}, {"password", "carol password 1"}});
+  ExpectProblem(refused, 403, "signup_invite_only");
+
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  auto invite = op->PostJson("/api/v1/admin/invites", {{"email", "Carol@example.test"}});
+  ASSERT_EQ(invite.status, 201) << invite.body;
+  EXPECT_EQ(invite.Json()["email"], "Carol@example.test");
+  EXPECT_EQ(invite.Json()["expires_at"], core::FormatRfc3339(clock_.NowUnix() + 7 * 86400));
+  // Invited or not, sign-up answers alike.
+  auto again = Browser()->PostJson(
+      "/api/v1/auth/signup", {{"email", "carol@example.test"}, {"password", "carol password 1"}});
+  EXPECT_EQ(again.status, refused.status);
+  EXPECT_EQ(again.body, refused.body);
+
+  // The invitation link proves the address and sets the password.
+  auto carol = Browser();
+  const std::string link = LinkToken("carol@example.test", kAddressProofPath);
+  ASSERT_FALSE(link.empty());
+  ASSERT_EQ(carol
+                ->PostJson("/api/v1/auth/prove-address/consume",
+                           {{"token", link}, {"password", "carol password 2"}})
+                .status,
+            200);
+  auto me = carol->Get("/api/v1/me").Json();
+  EXPECT_EQ(me["email_proven"], true);
+  EXPECT_EQ(me["has_password"], true);
+  EXPECT_EQ(carol->PostJson("/api/v1/tokens", {{"name", "laptop"}}).status, 201);
+  // Only operators invite, and not an address with a proven account.
+  ExpectProblem(carol->PostJson("/api/v1/admin/invites", {{"email", "dan@example.test"}}), 403,
+                "forbidden");
+  ExpectProblem(op->PostJson("/api/v1/admin/invites", {{"email", "carol@example.test"}}), 409,
+                "account_exists");
+  ExpectProblem(op->PostJson("/api/v1/admin/invites", {{"email", "not an address"}}), 400,
+                "invalid_email");
+
+  // An invitation lives 7 days.
+  ASSERT_EQ(op->PostJson("/api/v1/admin/invites", {{"email", "dan@example.test"}}).status, 201);
+  const std::string late = LinkToken("dan@example.test", kAddressProofPath);
+  ASSERT_FALSE(late.empty());
+  clock_.Advance(std::chrono::hours(7 * 24));
+  ExpectProblem(Browser()->PostJson("/api/v1/auth/prove-address/consume",
+                                    {{"token", late}, {"password", "dan password 1"}}),
+                401, "invalid_link");
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

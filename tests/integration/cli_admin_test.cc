@@ -128,5 +128,24 @@ TEST_F(CliAdminTest, HostsLsFollowsPages) {
   EXPECT_NE(table.out.find("host-115"), std::string::npos) << table.out;
 }
 
+// Issue 11: `gpuwerk admin invite EMAIL` mails an invitation whose link makes the account.
+TEST_F(CliAdminTest, AdminInviteMailsALinkThatMakesTheAccount) {
+  auto invite = Gpuwerk("admin invite dan@example.test");
+  ASSERT_EQ(invite.exit_code, 0) << invite.err;
+  EXPECT_EQ(invite.out.rfind("Invited dan@example.test: the mailed link", 0), 0u) << invite.out;
+  const std::string link = LinkToken("dan@example.test", kAddressProofPath);
+  ASSERT_FALSE(link.empty());
+  auto dan = Browser();
+  ASSERT_EQ(dan->PostJson("/api/v1/auth/prove-address/consume",
+                          {{"token", link}, {"password", "dan password 1"}})
+                .status,
+            200);
+  EXPECT_EQ(dan->Get("/api/v1/me").Json()["email_proven"], true);
+  ExpectFailure(Gpuwerk("admin invite dan@example.test"), "account_exists");
+  auto j = Gpuwerk("admin invite erin@example.test --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(json::parse(j.out)["email"], "erin@example.test");
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

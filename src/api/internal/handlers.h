@@ -23,6 +23,7 @@ Answer RequestPasswordReset(ApiContext& ctx, Call& call);
 Answer ConsumePasswordReset(ApiContext& ctx, Call& call);
 Answer GetMe(ApiContext& ctx, Call& call);
 Answer ChangePassword(ApiContext& ctx, Call& call);
+Answer AdminInvite(ApiContext& ctx, Call& call);
 
 // auth_pages.cc: the pages mailed links open (/auth/…).
 Answer MagicLinkPage(ApiContext& ctx, Call& call);

@@ -30,5 +30,7 @@ void AddAdminRelaySessionVerbs(CLI::App& admin, const VerbRegistry& verbs);
 void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin gpu-types ls|set (admin_gpu_type_verbs.cc).
 void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs);
+/// admin invite EMAIL (admin_invite_verbs.cc).
+void AddAdminInviteVerbs(CLI::App& admin, const VerbRegistry& verbs);
 
 }  // namespace gpuwerk::cli::internal
