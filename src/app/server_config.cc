@@ -65,10 +65,12 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .help = "idle keep-alive connections are closed after this"},
       {.key = "sign_in_failures_per_account",
        .field = &C::sign_in_failures_per_account,
-       .help = "failed sign-ins per account per window (docs/accounts.md)"},
+       .help = "failed sign-ins per account from one source address (an IPv6 /64) per window; "
+               "other sources are not affected (docs/accounts.md)"},
       {.key = "sign_in_failures_per_address",
        .field = &C::sign_in_failures_per_address,
-       .help = "failed sign-ins per source address per window"},
+       .help = "failed sign-ins per source address (an IPv6 /64) per window, all accounts "
+               "together"},
       {.key = "sign_in_window_seconds",
        .field = &C::sign_in_window_seconds,
        .help = "the sliding window of both sign-in limits"},

@@ -125,14 +125,14 @@ core::Result<void> AccountService::SignUp(std::string_view email, std::string_vi
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
   bool mailed = false;
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto retry, limiter_.RetryAfter(tx, options_.sign_ups_per_address, caller.address));
+    GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, options_.sign_ups_per_address,
+                                                             SourceSubject(caller.address)));
     if (retry) {
       return core::Fail(RateLimiter::Limited("Too many sign-ups from this address. Try again in " +
                                                  std::to_string(*retry) + " seconds.",
                                              *retry));
     }
-    GPUWERK_TRY(limiter_.Record(tx, options_.sign_ups_per_address, caller.address));
+    GPUWERK_TRY(limiter_.Record(tx, options_.sign_ups_per_address, SourceSubject(caller.address)));
     Person person{.id = core::NewId(rng_, "per"),
                   .email = address.display,
                   .is_operator = false,
@@ -210,12 +210,22 @@ core::Result<void> AccountService::IssueLink(Transaction& tx, const Person& pers
   return {};
 }
 
+namespace {
+
+/// The subject of the per-account limit: the account from one source (R-3, issue 11: wrong
+/// passwords from one source never lock the account for the others).
+std::string AccountFromSource(const std::string& email_norm, const Caller& caller) {
+  return email_norm + " from " + SourceSubject(caller.address);
+}
+
+}  // namespace
+
 core::Result<void> AccountService::CheckSignInLimits(Transaction& tx, const std::string& email_norm,
                                                      const Caller& caller) {
   for (const auto& [rule, subject] :
-       {std::pair{&options_.sign_in_failures_per_account, &email_norm},
-        std::pair{&options_.sign_in_failures_per_address, &caller.address}}) {
-    GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, *rule, *subject));
+       {std::pair{&options_.sign_in_failures_per_account, AccountFromSource(email_norm, caller)},
+        std::pair{&options_.sign_in_failures_per_address, SourceSubject(caller.address)}}) {
+    GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, *rule, subject));
     if (retry) {
       return core::Fail(RateLimiter::Limited("Too many failed sign-ins. Try again in " +
                                                  std::to_string(*retry) +
@@ -230,8 +240,10 @@ core::Result<void> AccountService::RecordSignInFailure(Transaction& tx,
                                                        const std::string& email_norm,
                                                        const std::string& person_id,
                                                        const Caller& caller) {
-  GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_account, email_norm));
-  GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_address, caller.address));
+  GPUWERK_TRY(limiter_.Record(tx, options_.sign_in_failures_per_account,
+                              AccountFromSource(email_norm, caller)));
+  GPUWERK_TRY(
+      limiter_.Record(tx, options_.sign_in_failures_per_address, SourceSubject(caller.address)));
   return audit::RecordAudit(tx, clock_, rng_,
                             {.actor_id = person_id,
                              .action = "person.sign_in_failed",
@@ -277,7 +289,8 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
           GPUWERK_TRY(RecordSignInFailure(tx, norm, found.person ? found.person->id : "", caller));
           return std::optional<SignIn>();
         }
-        GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope, norm));
+        GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
+                                   AccountFromSource(norm, caller)));
         GPUWERK_ASSIGN_OR_RETURN(SignIn s, StartSignIn(tx, *found.person, caller, "password"));
         return std::optional<SignIn>(std::move(s));
       }));
@@ -304,15 +317,16 @@ core::Result<void> AccountService::MailLink(std::string_view email, const Caller
   GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
   bool mailed = false;
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(
-        auto retry, limiter_.RetryAfter(tx, options_.link_requests_per_address, caller.address));
+    GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, options_.link_requests_per_address,
+                                                             SourceSubject(caller.address)));
     if (retry) {
       return core::Fail(
           RateLimiter::Limited("Too many link requests from this address. Try again in " +
                                    std::to_string(*retry) + " seconds.",
                                *retry));
     }
-    GPUWERK_TRY(limiter_.Record(tx, options_.link_requests_per_address, caller.address));
+    GPUWERK_TRY(
+        limiter_.Record(tx, options_.link_requests_per_address, SourceSubject(caller.address)));
     GPUWERK_ASSIGN_OR_RETURN(
         auto full, limiter_.RetryAfter(tx, options_.link_mails_per_recipient, address.normalised));
     if (full) {
@@ -464,8 +478,9 @@ core::Result<AccountService::Claimed> AccountService::Claim(Transaction& tx, con
   if (out.newly_proven && options_.remove_ssh_keys) {
     GPUWERK_ASSIGN_OR_RETURN(out.ssh_keys, options_.remove_ssh_keys(tx, person.id));
   }
-  GPUWERK_TRY(limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
-                             ParseEmailAddress(person.email)->normalised));
+  GPUWERK_TRY(
+      limiter_.Clear(tx, options_.sign_in_failures_per_account.scope,
+                     AccountFromSource(ParseEmailAddress(person.email)->normalised, caller)));
   if (out.newly_proven) {
     GPUWERK_TRY(audit::RecordAudit(
         tx, clock_, rng_,

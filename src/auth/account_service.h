@@ -42,7 +42,9 @@ struct AccountOptions {
   /// kDomains: the email domains (lowercase, e.g. "example.com") whose addresses may sign up;
   /// an address matches its domain exactly (no subdomains unless listed).
   std::vector<std::string> sign_up_domains;
-  /// failed sign-ins per account (normalised email) and per source address.
+  /// failed sign-ins per account (normalised email) from one source address, and per
+  /// source address (SourceSubject: an IPv6 /64 counts as one). There is no account-wide limit,
+  /// so wrong passwords from one source never lock the owner out from another.
   RateRule sign_in_failures_per_account{"sign_in_account", 5, std::chrono::minutes(15)};
   RateRule sign_in_failures_per_address{"sign_in_address", 20, std::chrono::minutes(15)};
   /// Link mails (magic link, reset) per recipient: beyond it requests are answered as usual but

@@ -5,6 +5,7 @@
 #include "auth/email_address.h"
 #include "auth/password_hasher.h"
 #include "auth/person_table.h"
+#include "auth/rate_limiter.h"
 #include "core/logging.h"
 #include "store/sqlite_database.h"
 #include "tests/support/temp_database.h"
@@ -160,6 +161,61 @@ TEST_F(AccountServiceTest, FailedSignInsAreCountedAndLimited) {
   EXPECT_GT(limited.error().details["retry_after_seconds"].get<int64_t>(), 0);
   clock_.Advance(std::chrono::seconds(61));
   EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1", caller_));
+}
+
+TEST(SourceSubjectTest, IPv6CountsByItsSlash64) {
+  EXPECT_EQ(SourceSubject("192.0.2.1"), "192.0.2.1");
+  EXPECT_EQ(SourceSubject("::ffff:192.0.2.1"), "192.0.2.1");
+  EXPECT_EQ(SourceSubject("2001:db8:1:2:3:4:5:6"), "2001:db8:1:2::/64");
+  EXPECT_EQ(SourceSubject("2001:DB8:1:2::9"), "2001:db8:1:2::/64");
+  EXPECT_EQ(SourceSubject("::1"), "0:0:0:0::/64");
+  EXPECT_EQ(SourceSubject("system"), "system");
+}
+
+// Issue 11: wrong passwords lock their source out of the account, never the owner elsewhere.
+TEST_F(AccountServiceTest, FailedSignInsLockOutTheirSourceNotTheOwner) {
+  SignUpProven("alice@example.test", "password1");
+  const Caller attacker{.address = "198.51.100.7"};
+  const Caller owner{.address = "203.0.113.9"};
+  for (int i = 0; i < 3; ++i) {
+    auto r = accounts_->SignInWithPassword("alice@example.test", "nope-nope", attacker);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().api_code, "invalid_credentials");
+  }
+  auto limited = accounts_->SignInWithPassword("alice@example.test", "password1", attacker);
+  ASSERT_FALSE(limited);
+  EXPECT_EQ(limited.error().api_code, "rate_limited");
+  auto mapped = accounts_->SignInWithPassword("alice@example.test", "password1",
+                                              Caller{.address = "::ffff:198.51.100.7"});
+  ASSERT_FALSE(mapped);
+  EXPECT_EQ(mapped.error().api_code, "rate_limited") << "the same source, spelled as IPv6";
+  EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1", owner))
+      << "the owner at another address signs in";
+
+  // One IPv6 /64 is one source.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_FALSE(
+        accounts_->SignInWithPassword("alice@example.test", "nope-nope",
+                                      Caller{.address = "2001:db8:1:2::" + std::to_string(i + 1)}));
+  }
+  auto same_site = accounts_->SignInWithPassword("alice@example.test", "password1",
+                                                 Caller{.address = "2001:db8:1:2::ff"});
+  ASSERT_FALSE(same_site);
+  EXPECT_EQ(same_site.error().api_code, "rate_limited");
+  EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1",
+                                            Caller{.address = "2001:db8:1:3::1"}));
+
+  // The per-source limit counts every account: 20 misses on strangers stop that source for
+  // alice too, and nobody else.
+  const Caller sprayer{.address = "192.0.2.99"};
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_FALSE(accounts_->SignInWithPassword("user" + std::to_string(i) + "@example.test",
+                                               "nope-nope", sprayer));
+  }
+  auto sprayed = accounts_->SignInWithPassword("alice@example.test", "password1", sprayer);
+  ASSERT_FALSE(sprayed);
+  EXPECT_EQ(sprayed.error().api_code, "rate_limited");
+  EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1", owner));
 }
 
 TEST_F(AccountServiceTest, SessionsExpire) {

@@ -19,6 +19,12 @@ struct RateRule {
   std::chrono::seconds window{0};
 };
 
+/// The subject that stands for a request's source address in per-source limits: an IPv4 address
+/// as it is (an IPv4-mapped IPv6 one as its IPv4), an IPv6 address as its /64 prefix (one site
+/// or host gets a whole /64, so its addresses count as one, "2001:db8:1:2::/64"), anything else
+/// as it is.
+std::string SourceSubject(std::string_view address);
+
 /// Sliding-window event counts kept in the store (table `rate_limit_events`), so every server
 /// replica counts the same events. Runs inside the caller's transaction. Thread-safe.
 class RateLimiter {

@@ -183,6 +183,27 @@ TEST_F(AccountsApiTest, RateLimitTripsPerAccountAndRecovers) {
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
+// Issue 11: wrong passwords from one address lock that address out of the account; the owner,
+// signing in from another address, is not locked out.
+TEST_F(AccountsApiTest, WrongPasswordsFromOneAddressDoNotLockOutTheOwnerElsewhere) {
+  auto owner = Browser();
+  SignUp(*owner, "alice@example.test");
+  auto attacker = Browser();
+  attacker->SetSourceAddress("127.0.0.2");
+  for (int i = 0; i < config_.sign_in_failures_per_account; ++i) {
+    ExpectProblem(
+        attacker->PostJson("/api/v1/auth/login", {{"email", "alice@example.test"},
+                                                  {"password", "guess " + std::to_string(i)}}),
+        401, "invalid_credentials");
+  }
+  ExpectProblem(attacker->PostJson("/api/v1/auth/login", {{"email", "alice@example.test"},
+                                                          {"password", "correct horse battery"}}),
+                429, "rate_limited");
+  auto in = Browser()->PostJson("/api/v1/auth/login", {{"email", "alice@example.test"},
+                                                       {"password", "correct horse battery"}});
+  EXPECT_EQ(in.status, 200) << in.body;
+}
+
 TEST_F(AccountsApiTest, RateLimitTripsPerAddress) {
   auto b = Browser();
   for (int i = 0; i < config_.sign_in_failures_per_address; ++i) {

@@ -83,6 +83,7 @@ HttpResult HttpClient::Send(const std::string& method, const std::string& path,
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, WriteHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &out.headers);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(c, CURLOPT_INTERFACE, interface_.empty() ? nullptr : interface_.c_str());
   CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(list);
   if (rc != CURLE_OK) {

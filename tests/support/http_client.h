@@ -52,11 +52,15 @@ class HttpClient {
   std::string CookieValue(const std::string& name) const;
   /// Sets an Authorization: Bearer header on every request ("" to stop).
   void SetBearer(std::string token) { bearer_ = std::move(token); }
+  /// Connects from this local address (e.g. "127.0.0.2", any of 127/8 reaches a loopback
+  /// server), so the server sees another source address. Set it before the first request.
+  void SetSourceAddress(const std::string& address) { interface_ = "host!" + address; }
 
  private:
   std::string base_url_;
   std::string bearer_;
-  void* curl_;  // CURL*
+  std::string interface_;  ///< CURLOPT_INTERFACE, "" for the default
+  void* curl_;             // CURL*
 };
 
 }  // namespace gpuwerk::testing
