@@ -25,10 +25,10 @@ class QueueFixture : public ServerTest {
     auto login = op_->PostJson("/api/v1/auth/login",
                                {{"email", "op@example.test"}, {"password", "operator password 1"}});
     ASSERT_EQ(login.status, 200) << login.body;
-    public_key_ = GenerateKey(dir_.path(), "shared").public_line;
   }
 
-  /// A person signed up as `email` with one SSH key named "laptop".
+  /// A person signed up as `email` with one SSH key of their own (a key has one account) named
+  /// "laptop".
   struct Person {
     std::string email;
     std::unique_ptr<HttpClient> browser;
@@ -37,8 +37,11 @@ class QueueFixture : public ServerTest {
   Person NewPerson(const std::string& email) {
     Person p{email, Browser(), ""};
     SignUp(*p.browser, email);
+    const std::string public_key =
+        GenerateKey(dir_.path(), "person" + std::to_string(++people_)).public_line;
+    EXPECT_FALSE(public_key.empty()) << "ssh-keygen failed";
     auto r =
-        p.browser->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", public_key_}});
+        p.browser->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", public_key}});
     EXPECT_EQ(r.status, 201) << r.body;
     p.key_id = r.Json().value("id", "");
     return p;
@@ -112,7 +115,7 @@ class QueueFixture : public ServerTest {
   }
 
   std::unique_ptr<HttpClient> op_;
-  std::string public_key_;
+  int people_ = 0;  ///< persons made so far (each gets a key file of its own)
   std::map<std::string, std::string> tokens_;
 };
 
