@@ -10,6 +10,34 @@ namespace {
 
 constexpr int kPageSize = 15;
 
+/// The key is on another account (R-4: one account at most). Says nothing of whose.
+std::unexpected<core::Error> KeyTaken() {
+  return core::Fail(core::ErrorCode::kAlreadyExists, "key_taken",
+                    "This public key is already registered to another gpuwerk account, and a key "
+                    "can belong to one account only. Create a new key pair for this account "
+                    "(e.g. ssh-keygen -t ed25519) and add its .pub file.");
+}
+
+/// R-4's uniqueness, checked before the insert: the person's own name (`name_taken`) or key
+/// (`key_exists`), then the key on any other account (`key_taken`).
+core::Result<void> RefuseClash(store::Transaction& tx, const std::string& person_id,
+                               const SshKey& key) {
+  GPUWERK_ASSIGN_OR_RETURN(auto clash,
+                           SshKeyTable::FindClash(tx, person_id, key.name, key.fingerprint));
+  if (clash) {
+    if (clash->name == key.name) {
+      return core::Fail(core::ErrorCode::kAlreadyExists, "name_taken",
+                        "You already have a key named '" + key.name + "'. Pick another name.");
+    }
+    return core::Fail(core::Error(core::ErrorCode::kAlreadyExists, "key_exists",
+                                  "This key is already on your account as '" + clash->name + "'.")
+                          .WithDetail("existing_name", clash->name));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto owner, SshKeyTable::FindByFingerprint(tx, key.fingerprint));
+  if (owner) return KeyTaken();
+  return {};
+}
+
 }  // namespace
 
 core::Result<SshKey> SshKeyRegistry::Add(const std::string& person_id, std::string_view name,
@@ -25,27 +53,25 @@ core::Result<SshKey> SshKeyRegistry::Add(const std::string& person_id, std::stri
              .public_key = parsed.Line(),
              .fingerprint = parsed.Fingerprint(),
              .created_at = clock_.NowUnix()};
-  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(auto clash,
-                             SshKeyTable::FindClash(tx, person_id, key.name, key.fingerprint));
-    if (clash) {
-      if (clash->name == key.name) {
-        return core::Fail(core::ErrorCode::kAlreadyExists, "name_taken",
-                          "You already have a key named '" + key.name + "'. Pick another name.");
-      }
-      return core::Fail(core::Error(core::ErrorCode::kAlreadyExists, "key_exists",
-                                    "This key is already on your account as '" + clash->name + "'.")
-                            .WithDetail("existing_name", clash->name));
-    }
-    GPUWERK_TRY(SshKeyTable::Insert(tx, key));
-    return audit::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = person_id,
-                               .action = "ssh_key.add",
-                               .target = key.id,
-                               .source_address = source_address,
-                               .detail = {{"name", key.name}, {"fingerprint", key.fingerprint}}});
-  }));
-  return key;
+  // Two adds of one key (or one name) at once: each checks, then inserts. Where the check cannot
+  // see the other's uncommitted row (PostgreSQL under READ COMMITTED; SQLite's writers take turns
+  // and always see it), the unique indexes refuse the second row, and the next attempt's check
+  // answers with the winner's code. Nothing of the loser is stored.
+  for (int attempt = 0;; ++attempt) {
+    auto added = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(RefuseClash(tx, person_id, key));
+      GPUWERK_TRY(SshKeyTable::Insert(tx, key));
+      return audit::RecordAudit(tx, clock_, rng_,
+                                {.actor_id = person_id,
+                                 .action = "ssh_key.add",
+                                 .target = key.id,
+                                 .source_address = source_address,
+                                 .detail = {{"name", key.name}, {"fingerprint", key.fingerprint}}});
+    });
+    if (added) return key;
+    if (!store::IsUniqueViolation(added.error())) return std::unexpected(added.error());
+    if (attempt >= 2) return KeyTaken();  // the winner keeps changing: still not this account's
+  }
 }
 
 core::Result<SshKeyPage> SshKeyRegistry::List(const std::string& person_id, int page) {

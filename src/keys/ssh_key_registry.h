@@ -51,7 +51,8 @@ using KeyUsers = std::function<core::Result<KeyUse>(
     store::Transaction& tx, const std::string& person_id, const std::string& key_id)>;
 
 /// The SSH keys of each person: add (parsed and normalised by ParsePublicKey), list, delete.
-/// Names are unique per person; so are keys (by fingerprint). Every change is audited.
+/// Names are unique per person; a key (by fingerprint) belongs to one person at most. Every
+/// change is audited.
 /// Thread-safe.
 class SshKeyRegistry {
  public:
@@ -60,7 +61,9 @@ class SshKeyRegistry {
       : db_(db), clock_(clock), rng_(rng), key_users_(std::move(key_users)) {}
 
   /// Errors: every ParsePublicKey error (invalid_public_key, private_key_pasted, …),
-  /// invalid_name, kAlreadyExists "name_taken" or "key_exists".
+  /// invalid_name, kAlreadyExists "name_taken" or "key_exists" (the person's own), "key_taken"
+  /// (the key is on another account, which the message does not name). Nothing is stored on an
+  /// error; of concurrent adds of one key exactly one succeeds, the others get these codes.
   core::Result<SshKey> Add(const std::string& person_id, std::string_view name,
                            std::string_view public_key_text, const std::string& source_address);
   /// 15 keys a page, oldest first; `page` is 1-based. Errors: invalid_page.

@@ -47,14 +47,10 @@ core::Result<std::optional<SshKey>> SshKeyTable::FindClash(store::Transaction& t
                          {person_id, name, fingerprint}));
 }
 
-core::Result<std::vector<SshKey>> SshKeyTable::FindByFingerprint(store::Transaction& tx,
-                                                                 const std::string& fingerprint) {
-  GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query(std::string("SELECT ") + kColumns +
-                                                   " FROM ssh_keys WHERE fingerprint = ?",
-                                               {fingerprint}));
-  std::vector<SshKey> out;
-  for (const auto& r : rows) out.push_back(KeyFromRow(r));
-  return out;
+core::Result<std::optional<SshKey>> SshKeyTable::FindByFingerprint(store::Transaction& tx,
+                                                                   const std::string& fingerprint) {
+  return One(tx.QueryOne(std::string("SELECT ") + kColumns + " FROM ssh_keys WHERE fingerprint = ?",
+                         {fingerprint}));
 }
 
 core::Result<void> SshKeyTable::Insert(store::Transaction& tx, const SshKey& key) {

@@ -10,9 +10,9 @@
 
 namespace gpuwerk::keys {
 
-/// The `ssh_keys` table (migration 1): the one place that holds its SQL. Rows map to SshKey in
-/// one place and are read by column name. Every function works inside the caller's transaction;
-/// errors are the store's. Stateless.
+/// The `ssh_keys` table (migration 1; one account per key from migration 10): the one place that
+/// holds its SQL. Rows map to SshKey in one place and are read by column name. Every function works
+/// inside the caller's transaction; errors are the store's. Stateless.
 class SshKeyTable {
  public:
   SshKeyTable() = delete;
@@ -28,10 +28,13 @@ class SshKeyTable {
                                                        const std::string& person_id,
                                                        const std::string& name,
                                                        const std::string& fingerprint);
-  /// Every key (of any person) whose fingerprint is `fingerprint` ("SHA256:…").
-  static core::Result<std::vector<SshKey>> FindByFingerprint(store::Transaction& tx,
-                                                             const std::string& fingerprint);
-  /// Stores `key` (its person_id included).
+  /// The key whose fingerprint is `fingerprint` ("SHA256:…"), of whichever person holds it (a
+  /// public key belongs to one account at most: R-4, the unique index `ssh_keys_one_account` of
+  /// migration 10); nullopt when no account has it.
+  static core::Result<std::optional<SshKey>> FindByFingerprint(store::Transaction& tx,
+                                                               const std::string& fingerprint);
+  /// Stores `key` (its person_id included). A name or key the person has already, or a key on
+  /// another account, is a unique violation (store::IsUniqueViolation).
   static core::Result<void> Insert(store::Transaction& tx, const SshKey& key);
   /// `person_id`'s keys oldest first: `limit` of them from `offset` on, and the person's total.
   static core::Result<std::pair<std::vector<SshKey>, int64_t>> ListPage(

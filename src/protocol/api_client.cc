@@ -161,9 +161,9 @@ ErrorCode ErrorCodeForStatus(int status, std::string_view api_code) {
 }
 
 bool IsAlreadyExistsCode(std::string_view api_code) {
-  static constexpr std::string_view kCodes[] = {"name_taken",     "email_taken",
-                                                "key_exists",     "already_exists",
-                                                "already_queued", "already_paired"};
+  static constexpr std::string_view kCodes[] = {"name_taken",    "email_taken",    "key_exists",
+                                                "key_taken",     "already_exists", "already_queued",
+                                                "already_paired"};
   return std::find(std::begin(kCodes), std::end(kCodes), api_code) != std::end(kCodes);
 }
 

@@ -37,7 +37,8 @@ struct ApiResponse {
 core::ErrorCode ErrorCodeForStatus(int status, std::string_view api_code = {});
 
 /// The API codes of 409 answers that mean "it exists already" (ErrorCode::kAlreadyExists on the
-/// server): name_taken, email_taken, key_exists, already_exists, already_queued, already_paired.
+/// server): name_taken, email_taken, key_exists, key_taken, already_exists, already_queued,
+/// already_paired.
 /// Every other 409 code is a failed precondition (key_in_use, no_capacity, …).
 bool IsAlreadyExistsCode(std::string_view api_code);
 

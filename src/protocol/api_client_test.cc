@@ -180,7 +180,7 @@ TEST(ApiClientTest, UnreachableServerSaysSoAndHowToFixIt) {
 }
 
 TEST(ErrorCodeForStatusTest, ConflictCodesAreLookedUpNotGuessed) {
-  for (const char* code : {"name_taken", "email_taken", "key_exists", "already_exists",
+  for (const char* code : {"name_taken", "email_taken", "key_exists", "key_taken", "already_exists",
                            "already_queued", "already_paired"}) {
     EXPECT_TRUE(IsAlreadyExistsCode(code)) << code;
     EXPECT_EQ(ErrorCodeForStatus(409, code), ErrorCode::kAlreadyExists) << code;

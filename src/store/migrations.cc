@@ -280,6 +280,19 @@ ALTER TABLE api_tokens ADD COLUMN expires_at BIGINT;
 ALTER TABLE persons ADD COLUMN email_proven_at BIGINT;
 UPDATE persons SET email_proven_at = created_at;
 )sql",
+      // 10: a public key belongs to one account at most (R-4, issue 11). Where several accounts
+      // hold one key (fingerprint), the first registration (created_at, then id) keeps it and the
+      // later rows go: their instances keep running, but the relay no longer reaches them with
+      // that key, and their queue entries wait with "its SSH key is gone" (docs/ssh-keys.md).
+      R"sql(
+DELETE FROM ssh_keys WHERE EXISTS (
+  SELECT 1 FROM ssh_keys AS earlier
+  WHERE earlier.fingerprint = ssh_keys.fingerprint
+    AND (earlier.created_at < ssh_keys.created_at
+         OR (earlier.created_at = ssh_keys.created_at AND earlier.id < ssh_keys.id))
+);
+CREATE UNIQUE INDEX ssh_keys_one_account ON ssh_keys(fingerprint);
+)sql",
   };
   return kMigrations;
 }

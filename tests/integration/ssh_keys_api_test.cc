@@ -1,5 +1,6 @@
-// SSH keys over real HTTP: parsing end to end, isolation between accounts,
-// and a pasted private key never stored, echoed or logged (C03).
+// SSH keys over real HTTP: parsing end to end, isolation between accounts, one
+// account per public key (`key_taken`), and a pasted private key never stored, echoed or logged
+// (C03).
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -73,6 +74,27 @@ TEST_F(SshKeysApiTest, NamesAndKeysAreUniquePerAccount) {
   EXPECT_EQ(bob->PostJson("/api/v1/ssh-keys", {{"name", "macbook"}, {"public_key", k2.public_line}})
                 .status,
             201);
+}
+
+TEST_F(SshKeysApiTest, AnotherAccountsPublicKeyIsRefusedAsKeyTakenAndNotStored) {
+  auto alice = Browser();
+  SignUp(*alice, "alice@example.test");
+  auto key = GenerateKey(dir_.path(), "a2");
+  ASSERT_EQ(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key.public_line}})
+          .status,
+      201);
+  // Bob pastes Alice's public key (public keys are public: github.com/<user>.keys).
+  auto bob = Browser();
+  SignUp(*bob, "bob@example.test");
+  auto r = bob->PostJson("/api/v1/ssh-keys",
+                         {{"name", "stolen-a-pub"}, {"public_key", key.public_line}});
+  ExpectProblem(r, 409, "key_taken");
+  for (const char* secret : {"alice", "laptop", "a2@test"}) {
+    EXPECT_EQ(r.body.find(secret), std::string::npos) << secret << " in " << r.body;
+  }
+  EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 0);
+  EXPECT_EQ(alice->Get("/api/v1/ssh-keys").Json()["total"], 1);
 }
 
 TEST_F(SshKeysApiTest, SecondAccountCannotSeeOrDeleteTheFirstsKeys) {
