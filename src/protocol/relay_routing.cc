@@ -119,17 +119,14 @@ RelayAuthorizeDecision DecideRelayLogin(const RelayAuthorizeRequest& request,
         RefusalText(user.error().message, request.fingerprint, reachable));
   }
   if (user->hostname.empty()) {
-    // A bare login: the key's only live instance.
-    if (reachable.size() == 1) {
-      return RelayAuthorizeDecision::Allow(TargetFor(reachable.front(), user->bare_login));
-    }
-    if (reachable.empty()) {
-      return RelayAuthorizeDecision::Refuse(RefusalText(
-          "no instance for user \"" + user->bare_login + "\".", request.fingerprint, reachable));
-    }
+    // A bare login (`ssh root@relay`) never picks an instance by key (R-9): the key alone does not
+    // say which instance its holder meant, nor (before one key had one account) whose it was.
     return RelayAuthorizeDecision::Refuse(RefusalText(
-        "\"" + user->bare_login + "\" is ambiguous: this key reaches " +
-            std::to_string(reachable.size()) + " instances, and the SSH user name must say which.",
+        "\"" + user->bare_login +
+            "\" does not name an instance. The relay routes by the instance's hostname only: use "
+            "it as the SSH user name, as in ssh <hostname>@<relay>, or ssh "
+            "<login>+<hostname>@<relay> for another Linux login. The dashboard and 'gpuwerk "
+            "instances show' print the command.",
         request.fingerprint, reachable));
   }
   for (const RelayCandidate& in : reachable) {

@@ -19,14 +19,15 @@ namespace gpuwerk::protocol {
 /// An SSH user name as the relay reads it:
 ///   `<hostname>`          → that instance, login `root`
 ///   `<login>+<hostname>`  → that instance, that Linux login
-///   `<login>`             → the one live instance the offered key reaches (refused when 0 or ≥ 2)
+///   `<login>`             → no instance: refused, saying to use the hostname (R-9: a bare user
+///                           name never picks an instance by key)
 /// A bare word shaped like an instance hostname (`<name>-<5 chars of [a-z2-7]>`, as sched makes
 /// them) is always read as a hostname, never as a login.
 struct RelayUser {
   std::string
       login;  ///< the Linux login; kDefaultLogin for a bare hostname; empty for a bare login
   std::string hostname;    ///< the instance hostname; empty for a bare login
-  std::string bare_login;  ///< set only for a bare login (route by key: exactly one instance)
+  std::string bare_login;  ///< set only for a bare login (always refused, with the forms to use)
 };
 
 /// True for `<name>-<5 chars of [a-z2-7]>` within a DNS label: the shape of instance hostnames.
@@ -44,15 +45,18 @@ core::Result<RelayUser> ParseRelayUser(std::string_view user);
 /// One live instance that the offered key reaches (the key is attached to it).
 struct RelayCandidate {
   std::string instance_id;
-  std::string name;       ///< e.g. "alpha"
-  std::string hostname;   ///< e.g. "alpha-k3x7q" (globally unique)
-  std::string person_id;  ///< the owner, who is also the key's owner (a key has one account)
+  std::string name;      ///< e.g. "alpha"
+  std::string hostname;  ///< e.g. "alpha-k3x7q" (globally unique)
+  /// Who is logging in: the offered key's owner (a key belongs to one account at most, and an
+  /// instance holds only its owner's keys, so this is also the instance's owner).
+  std::string person_id;
   std::string upstream_host = "127.0.0.1";
   uint16_t upstream_port = 22;
 };
 
 /// The routing rule: a hostname must be among `reachable` (the live instances the request's key
-/// is attached to); a bare login goes to the only one. Everything else is refused with a message
+/// is attached to); a bare login is refused, however many instances the key reaches, with a
+/// message that says to use the hostname. Everything else is refused with a message
 /// for the person that lists only `reachable` (the client has proven it holds the key, so it may
 /// learn where the key leads, and nothing else).
 RelayAuthorizeDecision DecideRelayLogin(const RelayAuthorizeRequest& request,

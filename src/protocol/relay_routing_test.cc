@@ -33,5 +33,27 @@ TEST(ParseRelayUserTest, RefusesMalformedNames) {
   }
 }
 
+TEST(DecideRelayLoginTest, BareLoginNeverPicksAnInstanceByKey) {
+  const std::vector<RelayCandidate> one = {
+      {.instance_id = "ins_1", .name = "alpha", .hostname = "alpha-k3x7q", .person_id = "per_a"}};
+  RelayAuthorizeRequest request{.user = "root",
+                                .key_type = "ssh-ed25519",
+                                .public_key = "AAAA",
+                                .fingerprint = "SHA256:a",
+                                .source_address = "192.0.2.1"};
+  auto bare = DecideRelayLogin(request, one);
+  EXPECT_FALSE(bare.target);
+  EXPECT_EQ(bare.code, "not_authorized");
+  EXPECT_NE(bare.message.find("\"root\" does not name an instance"), std::string::npos)
+      << bare.message;
+  EXPECT_NE(bare.message.find("alpha-k3x7q"), std::string::npos) << bare.message;
+  request.user = "alpha-k3x7q";
+  auto named = DecideRelayLogin(request, one);
+  ASSERT_TRUE(named.target);
+  EXPECT_EQ(named.target->instance_id, "ins_1");
+  EXPECT_EQ(named.target->login, "root");
+  EXPECT_EQ(named.target->person_id, "per_a");
+}
+
 }  // namespace
 }  // namespace gpuwerk::protocol

@@ -41,9 +41,9 @@ struct AuthorizeDecision {
 
 /// The relay's routing and access decision (DESIGN.md; cases C06, C09): given the SSH
 /// user name, the proven public key and the source address, either a target or a refusal. The user
-/// name scheme is in docs/ssh.md (`<hostname>`, `<login>+<hostname>`, or a bare `<login>` when the
-/// key reaches exactly one live instance). The server-backed implementation asks `POST
-/// /api/v1/relay/authorize`.
+/// name scheme is in docs/ssh.md (`<hostname>` or `<login>+<hostname>`; a bare `<login>` is
+/// refused, never routed by key). The target's person is the one who authenticated. The
+/// server-backed implementation asks `POST /api/v1/relay/authorize`.
 ///
 /// Thread-safety: implementations are called concurrently from every relay session's thread.
 /// Errors: an Error (e.g. kUnavailable when the server cannot be reached) refuses the login with a

@@ -473,7 +473,7 @@ TEST_F(RelayTest, AgentForwardingReachesThePersonsAgent) {
       << r.out << r.err;
 }
 
-TEST_F(RelayTest, C06_ShownCommandLandsOnThatInstanceAndAmbiguousLoginIsRefused) {
+TEST_F(RelayTest, C06_ShownCommandLandsOnThatInstanceAndABareLoginLandsNowhere) {
   for (const std::string host : {"beta-bbbbb", "alpha-aaaaa", "beta-bbbbb"}) {
     auto r = RunCommand(dir_.path(), Ssh(alice_, host) + " true");
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -483,18 +483,20 @@ TEST_F(RelayTest, C06_ShownCommandLandsOnThatInstanceAndAmbiguousLoginIsRefused)
   EXPECT_EQ(log_.Started()[1].instance_id, "i-alpha");
   EXPECT_EQ(log_.Started()[2].instance_id, "i-beta");
 
-  auto amb = RunCommand(dir_.path(), Ssh(alice_, "root") + " true");
-  EXPECT_EQ(amb.exit_code, 255);
-  EXPECT_NE(amb.err.find("ambiguous"), std::string::npos) << amb.err;
-  EXPECT_NE(amb.err.find("alpha-aaaaa"), std::string::npos) << amb.err;
-  EXPECT_NE(amb.err.find("beta-bbbbb"), std::string::npos) << amb.err;
-  EXPECT_EQ(amb.err.find("gamma"), std::string::npos) << amb.err;  // bob's
-  // bob has one instance behind this relay's good sshd and one behind the other: still ambiguous.
-  // With exactly one instance a bare login is enough:
+  auto bare = RunCommand(dir_.path(), Ssh(alice_, "root") + " true");
+  EXPECT_EQ(bare.exit_code, 255);
+  EXPECT_NE(bare.err.find("\"root\" does not name an instance"), std::string::npos) << bare.err;
+  EXPECT_NE(bare.err.find("alpha-aaaaa"), std::string::npos) << bare.err;
+  EXPECT_NE(bare.err.find("beta-bbbbb"), std::string::npos) << bare.err;
+  EXPECT_EQ(bare.err.find("gamma"), std::string::npos) << bare.err;  // bob's
+  // With exactly one instance behind the key, a bare login still lands nowhere.
   authz_.Remove("i-delta");
   auto single = RunCommand(dir_.path(), Ssh(bob_, "root") + " 'echo on-gamma'");
-  EXPECT_EQ(single.exit_code, 0) << single.err;
-  EXPECT_EQ(single.out, "on-gamma\n");
+  EXPECT_EQ(single.exit_code, 255) << single.out;
+  EXPECT_EQ(single.out, "");
+  EXPECT_NE(single.err.find("does not name an instance"), std::string::npos) << single.err;
+  EXPECT_NE(single.err.find("gamma-ccccc"), std::string::npos) << single.err;
+  EXPECT_EQ(log_.Started().size(), 3u);
 }
 
 TEST_F(RelayTest, C07_RelayCredentialMissingUpstreamGivesADistinctMessage) {

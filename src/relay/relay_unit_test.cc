@@ -40,20 +40,27 @@ TEST_F(InMemoryRelayAuthorizerTest, C06_HostnameAlwaysPicksThatInstance) {
   EXPECT_EQ(d.target->login, "ubuntu");
 }
 
-TEST_F(InMemoryRelayAuthorizerTest, C06_AmbiguousBareLoginListsOnlyThisKeysInstances) {
+TEST_F(InMemoryRelayAuthorizerTest, C06_BareLoginIsRefusedAndListsOnlyThisKeysInstances) {
   auto d = Ask("root", "SHA256:alice");
   ASSERT_FALSE(d.target);
-  EXPECT_NE(d.refusal.find("ambiguous"), std::string::npos);
+  EXPECT_NE(d.refusal.find("\"root\" does not name an instance"), std::string::npos) << d.refusal;
+  EXPECT_NE(d.refusal.find("ssh <hostname>@<relay>"), std::string::npos) << d.refusal;
   EXPECT_NE(d.refusal.find("alpha-aaaaa"), std::string::npos);
   EXPECT_NE(d.refusal.find("beta-bbbbb"), std::string::npos);
   EXPECT_EQ(d.refusal.find("gamma"), std::string::npos);
 }
 
-TEST_F(InMemoryRelayAuthorizerTest, BareLoginWithOneInstanceIsAccepted) {
-  auto d = Ask("root", "SHA256:bob");
-  ASSERT_TRUE(d.target);
-  EXPECT_EQ(d.target->instance_id, "i-gamma");
-  EXPECT_EQ(d.target->login, "root");
+TEST_F(InMemoryRelayAuthorizerTest, BareLoginNeverPicksAnInstanceByKeyEvenWhenItReachesOne) {
+  for (const char* user : {"root", "ubuntu", "Root"}) {
+    auto d = Ask(user, "SHA256:bob");
+    EXPECT_FALSE(d.target) << user;
+    EXPECT_NE(d.refusal.find("does not name an instance"), std::string::npos) << d.refusal;
+    EXPECT_NE(d.refusal.find("gamma-ccccc"), std::string::npos) << d.refusal;  // the way in
+  }
+  auto none = Ask("root", "SHA256:nobody");
+  ASSERT_FALSE(none.target);
+  EXPECT_NE(none.refusal.find("does not name an instance"), std::string::npos);
+  EXPECT_NE(none.refusal.find("not attached to any live instance"), std::string::npos);
 }
 
 TEST_F(InMemoryRelayAuthorizerTest, AnotherPersonsInstanceIsRefusedWithoutNamingIt) {

@@ -2,7 +2,8 @@
 // operators, a remote relay's reports (idempotent PUTs, the restart announcement), the
 // HttpRelaySessionLog's retries while the server is away, a real Relay with the HTTP authorizer
 // and log in front of a real sshd (and deletion ending its relay session within about a second),
-// and the CLI verbs.
+// key identity through the store's authorizer (a bare login lands nowhere; the relay session names
+// the person who authenticated), and the CLI verbs.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -557,6 +558,69 @@ TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpe
     return n->Int(0);
   });
   EXPECT_EQ(ends.value_or(-1), 1);
+}
+
+/// Key identity: the break test's misrouting. Bob cannot put Alice's public key on his
+/// account; Alice's bare `ssh root@relay` lands nowhere and says to use the hostname; the relay
+/// session she opens by hostname names her, the person who authenticated, and only she (and
+/// operators) can list it.
+TEST_F(RelaySessionsApiTest, BareLoginLandsNowhereAndTheRelaySessionNamesWhoAuthenticated) {
+  ExpectProblem(bob_->PostJson("/api/v1/ssh-keys",
+                               {{"name", "stolen-a-pub"}, {"public_key", alice_key_.public_line}}),
+                409, "key_taken");
+  EXPECT_EQ(bob_->Get("/api/v1/ssh-keys").Json()["total"], 0);
+
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const json in = RunningInstance("alpha", sshd.port());
+  const std::string id = in["id"];
+  const std::string hostname = in["hostname"];
+
+  app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances());
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  options.reauthorize_interval = 1s;
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  auto ssh = [&](const std::string& user, const std::string& command) {
+    return RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string((*relay)->port()) +
+                                       " -i " + alice_key_.private_path.string() +
+                                       " -o IdentitiesOnly=yes -o IdentityAgent=none"
+                                       " -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
+                                       " -o UserKnownHostsFile=" +
+                                       (dir_.path() / "known_hosts").string() + " " + user +
+                                       "@127.0.0.1 '" + command + "'");
+  };
+
+  // Her only instance, and still a bare user name picks nothing.
+  auto bare = ssh("root", "echo landed");
+  EXPECT_EQ(bare.exit_code, 255);
+  EXPECT_EQ(bare.out, "");
+  EXPECT_NE(bare.err.find("\"root\" does not name an instance"), std::string::npos) << bare.err;
+  EXPECT_NE(bare.err.find("ssh <hostname>@<relay>"), std::string::npos) << bare.err;
+  EXPECT_NE(bare.err.find(hostname), std::string::npos) << bare.err;
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json()["total"], 0);
+
+  auto named = ssh(hostname, "echo landed");
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(named.out, "landed\n");
+  (*relay)->Stop();
+
+  auto list = alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json();
+  ASSERT_EQ(list["total"], 1) << list;
+  EXPECT_EQ(list["items"][0]["person_id"], alice_id_);
+  EXPECT_EQ(list["items"][0]["key_fingerprint"], alice_fp_);
+  EXPECT_EQ(list["items"][0]["hostname"], hostname);
+  ExpectProblem(bob_->Get("/api/v1/instances/" + id + "/relay-sessions"), 404, "not_found");
+  auto all = op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id).Json();
+  ASSERT_EQ(all["total"], 1) << all;
+  EXPECT_EQ(all["items"][0]["email"], "alice@example.test");
 }
 
 /// The real `gpuwerk relay` binary: reports under --name, a killed relay's open row is closed
