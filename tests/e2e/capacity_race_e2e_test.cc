@@ -37,6 +37,7 @@
 #include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
+#include "tests/support/host_waits.h"
 #include "tests/support/http_client.h"
 #include "tests/support/matchers.h"
 #include "tests/support/net.h"
@@ -324,32 +325,9 @@ class CapacityRaceE2eTest : public ::testing::Test {
     }
   }
 
-  /// Waits until every agent has synced `rounds` more times (last_seen_at moved on that often).
   void WaitAgentRounds(int rounds) {
-    std::map<std::string, std::string> last;
-    std::map<std::string, int> seen;
-    for (const auto& h : hosts_) seen[h.name] = -1;
-    const bool ok = Eventually(
-        [&] {
-          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-          if (!hosts.is_object() || !hosts["items"].is_array()) return false;
-          for (const auto& item : hosts["items"]) {
-            const std::string name = item.value("name", "");
-            if (!seen.contains(name)) continue;
-            const json& at = item["last_seen_at"];
-            const std::string now = at.is_string() ? at.get<std::string>() : "";
-            if (now != last[name]) {
-              last[name] = now;
-              ++seen[name];
-            }
-          }
-          for (const auto& [name, n] : seen) {
-            if (n < rounds) return false;
-          }
-          return true;
-        },
-        seconds(10 * rounds));
-    EXPECT_TRUE(ok) << "the agents did not all sync " << rounds << " more times";
+    EXPECT_TRUE(gpuwerk::testing::WaitAgentRounds(*op_, rounds))
+        << "the agents did not all sync " << rounds << " more times";
   }
 
   TempDir dir_;
@@ -371,19 +349,8 @@ TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
     AddHostWithAgent(h);
     ASSERT_FALSE(HasFatalFailure());
   }
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-        if (!hosts.is_object() || hosts["items"].size() != static_cast<size_t>(kHosts)) {
-          return false;
-        }
-        for (const auto& item : hosts["items"]) {
-          if (!item["last_seen_at"].is_string()) return false;
-        }
-        return true;
-      },
-      seconds(30)))
-      << "the agents never all synced";
+  ASSERT_TRUE(WaitHostsReady(*op_, static_cast<std::size_t>(kHosts)))
+      << "the agents never all synced with a working engine";
   for (const auto& [host, list] : EngineByHost()) {
     ASSERT_EQ(list, json::array()) << "host " << host << " has containers before the race";
   }

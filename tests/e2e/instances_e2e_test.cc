@@ -32,6 +32,7 @@
 #include "tests/support/engine_probe.h"
 #include "tests/support/engine_stand_in.h"
 #include "tests/support/eventually.h"
+#include "tests/support/host_waits.h"
 #include "tests/support/http_client.h"
 #include "tests/support/matchers.h"
 #include "tests/support/net.h"
@@ -183,36 +184,14 @@ class InstancesE2eTest : public ::testing::Test {
     token_ = AddHost(*op_);
     ASSERT_FALSE(token_.empty());
     StartAgent(token_);
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-          return hosts.is_object() && hosts["items"].size() == 1 &&
-                 hosts["items"][0]["last_seen_at"].is_string();
-        },
-        seconds(30)))
-        << "the agent never synced; agent log:\n"
+    ASSERT_TRUE(WaitHostsReady(*op_, 1))
+        << "the agent never synced with a working engine; agent log:\n"
         << Tail(dir_.path() / "agent.log");
   }
 
-  /// Waits until the agent has synced `rounds` more times (the host's last_seen_at, kept in whole
-  /// seconds, moved on that often), so that a check for "nothing happened" covers real rounds.
   void WaitAgentRounds(int rounds) {
-    std::string last;
-    int seen = -1;
-    const bool ok = Eventually(
-        [&] {
-          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-          if (!hosts.is_object() || hosts["items"].size() != 1) return false;
-          const json& at = hosts["items"][0]["last_seen_at"];
-          const std::string now = at.is_string() ? at.get<std::string>() : "";
-          if (now != last) {
-            last = now;
-            ++seen;
-          }
-          return seen >= rounds;
-        },
-        seconds(10 * rounds));
-    EXPECT_TRUE(ok) << "the agent did not sync " << rounds << " more times";
+    EXPECT_TRUE(gpuwerk::testing::WaitAgentRounds(*op_, rounds))
+        << "the agent did not sync " << rounds << " more times";
   }
 
   /// A new person, signed in, whose address is proven through the mailed link.

@@ -27,6 +27,7 @@
 #include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
+#include "tests/support/host_waits.h"
 #include "tests/support/http_client.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
@@ -415,17 +416,7 @@ TEST_F(IsolationE2eTest, Issue11_InstanceNetworksKeepTenantsApartAndReachOnlyThe
   StartAgent(0);
   StartAgent(1);
   ASSERT_FALSE(HasFatalFailure());
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-        if (!hosts.is_object() || hosts["items"].size() != 2) return false;
-        for (const auto& h : hosts["items"]) {
-          if (!h["last_seen_at"].is_string()) return false;
-        }
-        return true;
-      },
-      seconds(30)))
-      << "the agents never synced";
+  ASSERT_TRUE(WaitHostsReady(*op_, 2)) << "the agents never synced with working engines";
 
   // Two agents installed the rules: each chain is hooked exactly once, in both families.
   for (const char* tool : {"iptables", "ip6tables"}) {

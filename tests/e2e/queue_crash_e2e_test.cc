@@ -37,6 +37,7 @@
 #include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
+#include "tests/support/host_waits.h"
 #include "tests/support/http_client.h"
 #include "tests/support/mail_reader.h"
 #include "tests/support/net.h"
@@ -193,24 +194,9 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
         << when;
   }
 
-  /// Waits until the agent has synced `rounds` more times (the host's last_seen_at moved on).
   void WaitAgentRounds(int rounds) {
-    std::string last;
-    int seen = -1;
-    const bool ok = Eventually(
-        [&] {
-          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-          if (!hosts.is_object() || hosts["items"].size() != 1) return false;
-          const json& at = hosts["items"][0]["last_seen_at"];
-          const std::string now = at.is_string() ? at.get<std::string>() : "";
-          if (now != last) {
-            last = now;
-            ++seen;
-          }
-          return seen >= rounds;
-        },
-        seconds(10 * rounds));
-    EXPECT_TRUE(ok) << "the agent did not sync " << rounds << " more times";
+    EXPECT_TRUE(gpuwerk::testing::WaitAgentRounds(*op_, rounds))
+        << "the agents did not all sync " << rounds << " more times";
   }
 
   TempDir dir_;
@@ -248,14 +234,7 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
        "--sync-interval-seconds", "1", "--log-level", "debug"},
       CleanEnv(), dir_.path() / "agent.log"))
       << agent_.error();
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-        return hosts.is_object() && hosts["items"].size() == 1 &&
-               hosts["items"][0]["last_seen_at"].is_string();
-      },
-      seconds(30)))
-      << "the agent never synced";
+  ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
 
   // alice holds the only host.
   std::string alice_key, bob_key, carol_key;
@@ -422,14 +401,7 @@ class QueueMailE2eTest : public QueueCrashE2eTest {
          (dir_.path() / "agent").string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
         CleanEnv(), dir_.path() / "agent.log"))
         << agent_.error();
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto hosts = op_->Get("/api/v1/admin/hosts").Json();
-          return hosts.is_object() && hosts["items"].size() == 1 &&
-                 hosts["items"][0]["last_seen_at"].is_string();
-        },
-        seconds(30)))
-        << "the agent never synced";
+    ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
   }
 
   /// `gpuwerk ARGS` as a person runs it, with its own login file under the test's directory.
