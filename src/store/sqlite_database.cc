@@ -116,9 +116,16 @@ struct SqliteDatabase::Checkpointer {
   ~Checkpointer() { Stop(); }
 
   /// sqlite3_wal_hook callback: `pages` is the number of frames in the WAL after the commit.
-  static int OnCommit(void* arg, sqlite3*, const char*, int pages) {
+  static int OnCommit(void* arg, sqlite3* conn, const char*, int pages) {
     auto* self = static_cast<Checkpointer*>(arg);
     self->dirty.store(true, std::memory_order_relaxed);
+    // The thread has fallen far behind (a busy machine leaves it no CPU while writers commit):
+    // the writer restarts the WAL itself rather than let it grow without bound.
+    if (int64_t{pages} * self->frame_bytes.load(std::memory_order_relaxed) >
+        2 * self->options.wal_truncate_bytes) {
+      self->WriterRestart(conn);
+      return SQLITE_OK;
+    }
     if (pages >= self->wake_at.load(std::memory_order_relaxed) &&
         !self->wake_pending.exchange(true)) {
       {
@@ -128,6 +135,22 @@ struct SqliteDatabase::Checkpointer {
       self->cv.notify_one();
     }
     return SQLITE_OK;
+  }
+
+  /// A RESTART checkpoint on the connection `conn` that just committed (called from its WAL
+  /// hook, as SQLite's own auto-checkpoint is), with its busy handler off for the attempt: it
+  /// never waits for readers or another writer; when one is in the way it gives up, and the next
+  /// commit over the bound tries again.
+  void WriterRestart(sqlite3* conn) {
+    sqlite3_busy_timeout(conn, 0);
+    int log = -1, copied = -1;
+    const int rc =
+        sqlite3_wal_checkpoint_v2(conn, nullptr, SQLITE_CHECKPOINT_RESTART, &log, &copied);
+    sqlite3_busy_timeout(conn, options.busy_timeout_ms);
+    if (rc != SQLITE_OK) return;
+    std::lock_guard lock(stats_mu);
+    ++stats.restarted;
+    ++stats.by_writer;
   }
 
   /// Opens the checkpointer's connection on `path` (the pool's database file) and starts the
@@ -159,7 +182,8 @@ struct SqliteDatabase::Checkpointer {
         this);
     wal_path = sqlite3_filename_wal(sqlite3_db_filename(db, "main"));
     // A WAL frame is a 24-byte header and one page.
-    frame_bytes = std::atoll(PragmaText(db, "PRAGMA page_size").c_str()) + 24;
+    frame_bytes.store(std::atoll(PragmaText(db, "PRAGMA page_size").c_str()) + 24,
+                      std::memory_order_relaxed);
     {
       std::lock_guard lock(stats_mu);
       stats.running = true;
@@ -237,7 +261,9 @@ struct SqliteDatabase::Checkpointer {
     // next writer restarts the WAL at frame 0.
     const int64_t done = rc == SQLITE_OK && copied == log ? 0 : std::max(0, copied);
     wake_at.store(done + options.checkpoint_wake_pages, std::memory_order_relaxed);
-    const int64_t wal_bytes = std::max(0, log) * frame_bytes;  // frames in use, not the file
+    const int64_t wal_bytes =
+        std::max(0, log) *
+        frame_bytes.load(std::memory_order_relaxed);  // frames in use, not the file
     std::error_code ec;
     const auto file = std::filesystem::file_size(wal_path, ec);
     const auto size = ec ? 0 : static_cast<int64_t>(file);
@@ -314,7 +340,7 @@ struct SqliteDatabase::Checkpointer {
   const SqliteOptions options;
   sqlite3* db = nullptr;
   std::string wal_path;
-  int64_t frame_bytes = 4096 + 24;
+  std::atomic<int64_t> frame_bytes{4096 + 24};  // read by the pooled connections' WAL hook
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;

@@ -42,6 +42,9 @@ struct SqliteOptions {
   /// takes 100+ ms). Both wait at most `checkpoint_busy_timeout_ms` for the write lock and for
   /// readers of older snapshots; this process's new write transactions wait for them meanwhile
   /// (Begin(kWrite) blocks); they are tried again at the next look when they could not finish.
+  /// Should the thread fall behind anyway (a machine whose CPUs are busy elsewhere may not run
+  /// it for seconds while writers commit), a commit that leaves more than twice the bound in
+  /// the WAL runs the RESTART itself on its own connection, without waiting for anyone.
   int64_t wal_truncate_bytes = int64_t{64} << 20;
   /// Milliseconds a RESTART or TRUNCATE attempt waits for locks (see wal_truncate_bytes).
   int checkpoint_busy_timeout_ms = 10;
@@ -52,6 +55,7 @@ struct SqliteCheckpointStats {
   bool running = false;         ///< a checkpointer thread runs (option on and a WAL database)
   int64_t passive = 0;          ///< PASSIVE checkpoints completed (all or part of the WAL copied)
   int64_t restarted = 0;        ///< RESTART checkpoints that finished (the next writer starts over)
+  int64_t by_writer = 0;        ///< of those, RESTARTs a committing writer ran itself (see below)
   int64_t truncated = 0;        ///< TRUNCATE checkpoints that emptied the -wal file
   int64_t busy = 0;             ///< checkpoints that returned SQLITE_BUSY (retried later)
   int64_t failed = 0;           ///< checkpoints that failed otherwise (logged at warn)

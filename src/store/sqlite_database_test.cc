@@ -274,6 +274,34 @@ TEST_F(SqliteCheckpointTest, WalStaysBoundedOverManyCommits) {
       std::chrono::seconds(10), std::chrono::milliseconds(10)));
 }
 
+TEST_F(SqliteCheckpointTest, AWriterCheckpointsItselfWhenTheThreadFallsBehind) {
+  // A checkpointer that never looks (an interval and a wake threshold far beyond the test)
+  // stands for a thread the machine gives no CPU: the writers bound the WAL themselves, at
+  // twice wal_truncate_bytes (2 MiB here), restarting it on their own connection.
+  auto db = OpenWith({.checkpoint_interval_ms = 600'000,
+                      .checkpoint_wake_pages = 1'000'000,
+                      .wal_truncate_bytes = 1 << 20});
+  CreateBlobs(*db);
+  int64_t largest = 0;
+  for (int i = 0; i < 3000; ++i) {  // ~36 MB through the WAL, as above
+    Insert(*db, 2000);
+    largest = std::max(largest, WalBytes());
+  }
+  // The file reaches the bound's double plus the one commit that crossed it, never more.
+  EXPECT_LT(largest, (int64_t{2} << 20) + (int64_t{64} << 10))
+      << "the WAL grew to " << largest << " bytes";
+  const auto stats = db->CheckpointStats();
+  EXPECT_GT(stats.by_writer, 0);
+  EXPECT_EQ(stats.restarted, stats.by_writer);  // the thread never ran one
+  EXPECT_EQ(stats.failed, 0);
+  auto count = db->Read([](Transaction& tx) -> core::Result<int64_t> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*) FROM blobs"));
+    return row->Int(0);
+  });
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 3000);
+}
+
 TEST_F(SqliteCheckpointTest, TruncatesAWalThatReadersLetGrowPastTheBound) {
   auto db = OpenWith({.pool_size = 2,
                       .checkpoint_interval_ms = 20,
