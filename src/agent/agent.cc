@@ -482,16 +482,7 @@ bool Agent::Apply(const std::vector<Action>& actions) {
       case ActionKind::kStart: {
         // A container that keeps exiting right after its start (a broken sshd_config, a full
         // disk) is started again with a growing pause (2 s … 60 s), not in a tight loop.
-        ContainerRecord& h = records_[a.container_id];
-        const auto now = Steady::now();
-        if (now < h.next_start_allowed) break;
-        h.starts_in_a_row = (h.starts_in_a_row > 0 && now - h.last_start < std::chrono::seconds(60))
-                                ? h.starts_in_a_row + 1
-                                : 1;
-        h.last_start = now;
-        const int pause =
-            h.starts_in_a_row <= 1 ? 0 : std::min(60, 1 << std::min(h.starts_in_a_row - 1, 6));
-        h.next_start_allowed = now + std::chrono::seconds(pause);
+        if (!records_[a.container_id].start_backoff.TryStart(Steady::now())) break;
         if (!KeysBeforeStart(a)) break;
         if (auto r = engine_.StartContainer(a.container_id, options_.engine_timeout); r) {
           spdlog::info("agent: started {} (instance {})", a.container_id, a.desired.instance_id);

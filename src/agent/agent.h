@@ -16,6 +16,7 @@
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
 #include "agent/reconciler.h"
+#include "agent/start_backoff.h"
 #include "core/error.h"
 
 namespace gpuwerk::agent {
@@ -188,11 +189,8 @@ class Agent {
     /// SHA-256 of the key lines its authorized_keys was last written with; nullopt: unknown
     /// (adopted, or the relay key went missing), so the file is written again.
     std::optional<std::string> keys_digest;
-    /// Starts of a container that keeps exiting: the last start, starts in a row, and the
-    /// earliest next one (back-off).
-    std::chrono::steady_clock::time_point last_start;
-    int starts_in_a_row = 0;
-    std::chrono::steady_clock::time_point next_start_allowed;
+    /// The pause before starting again a container that keeps exiting.
+    StartBackoff start_backoff;
     /// While it runs: the started_at of the start whose login was proven (ContainerReady).
     std::optional<std::string> proven_start;
     /// While proven: when its relay key was last checked (CheckRelayKey).
