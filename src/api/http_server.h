@@ -70,6 +70,12 @@ class HttpServer {
     /// Take the client address from the last `X-Forwarded-For` entry. Only behind a reverse
     /// proxy that sets it; otherwise clients could claim any address.
     bool trust_forwarded_for = false;
+    /// The most connections open at once from one source: an IPv4 address, or an IPv6 /64 (one
+    /// subscriber's block; an attacker holds all of it). One more is answered 503 problem JSON
+    /// "too_many_connections" (`Retry-After: 1`) and closed before anything is read, so one
+    /// source cannot take every file descriptor and thread of the server. Not applied with
+    /// `trust_forwarded_for` (every connection then comes from the proxy: cap there). 0: no cap.
+    size_t max_connections_per_source = 256;
   };
 
   /// Binds, listens and starts the I/O threads.

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "api/internal/server_core.h"
 #include "core/strings.h"
 
 namespace gpuwerk::api {
@@ -779,6 +780,73 @@ TEST_F(HttpServerTest, ForwardedForOnlyWhenTrusted) {
   auto trusted =
       c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Forwarded-For: 198.51.100.1, 203.0.113.9"});
   EXPECT_EQ(json::parse(trusted.body)["remote"], "203.0.113.9");
+}
+
+TEST_F(HttpServerTest, ConnectionsOverTheSourceCapAreAnswered503AndTheSlotComesBack) {
+  options_.max_connections_per_source = 3;
+  StartServer();
+  const std::string get = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawClient>(server_->port()));
+    ASSERT_TRUE(held.back()->Send(get));
+    auto r = held.back()->Read();
+    ASSERT_TRUE(r) << "connection " << i;
+    EXPECT_EQ(r->status, 200);
+  }
+  // The fourth from the same address is refused before anything is read.
+  RawClient fourth(server_->port());
+  auto refused = fourth.Read();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->headers["retry-after"], "1");
+  EXPECT_EQ(json::parse(refused->body)["code"], "too_many_connections");
+  EXPECT_TRUE(fourth.WaitClosed(milliseconds(3000)));
+  // The held ones still work.
+  ASSERT_TRUE(held[0]->Send(get));
+  auto again = held[0]->Read();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+
+  // One closes: once the server has seen it go, a new connection takes its slot.
+  held.back()->Close();
+  held.pop_back();
+  std::optional<RawResponse> admitted;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < deadline) {
+    RawClient next(server_->port());
+    if (!next.Send(get)) continue;
+    admitted = next.Read();
+    if (admitted && admitted->status == 200) break;
+  }
+  ASSERT_TRUE(admitted);
+  EXPECT_EQ(admitted->status, 200);
+}
+
+TEST_F(HttpServerTest, BehindATrustedProxyTheSourceCapIsLeftToTheProxy) {
+  options_.max_connections_per_source = 1;
+  options_.trust_forwarded_for = true;  // every connection comes from the proxy
+  StartServer();
+  RawClient first(server_->port());
+  RawClient second(server_->port());
+  for (RawClient* c : {&first, &second}) {
+    ASSERT_TRUE(c->Send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+    auto r = c->Read();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
+TEST(SourceKeyTest, AnIpv4AddressIsItselfAndAnIpv6AddressIsItsSlash64) {
+  namespace ip = boost::asio::ip;
+  EXPECT_EQ(internal::SourceKey(ip::make_address("203.0.113.9")), "203.0.113.9");
+  EXPECT_EQ(internal::SourceKey(ip::make_address("::ffff:203.0.113.9")), "203.0.113.9");
+  EXPECT_EQ(internal::SourceKey(ip::make_address("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            "2001:db8:1:2::/64");
+  EXPECT_EQ(internal::SourceKey(ip::make_address("2001:db8:1:2::1")),
+            internal::SourceKey(ip::make_address("2001:db8:1:2:ffff::9")));
+  EXPECT_NE(internal::SourceKey(ip::make_address("2001:db8:1:2::1")),
+            internal::SourceKey(ip::make_address("2001:db8:1:3::1")));
 }
 
 // ---- streamed responses (Response::stream) --------------------------------------------------

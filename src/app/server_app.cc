@@ -189,6 +189,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   http_options.read_timeout = std::chrono::seconds(config.read_timeout_seconds);
   http_options.idle_timeout = std::chrono::seconds(config.idle_timeout_seconds);
   http_options.threads = config.http_threads;
+  http_options.max_connections_per_source = static_cast<size_t>(config.http_connections_per_source);
   GPUWERK_ASSIGN_OR_RETURN(p->http, api::HttpServer::Start(http_options, *p->router, *p->metrics));
 
   account_options.public_url = config.public_url.empty() ? p->http->base_url() : config.public_url;

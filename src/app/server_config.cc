@@ -63,6 +63,10 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
       {.key = "idle_timeout_seconds",
        .field = &C::idle_timeout_seconds,
        .help = "idle keep-alive connections are closed after this"},
+      {.key = "http_connections_per_source",
+       .field = &C::http_connections_per_source,
+       .help = "HTTP connections open at once from one IPv4 address or IPv6 /64; one more gets "
+               "503 too_many_connections; 0: no cap (behind a proxy the proxy caps)"},
       {.key = "sign_in_failures_per_account",
        .field = &C::sign_in_failures_per_account,
        .help = "failed sign-ins per account from one source address (an IPv6 /64) per window; "
@@ -155,6 +159,9 @@ core::Result<void> Validate(const ServerConfig& c) {
   }
   if (c.http_threads < 1 || c.http_threads > 256) {
     return std::unexpected(ConfigError("http_threads must be from 1 to 256"));
+  }
+  if (c.http_connections_per_source < 0 || c.http_connections_per_source > 1'000'000) {
+    return std::unexpected(ConfigError("http_connections_per_source must be from 0 to 1000000"));
   }
   if (c.body_limit_bytes < 1024) {
     return std::unexpected(ConfigError("body_limit_bytes must be at least 1024"));

@@ -30,6 +30,7 @@ struct ServerConfig {
   int64_t body_limit_bytes = 1 << 20;  ///< bytes
   int read_timeout_seconds = 30;
   int idle_timeout_seconds = 60;
+  int http_connections_per_source = 256;  ///< 0: no cap
   int sign_in_failures_per_account = 5;
   int sign_in_failures_per_address = 20;
   int sign_in_window_seconds = 900;

@@ -75,8 +75,11 @@ std::string_view ToView(beast::string_view s) { return std::string_view(s.data()
 
 }  // namespace
 
-Connection::Connection(ServerCore& server, tcp::socket socket)
-    : server_(server), stream_(std::move(socket)), write_timer_(stream_.get_executor()) {
+Connection::Connection(ServerCore& server, tcp::socket socket, std::string source)
+    : source_(std::move(source)),
+      server_(server),
+      stream_(std::move(socket)),
+      write_timer_(stream_.get_executor()) {
   beast::error_code ec;
   auto endpoint = stream_.socket().remote_endpoint(ec);
   if (ec) return;
@@ -92,7 +95,7 @@ Connection::~Connection() {
     channel_->EndFromServer("server_stopping", /*graceful=*/false);
     if (!stream_logged_) LogStreamEnd();
   }
-  server_.Unregister(this);
+  server_.Unregister(this, source_);
 }
 
 void Connection::Start() {

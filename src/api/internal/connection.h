@@ -25,7 +25,8 @@ namespace http = boost::beast::http;
 /// the responses. All its handlers run on its own strand.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(ServerCore& server, tcp::socket socket);
+  /// `source`: the key ServerCore::Admit counted it under, given back when it is destroyed.
+  Connection(ServerCore& server, tcp::socket socket, std::string source);
   ~Connection();
 
   void Start();
@@ -101,6 +102,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Close();
 
+  const std::string source_;
   ServerCore& server_;
   beast::tcp_stream stream_;
   asio::steady_timer write_timer_;  // a streamed response's write deadline

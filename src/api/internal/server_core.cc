@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <charconv>
 #include <optional>
@@ -127,7 +129,16 @@ void ServerCore::DoAccept() {
       });
       return;
     }
-    if (!stopping_) std::make_shared<Connection>(*this, std::move(socket))->Start();
+    if (!stopping_) {
+      beast::error_code peer_ec;
+      const auto peer = socket.remote_endpoint(peer_ec);
+      const std::string source = peer_ec ? "" : SourceKey(peer.address());
+      if (Admit(source)) {
+        std::make_shared<Connection>(*this, std::move(socket), source)->Start();
+      } else {
+        Refuse(std::move(socket), source);
+      }
+    }
     DoAccept();
   });
 }
@@ -137,8 +148,63 @@ void ServerCore::Register(const std::shared_ptr<Connection>& connection) {
   connections_.emplace(connection.get(), connection);
 }
 
-void ServerCore::Unregister(Connection* connection) {
+bool ServerCore::Admit(const std::string& source) {
+  if (source.empty() || options_.max_connections_per_source == 0 || options_.trust_forwarded_for) {
+    return true;
+  }
   std::lock_guard lock(connections_mu_);
+  size_t& open = per_source_[source];
+  if (open >= options_.max_connections_per_source) return false;
+  ++open;
+  return true;
+}
+
+void ServerCore::Refuse(tcp::socket socket, const std::string& source) {
+  {
+    std::lock_guard lock(connections_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_refusal_log_ >= std::chrono::minutes(1)) {
+      last_refusal_log_ = now;
+      spdlog::warn("http: refusing connections from {}: {} are open (max_connections_per_source)",
+                   source, options_.max_connections_per_source);
+    }
+  }
+  // Written before anything is read: a client that already sent its request may see the
+  // connection reset instead, which says the same.
+  static const std::string kAnswer = [] {
+    const std::string body =
+        R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
+        R"("code":"too_many_connections","detail":"Too many connections are open from your )"
+        R"(address; close some and try again.","retry_after_seconds":1})";
+    return fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nServer: gpuwerk\r\nContent-Type: "
+        "application/problem+json\r\nX-Content-Type-Options: nosniff\r\nRetry-After: "
+        "1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+        body.size(), body);
+  }();
+  auto held = std::make_shared<tcp::socket>(std::move(socket));
+  asio::async_write(*held, asio::buffer(kAnswer), [held](beast::error_code, size_t) {
+    beast::error_code ignored;
+    held->shutdown(tcp::socket::shutdown_send, ignored);
+    held->close(ignored);
+  });
+}
+
+std::string SourceKey(const asio::ip::address& address) {
+  if (address.is_v4()) return address.to_v4().to_string();
+  const asio::ip::address_v6 v6 = address.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
+  asio::ip::address_v6::bytes_type bytes = v6.to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
+
+void ServerCore::Unregister(Connection* connection, const std::string& source) {
+  std::lock_guard lock(connections_mu_);
+  if (!source.empty()) {
+    auto it = per_source_.find(source);
+    if (it != per_source_.end() && --it->second == 0) per_source_.erase(it);
+  }
   connections_.erase(connection);
   if (connections_.empty()) connections_cv_.notify_all();
 }

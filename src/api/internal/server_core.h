@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,10 @@ namespace asio = boost::asio;
 using tcp = boost::asio::ip::tcp;
 
 class Connection;
+
+/// The key a connection from `address` is counted under for max_connections_per_source: the
+/// IPv4 address (also for an IPv4-mapped IPv6 peer), or an IPv6 address's /64 as "2001:db8::/64".
+std::string SourceKey(const asio::ip::address& address);
 
 /// Owns the io_context, the acceptor, the threads and the set of live connections.
 class ServerCore {
@@ -48,7 +53,8 @@ class ServerCore {
   std::string base_url() const { return base_url_; }
 
   void Register(const std::shared_ptr<Connection>& connection);
-  void Unregister(Connection* connection);
+  /// Forgets a connection; `source` is the key Admit counted it under ("" when none).
+  void Unregister(Connection* connection, const std::string& source);
 
   const Options& options() const { return options_; }
   Router& router() { return router_; }
@@ -57,6 +63,11 @@ class ServerCore {
 
  private:
   void DoAccept();
+  /// Counts a new connection from `source` (SourceKey) unless that source is at
+  /// max_connections_per_source; whether it was admitted.
+  bool Admit(const std::string& source);
+  /// Answers a connection over its source's cap with a 503 and closes it.
+  void Refuse(tcp::socket socket, const std::string& source);
 
   static thread_local const ServerCore* current_;
 
@@ -73,6 +84,8 @@ class ServerCore {
   std::mutex connections_mu_;
   std::condition_variable connections_cv_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;
+  std::unordered_map<std::string, size_t> per_source_;        // open connections by SourceKey
+  std::chrono::steady_clock::time_point last_refusal_log_{};  // guarded by connections_mu_
 
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
