@@ -81,7 +81,7 @@ Answer LogIn(ApiContext& ctx, Call& call) {
 
 Answer LogOut(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(ctx.authn.CheckOrigin(call.req));
-  std::string token = call.req.Cookie(std::string(kSessionCookie));
+  std::string token = call.req.Cookie(ctx.authn.session_cookie_name());
   if (!token.empty()) GPUWERK_TRY(ctx.accounts.SignOut(token, Authenticator::CallerOf(call.req)));
   Response r = Response::NoContent();
   r.headers.emplace_back("Set-Cookie", ctx.authn.ClearedSessionCookie());

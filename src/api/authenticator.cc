@@ -133,7 +133,7 @@ core::Result<Authenticator::Credential> Authenticator::CredentialOf(const Reques
     return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
                       "Use 'Authorization: Bearer <API token>'.");
   }
-  std::string cookie = req.Cookie(kSessionCookie);
+  std::string cookie = req.Cookie(session_cookie_name());
   if (cookie.empty()) {
     return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
                       "Sign in first, or pass an API token as 'Authorization: Bearer …'.");
@@ -164,13 +164,13 @@ void Authenticator::RecordUse(const auth::Principal& who) const {
 }
 
 std::string Authenticator::SessionCookie(const auth::SignIn& sign_in, int64_t now_unix) const {
-  return fmt::format("{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}", kSessionCookie,
+  return fmt::format("{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}", session_cookie_name(),
                      sign_in.session_token, std::max<int64_t>(0, sign_in.expires_at - now_unix),
                      secure_ ? "; Secure" : "");
 }
 
 std::string Authenticator::ClearedSessionCookie() const {
-  return fmt::format("{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{}", kSessionCookie,
+  return fmt::format("{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{}", session_cookie_name(),
                      secure_ ? "; Secure" : "");
 }
 

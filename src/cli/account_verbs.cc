@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 using core::ErrorCode;
 using nlohmann::json;
 
-constexpr std::string_view kSessionCookieName = "gpuwerk_session";
+/// The session cookie's names: the server's public URL decides (https: the `__Host-` one).
+constexpr std::string_view kSessionCookieNames[] = {"__Host-gpuwerk_session", "gpuwerk_session"};
 constexpr size_t kMaxPasswordBytes = 4096;
 
 /// The options of login, logout and whoami (--url, --token, --json are in CommonOptions).
@@ -109,13 +110,16 @@ core::Result<std::string> ReadPassword(VerbContext& ctx, const AccountOptions& o
   return password;
 }
 
-/// The session token from the `gpuwerk_session` Set-Cookie, "" when there is none.
-std::string SessionCookieValue(const std::vector<std::string>& set_cookies) {
-  const std::string prefix = std::string(kSessionCookieName) + "=";
+/// The sign-in session's cookie as a Cookie header sends it back ("name=value") from the
+/// Set-Cookie headers of a sign-in, "" when there is none.
+std::string SessionCookiePair(const std::vector<std::string>& set_cookies) {
   for (const auto& cookie : set_cookies) {
-    if (!cookie.starts_with(prefix)) continue;
-    std::string value = cookie.substr(prefix.size(), cookie.find(';') - prefix.size());
-    if (!value.empty()) return value;
+    for (std::string_view name : kSessionCookieNames) {
+      const std::string prefix = std::string(name) + "=";
+      if (!cookie.starts_with(prefix)) continue;
+      std::string pair = cookie.substr(0, cookie.find(';'));
+      if (pair.size() > prefix.size()) return pair;
+    }
   }
   return "";
 }
@@ -249,7 +253,7 @@ core::Result<std::pair<std::string, std::string>> AskCredentials(VerbContext& ct
 core::Result<std::string> KeepSignIn(VerbContext& ctx, const LoginPlace& place,
                                      const ApiResponse& signed_in, std::string email) {
   if (!signed_in.ok()) return core::Fail(ErrorFromResponse(signed_in));
-  const std::string session = SessionCookieValue(signed_in.set_cookies);
+  const std::string session = SessionCookiePair(signed_in.set_cookies);
   if (session.empty()) {
     return core::Fail(ErrorCode::kInternal, "unexpected_response",
                       "the server at " + place.url +
@@ -260,7 +264,7 @@ core::Result<std::string> KeepSignIn(VerbContext& ctx, const LoginPlace& place,
 
   // The sign-in session only serves to create the API token; end it whatever happens.
   ApiClient client(place.url, "");
-  client.SetCookie(std::string(kSessionCookieName) + "=" + session);
+  client.SetCookie(session);
   auto saved = CreateTokenAndSave(ctx, client, place.login_path, email);
   auto ended = client.Call("POST", "/api/v1/auth/logout");
   if (!ended) {

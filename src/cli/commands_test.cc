@@ -23,10 +23,15 @@ constexpr char kPublicKey[] =
 /// A small in-memory stand-in for the server's accounts, tokens and SSH keys endpoints.
 class FakeApi {
  public:
+  /// The session cookie's name a sign-in sets (a server with an https public URL uses the
+  /// `__Host-` one).
+  std::string session_cookie = "gpuwerk_session";
+
   FakeResponse Handle(const FakeRequest& req) {
     std::lock_guard lock(mu_);
     const std::string bearer = req.Header("authorization");
-    const bool signed_in = req.Header("cookie") == "gpuwerk_session=sess1";
+    const bool signed_in = req.Header("cookie") == "gpuwerk_session=sess1" ||
+                           req.Header("cookie") == session_cookie + "=sess1";
     const bool token_ok =
         bearer.starts_with("Bearer ") && tokens_.contains(bearer.substr(sizeof("Bearer ") - 1));
     const json body = req.Json();
@@ -36,7 +41,7 @@ class FakeApi {
         return FakeResponse::Problem(401, "invalid_credentials", "Wrong email or password.");
       }
       FakeResponse r = FakeResponse::Json(200, {{"person", {{"email", "ada@example.com"}}}});
-      r.headers.emplace_back("Set-Cookie", "gpuwerk_session=sess1; Path=/; HttpOnly");
+      r.headers.emplace_back("Set-Cookie", session_cookie + "=sess1; Path=/; HttpOnly");
       return r;
     }
     if (req.method == "POST" && req.path == "/api/v1/auth/signup") {
@@ -257,6 +262,20 @@ class CommandsTest : public ::testing::Test {
   FakeApi api_;
   FakeApiServer server_;
 };
+
+TEST_F(CommandsTest, LoginSendsBackTheHostPrefixedCookieOfAnHttpsServer) {
+  api_.session_cookie = "__Host-gpuwerk_session";
+  CliResult r =
+      Run({"login", "--url", server_.url(), "--email", "ada@example.com", "--password-stdin"},
+          "hunter2\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto reqs = server_.requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[1].path, "/api/v1/tokens");
+  EXPECT_EQ(reqs[1].Header("cookie"), "__Host-gpuwerk_session=sess1");
+  EXPECT_EQ(reqs[2].Header("cookie"), "__Host-gpuwerk_session=sess1");
+  ExpectSavedLogin("ada@example.com");
+}
 
 TEST_F(CommandsTest, LoginWithPasswordCreatesATokenSavesItAndEndsTheSignInSession) {
   CliResult r =
