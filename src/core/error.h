@@ -31,8 +31,9 @@ enum class ErrorCode {
 /// by one module only, which documents it; every other error has kNone.
 enum class ErrorReason {
   kNone,
-  kStoreBusy,                ///< store: another writer held the database past the busy timeout
-  kStoreConstraintViolation  ///< store: a schema constraint (unique, key, check) refused a write
+  kStoreBusy,                 ///< store: another writer held the database past the busy timeout
+  kStoreConstraintViolation,  ///< store: a schema constraint (unique, key, check) refused a write
+  kStoreFull                  ///< store: the disk (or the database's size limit) is full
 };
 
 /// The name of an ErrorCode, e.g. "invalid_argument".

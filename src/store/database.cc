@@ -20,6 +20,18 @@ bool IsUniqueViolation(const core::Error& error) {
   return IsConstraintViolation(error) && error.code == core::ErrorCode::kAlreadyExists;
 }
 
+bool IsStorageFull(const core::Error& error) {
+  return error.reason == core::ErrorReason::kStoreFull;
+}
+
+core::Error StorageFullError() {
+  return core::Error(core::ErrorCode::kUnavailable, "storage_full",
+                     "The server's storage is full, so nothing can be saved now; the operator "
+                     "has been told. Try again later.")
+      .WithReason(core::ErrorReason::kStoreFull)
+      .WithDetail("retry_after_seconds", 30);
+}
+
 core::Error BusyError(std::string message) {
   return core::Error(core::ErrorCode::kUnavailable, "store_busy", std::move(message))
       .WithReason(core::ErrorReason::kStoreBusy);

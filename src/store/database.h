@@ -17,8 +17,8 @@ namespace gpuwerk::store {
 /// that both SQLite and PostgreSQL accept (the PostgreSQL backend rewrites `?` to `$n`).
 /// A Transaction is used by one thread at a time; if it is destroyed without Commit() it rolls
 /// back. Errors: a unique or foreign-key violation is ConstraintViolationError
-/// (IsConstraintViolation); a busy or locked database is BusyError (IsBusy); anything else
-/// kInternal ("store_error").
+/// (IsConstraintViolation); a busy or locked database is BusyError (IsBusy); a full disk is
+/// StorageFullError (IsStorageFull); anything else kInternal ("store_error").
 class Transaction {
  public:
   virtual ~Transaction() = default;
@@ -45,6 +45,10 @@ bool IsBusy(const core::Error& error);
 bool IsConstraintViolation(const core::Error& error);
 /// IsConstraintViolation for a unique or primary key (code kAlreadyExists).
 bool IsUniqueViolation(const core::Error& error);
+/// Whether `error` is the store's "full": a write found no space on the disk that holds the
+/// database (or passed its size limit). kUnavailable (503), api code "storage_full", with a
+/// generic message; the backend logs the database's own words once per change of state.
+bool IsStorageFull(const core::Error& error);
 
 /// The errors a backend returns for those two cases, typed by core::ErrorReason (the one place
 /// their outward labels are set). `message` says what failed, without the caller's values.
@@ -52,6 +56,9 @@ core::Error BusyError(std::string message);
 /// kAlreadyExists when `unique` (a unique or primary key), else kFailedPrecondition; api code
 /// "constraint_violation".
 core::Error ConstraintViolationError(bool unique, std::string message);
+/// The error of a write the disk had no room for (see IsStorageFull). Carries
+/// `retry_after_seconds` (30).
+core::Error StorageFullError();
 
 /// Whether a transaction will write. Write transactions take the database's write lock at the
 /// start (SQLite `BEGIN IMMEDIATE`) so two writers never deadlock on lock upgrade.

@@ -322,6 +322,8 @@ struct SqliteDatabase::Checkpointer {
   bool Record(int rc, const char* mode, int log, int copied) {
     std::lock_guard lock(stats_mu);
     if (rc == SQLITE_OK) {
+      if (failing) spdlog::info("store: WAL checkpoints of {} succeed again", wal_path);
+      failing = false;
       if (std::string_view(mode) == "PASSIVE") ++stats.passive;
       stats.last_wal_frames = log;
       stats.last_copied_frames = copied;
@@ -332,7 +334,12 @@ struct SqliteDatabase::Checkpointer {
       spdlog::debug("store: {} WAL checkpoint busy, trying again later", mode);
     } else {
       ++stats.failed;
-      spdlog::warn("store: {} WAL checkpoint of {} failed: {}", mode, wal_path, sqlite3_errmsg(db));
+      // Once per change of state: a full disk fails every look (4 a second) until space is freed.
+      if (!failing) {
+        spdlog::warn("store: {} WAL checkpoint of {} failed: {}; trying again", mode, wal_path,
+                     sqlite3_errmsg(db));
+      }
+      failing = true;
     }
     return true;
   }
@@ -354,12 +361,33 @@ struct SqliteDatabase::Checkpointer {
   SteadyClock::time_point last_size_warning{};
   mutable std::mutex stats_mu;
   SqliteCheckpointStats stats;  // guarded by stats_mu
+  bool failing = false;         // the last checkpoint failed (not busy); guarded by stats_mu
 };
 
 struct SqliteDatabase::Pool {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::unique_ptr<Connection>> free;
+  std::string path;               // the database file, for log lines
+  std::atomic<bool> full{false};  // the last write failed for want of space
+
+  /// The error for `rc` from `what` on `db`: StorageFullError for SQLITE_FULL (warned once per
+  /// change of state, with SQLite's own words), else SqliteError.
+  core::Error ErrorOf(sqlite3* db, int rc, std::string_view what) {
+    if ((rc & 0xff) != SQLITE_FULL) return SqliteError(db, rc, what);
+    if (!full.exchange(true)) {
+      spdlog::warn(
+          "store: {} on {} failed: {}; writes answer 503 storage_full until there is space again",
+          what, path, sqlite3_errmsg(db));
+    }
+    return StorageFullError();
+  }
+  /// A write committed: says so once when writes had been failing for want of space.
+  void Wrote() {
+    if (full.load(std::memory_order_relaxed) && full.exchange(false)) {
+      spdlog::info("store: writes to {} succeed again", path);
+    }
+  }
 
   std::unique_ptr<Connection> Take() {
     std::unique_lock lock(mu);
@@ -416,9 +444,11 @@ class SqliteTransaction final : public Transaction {
   }
 
   core::Result<void> Commit() override {
+    const bool wrote = sqlite3_txn_state(conn_->db, nullptr) == SQLITE_TXN_WRITE;
     int rc = conn_->Simple("COMMIT");
-    if (rc != SQLITE_OK) return std::unexpected(SqliteError(conn_->db, rc, "commit"));
+    if (rc != SQLITE_OK) return std::unexpected(pool_->ErrorOf(conn_->db, rc, "commit"));
     done_ = true;
+    if (wrote) pool_->Wrote();
     return {};
   }
 
@@ -434,7 +464,7 @@ class SqliteTransaction final : public Transaction {
     } else {
       int rc = sqlite3_prepare_v3(db, key.data(), static_cast<int>(key.size()),
                                   SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-      if (rc != SQLITE_OK) return std::unexpected(SqliteError(db, rc, "prepare"));
+      if (rc != SQLITE_OK) return std::unexpected(pool_->ErrorOf(db, rc, "prepare"));
       conn_->statements.emplace(key, stmt);
     }
     sqlite3_reset(stmt);
@@ -456,14 +486,14 @@ class SqliteTransaction final : public Transaction {
       } else {
         rc = sqlite3_bind_null(stmt, idx);
       }
-      if (rc != SQLITE_OK) return std::unexpected(SqliteError(db, rc, "bind"));
+      if (rc != SQLITE_OK) return std::unexpected(pool_->ErrorOf(db, rc, "bind"));
       ++idx;
     }
     for (;;) {
       int rc = sqlite3_step(stmt);
       if (rc == SQLITE_DONE) break;
       if (rc != SQLITE_ROW) {
-        auto err = SqliteError(db, sqlite3_extended_errcode(db), "step");
+        auto err = pool_->ErrorOf(db, sqlite3_extended_errcode(db), "step");
         sqlite3_reset(stmt);
         return std::unexpected(err);
       }
@@ -536,6 +566,7 @@ core::Result<std::unique_ptr<SqliteDatabase>> SqliteDatabase::Open(const SqliteO
   }
   GPUWERK_TRY(MakeOwnerOnly(options.path));
   auto pool = std::make_unique<Pool>();
+  pool->path = options.path;
   std::unique_ptr<Checkpointer> checkpointer;
   if (options.background_checkpoint) checkpointer = std::make_unique<Checkpointer>(options);
   for (int i = 0; i < std::max(1, options.pool_size); ++i) {

@@ -1,11 +1,17 @@
 #include "store/sqlite_database.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "store/database.h"
@@ -331,6 +337,71 @@ TEST_F(SqliteCheckpointTest, TruncatesAWalThatReadersLetGrowPastTheBound) {
   });
   ASSERT_TRUE(count);
   EXPECT_EQ(*count, 201);
+}
+
+/// Routes spdlog's default logger into a string while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  /// How many lines contain `needle`.
+  int Count(std::string_view needle) const {
+    std::istringstream lines(out_.str());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) n += line.find(needle) != std::string::npos;
+    return n;
+  }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST_F(SqliteCheckpointTest, AFullDiskIsStorageFullWarnedOnceAndWritesRecover) {
+  // The database's size limit (PRAGMA max_page_count, on the pool's one connection) stands for
+  // a full disk: SQLite answers both with SQLITE_FULL.
+  auto db = OpenWith({.pool_size = 1});
+  CreateBlobs(*db);
+  CapturedLog log;
+  auto limit = [&](const std::string& pages) {
+    return db->Write([&](Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(tx.Query("PRAGMA max_page_count = " + pages));
+      return {};
+    });
+  };
+  ASSERT_TRUE(db->Write([&](Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("PRAGMA page_count"));
+    GPUWERK_TRY(tx.Query("PRAGMA max_page_count = " + std::to_string(row->Int(0))));
+    return {};
+  }));
+  for (int i = 0; i < 5; ++i) {
+    auto r = db->Write([](Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(tx.Exec("INSERT INTO blobs (b) VALUES (?)", {std::string(16000, 'x')}));
+      return {};
+    });
+    ASSERT_FALSE(r) << "write " << i << " found room";
+    EXPECT_TRUE(IsStorageFull(r.error())) << r.error().api_code << ": " << r.error().message;
+    EXPECT_EQ(r.error().code, core::ErrorCode::kUnavailable);  // 503
+    EXPECT_EQ(r.error().api_code, "storage_full");
+    // A generic message for whoever made the request; SQLite's own words go to the log.
+    EXPECT_EQ(r.error().message.find("database or disk"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(log.Count("storage_full"), 1) << log.text();  // once per change of state
+  EXPECT_EQ(log.Count("database or disk is full"), 1) << log.text();
+
+  ASSERT_TRUE(limit("1000000"));  // space again
+  Insert(*db, 16000);
+  EXPECT_EQ(log.Count("succeed again"), 1) << log.text();
+  auto count = db->Read([](Transaction& tx) -> core::Result<int64_t> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*) FROM blobs"));
+    return row->Int(0);
+  });
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 1);  // the refused writes left nothing behind
 }
 
 TEST_F(SqliteCheckpointTest, DestructorJoinsPromptlyAndLeavesTheDataInTheFile) {
