@@ -564,10 +564,11 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
     ContainerReport report =
         ReportContainer(c, AppliedGeneration(c, applied), r.ssh_ready, engine_ok_, engine_error_);
     if (!r.login_error.empty() && report.error.empty()) report.error = r.login_error;
-    if (r.starts_in_a_row >= 3 && c.state != ContainerState::kRunning && report.error.empty()) {
+    if (r.start_backoff.starts_in_a_row() >= 3 && c.state != ContainerState::kRunning &&
+        report.error.empty()) {
       report.error = "the container keeps exiting right after it starts (exit code " +
                      std::to_string(c.exit_code) + ", started " +
-                     std::to_string(r.starts_in_a_row) +
+                     std::to_string(r.start_backoff.starts_in_a_row()) +
                      " times in a row); check its sshd configuration, or restart or delete it";
     }
     request.containers.push_back(std::move(report));
