@@ -56,8 +56,9 @@ Answer OpenEventStream(ApiContext& ctx, Call& call) {
     // A store that is busy or away is no answer: ask again next time.
     return now.error().code != core::ErrorCode::kUnauthenticated;
   };
-  GPUWERK_ASSIGN_OR_RETURN(auto producer,
-                           ctx.events->Open(call.who.person_id, std::move(still_allowed)));
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto producer,
+      ctx.events->Open(call.who.person_id, call.who.email_proven, std::move(still_allowed)));
   Response r;
   r.SetHeader("Content-Type", "text/event-stream");  // always UTF-8 (WHATWG HTML §9.2)
   r.stream = std::move(producer);

@@ -30,6 +30,7 @@ struct EventHub::Core {
   struct Stream {
     uint64_t id = 0;
     std::string person_id;
+    bool email_proven = true;
     std::shared_ptr<ResponseStream> out;  ///< null while reserved; set under `mu`
     StillAllowed still_allowed;           ///< may be empty
     // Touched by the hub's thread only:
@@ -52,6 +53,7 @@ struct EventHub::Core {
   uint64_t next_id = 1;
   std::map<uint64_t, std::shared_ptr<Stream>> streams;
   std::map<std::string, size_t> per_person;
+  size_t unproven = 0;  // open streams of persons whose address is not proven
 
   void Release(uint64_t id) {
     std::lock_guard lock(mu);
@@ -59,6 +61,7 @@ struct EventHub::Core {
     if (it == streams.end()) return;
     auto count = per_person.find(it->second->person_id);
     if (count != per_person.end() && --count->second == 0) per_person.erase(count);
+    if (!it->second->email_proven) --unproven;
     streams.erase(it);
   }
 
@@ -93,7 +96,7 @@ EventHub::~EventHub() {
   if (thread_.joinable()) thread_.join();
 }
 
-core::Result<EventHub::Producer> EventHub::Open(const std::string& person_id,
+core::Result<EventHub::Producer> EventHub::Open(const std::string& person_id, bool email_proven,
                                                 StillAllowed still_allowed) {
   const auto retry_seconds =
       std::max<int64_t>(1, std::chrono::ceil<std::chrono::seconds>(core_->options.retry).count());
@@ -105,12 +108,20 @@ core::Result<EventHub::Producer> EventHub::Open(const std::string& person_id,
                         "The server is shutting down; reconnect in a moment.");
     }
     auto count = core_->per_person.find(person_id);
-    if (count != core_->per_person.end() &&
-        count->second >= core_->options.max_streams_per_person) {
+    const size_t per_person = email_proven ? core_->options.max_streams_per_person
+                                           : core_->options.max_streams_per_unproven_person;
+    if (count != core_->per_person.end() && count->second >= per_person) {
       return core::Fail(core::Error(core::ErrorCode::kResourceExhausted, "rate_limited",
                                     "You have " + std::to_string(count->second) +
                                         " event streams open, the most allowed; close one "
                                         "(e.g. another browser tab) first.")
+                            .WithDetail("retry_after_seconds", retry_seconds));
+    }
+    if (!email_proven && core_->unproven >= core_->options.max_unproven_streams) {
+      return core::Fail(core::Error(core::ErrorCode::kUnavailable, "too_many_streams",
+                                    "The server has as many event streams open for accounts "
+                                    "whose address is not proven as it allows; prove your "
+                                    "address with the link we mailed, or try again shortly.")
                             .WithDetail("retry_after_seconds", retry_seconds));
     }
     if (core_->streams.size() >= core_->options.max_streams) {
@@ -123,10 +134,12 @@ core::Result<EventHub::Producer> EventHub::Open(const std::string& person_id,
     auto stream = std::make_shared<Core::Stream>();
     stream->id = id;
     stream->person_id = person_id;
+    stream->email_proven = email_proven;
     stream->still_allowed = std::move(still_allowed);
     stream->next_reauth = Clock::now() + core_->options.reauth_interval;
     core_->streams.emplace(id, std::move(stream));
     ++core_->per_person[person_id];
+    if (!email_proven) ++core_->unproven;
   }
   auto reservation = std::make_shared<Core::Reservation>();
   reservation->core = core_;

@@ -62,8 +62,15 @@ struct PersonItems {
 class EventHub {
  public:
   struct Options {
-    /// Open streams one person may hold; one more is refused with 429 `rate_limited`.
+    /// Open streams one person whose address is proven may hold; one more is refused with 429
+    /// `rate_limited`.
     size_t max_streams_per_person = 8;
+    /// Open streams one person whose address is not proven (docs/accounts.md) may hold.
+    size_t max_streams_per_unproven_person = 2;
+    /// Open streams of all unproven persons together; one more of theirs is refused with 503
+    /// `too_many_streams`. Accounts cost nothing to make until their address is proven, so
+    /// they get a corner of max_streams, never all of it.
+    size_t max_unproven_streams = 64;
     /// Open streams in all; one more is refused with 503 `too_many_streams`.
     size_t max_streams = 512;
     /// The periodic re-read of every stream's items.
@@ -100,14 +107,17 @@ class EventHub {
   EventHub(const EventHub&) = delete;
   EventHub& operator=(const EventHub&) = delete;
 
-  /// Reserves a stream for `person_id` and returns the Producer that fills it once the server
+  /// Reserves a stream for `person_id` (whose address is proven or not: `email_proven`, which
+  /// picks the limits that apply) and returns the Producer that fills it once the server
   /// hands it a ResponseStream; the reservation is released if the Producer is dropped uncalled
   /// (e.g. HEAD), and the stream when it ends. `still_allowed` (optional) is asked every
   /// `reauth_interval`; once it says no, the stream ends without another event. Errors:
-  /// kResourceExhausted "rate_limited" (429, `retry_after_seconds`) over max_streams_per_person;
-  /// kUnavailable "too_many_streams" (503, `retry_after_seconds`) over max_streams; kUnavailable
-  /// "shutting_down" after Shutdown().
-  core::Result<Producer> Open(const std::string& person_id, StillAllowed still_allowed = {});
+  /// kResourceExhausted "rate_limited" (429, `retry_after_seconds`) over max_streams_per_person
+  /// (max_streams_per_unproven_person); kUnavailable "too_many_streams" (503,
+  /// `retry_after_seconds`) over max_streams, or for an unproven person over
+  /// max_unproven_streams; kUnavailable "shutting_down" after Shutdown().
+  core::Result<Producer> Open(const std::string& person_id, bool email_proven,
+                              StillAllowed still_allowed = {});
 
   /// Something a person's stream shows may have changed: start a pass soon. Cheap; never blocks
   /// on a pass.

@@ -139,7 +139,7 @@ EventHub::Options SlowOptions() {
 }
 
 std::shared_ptr<FakeStream> OpenStream(EventHub& hub, const std::string& person) {
-  auto producer = hub.Open(person);
+  auto producer = hub.Open(person, /*email_proven=*/true);
   EXPECT_TRUE(producer) << (producer ? "" : producer.error().message);
   if (!producer) return nullptr;
   auto stream = std::make_shared<FakeStream>();
@@ -273,7 +273,7 @@ TEST(EventHubTest, LimitsPerPersonAndInAll) {
   EventHub hub(world.Reader(), o);
   std::vector<std::shared_ptr<FakeStream>> alice;
   for (int i = 0; i < 3; ++i) alice.push_back(OpenStream(hub, "alice"));
-  auto refused = hub.Open("alice");
+  auto refused = hub.Open("alice", true);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, core::ErrorCode::kResourceExhausted);
   EXPECT_EQ(refused.error().api_code, "rate_limited");
@@ -281,22 +281,22 @@ TEST(EventHubTest, LimitsPerPersonAndInAll) {
   // Others are not affected; the total is.
   auto b1 = OpenStream(hub, "bob");
   auto b2 = OpenStream(hub, "bob");
-  auto full = hub.Open("carol");
+  auto full = hub.Open("carol", true);
   ASSERT_FALSE(full);
   EXPECT_EQ(full.error().api_code, "too_many_streams");
   EXPECT_EQ(hub.open_streams(), 5u);
   // A stream that ends frees its place at once.
   alice[0]->End();
   EXPECT_EQ(hub.open_streams(), 4u);
-  auto again = hub.Open("alice");
+  auto again = hub.Open("alice", true);
   ASSERT_TRUE(again);
   // A reservation whose producer is dropped uncalled (HEAD, an error answer) frees it too.
   *again = nullptr;
   EXPECT_EQ(hub.open_streams(), 4u);
-  { auto dropped = hub.Open("alice"); }
+  { auto dropped = hub.Open("alice", true); }
   EXPECT_EQ(hub.open_streams(), 4u);
   // A stream that has already ended when handed over (HEAD) is released at once.
-  auto head = hub.Open("alice");
+  auto head = hub.Open("alice", true);
   ASSERT_TRUE(head);
   auto ended = std::make_shared<FakeStream>();
   ended->End();
@@ -304,15 +304,53 @@ TEST(EventHubTest, LimitsPerPersonAndInAll) {
   EXPECT_EQ(hub.open_streams(), 4u);
 }
 
+TEST(EventHubTest, UnprovenAccountsGetFewStreamsAndACornerOfTheTotal) {
+  World world;
+  EventHub::Options o = SlowOptions();
+  o.max_streams_per_person = 3;
+  o.max_streams_per_unproven_person = 1;
+  o.max_unproven_streams = 2;
+  o.max_streams = 6;
+  EventHub hub(world.Reader(), o);
+  std::vector<EventHub::Producer> held;
+  auto open = [&](const std::string& who, bool proven) {
+    auto p = hub.Open(who, proven);
+    if (p) held.push_back(std::move(*p));
+    return p;
+  };
+  ASSERT_TRUE(open("u1", false));
+  auto second = open("u1", false);  // one each
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().api_code, "rate_limited");
+  ASSERT_TRUE(open("u2", false));
+  // Fresh unproven accounts (free to make) find their corner full…
+  auto third = open("u3", false);
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().code, core::ErrorCode::kUnavailable);
+  EXPECT_EQ(third.error().api_code, "too_many_streams");
+  EXPECT_EQ(third.error().details["retry_after_seconds"], 3);
+  // …while proven people still get theirs, up to the total.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(open("alice", true)) << i;
+  ASSERT_TRUE(open("bob", true));
+  EXPECT_EQ(hub.open_streams(), 6u);
+  auto full = open("carol", true);
+  ASSERT_FALSE(full);
+  EXPECT_EQ(full.error().api_code, "too_many_streams");
+  // An unproven stream that goes frees a place in the corner.
+  held.erase(held.begin());  // u1's reservation, dropped uncalled
+  EXPECT_EQ(hub.open_streams(), 5u);
+  EXPECT_TRUE(open("u3", false));
+}
+
 TEST(EventHubTest, ShutdownEndsStreamsAndRefusesNewOnes) {
   World world;
   EventHub hub(world.Reader(), SlowOptions());
   auto s = OpenStream(hub, "p1");
-  auto reserved = hub.Open("p1");
+  auto reserved = hub.Open("p1", true);
   ASSERT_TRUE(reserved);
   hub.Shutdown();
   EXPECT_TRUE(s->ended());
-  EXPECT_EQ(hub.Open("p1").error().api_code, "shutting_down");
+  EXPECT_EQ(hub.Open("p1", true).error().api_code, "shutting_down");
   auto late = std::make_shared<FakeStream>();
   (*reserved)(late);  // handed over after the shutdown: ended at once
   EXPECT_TRUE(late->ended());
@@ -327,7 +365,7 @@ TEST(EventHubTest, AStreamWhoseSignInEndedIsEnded) {
   EventHub hub(world.Reader(), o);
   std::atomic<bool> allowed{true};
   std::atomic<int> asked{0};
-  auto producer = hub.Open("p1", [&] {
+  auto producer = hub.Open("p1", true, [&] {
     ++asked;
     return allowed.load();
   });
