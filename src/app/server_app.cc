@@ -53,6 +53,9 @@ struct ServerApp::Parts {
   std::unique_ptr<mail::Mailer> mailer;
   std::unique_ptr<mail::Outbox> outbox;
   std::unique_ptr<mail::OutboxWorker> outbox_worker;
+  /// Half the HTTP threads (at least one) may hash passwords at once; the rest stay free for
+  /// cheap requests (PasswordHasher).
+  std::unique_ptr<core::ConcurrencyLimit> hash_slots;
   std::unique_ptr<auth::PasswordHasher> hasher;
   std::unique_ptr<auth::AccountService> accounts;
   std::unique_ptr<keys::SshKeyRegistry> ssh_keys;
@@ -161,7 +164,9 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->outbox = std::make_unique<mail::Outbox>(*p->db, clock, rng);
   p->outbox_worker = std::make_unique<mail::OutboxWorker>(*p->db, *p->mailer, clock,
                                                           mail::OutboxWorker::Options{});
-  p->hasher = std::make_unique<auth::PasswordHasher>(CostFromName(config.password_hash_cost));
+  p->hash_slots = std::make_unique<core::ConcurrencyLimit>(std::max(1, config.http_threads / 2));
+  p->hasher = std::make_unique<auth::PasswordHasher>(CostFromName(config.password_hash_cost),
+                                                     p->hash_slots.get());
 
   // The public URL defaults to the listen address; fixed up below once the port is known.
   auth::AccountOptions account_options;

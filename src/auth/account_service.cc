@@ -121,9 +121,8 @@ core::Result<void> AccountService::SignUp(std::string_view email, std::string_vi
   // The operator's policy looks at the address only, never at whether it has an account.
   GPUWERK_TRY(CheckSignUpPolicy(address));
   GPUWERK_TRY(PasswordHasher::CheckPolicy(password));
-  // Hashed whether or not the address has an account, so the answer's timing tells nothing.
-  GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
-  bool mailed = false;
+  // The cheap refusal first: the attempt is counted (and over the limit refused) before any
+  // hashing, so a flood of sign-ups costs one small write each, not 64 MiB of argon2id.
   GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, options_.sign_ups_per_address,
                                                              SourceSubject(caller.address)));
@@ -132,7 +131,12 @@ core::Result<void> AccountService::SignUp(std::string_view email, std::string_vi
                                                  std::to_string(*retry) + " seconds.",
                                              *retry));
     }
-    GPUWERK_TRY(limiter_.Record(tx, options_.sign_ups_per_address, SourceSubject(caller.address)));
+    return limiter_.Record(tx, options_.sign_ups_per_address, SourceSubject(caller.address));
+  }));
+  // Hashed whether or not the address has an account, so the answer's timing tells nothing.
+  GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(password));
+  bool mailed = false;
+  GPUWERK_TRY(db_.Write([&](Transaction& tx) -> core::Result<void> {
     Person person{.id = core::NewId(rng_, "per"),
                   .email = address.display,
                   .is_operator = false,
@@ -274,13 +278,10 @@ core::Result<SignIn> AccountService::SignInWithPassword(std::string_view email,
   }));
   // 2. The expensive check outside any transaction. Unknown accounts still pay for one hash so
   //    timing does not reveal which addresses have accounts.
-  bool ok = false;
-  if (found.person && !found.hash.empty()) {
-    ok = hasher_.Verify(found.hash, password);
-  } else {
-    static const std::string kDummy = *hasher_.Hash("not-a-real-password");
-    hasher_.Verify(kDummy, password);
-  }
+  const bool known = found.person && !found.hash.empty();
+  GPUWERK_ASSIGN_OR_RETURN(bool matches,
+                           hasher_.Verify(known ? found.hash : hasher_.DummyHash(), password));
+  const bool ok = known && matches;
   // 3. Record the outcome: a failure is committed too, so it counts towards the limits.
   GPUWERK_ASSIGN_OR_RETURN(
       std::optional<SignIn> signed_in,
@@ -365,6 +366,21 @@ core::Result<void> AccountService::RequestPasswordReset(std::string_view email,
   return MailLink(email, caller, LinkPurpose::kPasswordReset);
 }
 
+core::Result<void> AccountService::CheckLinkUsable(std::string_view token,
+                                                   std::initializer_list<LinkPurpose> purposes) {
+  if (token.empty() || token.size() > 128) return core::Fail(InvalidLink());
+  GPUWERK_ASSIGN_OR_RETURN(bool usable, db_.Read([&](Transaction& tx) -> core::Result<bool> {
+    for (LinkPurpose purpose : purposes) {
+      GPUWERK_ASSIGN_OR_RETURN(
+          bool u, LinkTokenTable::IsUsable(tx, TokenHash(token), purpose, clock_.NowUnix()));
+      if (u) return true;
+    }
+    return false;
+  }));
+  if (!usable) return core::Fail(InvalidLink());
+  return {};
+}
+
 core::Result<Person> AccountService::ConsumeLink(Transaction& tx, std::string_view token,
                                                  LinkPurpose purpose) {
   if (token.empty() || token.size() > 128) return core::Fail(InvalidLink());
@@ -395,6 +411,8 @@ core::Result<Person> AccountService::ResetPassword(std::string_view token,
                                                    std::string_view new_password,
                                                    const Caller& caller) {
   GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
+  // A link that cannot work is refused before any hashing.
+  GPUWERK_TRY(CheckLinkUsable(token, {LinkPurpose::kPasswordReset}));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
   return db_.Write([&](Transaction& tx) -> core::Result<Person> {
     GPUWERK_ASSIGN_OR_RETURN(Person person, ConsumeLink(tx, token, LinkPurpose::kPasswordReset));
@@ -416,6 +434,8 @@ core::Result<SignIn> AccountService::ProveAddress(std::string_view token,
                                                   std::string_view new_password,
                                                   const Caller& caller) {
   GPUWERK_TRY(PasswordHasher::CheckPolicy(new_password));
+  // A link that cannot work is refused before any hashing.
+  GPUWERK_TRY(CheckLinkUsable(token, {LinkPurpose::kAddressProof, LinkPurpose::kInvite}));
   GPUWERK_ASSIGN_OR_RETURN(std::string hash, hasher_.Hash(new_password));
   return db_.Write([&](Transaction& tx) -> core::Result<SignIn> {
     // A sign-up's link or an invitation: either proves the address.
@@ -513,7 +533,10 @@ core::Result<void> AccountService::ChangePassword(const Principal& who,
     GPUWERK_TRY(CheckSignInLimits(tx, found->email_norm, caller));
     return std::move(*found);
   }));
-  const bool ok = !row.password_hash.empty() && hasher_.Verify(row.password_hash, current_password);
+  bool ok = false;
+  if (!row.password_hash.empty()) {
+    GPUWERK_ASSIGN_OR_RETURN(ok, hasher_.Verify(row.password_hash, current_password));
+  }
   std::string hash;
   if (ok) {
     GPUWERK_ASSIGN_OR_RETURN(hash, hasher_.Hash(new_password));
@@ -701,7 +724,8 @@ core::Result<bool> AccountService::PasswordMatches(std::string_view email,
         GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, address.normalised));
         return row ? row->password_hash : std::string();
       }));
-  return !hash.empty() && hasher_.Verify(hash, password);
+  if (hash.empty()) return false;
+  return hasher_.Verify(hash, password);
 }
 
 }  // namespace gpuwerk::auth

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -192,6 +193,10 @@ class AccountService {
   /// removes the account's SSH keys.
   core::Result<Claimed> Claim(store::Transaction& tx, const Person& person,
                               const std::string& password_hash, const Caller& caller);
+  /// Whether `token` is an unused, unexpired link of one of `purposes` (a read; the link stays
+  /// unused). Errors: kInvalidArgument "invalid_link" when not; the store's.
+  core::Result<void> CheckLinkUsable(std::string_view token,
+                                     std::initializer_list<LinkPurpose> purposes);
   core::Result<Person> ConsumeLink(store::Transaction& tx, std::string_view token,
                                    LinkPurpose purpose);
   /// rate_limited when the account's or the caller's failed sign-ins are used up.

@@ -32,10 +32,48 @@ TEST(PasswordHasherTest, Argon2idRoundTrip) {
   auto h = hasher.Hash("correct horse");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->rfind("$argon2id$", 0), 0u);
-  EXPECT_TRUE(hasher.Verify(*h, "correct horse"));
-  EXPECT_FALSE(hasher.Verify(*h, "correct hors"));
+  EXPECT_EQ(hasher.Verify(*h, "correct horse"), true);
+  EXPECT_EQ(hasher.Verify(*h, "correct hors"), false);
   EXPECT_FALSE(PasswordHasher::CheckPolicy("short"));
   EXPECT_TRUE(PasswordHasher::CheckPolicy("long enough"));
+}
+
+TEST(PasswordHasherTest, WithEverySlotInUseItRefusesAtOnceInsteadOfWaiting) {
+  core::InitCrypto();
+  core::ConcurrencyLimit slots(1);
+  PasswordHasher hasher(HashCost::kTestOnlyMinimum, &slots);
+  auto h = hasher.Hash("correct horse");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(slots.in_use(), 0) << "a hash gives its slot back";
+  {
+    auto held = slots.TryAcquire();
+    ASSERT_TRUE(held);
+    auto busy = hasher.Hash("correct horse");
+    ASSERT_FALSE(busy);
+    EXPECT_EQ(busy.error().code, core::ErrorCode::kUnavailable);  // 503
+    EXPECT_EQ(busy.error().api_code, "server_busy");
+    EXPECT_EQ(busy.error().details["retry_after_seconds"], 1);
+    auto verify = hasher.Verify(*h, "correct horse");
+    ASSERT_FALSE(verify);
+    EXPECT_EQ(verify.error().api_code, "server_busy");
+  }
+  EXPECT_EQ(hasher.Verify(*h, "correct horse"), true);
+}
+
+TEST(ConcurrencyLimitTest, HandsOutAtMostMaxSlotsAndTakesThemBack) {
+  core::ConcurrencyLimit limit(2);
+  auto a = limit.TryAcquire();
+  auto b = limit.TryAcquire();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(limit.TryAcquire());
+  EXPECT_EQ(limit.in_use(), 2);
+  a.reset();
+  EXPECT_EQ(limit.in_use(), 1);
+  auto c = limit.TryAcquire();
+  EXPECT_TRUE(c);
+  auto moved = std::move(*c);
+  c.reset();
+  EXPECT_EQ(limit.in_use(), 2) << "a moved slot is still held";
 }
 
 class AccountServiceTest : public ::testing::Test {
@@ -91,7 +129,8 @@ class AccountServiceTest : public ::testing::Test {
   std::vector<std::string> keys_removed_for_;  ///< whom remove_ssh_keys was called for
   core::FakeClock clock_;
   core::SodiumRng rng_;
-  PasswordHasher hasher_{HashCost::kTestOnlyMinimum};
+  core::ConcurrencyLimit hash_slots_{1};  ///< a test holds it to see that nothing hashes
+  PasswordHasher hasher_{HashCost::kTestOnlyMinimum, &hash_slots_};
   testing::TempDatabase db_;
   std::unique_ptr<mail::Outbox> outbox_;
   std::unique_ptr<AccountService> accounts_;
@@ -216,6 +255,47 @@ TEST_F(AccountServiceTest, FailedSignInsLockOutTheirSourceNotTheOwner) {
   ASSERT_FALSE(sprayed);
   EXPECT_EQ(sprayed.error().api_code, "rate_limited");
   EXPECT_TRUE(accounts_->SignInWithPassword("alice@example.test", "password1", owner));
+}
+
+// Issue 12: refusals that cost nothing come before any password hash, so a flood of sign-ups,
+// resets or address proofs cannot hold the HTTP threads in argon2id. The hasher's only slot is
+// held: anything that got as far as hashing would answer server_busy instead.
+TEST_F(AccountServiceTest, CheapRefusalsComeBeforeAnyPasswordHash) {
+  SignUpProven("alice@example.test", "password1");
+  ASSERT_TRUE(accounts_->RequestPasswordReset("alice@example.test", caller_));
+  const std::string reset = LastLinkToken("alice@example.test", "/auth/reset-password");
+  ASSERT_FALSE(reset.empty());
+  auto held = hash_slots_.TryAcquire();
+  ASSERT_TRUE(held);
+
+  // A link that cannot work: refused as such, not as busy.
+  auto bad_reset = accounts_->ResetPassword("not-a-link", "password2", caller_);
+  ASSERT_FALSE(bad_reset);
+  EXPECT_EQ(bad_reset.error().api_code, "invalid_link");
+  auto bad_proof = accounts_->ProveAddress("not-a-link", "password2", caller_);
+  ASSERT_FALSE(bad_proof);
+  EXPECT_EQ(bad_proof.error().api_code, "invalid_link");
+  // A usable link gets as far as the hash: busy, and the link stays usable.
+  auto busy = accounts_->ResetPassword(reset, "password2", caller_);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().api_code, "server_busy");
+
+  // Sign-ups over the per-address limit are refused by it, each costing one small write.
+  const Caller flood{.address = "198.51.100.7"};
+  const int64_t persons = Count("persons");
+  for (int i = 0; i < 30; ++i) {  // sign_ups_per_address: 30 an hour
+    auto r = accounts_->SignUp("flood" + std::to_string(i) + "@example.test", "password1", flood);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().api_code, "server_busy") << i;
+  }
+  auto limited = accounts_->SignUp("flood-last@example.test", "password1", flood);
+  ASSERT_FALSE(limited);
+  EXPECT_EQ(limited.error().api_code, "rate_limited");
+  EXPECT_EQ(Count("persons"), persons) << "no refused sign-up stored anything";
+
+  held.reset();
+  auto reset_now = accounts_->ResetPassword(reset, "password2", caller_);
+  EXPECT_TRUE(reset_now) << reset_now.error().message;
 }
 
 TEST_F(AccountServiceTest, SessionsExpire) {

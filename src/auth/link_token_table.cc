@@ -42,6 +42,15 @@ core::Result<std::optional<std::string>> LinkTokenTable::Consume(store::Transact
   return row->Text("person_id");
 }
 
+core::Result<bool> LinkTokenTable::IsUsable(store::Transaction& tx, const std::string& token_hash,
+                                            LinkPurpose purpose, int64_t now) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT 1 FROM link_tokens WHERE token_hash = ? AND purpose = ? AND "
+                            "used_at IS NULL AND expires_at > ?",
+                            {token_hash, std::string(LinkPurposeName(purpose)), now}));
+  return row.has_value();
+}
+
 core::Result<int64_t> LinkTokenTable::VoidUnused(store::Transaction& tx,
                                                  const std::string& person_id,
                                                  std::optional<LinkPurpose> purpose) {

@@ -41,6 +41,10 @@ class LinkTokenTable {
   static core::Result<std::optional<std::string>> Consume(store::Transaction& tx,
                                                           const std::string& token_hash,
                                                           LinkPurpose purpose, int64_t now);
+  /// Whether an unused, unexpired (expires_at > `now`) token with this hash and purpose exists;
+  /// changes nothing (Consume decides, in the writing transaction).
+  static core::Result<bool> IsUsable(store::Transaction& tx, const std::string& token_hash,
+                                     LinkPurpose purpose, int64_t now);
   /// Voids (deletes) every unused link token of `person_id`, of `purpose` only when given.
   /// Returns how many went.
   static core::Result<int64_t> VoidUnused(store::Transaction& tx, const std::string& person_id,

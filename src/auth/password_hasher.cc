@@ -2,6 +2,8 @@
 
 #include <sodium.h>
 
+#include <optional>
+
 #include "core/encoding.h"
 
 namespace gpuwerk::auth {
@@ -19,7 +21,27 @@ core::Result<void> PasswordHasher::CheckPolicy(std::string_view password) {
   return {};
 }
 
+core::Error PasswordHasher::Busy() {
+  return core::Error(core::ErrorCode::kUnavailable, "server_busy",
+                     "The server is busy checking passwords; try again in a moment.")
+      .WithDetail("retry_after_seconds", 1);
+}
+
 core::Result<std::string> PasswordHasher::Hash(std::string_view password) const {
+  const auto slot = slots_ != nullptr ? slots_->TryAcquire() : std::nullopt;
+  if (slots_ != nullptr && !slot) return core::Fail(Busy());
+  return HashNow(password);
+}
+
+const std::string& PasswordHasher::DummyHash() const {
+  static const std::string kDummy = [this] {
+    auto h = HashNow("not-a-real-password");
+    return h ? *h : std::string();
+  }();
+  return kDummy;
+}
+
+core::Result<std::string> PasswordHasher::HashNow(std::string_view password) const {
   unsigned long long ops = crypto_pwhash_OPSLIMIT_INTERACTIVE;
   size_t mem = crypto_pwhash_MEMLIMIT_INTERACTIVE;
   if (cost_ == HashCost::kModerate) {
@@ -37,7 +59,9 @@ core::Result<std::string> PasswordHasher::Hash(std::string_view password) const 
   return std::string(out);
 }
 
-bool PasswordHasher::Verify(std::string_view hash, std::string_view password) const {
+core::Result<bool> PasswordHasher::Verify(std::string_view hash, std::string_view password) const {
+  const auto slot = slots_ != nullptr ? slots_->TryAcquire() : std::nullopt;
+  if (slots_ != nullptr && !slot) return core::Fail(Busy());
   std::string h(hash);
   return crypto_pwhash_str_verify(h.c_str(), password.data(), password.size()) == 0;
 }
