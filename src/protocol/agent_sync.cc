@@ -1,5 +1,7 @@
 #include "protocol/agent_sync.h"
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "protocol/internal/json_fields.h"
@@ -86,6 +88,19 @@ nlohmann::json ToJson(const CreateFailure& f) {
           {"message", f.message}};
 }
 
+nlohmann::json ToJson(const DriftReport& d) {
+  return {{"instance_id", d.instance_id},
+          {"node_index", d.node_index},
+          {"kind", d.kind},
+          {"container_id", d.container_id},
+          {"exit_code", d.exit_code},
+          {"oom_killed", d.oom_killed},
+          {"at", d.at},
+          {"recreated", d.recreated},
+          {"new_container_id", d.new_container_id},
+          {"changes", d.changes}};
+}
+
 nlohmann::json ToJson(const AgentSyncRequest& r) {
   nlohmann::json j = {{"agent_version", r.agent_version},
                       {"inventory", ToJson(r.inventory)},
@@ -93,6 +108,7 @@ nlohmann::json ToJson(const AgentSyncRequest& r) {
                       {"containers", JsonList(r.containers)},
                       {"failures", JsonList(r.failures)}};
   if (r.observed) j["observed"] = *r.observed;
+  if (!r.drift.empty()) j["drift"] = JsonList(r.drift);
   return j;
 }
 
@@ -197,10 +213,39 @@ core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
   return f;
 }
 
+core::Result<DriftReport> DriftReportFromJson(const nlohmann::json& json, const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  GPUWERK_TRY(r.Only({"instance_id", "node_index", "kind", "container_id", "exit_code",
+                      "oom_killed", "at", "recreated", "new_container_id", "changes"}));
+  DriftReport d;
+  GPUWERK_ASSIGN_OR_RETURN(d.instance_id, NonEmpty(r, "instance_id"));
+  GPUWERK_ASSIGN_OR_RETURN(d.node_index, IntField(r, "node_index"));
+  GPUWERK_ASSIGN_OR_RETURN(d.kind, r.String("kind"));
+  if (std::find(std::begin(kDriftKinds), std::end(kDriftKinds), d.kind) == std::end(kDriftKinds)) {
+    return core::Fail(
+        FieldError(r.Path("kind"), "must be one of stopped, restarted, paused, removed, changed"));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(d.container_id, r.String("container_id"));
+  GPUWERK_ASSIGN_OR_RETURN(d.exit_code, IntField(r, "exit_code"));
+  GPUWERK_ASSIGN_OR_RETURN(d.oom_killed, r.Bool("oom_killed"));
+  GPUWERK_ASSIGN_OR_RETURN(d.at, r.String("at"));
+  GPUWERK_ASSIGN_OR_RETURN(d.recreated, r.Bool("recreated"));
+  GPUWERK_ASSIGN_OR_RETURN(d.new_container_id, r.String("new_container_id"));
+  GPUWERK_ASSIGN_OR_RETURN(d.changes, r.Strings("changes"));
+  for (size_t i = 0; i < d.changes.size(); ++i) {
+    if (std::find(std::begin(kDriftChanges), std::end(kDriftChanges), d.changes[i]) ==
+        std::end(kDriftChanges)) {
+      return core::Fail(
+          FieldError(r.Path("changes", i), "must be one of name, image, memory, cpus, pids"));
+    }
+  }
+  return d;
+}
+
 core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
-  GPUWERK_TRY(
-      r.Only({"agent_version", "inventory", "engine", "containers", "failures", "observed"}));
+  GPUWERK_TRY(r.Only(
+      {"agent_version", "inventory", "engine", "containers", "failures", "observed", "drift"}));
   AgentSyncRequest req;
   GPUWERK_ASSIGN_OR_RETURN(req.agent_version, r.String("agent_version"));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* inventory, r.Object("inventory"));
@@ -213,6 +258,9 @@ core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& js
                            ListOf<CreateFailure>(r, "failures", CreateFailureFromJson));
   if (json.contains("observed")) {
     GPUWERK_ASSIGN_OR_RETURN(req.observed, r.Bool("observed"));
+  }
+  if (json.contains("drift")) {
+    GPUWERK_ASSIGN_OR_RETURN(req.drift, ListOf<DriftReport>(r, "drift", DriftReportFromJson));
   }
   return req;
 }

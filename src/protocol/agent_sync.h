@@ -93,6 +93,37 @@ struct CreateFailure {
   bool operator==(const CreateFailure&) const = default;
 };
 
+/// The kinds of DriftReport (docs/agent-protocol.md "Drift").
+inline constexpr const char* kDriftKinds[] = {"stopped", "restarted", "paused", "removed",
+                                              "changed"};
+/// What a DriftReport of kind "changed" may name.
+inline constexpr const char* kDriftChanges[] = {"name", "image", "memory", "cpus", "pids"};
+
+/// One entry of the sync request's `drift`: a change to a container of a desired instance that
+/// the agent did not make (docs/agent-protocol.md "Drift"). Reported once, in the round that
+/// saw it.
+struct DriftReport {
+  std::string instance_id;
+  int node_index = 0;
+  /// One of kDriftKinds: "stopped" (it ran and served logins, now it is stopped, and the agent
+  /// did not stop it), "restarted" (it runs, started again by someone else), "paused", "removed"
+  /// (gone from the engine), "changed" (its name, image or limits differ from the last round).
+  std::string kind;
+  std::string container_id;  ///< the container it happened to
+  int exit_code = 0;         ///< "stopped": the main process's exit code; else 0
+  bool oom_killed = false;   ///< "stopped": the kernel's OOM killer ended it
+  /// "stopped": when it ended; "restarted": when it started again; RFC 3339 as the engine sent
+  /// it. "" for the other kinds.
+  std::string at;
+  /// "removed": the agent created the container again in the same round, as `new_container_id`
+  /// (from the image: the files are new and so are sshd's host keys).
+  bool recreated = false;
+  std::string new_container_id;
+  std::vector<std::string> changes;  ///< "changed": what changed, from kDriftChanges
+
+  bool operator==(const DriftReport&) const = default;
+};
+
 /// The body of `POST /api/v1/agent/sync`.
 struct AgentSyncRequest {
   std::string agent_version;  ///< e.g. "0.1.0"
@@ -103,6 +134,10 @@ struct AgentSyncRequest {
   /// Absent on the wire except in an agent's first round, which sends `"observed": false` (no
   /// containers yet: it does not know its host id). nullopt means observed.
   std::optional<bool> observed;
+  /// Changes made to the host's containers outside gpuwerk. Optional on the wire (an older agent
+  /// sends none); written only when not empty, so that an older server (which refuses members
+  /// it does not know) keeps taking this agent's rounds until there is drift to report.
+  std::vector<DriftReport> drift;
 
   bool operator==(const AgentSyncRequest&) const = default;
 };
@@ -147,7 +182,8 @@ nlohmann::json ToJson(const Inventory& inventory);
 nlohmann::json ToJson(const EngineHealth& engine);
 nlohmann::json ToJson(const ContainerReport& report);
 nlohmann::json ToJson(const CreateFailure& failure);
-/// `observed` is written only when set.
+nlohmann::json ToJson(const DriftReport& drift);
+/// `observed` is written only when set, `drift` only when not empty.
 nlohmann::json ToJson(const AgentSyncRequest& request);
 nlohmann::json ToJson(const DesiredContainer& desired);
 /// `desired_version` is written only when set.
@@ -164,6 +200,9 @@ core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json
                                                       const std::string& path = "");
 core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
                                                   const std::string& path = "");
+/// Also refuses a `kind` not in kDriftKinds and a `changes` entry not in kDriftChanges.
+core::Result<DriftReport> DriftReportFromJson(const nlohmann::json& json,
+                                              const std::string& path = "");
 core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& json);
 /// Also refuses an empty instance_id, container_name or image.
 core::Result<DesiredContainer> DesiredContainerFromJson(const nlohmann::json& json,

@@ -80,6 +80,67 @@ TEST(AgentSyncRequestTest, RefusesEveryMissingOrMistypedField) {
   ExpectStrict(j, AgentSyncRequestFromJson, {"observed", "inventory.limits"});
 }
 
+DriftReport SampleDrift() {
+  return {.instance_id = "ins_a",
+          .node_index = 0,
+          .kind = "changed",
+          .container_id = "c0ffee",
+          .exit_code = 0,
+          .oom_killed = false,
+          .at = "",
+          .recreated = false,
+          .new_container_id = "",
+          .changes = {"memory", "name"}};
+}
+
+// Drift (docs/agent-protocol.md "Drift"): optional, written only when there is some (an older
+// server refuses members it does not know), and as strict as the rest when present.
+TEST(AgentSyncRequestTest, DriftIsOptionalAndStrict) {
+  EXPECT_FALSE(ToJson(SampleRequest()).contains("drift"));
+  AgentSyncRequest r = SampleRequest();
+  r.drift = {SampleDrift(),
+             {.instance_id = "ins_a",
+              .node_index = 1,
+              .kind = "removed",
+              .container_id = "old",
+              .recreated = true,
+              .new_container_id = "new"},
+             {.instance_id = "ins_a",
+              .node_index = 0,
+              .kind = "stopped",
+              .container_id = "c0ffee",
+              .exit_code = 137,
+              .oom_killed = true,
+              .at = "2026-12-02T01:00:00Z"}};
+  const json j = ToJson(r);
+  ASSERT_EQ(j["drift"].size(), 3u);
+  EXPECT_EQ(j["drift"][1]["kind"], "removed");
+  EXPECT_EQ(j["drift"][1]["new_container_id"], "new");
+  EXPECT_EQ(j["drift"][2]["exit_code"], 137);
+  EXPECT_EQ(AgentSyncRequestFromJson(j).value(), r);
+  ExpectStrict(j, AgentSyncRequestFromJson, {"drift", "inventory.limits"});
+
+  json kind = j;
+  kind["drift"][0]["kind"] = "deleted";
+  auto k = AgentSyncRequestFromJson(kind);
+  ASSERT_FALSE(k);
+  EXPECT_EQ(k.error().api_code, "invalid_field");
+  EXPECT_EQ(k.error().details["field"], "drift[0].kind");
+  json change = j;
+  change["drift"][0]["changes"][1] = "labels";
+  auto c = AgentSyncRequestFromJson(change);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().details["field"], "drift[0].changes[1]");
+  json unknown = j;
+  unknown["drift"][2]["signal"] = "SIGTERM";
+  auto u = AgentSyncRequestFromJson(unknown);
+  ASSERT_FALSE(u);
+  EXPECT_EQ(u.error().details["field"], "drift[2].signal");
+  json empty_id = j;
+  empty_id["drift"][0]["instance_id"] = "";
+  EXPECT_FALSE(AgentSyncRequestFromJson(empty_id));
+}
+
 TEST(AgentSyncRequestTest, RefusesWhatIsNotAnObjectAndPortsOutOfRange) {
   auto r = AgentSyncRequestFromJson(json::array());
   ASSERT_FALSE(r);
