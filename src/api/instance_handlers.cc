@@ -29,6 +29,12 @@ nlohmann::json InstanceJson(const sched::Instance& in, const SshCommandFormat& s
   if (std::string command = ssh.For(in); !command.empty()) j["ssh_command"] = command;
   if (!in.gpu_attached) j["gpu"] = "no GPU attached";
   if (in.deleted_at) j["deleted_at"] = core::FormatRfc3339(*in.deleted_at);
+  if (in.drift) {
+    j["drift"] = {{"kind", in.drift->kind},
+                  {"reason", in.drift->reason},
+                  {"at", core::FormatRfc3339(in.drift->at)},
+                  {"count", in.drift->count}};
+  }
   return j;
 }
 

@@ -235,7 +235,8 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       [queue](const std::string& gpu_type, const std::string& host_id) {
         auto drained = queue->Drain(gpu_type, {host_id});
         if (!drained) spdlog::warn("sched: queue drain failed: {}", drained.error().message);
-      });
+      },
+      p->outbox.get(), [worker] { worker->Wake(); });
   p->idempotency = std::make_unique<api::IdempotencyKeys>(*p->db, clock);
   p->ssh_command = std::make_unique<api::SshCommandFormat>();
   if (!config.ssh_domain.empty()) {

@@ -51,6 +51,68 @@ std::string Clip(std::string s, size_t max = 1000) {
   return s;
 }
 
+core::Error DriftField(const std::string& field, const std::string& what) {
+  return core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                     "The sync request's '" + field + "' " + what + ".")
+      .WithDetail("field", field);
+}
+
+/// One entry of `drift`, strictly: every member present with its type (R-19; the agent's
+/// protocol::DriftReport).
+core::Result<DriftItem> ParseDrift(const nlohmann::json& d, const std::string& path) {
+  if (!d.is_object()) return core::Fail(DriftField(path, "must be an object"));
+  GPUWERK_TRY(OnlyMembers(d,
+                          {"instance_id", "node_index", "kind", "container_id", "exit_code",
+                           "oom_killed", "at", "recreated", "new_container_id", "changes"},
+                          path + "."));
+  auto member = [&](const char* key,
+                    nlohmann::json::value_t type) -> core::Result<const nlohmann::json*> {
+    auto it = d.find(key);
+    const bool ok = it != d.end() &&
+                    (it->type() == type ||
+                     (type == nlohmann::json::value_t::number_integer && it->is_number_integer()));
+    if (!ok) return core::Fail(DriftField(path + "." + key, "is missing or has the wrong type"));
+    return &*it;
+  };
+  using T = nlohmann::json::value_t;
+  DriftItem item;
+  GPUWERK_ASSIGN_OR_RETURN(auto instance_id, member("instance_id", T::string));
+  item.instance_id = instance_id->get<std::string>();
+  GPUWERK_ASSIGN_OR_RETURN(auto node, member("node_index", T::number_integer));
+  item.node_index = node->get<int64_t>();
+  GPUWERK_ASSIGN_OR_RETURN(auto kind, member("kind", T::string));
+  item.kind = kind->get<std::string>();
+  static constexpr std::string_view kKinds[] = {"stopped", "restarted", "paused", "removed",
+                                                "changed"};
+  if (std::find(std::begin(kKinds), std::end(kKinds), item.kind) == std::end(kKinds)) {
+    return core::Fail(DriftField(path + ".kind", "is not a kind of drift"));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto container, member("container_id", T::string));
+  item.container_id = Clip(container->get<std::string>(), 128);
+  GPUWERK_ASSIGN_OR_RETURN(auto exit_code, member("exit_code", T::number_integer));
+  item.exit_code = exit_code->get<int64_t>();
+  GPUWERK_ASSIGN_OR_RETURN(auto oom, member("oom_killed", T::boolean));
+  item.oom_killed = oom->get<bool>();
+  GPUWERK_ASSIGN_OR_RETURN(auto at, member("at", T::string));
+  item.at = Clip(at->get<std::string>(), 64);
+  GPUWERK_ASSIGN_OR_RETURN(auto recreated, member("recreated", T::boolean));
+  item.recreated = recreated->get<bool>();
+  GPUWERK_ASSIGN_OR_RETURN(auto new_id, member("new_container_id", T::string));
+  item.new_container_id = Clip(new_id->get<std::string>(), 128);
+  GPUWERK_ASSIGN_OR_RETURN(auto changes, member("changes", T::array));
+  static constexpr std::string_view kChanges[] = {"name", "image", "memory", "cpus", "pids"};
+  for (size_t i = 0; i < changes->size(); ++i) {
+    const nlohmann::json& c = (*changes)[i];
+    if (!c.is_string() || std::find(std::begin(kChanges), std::end(kChanges),
+                                    c.get<std::string>()) == std::end(kChanges)) {
+      return core::Fail(
+          DriftField(path + ".changes[" + std::to_string(i) + "]", "is not a kind of change"));
+    }
+    item.changes.push_back(c.get<std::string>());
+  }
+  return item;
+}
+
 }  // namespace
 
 core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
@@ -64,8 +126,10 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
     return &*it;
   };
   GPUWERK_TRY(OnlyMembers(
-      request, {"agent_version", "inventory", "engine", "containers", "failures", "observed"}, ""));
+      request,
+      {"agent_version", "inventory", "engine", "containers", "failures", "observed", "drift"}, ""));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* containers, get("containers", true));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* drift, get("drift", true));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* failures, get("failures", true));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* inventory, get("inventory", false));
   GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* engine, get("engine", false));
@@ -85,6 +149,11 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
                             "failures[" + std::to_string(i) + "]."));
   }
   SyncReport report;
+  for (size_t i = 0; i < drift->size(); ++i) {
+    GPUWERK_ASSIGN_OR_RETURN(DriftItem item,
+                             ParseDrift((*drift)[i], "drift[" + std::to_string(i) + "]"));
+    report.drift.push_back(std::move(item));
+  }
   const auto observed = request.find("observed");
   report.observed =
       !(observed != request.end() && observed->is_boolean() && !observed->get<bool>());
@@ -128,10 +197,17 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
     spdlog::warn("sched: host {} is degraded and gets no new instances: {}", host.name, degraded);
   }
   bool host_free = false;
+  bool mailed = false;
   auto answer = db_.Write([&](store::Transaction& tx) -> core::Result<nlohmann::json> {
     host_free = false;
-    internal::SyncContext ctx{
-        .tx = tx, .clock = clock_, .rng = rng_, .options = options_, .host = host, .now = now};
+    mailed = false;
+    internal::SyncContext ctx{.tx = tx,
+                              .clock = clock_,
+                              .rng = rng_,
+                              .options = options_,
+                              .host = host,
+                              .now = now,
+                              .outbox = outbox_};
     GPUWERK_TRY(internal::HostTable::RecordSync(tx, host.id,
                                                 {.last_seen_at = now,
                                                  .inventory = report.inventory_text,
@@ -146,12 +222,14 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
     GPUWERK_ASSIGN_OR_RETURN(auto reported,
                              internal::RecordObservations(ctx, report.containers, here));
     GPUWERK_TRY(internal::FinishDeletions(ctx, reported, here));
+    GPUWERK_ASSIGN_OR_RETURN(mailed, internal::RecordDrift(ctx, report.drift, here));
     GPUWERK_TRY(internal::StoreStatuses(ctx, here));
     GPUWERK_ASSIGN_OR_RETURN(int64_t holding, internal::PlacementTable::CountOnHost(tx, host.id));
     host_free = holding == 0;
     return internal::DesiredAnswer(ctx);
   });
   if (answer && host_free && capacity_freed_) capacity_freed_(host.gpu_type, host.id);
+  if (answer && mailed && mail_wake_) mail_wake_();
   return answer;
 }
 

@@ -44,6 +44,15 @@ struct Instance {
   int64_t billing_started_at = 0;  ///< Unix seconds
   int64_t created_at = 0;          ///< Unix seconds
   std::optional<int64_t> deleted_at;
+  /// The last change made to its container outside gpuwerk (docs/instances.md "Changes outside
+  /// gpuwerk"); nullopt when none ever was.
+  struct Drift {
+    std::string kind;    ///< "stopped", "restarted", "paused", "removed", "changed"
+    std::string reason;  ///< the sentence, as the status reason shows it
+    int64_t at = 0;      ///< Unix seconds: when the server heard of it
+    int64_t count = 0;   ///< changes outside gpuwerk since the launch
+  };
+  std::optional<Drift> drift;
 };
 
 /// One page of a person's live instances.

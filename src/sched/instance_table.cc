@@ -5,7 +5,8 @@ namespace {
 
 constexpr std::string_view kColumns =
     "id, person_id, name, ssh_key_id, public_key, gpu_type, hostname, image, desired, "
-    "restart_generation, status, status_reason, created_at, deleted_at, billing_session_id";
+    "restart_generation, status, status_reason, created_at, deleted_at, billing_session_id, "
+    "drift_kind, drift_reason, drift_at, drift_count, drift_in_status, drift_mailed_at";
 
 std::string Select(std::string_view where) {
   return "SELECT " + std::string(kColumns) + " FROM instances WHERE " + std::string(where);
@@ -27,7 +28,13 @@ InstanceRow RowOf(const store::Row& r) {
       .status_reason = r.Text("status_reason"),
       .created_at = r.Int("created_at"),
       .deleted_at = r.OptInt("deleted_at"),
-      .billing_session_id = r.Text("billing_session_id")};
+      .billing_session_id = r.Text("billing_session_id"),
+      .drift_kind = r.Text("drift_kind"),
+      .drift_reason = r.Text("drift_reason"),
+      .drift_at = r.OptInt("drift_at"),
+      .drift_count = r.Int("drift_count"),
+      .drift_in_status = r.Int("drift_in_status") != 0,
+      .drift_mailed_at = r.OptInt("drift_mailed_at")};
 }
 
 core::Result<std::optional<InstanceRow>> One(core::Result<std::optional<store::Row>> row) {
@@ -141,10 +148,26 @@ core::Result<void> InstanceTable::Insert(store::Transaction& tx, const InstanceR
   return {};
 }
 
+core::Result<void> InstanceTable::RecordDrift(store::Transaction& tx, const std::string& id,
+                                              const std::string& kind, const std::string& reason,
+                                              int64_t now) {
+  GPUWERK_TRY(
+      tx.Exec("UPDATE instances SET drift_kind = ?, drift_reason = ?, drift_at = ?, "
+              "drift_count = drift_count + 1, drift_in_status = 1 WHERE id = ?",
+              {kind, reason, now, id}));
+  return {};
+}
+
+core::Result<void> InstanceTable::MarkDriftMailed(store::Transaction& tx, const std::string& id,
+                                                  int64_t now) {
+  GPUWERK_TRY(tx.Exec("UPDATE instances SET drift_mailed_at = ? WHERE id = ?", {now, id}));
+  return {};
+}
+
 core::Result<void> InstanceTable::BumpRestart(store::Transaction& tx, const std::string& id) {
   GPUWERK_TRY(
       tx.Exec("UPDATE instances SET restart_generation = restart_generation + 1, status = ?, "
-              "status_reason = '' WHERE id = ?",
+              "status_reason = '', drift_in_status = 0 WHERE id = ?",
               {Label(InstanceStatus::kRestarting), id}));
   return {};
 }

@@ -28,6 +28,18 @@ struct InstanceRow {
   int64_t created_at = 0;             ///< Unix seconds
   std::optional<int64_t> deleted_at;  ///< Unix seconds; set once finally deleted
   std::string billing_session_id;
+  /// The last change made to its container outside gpuwerk (migration 11, docs/instances.md
+  /// "Changes outside gpuwerk"): its kind ("stopped", "restarted", "paused", "removed",
+  /// "changed"; "" when none ever was), the sentence shown, when the server heard of it, and how
+  /// many there were.
+  std::string drift_kind;
+  std::string drift_reason;
+  std::optional<int64_t> drift_at;
+  int64_t drift_count = 0;
+  /// Whether the status reason shows `drift_reason` (until the owner restarts the instance).
+  bool drift_in_status = false;
+  /// When its owner was last mailed about drift; nullopt: never.
+  std::optional<int64_t> drift_mailed_at;
 };
 
 /// The `instances` table: the one place that holds its SQL. Every function works inside the
@@ -76,7 +88,15 @@ class InstanceTable {
 
   /// Stores a new instance.
   static core::Result<void> Insert(store::Transaction& tx, const InstanceRow& row);
-  /// restart_generation + 1, status `restarting`, no reason.
+  /// Records a change made to its container outside gpuwerk at `now`: kind, reason, drift_at,
+  /// drift_count + 1, shown in the status reason again.
+  static core::Result<void> RecordDrift(store::Transaction& tx, const std::string& id,
+                                        const std::string& kind, const std::string& reason,
+                                        int64_t now);
+  /// Its owner was mailed about drift at `now`.
+  static core::Result<void> MarkDriftMailed(store::Transaction& tx, const std::string& id,
+                                            int64_t now);
+  /// restart_generation + 1, status `restarting`, no reason (drift no longer in it either).
   static core::Result<void> BumpRestart(store::Transaction& tx, const std::string& id);
   /// desired `deleted`, status `deleting`, no reason.
   static core::Result<void> MarkDeleting(store::Transaction& tx, const std::string& id);

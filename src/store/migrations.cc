@@ -293,6 +293,17 @@ DELETE FROM ssh_keys WHERE EXISTS (
 );
 CREATE UNIQUE INDEX ssh_keys_one_account ON ssh_keys(fingerprint);
 )sql",
+      // 11: drift (docs/instances.md "Changes outside gpuwerk"): the last change made to an
+      // instance's container outside gpuwerk, how many there were, whether the status reason still
+      // shows it, and when its owner was last mailed about one (one mail per hour per instance).
+      R"sql(
+ALTER TABLE instances ADD COLUMN drift_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE instances ADD COLUMN drift_reason TEXT NOT NULL DEFAULT '';
+ALTER TABLE instances ADD COLUMN drift_at BIGINT;
+ALTER TABLE instances ADD COLUMN drift_count BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN drift_in_status BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE instances ADD COLUMN drift_mailed_at BIGINT;
+)sql",
   };
   return kMigrations;
 }

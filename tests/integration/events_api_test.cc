@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <optional>
@@ -296,6 +297,168 @@ TEST_F(EventsApiTest, AnInstancesLifeArrivesInOrder) {
   EXPECT_TRUE(deleted.Json()["deleted_at"].is_string()) << deleted.data;
   // Its last event: nothing more about it (a periodic re-check included).
   EXPECT_FALSE(events->Next(milliseconds(2500))) << events->text;
+}
+
+/// A drift entry as an agent sends it (docs/agent-protocol.md "Drift").
+json Drift(const std::string& id, const std::string& kind, const std::string& container_id) {
+  return {{"instance_id", id},
+          {"node_index", 0},
+          {"kind", kind},
+          {"container_id", container_id},
+          {"exit_code", 0},
+          {"oom_killed", false},
+          {"at", ""},
+          {"recreated", false},
+          {"new_container_id", ""},
+          {"changes", json::array()}};
+}
+
+// A change made to a container outside gpuwerk (docs/instances.md "Changes outside gpuwerk"):
+// the instance's status reason and `drift` say so, the event stream carries it, it is audited,
+// and the owner gets one mail however often it happens within the hour.
+TEST_F(EventsApiTest, DriftShowsInTheStatusTheStreamTheAuditLogAndOneMail) {
+  AddHost("spark-a");
+  Person alice = NewPerson("alice@example.test");
+  auto created = Create(alice, "alpha");
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+  ASSERT_EQ(Sync("spark-a", json::array({Container(id, "running", true)})).status, 200);
+  auto events = StreamOf(alice);
+  ASSERT_EQ(events->status, 200) << events->error_body;
+  auto snapshot = events->Expect("snapshot").Json();
+  ASSERT_EQ(snapshot["instances"].size(), 1u);
+  EXPECT_EQ(snapshot["instances"][0]["status"], "running");
+  EXPECT_EQ(snapshot["instances"][0]["status_reason"], "");
+  EXPECT_FALSE(snapshot["instances"][0].contains("drift"));
+
+  // `docker rm -f` on the host; the agent made it again in the same round.
+  json removed = Drift(id, "removed", "c-" + id);
+  removed["recreated"] = true;
+  removed["new_container_id"] = "c-new";
+  ASSERT_EQ(Sync("spark-a", json::array({Container(id, "running", true)}), json::array(),
+                 json::array({removed}))
+                .status,
+            200);
+  auto event = events->Expect("instance");
+  const json shown = event.Json();
+  EXPECT_EQ(shown["status"], "running");
+  const std::string reason = shown["status_reason"];
+  EXPECT_NE(reason.find("removed outside gpuwerk"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("files written since launch are gone"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("SSH host key is new"), std::string::npos) << reason;
+  EXPECT_EQ(shown["drift"]["kind"], "removed");
+  EXPECT_EQ(shown["drift"]["reason"], reason);
+  EXPECT_EQ(shown["drift"]["count"], 1);
+  EXPECT_EQ(shown, alice.browser->Get("/api/v1/instances/" + id).Json());
+
+  auto audited = [&](const std::string& kind) {
+    auto n = app_->database().Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+      GPUWERK_ASSIGN_OR_RETURN(auto row,
+                               tx.QueryOne("SELECT COUNT(*) FROM audit_events WHERE action = "
+                                           "'instance.drift' AND target = ? AND detail LIKE ?",
+                                           {id, "%\"kind\":\"" + kind + "\"%"}));
+      return row->Int(0);
+    });
+    return n ? *n : -1;
+  };
+  EXPECT_EQ(audited("removed"), 1);
+
+  // `docker stop` again and again (the agent starts it each time): audited each time, mailed
+  // once.
+  json stopped = Drift(id, "stopped", "c-new");
+  stopped["exit_code"] = 137;
+  stopped["at"] = "2026-12-02T01:05:00.123456789Z";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(Sync("spark-a", json::array({Container(id, "exited", false)}), json::array(),
+                   json::array({stopped}))
+                  .status,
+              200);
+  }
+  EXPECT_EQ(audited("stopped"), 3);
+  const json after = alice.browser->Get("/api/v1/instances/" + id).Json();
+  EXPECT_EQ(after["status"], "exited");
+  EXPECT_NE(after["status_reason"].get<std::string>().find(
+                "stopped without gpuwerk stopping it (exit code 137, at 2026-12-02 01:05:00 UTC"),
+            std::string::npos)
+      << after["status_reason"];
+  EXPECT_EQ(after["drift"]["count"], 4);
+  // The drift mails to alice, delivering what is due until there are `at_least` (up to 10 s).
+  auto drift_mails = [&](size_t at_least) {
+    std::vector<ReceivedMail> out;
+    for (int i = 0; i < 200 && out.size() < at_least; ++i) {
+      if (i > 0) std::this_thread::sleep_for(milliseconds(50));
+      out.clear();
+      for (const auto& m : Mails(alice.email, 0)) {
+        if (m.subject.find("changed outside gpuwerk") != std::string::npos) out.push_back(m);
+      }
+    }
+    return out;
+  };
+  auto mails = drift_mails(1);
+  ASSERT_EQ(mails.size(), 1u);
+  EXPECT_NE(mails[0].subject.find("alpha"), std::string::npos) << mails[0].subject;
+  EXPECT_NE(mails[0].text_body.find("files written since launch are gone"), std::string::npos)
+      << mails[0].text_body;
+
+  // An hour on, the next change is mailed again.
+  clock_.Advance(std::chrono::hours(1));
+  ASSERT_EQ(Sync("spark-a", json::array({Container(id, "running", true)}), json::array(),
+                 json::array({Drift(id, "paused", "c-new")}))
+                .status,
+            200);
+  mails = drift_mails(2);
+  ASSERT_EQ(mails.size(), 2u);
+  EXPECT_TRUE(std::any_of(mails.begin(), mails.end(), [](const ReceivedMail& m) {
+    return m.text_body.find("paused outside gpuwerk") != std::string::npos;
+  }));
+
+  // A restart through gpuwerk clears the reason; `drift` stays as the instance's history.
+  ASSERT_EQ(alice.browser->PostJson("/api/v1/instances/" + id + "/restart", json::object()).status,
+            202);
+  json r1 = Container(id, "running", true);
+  r1["restart_generation"] = 1;
+  ASSERT_EQ(Sync("spark-a", json::array({r1})).status, 200);
+  const json restarted = alice.browser->Get("/api/v1/instances/" + id).Json();
+  EXPECT_EQ(restarted["status"], "running");
+  EXPECT_EQ(restarted["status_reason"], "");
+  EXPECT_EQ(restarted["drift"]["kind"], "paused");
+}
+
+// Malformed drift is refused whole with a stable code, and changes nothing.
+TEST_F(EventsApiTest, MalformedDriftIsRefusedAndChangesNothing) {
+  AddHost("spark-a");
+  Person alice = NewPerson("alice@example.test");
+  auto created = Create(alice, "alpha");
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+  ASSERT_EQ(Sync("spark-a", json::array({Container(id, "running", true)})).status, 200);
+  json bad_kind = Drift(id, "deleted", "c1");
+  ExpectProblem(Sync("spark-a", json::array({Container(id, "exited", false)}), json::array(),
+                     json::array({bad_kind})),
+                400, "invalid_field");
+  json missing = Drift(id, "stopped", "c1");
+  missing.erase("exit_code");
+  ExpectProblem(Sync("spark-a", json::array(), json::array(), json::array({missing})), 400,
+                "invalid_field");
+  json extra = Drift(id, "stopped", "c1");
+  extra["signal"] = "SIGTERM";
+  ExpectProblem(Sync("spark-a", json::array(), json::array(), json::array({extra})), 400,
+                "invalid_field");
+  json change = Drift(id, "changed", "c1");
+  change["changes"] = json::array({"labels"});
+  ExpectProblem(Sync("spark-a", json::array(), json::array(), json::array({change})), 400,
+                "invalid_field");
+  ExpectProblem(Sync("spark-a", json::array(), json::array(), json::object()), 400,
+                "invalid_field");
+  const json shown = alice.browser->Get("/api/v1/instances/" + id).Json();
+  EXPECT_EQ(shown["status"], "running");
+  EXPECT_FALSE(shown.contains("drift"));
+  // Drift of another host's instance is ignored.
+  AddHost("spark-b");
+  ASSERT_EQ(Sync("spark-b", json::array(), json::array(), json::array({Drift(id, "removed", "c1")}))
+                .status,
+            200);
+  EXPECT_FALSE(alice.browser->Get("/api/v1/instances/" + id).Json().contains("drift"));
 }
 
 TEST_F(EventsApiTest, SnapshotHasTheShapesOfTheListsAndTokensWork) {

@@ -57,16 +57,18 @@ class QueueFixture : public ServerTest {
     return token;
   }
   /// One fake agent round of host `name`, reporting `containers` and `failures`.
+  /// `drift` (docs/agent-protocol.md "Drift") is sent only when not null.
   HttpResult Sync(const std::string& name, json containers = json::array(),
-                  json failures = json::array()) {
+                  json failures = json::array(), json drift = nullptr) {
     HttpClient agent(app_->base_url());
     agent.SetBearer(tokens_[name]);
-    return agent.PostJson("/api/v1/agent/sync",
-                          {{"agent_version", "0.1.0"},
-                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
-                           {"engine", {{"ok", true}, {"error", ""}}},
-                           {"containers", containers},
-                           {"failures", failures}});
+    json body = {{"agent_version", "0.1.0"},
+                 {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
+                 {"engine", {{"ok", true}, {"error", ""}}},
+                 {"containers", containers},
+                 {"failures", failures}};
+    if (!drift.is_null()) body["drift"] = std::move(drift);
+    return agent.PostJson("/api/v1/agent/sync", body);
   }
   /// Links hosts `a` (node 0) and `b` into a pair as the operator.
   HttpResult Link(const std::string& a, const std::string& rail_a, const std::string& b,

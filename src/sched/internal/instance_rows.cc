@@ -48,12 +48,10 @@ std::string SshAddress(const std::string& inventory_text) {
 
 }  // namespace
 
-std::pair<InstanceStatus, std::string> DeriveStatus(DesiredState desired,
-                                                    InstanceStatus stored_status,
-                                                    const std::string& stored_reason,
-                                                    int64_t restart_generation,
-                                                    const std::vector<NodeRow>& nodes, int64_t now,
-                                                    int64_t unknown_after) {
+std::pair<InstanceStatus, std::string> DeriveStatus(
+    DesiredState desired, InstanceStatus stored_status, const std::string& stored_reason,
+    int64_t restart_generation, const std::vector<NodeRow>& nodes, int64_t now,
+    int64_t unknown_after, const std::string& drift_reason) {
   if (stored_status == InstanceStatus::kDeleted) return {InstanceStatus::kDeleted, ""};
   if (desired == DesiredState::kDeleted) return {InstanceStatus::kDeleting, ""};
   if (stored_status == InstanceStatus::kFailed) return {InstanceStatus::kFailed, stored_reason};
@@ -70,7 +68,7 @@ std::pair<InstanceStatus, std::string> DeriveStatus(DesiredState desired,
                                             " is unavailable: " + n.host_engine_error};
     }
   }
-  if (nodes.empty()) return {InstanceStatus::kProvisioning, ""};
+  if (nodes.empty()) return {InstanceStatus::kProvisioning, drift_reason};
   InstanceStatus worst = InstanceStatus::kRunning;
   std::string reason;
   for (InstanceStatus candidate : kOrder) {
@@ -83,6 +81,7 @@ std::pair<InstanceStatus, std::string> DeriveStatus(DesiredState desired,
     }
     if (worst == candidate) break;
   }
+  if (reason.empty()) reason = drift_reason;
   return {worst, reason};
 }
 
@@ -103,6 +102,12 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
               .billing_session_id = r.billing_session_id,
               .created_at = r.created_at,
               .deleted_at = r.deleted_at};
+  if (!r.drift_kind.empty()) {
+    in.drift = Instance::Drift{.kind = r.drift_kind,
+                               .reason = r.drift_reason,
+                               .at = r.drift_at.value_or(0),
+                               .count = r.drift_count};
+  }
   GPUWERK_ASSIGN_OR_RETURN(auto key, keys::SshKeyTable::Find(tx, r.ssh_key_id));
   if (key) {
     in.ssh_key_name = key->name;
@@ -122,7 +127,7 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
   if (!in.deleted_at) {
     std::tie(in.status, in.status_reason) =
         DeriveStatus(in.desired, in.status, in.status_reason, in.restart_generation, node_rows, now,
-                     unknown_after);
+                     unknown_after, r.drift_in_status ? r.drift_reason : std::string());
   }
   return std::optional<Instance>(std::move(in));
 }

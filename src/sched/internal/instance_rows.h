@@ -21,13 +21,13 @@ namespace gpuwerk::sched::internal {
 /// docs/agent-protocol.md "Status (server side)" says. `stored_status` "failed" and `desired`
 /// "deleted" win over observations; a host silent for `unknown_after` seconds before `now`
 /// gives `unknown`. `nodes`: the instance's nodes with their hosts and observed containers
-/// (PlacementTable::NodesOf). Pure.
-std::pair<InstanceStatus, std::string> DeriveStatus(DesiredState desired,
-                                                    InstanceStatus stored_status,
-                                                    const std::string& stored_reason,
-                                                    int64_t restart_generation,
-                                                    const std::vector<NodeRow>& nodes, int64_t now,
-                                                    int64_t unknown_after);
+/// (PlacementTable::NodesOf). `drift_reason` (a change made outside gpuwerk, while the status
+/// still shows it; "" otherwise) is the reason of a live, not failed instance whose nodes say no
+/// other. Pure.
+std::pair<InstanceStatus, std::string> DeriveStatus(
+    DesiredState desired, InstanceStatus stored_status, const std::string& stored_reason,
+    int64_t restart_generation, const std::vector<NodeRow>& nodes, int64_t now,
+    int64_t unknown_after, const std::string& drift_reason = "");
 
 /// Loads instance `id` (any person, live or not) with its derived status. nullopt when absent.
 core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const std::string& id,

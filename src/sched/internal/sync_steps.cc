@@ -3,6 +3,8 @@
 #include <cctype>
 
 #include "audit/audit_log.h"
+#include "auth/person_table.h"
+#include "sched/instance_mails.h"
 #include "sched/instance_table.h"
 #include "sched/internal/billing_session_table.h"
 #include "sched/internal/instance_rows.h"
@@ -73,7 +75,120 @@ core::Result<void> FailInstance(SyncContext& ctx, const InstanceRow& row, const 
   return {};
 }
 
+/// An engine time (RFC 3339) for people: "2026-12-02 01:05:00 UTC"; "" when it is not one, not
+/// in UTC, or Docker's "never" (year 1).
+std::string EngineTime(const std::string& at) {
+  static constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd";
+  if (at.size() < kShape.size() || at.starts_with("0001")) return "";
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const bool digit = std::isdigit(static_cast<unsigned char>(at[i])) != 0;
+    if (kShape[i] == 'd' ? !digit : at[i] != kShape[i]) return "";
+  }
+  if (!at.ends_with("Z") && !at.ends_with("+00:00")) return "";
+  std::string out = at.substr(0, kShape.size());
+  out[10] = ' ';
+  return out + " UTC";
+}
+
 }  // namespace
+
+std::string DriftReason(const DriftItem& d, int64_t nodes) {
+  const std::string it =
+      nodes > 1 ? "the container of node " + std::to_string(d.node_index) : "its container";
+  const std::string at = EngineTime(d.at);
+  if (d.kind == "stopped") {
+    std::string how = "exit code " + std::to_string(d.exit_code);
+    if (d.oom_killed) how += ", killed for want of memory";
+    if (!at.empty()) how += ", at " + at;
+    return it + " stopped without gpuwerk stopping it (" + how +
+           "; a stop on the host, or its main process ended); gpuwerk starts it again, but the "
+           "processes that ran in it were ended (its files are kept)";
+  }
+  if (d.kind == "restarted") {
+    return it + " was restarted outside gpuwerk" +
+           (at.empty() ? "" : " (started again at " + at + ")") +
+           ": the processes that ran in it were ended (its files are kept)";
+  }
+  if (d.kind == "paused") {
+    return it +
+           " was paused outside gpuwerk: nothing in it runs until the host's operator "
+           "unpauses it";
+  }
+  if (d.kind == "removed") {
+    const std::string keys =
+        "its SSH host key is new (a plain ssh to it warns of a changed host key: remove the old "
+        "entry with ssh-keygen -R; through the SSH relay the key you see stays the same)";
+    if (d.recreated) {
+      return it +
+             " was removed outside gpuwerk and created again from the image: the files "
+             "written since launch are gone, and " +
+             keys;
+    }
+    return it +
+           " was removed outside gpuwerk; gpuwerk creates it again from the image: the "
+           "files written since launch are gone, and " +
+           keys;
+  }
+  std::string what;
+  for (const auto& c : d.changes) {
+    const std::string name = c == "memory" ? "memory limit"
+                             : c == "cpus" ? "CPU limit"
+                             : c == "pids" ? "process limit"
+                                           : c;
+    what += (what.empty() ? "" : ", ") + name;
+  }
+  return it + " was changed outside gpuwerk (" + (what.empty() ? "its settings" : what) + ")";
+}
+
+core::Result<bool> RecordDrift(SyncContext& ctx, const std::vector<DriftItem>& drift,
+                               const NodesHere& here) {
+  bool mailed = false;
+  for (const auto& d : drift) {
+    if (!here.nodes.contains({d.instance_id, d.node_index})) continue;  // not placed here
+    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(ctx.tx, d.instance_id));
+    if (!row || row->deleted_at || row->desired != DesiredState::kRunning ||
+        row->status == InstanceStatus::kFailed) {
+      continue;  // being deleted (the agent removes it), or already failed
+    }
+    GPUWERK_ASSIGN_OR_RETURN(int64_t nodes, PlacementTable::CountOf(ctx.tx, d.instance_id));
+    const std::string reason = DriftReason(d, nodes);
+    GPUWERK_TRY(InstanceTable::RecordDrift(ctx.tx, row->id, d.kind, reason, ctx.now));
+    const bool mail_due =
+        ctx.outbox != nullptr &&
+        (!row->drift_mailed_at || ctx.now - *row->drift_mailed_at >= kDriftMailIntervalSeconds);
+    bool mail = false;
+    if (mail_due) {
+      GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(ctx.tx, row->person_id));
+      if (email) {
+        GPUWERK_TRY(ctx.outbox->Enqueue(
+            ctx.tx, InstanceDriftMail(*email, row->name, reason, kDriftMailIntervalSeconds / 60)));
+        GPUWERK_TRY(InstanceTable::MarkDriftMailed(ctx.tx, row->id, ctx.now));
+        mail = true;
+        mailed = true;
+      }
+    }
+    nlohmann::json detail = {{"name", row->name},     {"owner", row->person_id},
+                             {"host", ctx.host.name}, {"node", d.node_index},
+                             {"kind", d.kind},        {"container_id", d.container_id},
+                             {"mailed", mail}};
+    if (d.kind == "stopped") {
+      detail["exit_code"] = d.exit_code;
+      detail["oom_killed"] = d.oom_killed;
+    }
+    if (d.kind == "removed") {
+      detail["recreated"] = d.recreated;
+      detail["new_container_id"] = d.new_container_id;
+    }
+    if (d.kind == "changed") detail["changes"] = d.changes;
+    GPUWERK_TRY(audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
+                                   {.actor_id = "",
+                                    .action = "instance.drift",
+                                    .target = row->id,
+                                    .source_address = "system",
+                                    .detail = std::move(detail)}));
+  }
+  return mailed;
+}
 
 std::string DegradedReason(const Host& host, const SyncReport& report) {
   static constexpr std::string_view kRuntime = "GPU runtime failed: ";

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "mail/outbox.h"
 #include "sched/agent_sync.h"
 #include "sched/internal/placement_table.h"
 #include "sched/sched_options.h"
@@ -33,7 +34,13 @@ struct SyncContext {
   const SchedOptions& options;
   const Host& host;
   int64_t now = 0;  ///< Unix seconds
+  /// Where mails to instances' owners go (RecordDrift); null: none are sent.
+  mail::Outbox* outbox = nullptr;
 };
+
+/// The shortest time between two drift mails to the owner of one instance (seconds): a container
+/// stopped again and again on its host makes one mail an hour, not one a round.
+inline constexpr int64_t kDriftMailIntervalSeconds = 3600;
 
 /// The nodes placed on the host at the start of the round; steps take out what they finish.
 struct NodesHere {
@@ -67,6 +74,18 @@ core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
 /// this host; the last node finalizes its instance (which leaves `here`).
 core::Result<void> FinishDeletions(SyncContext& ctx, const std::set<NodeKey>& reported,
                                    NodesHere& here);
+
+/// Step 3b, drift: for each change made outside gpuwerk to a container of a live instance placed
+/// here whose delete was not asked and that has not failed: the instance's drift (and so its
+/// status reason, DriftReason) recorded, an `instance.drift` audit entry, and a mail to its owner
+/// unless one went out less than kDriftMailIntervalSeconds ago. Entries for other nodes are
+/// skipped. Returns whether a mail was stored.
+core::Result<bool> RecordDrift(SyncContext& ctx, const std::vector<DriftItem>& drift,
+                               const NodesHere& here);
+
+/// The sentence a person reads for `item` (the status reason and the mail), built from its
+/// checked fields only. `nodes`: how many nodes the instance has. Pure.
+std::string DriftReason(const DriftItem& item, int64_t nodes);
 
 /// Step 4, statuses: stores the derived status of every live instance still on the host.
 core::Result<void> StoreStatuses(SyncContext& ctx, const NodesHere& here);
