@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <fstream>
 #include <set>
 #include <system_error>
@@ -29,6 +30,27 @@ using Steady = std::chrono::steady_clock;
 constexpr const char* kStateFile = "agent-state.json";
 /// Transient create failures in a row before the create is reported as failed for good.
 constexpr int kCreateAttempts = 3;
+/// Drift reports kept while the server cannot be reached; the oldest go first.
+constexpr size_t kMaxPendingDrift = 256;
+/// How long after its own start or restart of a container the agent takes a stop or a new start
+/// of it for its own (an engine may carry out a restart after answering it).
+constexpr auto kOwnStartGrace = std::chrono::seconds(30);
+
+/// One drift report in words, for the agent's log.
+std::string DescribeDrift(const DriftReport& d) {
+  std::string s = "container " + d.container_id + " of instance " + d.instance_id + " node " +
+                  std::to_string(d.node_index) + " was " + d.kind + " outside gpuwerk";
+  if (d.kind == "stopped") {
+    s += " (exit code " + std::to_string(d.exit_code) + (d.oom_killed ? ", OOM killed" : "") +
+         ", finished " + d.at + ")";
+  }
+  if (d.kind == "changed") {
+    std::string what;
+    for (const auto& c : d.changes) what += (what.empty() ? "" : ", ") + c;
+    s += " (" + what + ")";
+  }
+  return s;
+}
 
 std::string Describe(const core::Error& e) { return e.api_code + ": " + e.message; }
 
@@ -84,6 +106,21 @@ void Agent::LoadState() {
       if (digest.is_string()) records_[id].keys_digest = digest.get<std::string>();
     }
   }
+  // "instance/node" → container id, as last observed: a container removed while the agent was
+  // not running is still told as removed.
+  if (auto known = j.find("containers"); known != j.end() && known->is_object()) {
+    for (const auto& [key, id] : known->items()) {
+      const size_t slash = key.rfind('/');
+      if (!id.is_string() || slash == std::string::npos) continue;
+      int node = 0;
+      const char* begin = key.data() + slash + 1;
+      const char* end = key.data() + key.size();
+      auto [ptr, ec] = std::from_chars(begin, end, node);
+      if (ec != std::errc() || ptr != end || begin == end) continue;
+      known_[{key.substr(0, slash), node}] = {.container_id = id.get<std::string>(),
+                                              .id_only = true};
+    }
+  }
 }
 
 void Agent::SaveState() {
@@ -97,9 +134,14 @@ void Agent::SaveState() {
     for (const auto& [id, r] : records_) {
       if (r.keys_digest) keys_written[id] = *r.keys_digest;
     }
+    std::map<std::string, std::string> containers;
+    for (const auto& [key, k] : known_) {
+      containers[key.instance_id + "/" + std::to_string(key.node_index)] = k.container_id;
+    }
     std::ofstream out(tmp, std::ios::trunc);
     out << nlohmann::json{{"restart_generations", Applied()},
-                          {"authorized_keys_sha256", keys_written}}
+                          {"authorized_keys_sha256", keys_written},
+                          {"containers", containers}}
                .dump()
         << "\n";
     if (!out) {
@@ -192,6 +234,20 @@ void Agent::Observe() {
     }
   }
   observed_ = std::move(observed);
+  // What changed since the last observation that the agent did not do (docs/agent-protocol.md
+  // "Drift"): reported in this round's sync.
+  const auto now = Steady::now();
+  std::erase_if(started_, [&](const auto& t) { return now - t.second > kOwnStartGrace; });
+  std::set<std::string> started_lately;
+  for (const auto& [id, at] : started_) started_lately.insert(id);
+  for (auto& d : DetectDrift(known_, observed_, touched_, started_lately, desired_)) {
+    spdlog::warn("agent: {}", DescribeDrift(d));
+    drift_.push_back(std::move(d));
+  }
+  if (drift_.size() > kMaxPendingDrift) {
+    drift_.erase(drift_.begin(), drift_.end() - static_cast<std::ptrdiff_t>(kMaxPendingDrift));
+  }
+  touched_.clear();
   // Forget containers that are gone, and what only holds for a round or a running container.
   bool pruned = false;
   for (auto it = records_.begin(); it != records_.end();) {
@@ -218,6 +274,18 @@ void Agent::Observe() {
     if (c.state != ContainerState::kRunning) it->second.proven_start.reset();
     if (!it->second.proven_start) it->second.relay_checked_at.reset();
   }
+  std::set<std::string> ready;
+  for (const auto& [id, r] : records_) {
+    if (r.ssh_ready) ready.insert(id);
+  }
+  KnownContainers known = KnownFrom(observed_, ready);
+  const bool ids_changed =
+      known.size() != known_.size() ||
+      !std::equal(known.begin(), known.end(), known_.begin(), [](const auto& a, const auto& b) {
+        return a.first == b.first && a.second.container_id == b.second.container_id;
+      });
+  known_ = std::move(known);
+  if (ids_changed) SaveState();  // so that a removal while the agent is down is told too
 }
 
 std::string Agent::DesiredHostname(const ContainerInfo& c) const {
@@ -398,6 +466,19 @@ void Agent::Create(const DesiredContainer& d) {
   create_attempts_.erase(attempt_key);
   records_[*id].keys_digest = KeysDigest(KeyLines(d));
   SaveState();
+  // A container removed outside gpuwerk, found missing this round, is back: from the image, so
+  // its files and sshd's host keys are new (the server tells its person).
+  for (auto& drift : drift_) {
+    if (drift.kind == "removed" && !drift.recreated && drift.instance_id == d.instance_id &&
+        drift.node_index == d.node_index) {
+      drift.recreated = true;
+      drift.new_container_id = *id;
+      spdlog::warn(
+          "agent: created {} (instance {} node {}) again after its removal outside gpuwerk: its "
+          "files are gone and its SSH host keys are new",
+          d.container_name, d.instance_id, d.node_index);
+    }
+  }
   spdlog::info("agent: created and started {} (instance {} node {}, generation {})",
                d.container_name, d.instance_id, d.node_index, d.restart_generation);
 }
@@ -484,6 +565,8 @@ bool Agent::Apply(const std::vector<Action>& actions) {
         // disk) is started again with a growing pause (2 s … 60 s), not in a tight loop.
         if (!records_[a.container_id].start_backoff.TryStart(Steady::now())) break;
         if (!KeysBeforeStart(a)) break;
+        touched_.insert(a.container_id);
+        started_[a.container_id] = Steady::now();
         if (auto r = engine_.StartContainer(a.container_id, options_.engine_timeout); r) {
           spdlog::info("agent: started {} (instance {})", a.container_id, a.desired.instance_id);
           RecordGeneration(a.container_id, a.generation);
@@ -493,6 +576,8 @@ bool Agent::Apply(const std::vector<Action>& actions) {
         break;
       }
       case ActionKind::kRestart:
+        touched_.insert(a.container_id);
+        started_[a.container_id] = Steady::now();
         if (auto r = engine_.RestartContainer(a.container_id, options_.restart_stop_timeout_seconds,
                                               options_.engine_timeout);
             r) {
@@ -505,6 +590,7 @@ bool Agent::Apply(const std::vector<Action>& actions) {
         }
         break;
       case ActionKind::kRemove:
+        touched_.insert(a.container_id);
         if (auto r = engine_.RemoveContainer(a.container_id, true, options_.engine_timeout); r) {
           spdlog::info("agent: removed {}", a.container_id);
           sweep_networks_now_ = true;  // its network may be free now
@@ -574,6 +660,7 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
     request.containers.push_back(std::move(report));
   }
   request.failures = failures_;
+  request.drift = drift_;
   return request;
 }
 
@@ -604,6 +691,7 @@ core::Result<bool> Agent::RunOnce() {
   last_request_ = protocol::ToJson(request);
   GPUWERK_ASSIGN_OR_RETURN(protocol::AgentSyncAnswer answer, client_.Sync(request));
   failures_.clear();
+  drift_.clear();  // sent (BuildRequest took them all)
   if (answer.sync_interval_seconds > 0) {
     options_.sync_interval = std::chrono::seconds(answer.sync_interval_seconds);
   }
@@ -614,6 +702,9 @@ core::Result<bool> Agent::RunOnce() {
         answer.host_id, host_id_, host_id_);
   }
   if (host_id_ != answer.host_id) {
+    // What an agent of another host id saw is not this host's (the first answer after a start
+    // keeps what the state file said).
+    if (!host_id_.empty()) known_.clear();
     host_id_ = answer.host_id;
     observed_.clear();
     for (auto& [id, r] : records_) r.ssh_ready = false;

@@ -8,11 +8,13 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "agent/agent_client.h"
 #include "agent/container_engine.h"
+#include "agent/drift.h"
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
 #include "agent/reconciler.h"
@@ -199,6 +201,15 @@ class Agent {
     bool ssh_ready = false;
     std::string login_error;
   };
+
+  /// Drift (docs/agent-protocol.md "Drift"): what the last observation saw, the containers the
+  /// agent started, restarted or removed since, those it started or restarted in the last
+  /// kOwnStartGrace (a restart the engine carries out a little later is still its own), and the
+  /// drift found but not yet sent (kept until a sync succeeds, at most kMaxPendingDrift).
+  KnownContainers known_;
+  std::set<std::string> touched_;
+  std::map<std::string, std::chrono::steady_clock::time_point> started_;  // id → when
+  std::vector<DriftReport> drift_;
 
   bool engine_ok_ = false;
   std::string engine_error_;

@@ -1,9 +1,16 @@
 // Agent and AgentClient against a fake control plane (cli/fake_api_server.h) and an engine that
 // is not there or never answers (testing/stand_in_engine.h). Hermetic.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -195,7 +202,17 @@ class RecordingEngine : public ContainerEngine {
   core::Result<EngineVersion> Version(Timeout) override { return EngineVersion{}; }
   core::Result<std::string> CreateContainer(const ContainerSpec& spec, Timeout) override {
     Log("create " + spec.name);
-    return core::Fail(core::ErrorCode::kFailedPrecondition, "not_in_this_test", "no creates");
+    std::lock_guard lock(mu_);
+    if (!allow_creates_) {
+      return core::Fail(core::ErrorCode::kFailedPrecondition, "not_in_this_test", "no creates");
+    }
+    const std::string id = "new" + std::to_string(++created_);
+    containers_.push_back(ContainerInfo{.id = id,
+                                        .name = spec.name,
+                                        .image = spec.image,
+                                        .labels = spec.labels,
+                                        .state = ContainerState::kCreated});
+    return id;
   }
   core::Result<void> PutArchive(std::string_view id, std::string_view, std::string_view,
                                 Timeout) override {
@@ -223,6 +240,7 @@ class RecordingEngine : public ContainerEngine {
   }
   core::Result<void> RemoveContainer(std::string_view id, bool, Timeout) override {
     Log("remove " + std::string(id));
+    Erase(id);
     return {};
   }
   core::Result<std::vector<ContainerInfo>> ListContainers(const std::map<std::string, std::string>&,
@@ -259,6 +277,22 @@ class RecordingEngine : public ContainerEngine {
     std::lock_guard lock(mu_);
     containers_.push_back(std::move(c));
   }
+  /// What `docker rm -f` on the host does.
+  void Erase(std::string_view id) {
+    std::lock_guard lock(mu_);
+    std::erase_if(containers_, [&](const ContainerInfo& c) { return c.id == id; });
+  }
+  /// Changes container `id` as `change` says (what `docker stop`, `docker update` do).
+  void Change(std::string_view id, const std::function<void(ContainerInfo&)>& change) {
+    std::lock_guard lock(mu_);
+    for (auto& c : containers_) {
+      if (c.id == id) change(c);
+    }
+  }
+  void AllowCreates() {
+    std::lock_guard lock(mu_);
+    allow_creates_ = true;
+  }
   std::vector<std::string> calls() const {
     std::lock_guard lock(mu_);
     return calls_;
@@ -272,7 +306,212 @@ class RecordingEngine : public ContainerEngine {
   mutable std::mutex mu_;
   std::vector<ContainerInfo> containers_;
   std::vector<std::string> calls_;
+  bool allow_creates_ = false;
+  int created_ = 0;
 };
+
+/// A TCP listener on 127.0.0.1 that greets every connection with an SSH banner and closes it:
+/// enough for the agent's readiness check of a container whose desired entry has no key to prove.
+class BannerServer {
+ public:
+  BannerServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        const int client = ::accept(fd_, nullptr, nullptr);
+        if (client < 0) continue;
+        const std::string banner = "SSH-2.0-stand-in\r\n";
+        (void)::send(client, banner.data(), banner.size(), MSG_NOSIGNAL);
+        ::close(client);
+      }
+    });
+  }
+  ~BannerServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+/// The control plane's answer naming instance ins_a (node 0, no key to prove) on host hst_1.
+FakeResponse DesiredA(const FakeRequest&) { return FakeResponse::Json(200, Desired()); }
+
+ContainerInfo OwnedRunning(const std::string& id, uint16_t ssh_port = 0) {
+  return ContainerInfo{.id = id,
+                       .name = "gpuwerk-ins_a-0",
+                       .image = "img",
+                       .labels = {{std::string(kInstanceLabel), "ins_a"},
+                                  {std::string(kNodeLabel), "0"},
+                                  {std::string(kHostLabel), "hst_1"}},
+                       .state = ContainerState::kRunning,
+                       .started_at = "2026-12-02T01:00:00Z",
+                       .ssh_port = ssh_port};
+}
+
+/// The `drift` of the last sync request `server` got (null when it had none).
+nlohmann::json LastDrift(const FakeApiServer& server) {
+  const auto requests = server.requests();
+  if (requests.empty()) return nullptr;
+  const nlohmann::json body = requests.back().Json();
+  return body.contains("drift") ? body["drift"] : nlohmann::json();
+}
+
+// `docker rm -f` on the host (docs/agent-protocol.md "Drift"): the agent reports the removal
+// once, and that it created the container again (new files, new sshd host keys).
+TEST(AgentDriftTest, ARemovedContainerIsReportedOnceWithItsRecreation) {
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  engine.Add(OwnedRunning("c1"));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // observes c1
+  EXPECT_TRUE(LastDrift(server).is_null()) << LastDrift(server);
+
+  engine.Erase("c1");
+  ASSERT_TRUE(agent.RunOnce());
+  const nlohmann::json drift = LastDrift(server);
+  ASSERT_TRUE(drift.is_array()) << server.requests().back().body;
+  ASSERT_EQ(drift.size(), 1u) << drift;
+  EXPECT_EQ(drift[0]["kind"], "removed");
+  EXPECT_EQ(drift[0]["instance_id"], "ins_a");
+  EXPECT_EQ(drift[0]["container_id"], "c1");
+  EXPECT_EQ(drift[0]["recreated"], true);
+  EXPECT_EQ(drift[0]["new_container_id"], "new1");
+  // Sent once: the next round has none.
+  ASSERT_TRUE(agent.RunOnce());
+  EXPECT_TRUE(LastDrift(server).is_null()) << LastDrift(server);
+}
+
+// The agent's own removal (nobody wants the container any more) is not drift.
+TEST(AgentDriftTest, TheAgentsOwnRemovalIsNotDrift) {
+  std::atomic<bool> wanted{true};
+  FakeApiServer server([&](const FakeRequest& r) {
+    if (wanted) return DesiredA(r);
+    return FakeResponse::Json(
+        200,
+        {{"host_id", "hst_1"}, {"sync_interval_seconds", 1}, {"desired", nlohmann::json::array()}});
+  });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.Add(OwnedRunning("c1"));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());
+  ASSERT_TRUE(agent.RunOnce());
+  wanted = false;
+  ASSERT_TRUE(agent.RunOnce());  // learns that nobody wants it
+  ASSERT_TRUE(agent.RunOnce());  // removes it
+  ASSERT_TRUE(agent.RunOnce());
+  const auto calls = engine.calls();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "remove c1"), calls.end())
+      << ::testing::PrintToString(calls);
+  for (const auto& r : server.requests()) {
+    EXPECT_FALSE(r.Json().contains("drift")) << r.body;
+  }
+}
+
+// `docker stop` on the host while the container served its person: reported as stopped with its
+// exit code and time, and started again; the agent's own start is not reported.
+TEST(AgentDriftTest, AStopBehindTheAgentsBackIsReportedAndTheContainerStartedAgain) {
+  BannerServer sshd;
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.Add(OwnedRunning("c1", sshd.port()));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(500);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());
+  ASSERT_TRUE(agent.RunOnce());  // c1 runs and is ready
+  ASSERT_EQ(server.requests().back().Json()["containers"][0]["ssh_ready"], true)
+      << server.requests().back().body;
+
+  engine.Change("c1", [](ContainerInfo& c) {
+    c.state = ContainerState::kExited;
+    c.exit_code = 143;
+    c.finished_at = "2026-12-02T01:05:00Z";
+  });
+  ASSERT_TRUE(agent.RunOnce());
+  const nlohmann::json drift = LastDrift(server);
+  ASSERT_TRUE(drift.is_array()) << server.requests().back().body;
+  ASSERT_EQ(drift.size(), 1u) << drift;
+  EXPECT_EQ(drift[0]["kind"], "stopped");
+  EXPECT_EQ(drift[0]["container_id"], "c1");
+  EXPECT_EQ(drift[0]["exit_code"], 143);
+  EXPECT_EQ(drift[0]["at"], "2026-12-02T01:05:00Z");
+  const auto calls = engine.calls();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "start c1"), calls.end())
+      << ::testing::PrintToString(calls);
+  // Its own start is no drift, nor is anything in the rounds after.
+  ASSERT_TRUE(agent.RunOnce());
+  EXPECT_TRUE(LastDrift(server).is_null()) << LastDrift(server);
+
+  // `docker update --memory` on the host.
+  engine.Change("c1", [](ContainerInfo& c) { c.memory_bytes = 64LL << 30; });
+  ASSERT_TRUE(agent.RunOnce());
+  const nlohmann::json changed = LastDrift(server);
+  ASSERT_TRUE(changed.is_array());
+  ASSERT_EQ(changed.size(), 1u) << changed;
+  EXPECT_EQ(changed[0]["kind"], "changed");
+  EXPECT_EQ(changed[0]["changes"], nlohmann::json::array({"memory"}));
+}
+
+// A removal while the agent was not running is told after its restart (the state file keeps the
+// container ids it last saw).
+TEST(AgentDriftTest, ARemovalWhileTheAgentWasDownIsReportedAfterItsRestart) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gw-agent-drift-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  engine.Add(OwnedRunning("c1"));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  options.state_dir = dir;
+  {
+    Agent first(options, engine, client, Inventory{});
+    first.LoadState();
+    ASSERT_TRUE(first.RunOnce());
+    ASSERT_TRUE(first.RunOnce());
+  }
+  engine.Erase("c1");
+  Agent second(options, engine, client, Inventory{});
+  second.LoadState();
+  ASSERT_TRUE(second.RunOnce());  // learns the host id; observes nothing yet
+  EXPECT_TRUE(LastDrift(server).is_null());
+  ASSERT_TRUE(second.RunOnce());
+  const nlohmann::json drift = LastDrift(server);
+  ASSERT_TRUE(drift.is_array()) << server.requests().back().body;
+  ASSERT_EQ(drift.size(), 1u) << drift;
+  EXPECT_EQ(drift[0]["kind"], "removed");
+  EXPECT_EQ(drift[0]["container_id"], "c1");
+  EXPECT_EQ(drift[0]["recreated"], true);
+  std::filesystem::remove_all(dir);
+}
 
 // A container of a desired instance that exists but was never started, and whose key file the
 // agent never wrote: the engine made it after the agent had given up on the create's answer (a

@@ -118,6 +118,11 @@ struct ContainerInfo {
   bool oom_killed = false;
   /// The engine's error for this container (`State.Error`), e.g. a failed start. Inspect only.
   std::string error;
+  /// `HostConfig.Memory`, `HostConfig.NanoCpus`, `HostConfig.PidsLimit` as the engine has them
+  /// now (`docker update` changes them); 0 when unset or null. Inspect only.
+  int64_t memory_bytes = 0;
+  int64_t nano_cpus = 0;
+  int64_t pids_limit = 0;
 };
 
 /// A command to run in a running container: the body of `POST /containers/{id}/exec` (Docker

@@ -230,6 +230,15 @@ core::Result<ContainerInfo> InfoFromInspect(const json& j) {
     info.oom_killed = it->get<bool>();
   }
   info.error = Str(state, "Error");
+  if (auto host = j.find("HostConfig"); host != j.end() && host->is_object()) {
+    auto number = [&](const char* key) -> int64_t {
+      auto it = host->find(key);
+      return it != host->end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+    };
+    info.memory_bytes = number("Memory");
+    info.nano_cpus = number("NanoCpus");
+    info.pids_limit = number("PidsLimit");
+  }
   if (auto ns = j.find("NetworkSettings"); ns != j.end() && ns->is_object()) {
     if (auto ports = ns->find("Ports"); ports != ns->end() && ports->is_object()) {
       if (auto ssh = ports->find("22/tcp");

@@ -151,11 +151,15 @@ TEST_F(DockerEngineStandInTest, C11_InspectReadsStateExitCodeAndSshPort) {
       "Config":{"Image":"img:1","Labels":{"io.gpuwerk.instance":"ins_1"}},
       "State":{"Status":")" + state + R"(","ExitCode":137,"OOMKilled":true,"Error":"",
         "StartedAt":"2026-01-02T03:04:05.123456789Z","FinishedAt":"0001-01-01T00:00:00Z"},
+      "HostConfig":{"Memory":1073741824,"NanoCpus":2000000000,"PidsLimit":null},
       "NetworkSettings":{"Ports":{"22/tcp":[{"HostIp":"127.0.0.1","HostPort":"40022"}]}}})");
   });
   DockerEngine engine = Engine();
   auto info = engine.InspectContainer("alpha", milliseconds(0));
   ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->memory_bytes, 1073741824);
+  EXPECT_EQ(info->nano_cpus, 2000000000);
+  EXPECT_EQ(info->pids_limit, 0);  // null: unset
   EXPECT_EQ(info->id, "abc123");
   EXPECT_EQ(info->name, "alpha");
   EXPECT_EQ(info->image, "img:1");

@@ -557,6 +557,78 @@ TEST_F(InstancesE2eTest,
   EXPECT_EQ(restarted["Id"], container_id);
 }
 
+// Changes made outside gpuwerk (docs/instances.md "Changes outside gpuwerk"): a stop and a
+// forced removal of the instance's container on the host, through the engine's own API as
+// `podman stop` / `podman rm -f` do, show in the instance's status reason and `drift`; the
+// container made again really lost the person's files, as the reason says.
+TEST_F(InstancesE2eTest, DriftStopAndRemovalOutsideGpuwerkShowInTheStatusReason) {
+  StartPlatform();
+  ASSERT_FALSE(HasFatalFailure());
+  auto alice = SignUp("alice@example.test");
+  GeneratedKey key;
+  const std::string key_id = AddKey(*alice, "laptop", &key);
+  auto created = Create(*alice, "alpha", key_id);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+  json shown = WaitRunning(*alice, id);
+  ASSERT_EQ(shown["status"], "running");
+  EXPECT_EQ(shown["status_reason"], "");
+  EXPECT_FALSE(shown.contains("drift")) << shown;
+  auto target = ParseSshCommand(shown["ssh_command"]);
+  ASSERT_TRUE(target);
+  CommandResult wrote = Ssh(key, "127.0.0.1", target->port, "echo mine > /root/marker");
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
+  json before = OnlyContainer(id);
+  ASSERT_TRUE(before.is_object());
+  const std::string container_id = before["Id"];
+
+  // `podman stop`: the agent starts it again, and the status reason says what happened.
+  auto stopped = engine_->Send("POST", "/v1.41/containers/" + container_id + "/stop?t=1");
+  ASSERT_EQ(stopped.status, 204) << stopped.body << stopped.error;
+  shown = WaitInstance(
+      *alice, id,
+      [](const json& j) {
+        return j["status"] == "running" && j.contains("drift") && j["drift"]["kind"] == "stopped";
+      },
+      seconds(60), "running again, the stop in its status reason");
+  EXPECT_NE(shown["status_reason"].get<std::string>().find("stopped without gpuwerk stopping it"),
+            std::string::npos)
+      << shown["status_reason"];
+  EXPECT_EQ(shown["drift"]["count"], 1);
+  json again = OnlyContainer(id);
+  ASSERT_TRUE(again.is_object());
+  EXPECT_EQ(again["Id"], container_id);
+  target = ParseSshCommand(shown["ssh_command"]);
+  ASSERT_TRUE(target);
+  CommandResult kept = Ssh(key, "127.0.0.1", target->port, "cat /root/marker");
+  EXPECT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_EQ(kept.out, "mine\n");
+
+  // `podman rm -f`: the agent creates it again from the image; the reason says the files and
+  // the SSH host key are new, and they are.
+  auto removed = engine_->Send("DELETE", "/v1.41/containers/" + container_id + "?force=true");
+  ASSERT_TRUE(removed.status == 204 || removed.status == 200) << removed.status << removed.body;
+  shown = WaitInstance(
+      *alice, id,
+      [](const json& j) {
+        return j["status"] == "running" && j["ssh_command"].is_string() && j.contains("drift") &&
+               j["drift"]["kind"] == "removed";
+      },
+      seconds(90), "running again, the removal in its status reason");
+  const std::string reason = shown["status_reason"];
+  EXPECT_NE(reason.find("removed outside gpuwerk"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("files written since launch are gone"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("SSH host key is new"), std::string::npos) << reason;
+  EXPECT_EQ(shown["drift"]["count"], 2);
+  json made = OnlyContainer(id);
+  ASSERT_TRUE(made.is_object());
+  EXPECT_NE(made["Id"], container_id);
+  target = ParseSshCommand(shown["ssh_command"]);
+  ASSERT_TRUE(target);
+  CommandResult gone = Ssh(key, "127.0.0.1", target->port, "test -e /root/marker");
+  EXPECT_EQ(gone.exit_code, 1) << gone.err;
+}
+
 // ---- 4. kill -9 the server between "instance row written" and "container created" ------------
 
 TEST_F(InstancesE2eTest, ServerKilledAfterInstanceRowWrittenLeavesOneContainerOrAFailure) {
