@@ -22,11 +22,15 @@ nlohmann::json InstanceJson(const sched::Instance& in, const SshCommandFormat& s
       {"ssh_key",
        {{"id", in.ssh_key_id}, {"name", in.ssh_key_name}, {"fingerprint", in.ssh_key_fingerprint}}},
       {"hosts", in.hosts},
+      {"ssh", nullptr},
       {"ssh_command", nullptr},
       {"billing_session",
        {{"id", in.billing_session_id}, {"started_at", core::FormatRfc3339(in.billing_started_at)}}},
       {"created_at", core::FormatRfc3339(in.created_at)}};
-  if (std::string command = ssh.For(in); !command.empty()) j["ssh_command"] = command;
+  if (auto target = ssh.TargetFor(in)) {
+    j["ssh"] = {{"host", target->host}, {"port", target->port}, {"user", target->user}};
+    j["ssh_command"] = ssh.For(in);
+  }
   if (!in.gpu_attached) j["gpu"] = "no GPU attached";
   if (in.deleted_at) j["deleted_at"] = core::FormatRfc3339(*in.deleted_at);
   if (in.drift) {

@@ -7,6 +7,7 @@
 
 #include "cli/internal/launch_wait.h"
 #include "cli/internal/relay_session_table.h"
+#include "cli/internal/ssh_argv.h"
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
 
@@ -169,43 +170,12 @@ core::Result<void> InstancesRmVerb(VerbContext& ctx, const InstanceOptions& opt)
   return {};
 }
 
-/// Splits an ssh_command from the API ("ssh -p 40123 root@10.0.0.5") into words.
-std::vector<std::string> SplitWords(std::string_view text) {
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : text) {
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      if (!word.empty()) words.push_back(std::move(word));
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  if (!word.empty()) words.push_back(std::move(word));
-  return words;
-}
-
 core::Result<void> SshVerb(VerbContext& ctx, const InstanceOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
   GPUWERK_ASSIGN_OR_RETURN(json in,
                            server.Ok("GET", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
-  std::vector<std::string> words = SplitWords(Str(in, "ssh_command"));
-  if (words.size() < 2 || words[0] != "ssh") {
-    return core::Fail(ErrorCode::kFailedPrecondition, "not_ready",
-                      "instance " + opt.name + " is " + Str(in, "status") +
-                          "; it cannot take SSH connections yet");
-  }
-  // Known-hosts entries under the instance's hostname, not the address and port: ports are
-  // reused by later instances, whose new host keys would otherwise look like an attack. The
-  // first connection to an instance records its key (trust on first use, without a prompt that
-  // scripts cannot answer); a changed key later is refused as usual.
-  const std::string hostname = Str(in, "hostname");
-  if (!hostname.empty()) {
-    words.insert(words.begin() + 1,
-                 {"-o", "HostKeyAlias=" + hostname, "-o", "StrictHostKeyChecking=accept-new"});
-  }
-  for (const auto& a : opt.args) words.push_back(a);
+  GPUWERK_ASSIGN_OR_RETURN(std::vector<std::string> words, SshArgv(in, opt.name, opt.args));
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);

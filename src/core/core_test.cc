@@ -5,6 +5,7 @@
 
 #include "core/encoding.h"
 #include "core/error.h"
+#include "core/host_address.h"
 #include "core/logging.h"
 #include "core/random.h"
 #include "core/strings.h"
@@ -90,6 +91,23 @@ TEST(ErrorTest, TryPropagates) {
   auto r = outer();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().api_code, "not_found");
+}
+
+// Issue 12: what a host's agent reports as its ssh_address goes into commands people run;
+// only a plain address or name may.
+TEST(HostAddressTest, AcceptsIpLiteralsAndDnsNamesOnly) {
+  for (const char* ok : {"127.0.0.1", "10.0.0.5", "::1", "fe80::1", "2001:db8::5", "spark-07",
+                         "spark-07.rack2.example.com", "example.com.", "a", "0.example"}) {
+    EXPECT_TRUE(IsHostAddress(ok)) << ok;
+  }
+  for (const char* bad :
+       {"", "-oProxyCommand=touch /tmp/x", "-p", "10.0.0.5 -oProxyCommand=x", "host name",
+        "root@10.0.0.5", "[::1]", "10.0.0.5:22", "a/b", "bad-.example", "-bad.example", "two..dots",
+        "tab\there", "new\nline", "\x1b[31m", "spark_07"}) {
+    EXPECT_FALSE(IsHostAddress(bad)) << bad;
+  }
+  EXPECT_FALSE(IsHostAddress(std::string(64, 'a') + ".example"));  // a label over 63
+  EXPECT_FALSE(IsHostAddress(std::string(254, 'a')));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <limits>
 
+#include "core/host_address.h"
 #include "protocol/internal/json_fields.h"
 
 namespace gpuwerk::protocol {
@@ -156,6 +157,9 @@ core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std:
   GPUWERK_ASSIGN_OR_RETURN(inv.addresses, r.Strings("addresses"));
   GPUWERK_ASSIGN_OR_RETURN(inv.rail_addresses, r.Strings("rail_addresses"));
   GPUWERK_ASSIGN_OR_RETURN(inv.ssh_address, r.String("ssh_address"));
+  if (!inv.ssh_address.empty() && !core::IsHostAddress(inv.ssh_address)) {
+    return core::Fail(FieldError(r.Path("ssh_address"), "must be an IP address or a DNS name"));
+  }
   GPUWERK_ASSIGN_OR_RETURN(inv.nvml, r.String("nvml"));
   if (r.Has("limits")) {
     GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* limits, r.Object("limits"));

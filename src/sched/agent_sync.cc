@@ -6,12 +6,19 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "core/host_address.h"
 #include "sched/internal/host_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/sync_steps.h"
 
 namespace gpuwerk::sched {
 namespace {
+
+core::Error BadValue(const std::string& field, const std::string& what) {
+  return core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
+                     "The sync request's '" + field + "' must be " + what + ".")
+      .WithDetail("field", field);
+}
 
 core::Error BadField(const std::string& field) {
   return core::Error(core::ErrorCode::kInvalidArgument, "invalid_field",
@@ -138,11 +145,25 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
                            "ssh_address", "nvml", "limits"},
                           "inventory."));
   GPUWERK_TRY(OnlyMembers(*engine, {"ok", "error"}, "engine."));
+  // The address sshd ports are published on goes into the commands people are shown and run:
+  // a plain IP literal or DNS name only (issue 12: a host's `-oProxyCommand=…` ran locally).
+  if (auto a = inventory->find("ssh_address"); a != inventory->end() && !a->is_null()) {
+    if (!a->is_string() ||
+        (!a->get<std::string>().empty() && !core::IsHostAddress(a->get<std::string>()))) {
+      return core::Fail(BadValue("inventory.ssh_address", "an IP address or a DNS name"));
+    }
+  }
   for (size_t i = 0; i < containers->size(); ++i) {
     GPUWERK_TRY(OnlyMembers((*containers)[i],
                             {"instance_id", "node_index", "container_id", "state", "exit_code",
                              "started_at", "ssh_port", "ssh_ready", "restart_generation", "error"},
                             "containers[" + std::to_string(i) + "]."));
+    if (auto p = (*containers)[i].find("ssh_port");
+        p != (*containers)[i].end() && !p->is_null() &&
+        (!p->is_number_integer() || p->get<int64_t>() < 0 || p->get<int64_t>() > 65535)) {
+      return core::Fail(
+          BadValue("containers[" + std::to_string(i) + "].ssh_port", "a port from 0 to 65535"));
+    }
   }
   for (size_t i = 0; i < failures->size(); ++i) {
     GPUWERK_TRY(OnlyMembers((*failures)[i], {"instance_id", "node_index", "code", "message"},

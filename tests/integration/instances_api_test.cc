@@ -93,6 +93,8 @@ TEST_F(InstancesApiTest, LifecycleWithAFakeAgent) {
   ASSERT_EQ(shown.status, 200);
   EXPECT_EQ(shown.Json()["status"], "running");
   EXPECT_EQ(shown.Json()["ssh_command"], "ssh -p 40001 root@127.0.0.1");
+  // The same target as separate fields, for clients that build an argv (gpuwerk ssh).
+  EXPECT_EQ(shown.Json()["ssh"], json({{"host", "127.0.0.1"}, {"port", 40001}, {"user", "root"}}));
   EXPECT_EQ(alice_->Get("/api/v1/instances").Json()["total"], 1);
 
   // Restart: generation bumped, same billing session.
@@ -117,6 +119,35 @@ TEST_F(InstancesApiTest, LifecycleWithAFakeAgent) {
   auto again = Create(*alice_, "alpha", key_id_);
   EXPECT_EQ(again.status, 201) << again.body;
   EXPECT_NE(again.Json()["billing_session"]["id"], session);
+}
+
+// Issue 12: what a host reports as its sshd address ends up in the commands people are shown
+// and run; an address that could be read as an ssh option (or anything but an address or DNS
+// name) is refused with the whole sync, as is a port outside 16 bits.
+TEST_F(InstancesApiTest, AHostsSshAddressThatCouldBeAnOptionIsRefused) {
+  const std::string token = AddHost("spark-a");
+  HttpClient agent(app_->base_url());
+  agent.SetBearer(token);
+  auto sync = [&](json inventory, json containers) {
+    return agent.PostJson("/api/v1/agent/sync", {{"agent_version", "0.1.0"},
+                                                 {"inventory", inventory},
+                                                 {"engine", {{"ok", true}, {"error", ""}}},
+                                                 {"containers", containers},
+                                                 {"failures", json::array()}});
+  };
+  for (const char* address : {"-oProxyCommand=touch /tmp/gpuwerk-pwned", "10.0.0.5 -p 1",
+                              "root@10.0.0.5", "10.0.0.5\n"}) {
+    auto r = sync({{"cpus", 2}, {"ssh_address", address}}, json::array());
+    ExpectProblem(r, 400, "invalid_field");
+    EXPECT_EQ(r.Json()["field"], "inventory.ssh_address") << address;
+  }
+  auto ok = sync({{"cpus", 2}, {"ssh_address", "spark-a.rack1.example"}}, json::array());
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  json container = Container("ins_none", "running", true, 0);
+  container["ssh_port"] = 65536 + 22;  // would have been truncated to 22
+  auto port = sync({{"cpus", 2}}, json::array({container}));
+  ExpectProblem(port, 400, "invalid_field");
+  EXPECT_EQ(port.Json()["field"], "containers[0].ssh_port");
 }
 
 TEST_F(InstancesApiTest, SecondPersonGets404) {
