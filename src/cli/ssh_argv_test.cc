@@ -20,6 +20,28 @@ TEST(SshArgvTest, BuiltFromTheFieldsWithTheDestinationAfterDoubleDash) {
                                              "web-x1@127.0.0.1", "uptime", "-a"}));
 }
 
+TEST(SshArgvTest, ThePersonsOwnSshOptionsStayOptionsBeforeTheDoubleDash) {
+  auto argv = SshArgv(Instance({{"host", "127.0.0.1"}, {"port", 2222}, {"user", "web-x1"}}), "web",
+                      {"-i", "/k/id", "-oBatchMode=yes", "-o", "LogLevel=ERROR", "-A",
+                       "-L8080:x:80", "hostname", "-f"});
+  ASSERT_TRUE(argv) << argv.error().message;
+  EXPECT_EQ(*argv, (std::vector<std::string>{
+                       "ssh", "-o", "HostKeyAlias=web-x1", "-o", "StrictHostKeyChecking=accept-new",
+                       "-p", "2222", "-i", "/k/id", "-oBatchMode=yes", "-o", "LogLevel=ERROR", "-A",
+                       "-L8080:x:80", "--", "web-x1@127.0.0.1", "hostname", "-f"}));
+}
+
+TEST(SshArgvTest, LeadingSshOptionsReadsValuesAsGetoptDoes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(LeadingSshOptions(V{}), 0u);
+  EXPECT_EQ(LeadingSshOptions(V{"hostname"}), 0u);
+  EXPECT_EQ(LeadingSshOptions(V{"-i", "k", "ls"}), 2u);
+  EXPECT_EQ(LeadingSshOptions(V{"-ik", "ls"}), 1u);
+  EXPECT_EQ(LeadingSshOptions(V{"-Ai", "k", "ls"}), 2u);
+  EXPECT_EQ(LeadingSshOptions(V{"-v", "-v", "--", "-ls"}), 3u);
+  EXPECT_EQ(LeadingSshOptions(V{"-o"}), 1u);
+}
+
 // Issue 12: a host that reports `-oProxyCommand=…` (or spaces) as its address must never make
 // `gpuwerk ssh` run anything; the server refuses such a sync, and the CLI checks again.
 TEST(SshArgvTest, AnAddressThatCouldBeAnOptionIsRefusedAndNothingRuns) {

@@ -8,6 +8,25 @@ namespace gpuwerk::cli::internal {
 using core::ErrorCode;
 using nlohmann::json;
 
+size_t LeadingSshOptions(const std::vector<std::string>& args) {
+  // ssh(1)'s options that take a value (OpenSSH 9: -B -b -c -D -E -e -F -I -i -J -L -l -m -O -o
+  // -P -p -Q -R -S -W -w), read as getopt does: in the same word after the letter, or the next.
+  static constexpr std::string_view kTakeValue = "BbcDEeFIiJLlmOoPpQRSWw";
+  size_t i = 0;
+  while (i < args.size()) {
+    const std::string& a = args[i];
+    if (a == "--") return i + 1;
+    if (a.size() < 2 || a[0] != '-') return i;
+    ++i;
+    for (size_t c = 1; c < a.size(); ++c) {
+      if (kTakeValue.find(a[c]) == std::string_view::npos) continue;
+      if (c + 1 == a.size() && i < args.size()) ++i;  // the value is the next word
+      break;
+    }
+  }
+  return i;
+}
+
 core::Result<std::vector<std::string>> SshArgv(const json& in, const std::string& name,
                                                const std::vector<std::string>& args) {
   // The argv is built from the API's separate fields, never by splitting a command line, and
@@ -42,8 +61,15 @@ core::Result<std::vector<std::string>> SshArgv(const json& in, const std::string
     words.insert(words.end(),
                  {"-o", "HostKeyAlias=" + hostname, "-o", "StrictHostKeyChecking=accept-new"});
   }
-  words.insert(words.end(), {"-p", std::to_string(port), "--", user + "@" + host});
-  for (const auto& a : args) words.push_back(a);
+  words.insert(words.end(), {"-p", std::to_string(port)});
+  // The person's own ssh options (`-i KEY`, `-o …`, `-L …`) go before `--`, the remote command
+  // after the destination.
+  const size_t command = LeadingSshOptions(args);
+  for (size_t i = 0; i < command; ++i) {
+    if (args[i] != "--") words.push_back(args[i]);
+  }
+  words.insert(words.end(), {"--", user + "@" + host});
+  for (size_t i = command; i < args.size(); ++i) words.push_back(args[i]);
   return words;
 }
 }  // namespace gpuwerk::cli::internal
