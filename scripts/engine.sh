@@ -6,9 +6,11 @@
 #   scripts/engine.sh stop SOCKET_DIR    # stops the service started there (containers keep running)
 #
 # The service uses the project's config/containers.conf (runc, cgroupfs, default ulimits), named
-# by CONTAINERS_CONF, so nothing under /etc changes. `start` returns once
-# `GET /v1.41/version` answers on the socket (at most GPUWERK_ENGINE_START_SECONDS, default 30),
-# and fails with the service's log otherwise. The log is SOCKET_DIR/podman.log.
+# by CONTAINERS_CONF, so nothing under /etc changes. `start` returns once `GET /_ping` answers on
+# the socket (at most GPUWERK_ENGINE_START_SECONDS, default 30), and fails with the service's log
+# otherwise. The log is SOCKET_DIR/podman.log. Not `/version`: podman 4.3 runs `dpkg-query` for
+# the runtime's and conmon's packages on each one, seconds on a loaded machine, and every probe
+# given up on leaves them running.
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop SOCKET_DIR" >&2; exit 2; }
@@ -33,7 +35,7 @@ case $cmd in
     setsid podman system service --time=0 "unix://$sock" >"$log" 2>&1 </dev/null &
     echo $! >"$pidfile"
     deadline=$((SECONDS + ${GPUWERK_ENGINE_START_SECONDS:-30}))
-    until curl -fsS --max-time 2 --unix-socket "$sock" http://localhost/v1.41/version >/dev/null 2>&1; do
+    until curl -fsS --max-time 2 --unix-socket "$sock" http://localhost/_ping >/dev/null 2>&1; do
       if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
         echo "engine: podman system service exited; its log:" >&2
         cat "$log" >&2

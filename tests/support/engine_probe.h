@@ -44,8 +44,9 @@ class EngineProbe {
     return a;
   }
 
-  /// Whether the engine answers `GET /v1.41/version`.
-  bool Up() const { return Send("GET", "/v1.41/version", 5).status == 200; }
+  /// Whether the engine answers `GET /_ping` (not `/version`, which podman answers after running
+  /// `dpkg-query`: seconds on a loaded machine).
+  bool Up() const { return Send("GET", "/_ping", 5).status == 200; }
 
   /// Every container (any state) carrying `label=value`; a JSON array, or null when the engine
   /// did not answer.
