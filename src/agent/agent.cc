@@ -63,6 +63,18 @@ std::string KeysDigest(const std::vector<std::string>& lines) {
 
 }  // namespace
 
+void LogIsolationRepairs(std::string_view component, const std::vector<IsolationRepair>& repairs,
+                         bool install) {
+  for (const IsolationRepair& r : repairs) {
+    // The sentence is KeepNetworkIsolation's, with another program's rule escaped in it.
+    const auto level = install && r.kind == IsolationRepair::Kind::kJumpInserted
+                           ? spdlog::level::info
+                           : spdlog::level::warn;
+    spdlog::log(level, "{}: instance network filter ({}): {}", component, r.ipv6 ? "IPv6" : "IPv4",
+                r.what);
+  }
+}
+
 Agent::Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, Inventory inventory)
     : options_(std::move(options)),
       engine_(engine),
@@ -641,6 +653,11 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
                               .pids_limit = limits.pids_limit,
                               .capabilities = limits.capabilities,
                               .not_enforced = limits.not_enforced};
+  if (!network_check_error_.empty()) {
+    request.inventory.limits.not_enforced.push_back(
+        "network: the filter rules cannot be checked (" + network_check_error_.substr(0, 300) +
+        "): another program's rules may decide before them");
+  }
   request.engine = {.ok = engine_ok_, .error = engine_error_};
   const AppliedGenerations applied = Applied();
   for (const auto& c : observed_) {
@@ -664,7 +681,33 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
   return request;
 }
 
+void Agent::CheckNetworkIsolation(bool now) {
+  if (!options_.keep_network_isolation) return;
+  const auto at = Steady::now();
+  if (!now && last_network_check_ && at - *last_network_check_ < options_.network_check_interval) {
+    return;
+  }
+  last_network_check_ = at;
+  auto repairs = options_.keep_network_isolation();
+  if (!repairs) {
+    if (repairs.error().message != network_check_error_) {
+      spdlog::error("agent: cannot check the instance network filter rules: {}",
+                    Describe(repairs.error()));
+    }
+    network_check_error_ = repairs.error().message;
+    return;
+  }
+  if (!network_check_error_.empty()) {
+    spdlog::info("agent: the instance network filter rules are checked again");
+    network_check_error_.clear();
+  }
+  LogIsolationRepairs("agent", *repairs, false);
+}
+
 core::Result<bool> Agent::RunOnce() {
+  // The filter rules before anything else: another program may have put its rules above them
+  // since the last round.
+  CheckNetworkIsolation(false);
   // Until the first answer names this host, the agent cannot tell its containers from another
   // host's on the same engine: it reports nothing ("observed": false) and touches nothing.
   const bool know_host = !host_id_.empty();
@@ -672,6 +715,10 @@ core::Result<bool> Agent::RunOnce() {
     Observe();
     if (have_desired_ && engine_ok_) {
       const bool acted = Apply(Reconcile(desired_, observed_, Applied()));
+      // A container that joined its network just now made the engine add its own rules (podman's
+      // CNI plugins put their jumps first in FORWARD): the agent's go first again before the
+      // container is probed and reported.
+      if (acted) CheckNetworkIsolation(true);
       if (acted) Observe();
       if (SyncAuthorizedKeys()) Observe();
       // After a removal, and once a minute for networks left behind (an agent killed between

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "agent/drift.h"
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
+#include "agent/network_isolation.h"
 #include "agent/reconciler.h"
 #include "agent/start_backoff.h"
 #include "core/error.h"
@@ -70,7 +72,24 @@ struct AgentOptions {
   /// engine. The filter rules between those networks are the host's (InstallNetworkIsolation,
   /// done by the command that starts the agent). Default false: the engine's default bridge.
   bool instance_networks = false;
+  /// Checks and sets right the host's filter rules (KeepNetworkIsolation with the host's
+  /// settings; set by the command that installed them): called at the start of every round (at
+  /// most every `network_check_interval`) and again right after a round's steps created, started
+  /// or restarted a container, before the round probes and reports it, because the engine adds
+  /// its own rules when a container joins a network (podman's CNI plugins insert their jumps at
+  /// the top of FORWARD, where their ACCEPT would decide before the agent's rules). What it set
+  /// right is logged as a warning; an error is logged and said in the inventory's
+  /// `limits.not_enforced` until a check succeeds. Empty: no check.
+  std::function<core::Result<std::vector<IsolationRepair>>()> keep_network_isolation;
+  /// The least time between two checks of `keep_network_isolation` at round starts.
+  std::chrono::milliseconds network_check_interval = std::chrono::seconds(1);
 };
+
+/// Logs what InstallNetworkIsolation or KeepNetworkIsolation set right, one line each, as
+/// `<component>: instance network filter (IPv4|IPv6): <sentence>`: a warning, except a jump
+/// inserted at `install` (the first install of a host), which is information.
+void LogIsolationRepairs(std::string_view component, const std::vector<IsolationRepair>& repairs,
+                         bool install);
 
 /// A create that failed for good, for the sync request's `failures`.
 using CreateFailure = protocol::CreateFailure;
@@ -149,6 +168,12 @@ class Agent {
   /// Removes this host's instance networks whose instance has no container on the engine and
   /// is not desired here (instance_networks).
   void SweepNetworks();
+  /// Runs `keep_network_isolation` (when set): always when `now`, else when the last check is
+  /// `network_check_interval` old. Logs what it set right, and an error once per new message.
+  void CheckNetworkIsolation(bool now);
+  std::optional<std::chrono::steady_clock::time_point> last_network_check_;
+  /// The last check's error ("" when it succeeded), for the inventory and the log.
+  std::string network_check_error_;
   /// When SweepNetworks runs next: after a removal, else a minute after the last sweep (the
   /// first a minute after the start).
   bool sweep_networks_now_ = false;

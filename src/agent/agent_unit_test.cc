@@ -293,6 +293,8 @@ class RecordingEngine : public ContainerEngine {
     std::lock_guard lock(mu_);
     allow_creates_ = true;
   }
+  /// Puts something else the test wants in order among the calls.
+  void Note(std::string what) { Log(std::move(what)); }
   std::vector<std::string> calls() const {
     std::lock_guard lock(mu_);
     return calls_;
@@ -551,6 +553,74 @@ TEST(AgentTest, AContainerMadeButNeverStartedGetsItsKeysByArchiveBeforeItsStart)
       << ::testing::PrintToString(calls);
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "put_archive c1"), 1)
       << ::testing::PrintToString(calls);
+}
+
+// The engine adds its own firewall rules when a container joins its network (podman's CNI plugins
+// insert their jumps first in FORWARD, where their ACCEPT decided before the agent's REJECT): the
+// agent checks its filter rules again right after the round's create and start, before that
+// round's sync reports the container, besides at round starts (at most once an interval).
+TEST(AgentTest, NetworkFilterIsCheckedRightAfterAContainerStarts) {
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  options.instance_networks = true;
+  options.network_check_interval = std::chrono::hours(1);
+  std::vector<size_t> syncs_at_check;
+  options.keep_network_isolation = [&]() -> core::Result<std::vector<IsolationRepair>> {
+    engine.Note("check_network");
+    syncs_at_check.push_back(server.requests().size());
+    return std::vector<IsolationRepair>{};
+  };
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // creates and starts the container
+  const std::vector<std::string> calls = engine.calls();
+  const auto start = std::find(calls.begin(), calls.end(), "start new1");
+  ASSERT_NE(start, calls.end()) << ::testing::PrintToString(calls);
+  ASSERT_NE(start + 1, calls.end()) << ::testing::PrintToString(calls);
+  EXPECT_EQ(*(start + 1), "check_network") << ::testing::PrintToString(calls);
+  EXPECT_EQ(calls.front(), "check_network") << ::testing::PrintToString(calls);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "check_network"), 2)
+      << ::testing::PrintToString(calls);
+  // The check after the start came before the sync that reports the container.
+  ASSERT_EQ(syncs_at_check.size(), 2u);
+  EXPECT_EQ(syncs_at_check[1], 1u);
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].Json()["containers"].size(), 1u) << requests[1].body;
+}
+
+// A check that cannot run (iptables gone, no permission) is said in the inventory until one runs.
+TEST(AgentTest, AFilterCheckThatFailsIsSaidInTheInventory) {
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  options.network_check_interval = milliseconds(0);
+  bool fail = true;
+  options.keep_network_isolation = [&]() -> core::Result<std::vector<IsolationRepair>> {
+    if (fail) {
+      return core::Fail(core::ErrorCode::kUnavailable, "network_isolation_unavailable",
+                        "iptables-save failed (4): Permission denied");
+    }
+    return std::vector<IsolationRepair>{};
+  };
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());
+  const auto not_enforced = [&] {
+    return server.requests().back().Json()["inventory"]["limits"]["not_enforced"];
+  };
+  ASSERT_EQ(not_enforced().size(), 1u) << not_enforced();
+  EXPECT_EQ(not_enforced()[0],
+            "network: the filter rules cannot be checked (iptables-save failed (4): Permission "
+            "denied): another program's rules may decide before them");
+  fail = false;
+  ASSERT_TRUE(agent.RunOnce());
+  EXPECT_TRUE(not_enforced().empty()) << not_enforced();
 }
 
 TEST(AgentTest, SshBannerProbe) {

@@ -9,8 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/strings.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -19,67 +25,56 @@ using core::ErrorCode;
 
 constexpr std::string_view kBridges = "gwi+";  // every instance network's bridge
 
-/// The outcome of one command: its exit status (-1: it could not be run) and its stderr.
-struct CommandResult {
-  int status = -1;
-  std::string err;
-};
+/// At most this much of a tool's stdout is read (an iptables-save of a host with many rules).
+constexpr size_t kMaxToolOutput = 16u << 20;
+/// Tries of a repair whose transaction failed because the table changed meanwhile.
+constexpr int kRepairAttempts = 4;
 
-/// Runs `argv` (found on PATH, or in /usr/sbin and /sbin) with `input` on its stdin; waits.
-CommandResult RunCommand(const std::vector<std::string>& argv, std::string_view input = "") {
-  CommandResult out;
-  const int in_fd = ::memfd_create("gpuwerk-rules", MFD_CLOEXEC);
-  if (in_fd < 0) {
-    out.err = std::strerror(errno);
-    return out;
+/// The hooks and the agent's chain each jumps to, in the order FilterState lists them.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kHooks = {
+    std::pair{"INPUT", kInputChain}, std::pair{"FORWARD", kForwardChain},
+    std::pair{"OUTPUT", kOutputChain}};
+
+/// Another program's text (a firewall rule) for a log line, where it stands between double quotes:
+/// printable ASCII kept (`\` and `"` as `\\` and `\"`), every other byte as `\xNN`, at most `max`
+/// bytes of that, then `…[N bytes]`.
+std::string Printable(std::string_view text, size_t max = 200) {
+  std::string out;
+  for (const char ch : text) {
+    if (out.size() >= max) {
+      out += fmt::format("…[{} bytes]", text.size());
+      break;
+    }
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += ch;
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
   }
-  size_t written = 0;
-  while (written < input.size()) {
-    const ssize_t n = ::write(in_fd, input.data() + written, input.size() - written);
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  ::lseek(in_fd, 0, SEEK_SET);
-  int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    out.err = std::strerror(errno);
-    ::close(in_fd);
-    return out;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_fd, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  // Agents run as services whose PATH may lack the sbin directories.
-  std::string path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  char* env[] = {path.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(err_pipe[1]);
-  ::close(in_fd);
-  if (rc != 0) {
-    ::close(err_pipe[0]);
-    out.err = fmt::format("cannot run {}: {}", argv[0], std::strerror(rc));
-    return out;
-  }
-  char buf[512];
-  ssize_t n = 0;
-  while ((n = ::read(err_pipe[0], buf, sizeof(buf))) > 0) {
-    if (out.err.size() < 2000) out.err.append(buf, static_cast<size_t>(n));
-  }
-  ::close(err_pipe[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  while (!out.err.empty() && (out.err.back() == '\n' || out.err.back() == ' ')) out.err.pop_back();
   return out;
 }
+
+/// Several agents on one host (tests, `up` beside a service) check and repair the same rules: one
+/// at a time, so that a jump is never added twice. Held while alive.
+class HostLock {
+ public:
+  HostLock()
+      : fd_(::open("/run/gpuwerk-network-isolation.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~HostLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HostLock(const HostLock&) = delete;
+  HostLock& operator=(const HostLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 std::string Tool(bool ipv6, std::string_view suffix = "") {
   return fmt::format("{}{}", ipv6 ? "ip6tables" : "iptables", suffix);
@@ -204,51 +199,245 @@ std::string IsolationRuleset(const NetworkIsolationSettings& settings, bool ipv6
   return r;
 }
 
-core::Result<void> InstallNetworkIsolation(const NetworkIsolationSettings& settings) {
-  // Several agents on one host (tests, `up` beside a service) install the same rules: one at a
-  // time, so that a hook is never added twice.
-  const int lock =
-      ::open("/run/gpuwerk-network-isolation.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock >= 0) ::flock(lock, LOCK_EX);
-  core::Result<void> result;
-  for (const bool ipv6 : {false, true}) {
-    const CommandResult restored = RunCommand({Tool(ipv6, "-restore"), "-w", "5", "--noflush"},
-                                              IsolationRuleset(settings, ipv6));
-    if (restored.status != 0) {
-      result = core::Fail(
-          ErrorCode::kUnavailable, "network_isolation_unavailable",
-          fmt::format("{} failed ({}): {}", Tool(ipv6, "-restore"), restored.status, restored.err));
-      break;
-    }
-    for (const auto& [hook, chain] :
-         {std::pair{"INPUT", kInputChain}, std::pair{"FORWARD", kForwardChain},
-          std::pair{"OUTPUT", kOutputChain}}) {
-      const std::string target(chain);
-      if (RunCommand({Tool(ipv6), "-w", "5", "-C", hook, "-j", target}).status == 0) continue;
-      const CommandResult inserted =
-          RunCommand({Tool(ipv6), "-w", "5", "-I", hook, "1", "-j", target});
-      if (inserted.status != 0) {
-        result = core::Fail(ErrorCode::kUnavailable, "network_isolation_unavailable",
-                            fmt::format("{} -I {} failed ({}): {}", Tool(ipv6), hook,
-                                        inserted.status, inserted.err));
-        break;
-      }
-    }
-    if (!result) break;
+FirewallCommandResult RunFirewallTool(const std::vector<std::string>& argv,
+                                      std::string_view input) {
+  FirewallCommandResult out;
+  if (argv.empty()) {
+    out.err = "no program";
+    return out;
   }
-  if (lock >= 0) ::close(lock);
-  return result;
+  const int in_fd = ::memfd_create("gpuwerk-rules-in", MFD_CLOEXEC);
+  const int out_fd = ::memfd_create("gpuwerk-rules-out", MFD_CLOEXEC);
+  int err_pipe[2] = {-1, -1};
+  if (in_fd < 0 || out_fd < 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    out.err = std::strerror(errno);
+    for (const int fd : {in_fd, out_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+    return out;
+  }
+  size_t written = 0;
+  while (written < input.size()) {
+    const ssize_t n = ::write(in_fd, input.data() + written, input.size() - written);
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  ::lseek(in_fd, 0, SEEK_SET);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_fd, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);  // a file: the child never waits on it
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  // Agents run as services whose PATH may lack the sbin directories.
+  std::string path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  char* env[] = {path.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(err_pipe[1]);
+  ::close(in_fd);
+  if (rc != 0) {
+    ::close(err_pipe[0]);
+    ::close(out_fd);
+    out.err = fmt::format("cannot run {}: {}", argv[0], std::strerror(rc));
+    return out;
+  }
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(err_pipe[0], buf, sizeof(buf))) > 0) {
+    if (out.err.size() < 2000) out.err.append(buf, static_cast<size_t>(n));
+  }
+  ::close(err_pipe[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ::lseek(out_fd, 0, SEEK_SET);
+  while (out.out.size() < kMaxToolOutput &&
+         (n = ::read(out_fd, buf, std::min(sizeof(buf), kMaxToolOutput - out.out.size()))) > 0) {
+    out.out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out_fd);
+  if (out.err.size() > 2000) out.err.resize(2000);
+  while (!out.err.empty() && (out.err.back() == '\n' || out.err.back() == ' ')) out.err.pop_back();
+  return out;
 }
 
-std::string PrepareNetworkIsolation(const NetworkIsolationSettings& settings) {
+FilterState ReadFilterState(std::string_view save_output) {
+  FilterState state;
+  for (const auto& [hook, chain] : kHooks) {
+    state.hooks.push_back({.hook = std::string(hook), .chain = std::string(chain)});
+  }
+  std::set<std::string, std::less<>> declared;
+  std::map<std::string, int, std::less<>> rules;  // rules listed so far, per chain
+  bool filter = false;
+  size_t pos = 0;
+  while (pos < save_output.size()) {
+    size_t end = save_output.find('\n', pos);
+    if (end == std::string_view::npos) end = save_output.size();
+    const std::string_view line = core::Trim(save_output.substr(pos, end - pos), core::kWhitespace);
+    pos = end + 1;
+    if (line.starts_with('*')) {
+      filter = line == "*filter";
+      continue;
+    }
+    if (!filter) continue;
+    if (line.starts_with(':')) {
+      declared.emplace(line.substr(1, line.find(' ') - 1));
+      continue;
+    }
+    if (!line.starts_with("-A ")) continue;
+    const std::string_view rest = line.substr(3);
+    const std::string_view chain = rest.substr(0, rest.find(' '));
+    const int number = ++rules[std::string(chain)];
+    for (HookPlacement& h : state.hooks) {
+      if (chain != h.hook) continue;
+      if (line == fmt::format("-A {} -j {}", h.hook, h.chain)) {
+        ++h.jumps;
+        if (h.position == 0) h.position = number;
+      } else if (number == 1) {
+        h.above = std::string(line);
+      }
+    }
+  }
+  for (HookPlacement& h : state.hooks) {
+    if (h.position == 1) h.above.clear();
+  }
+  for (const auto& [hook, chain] : kHooks) {
+    const auto listed = rules.find(chain);
+    if (!declared.contains(chain) || listed == rules.end() || listed->second == 0) {
+      state.missing.emplace_back(chain);
+    }
+  }
+  return state;
+}
+
+std::string HookRepairRuleset(const std::vector<HookPlacement>& hooks) {
+  std::string r;
+  for (const HookPlacement& h : hooks) {
+    if (h.First()) continue;
+    for (int i = 0; i < h.jumps; ++i) r += fmt::format("-D {} -j {}\n", h.hook, h.chain);
+    r += fmt::format("-I {} 1 -j {}\n", h.hook, h.chain);
+  }
+  return r.empty() ? r : "*filter\n" + r + "COMMIT\n";
+}
+
+namespace {
+
+/// The sentence for the log of a jump HookRepairRuleset set right.
+IsolationRepair DescribeHookRepair(const HookPlacement& h, bool ipv6) {
+  IsolationRepair r{.ipv6 = ipv6};
+  if (h.jumps == 0) {
+    r.kind = IsolationRepair::Kind::kJumpInserted;
+    r.what = fmt::format("{} had no jump to {}: inserted it as rule 1", h.hook, h.chain);
+  } else if (h.position != 1) {
+    r.kind = IsolationRepair::Kind::kJumpMoved;
+    r.what = fmt::format(
+        "the jump to {} was rule {} of {}, below \"{}\" (another program's rule, which decides "
+        "before gpuwerk's): moved it to rule 1",
+        h.chain, h.position, h.hook, Printable(h.above));
+  } else {
+    r.kind = IsolationRepair::Kind::kJumpMoved;
+    r.what = fmt::format("{} held {} jumps to {}: left one, as rule 1", h.hook, h.jumps, h.chain);
+  }
+  return r;
+}
+
+core::Error Unavailable(std::string message) {
+  return core::Error{ErrorCode::kUnavailable, "network_isolation_unavailable", std::move(message)};
+}
+
+}  // namespace
+
+core::Result<std::vector<IsolationRepair>> KeepNetworkIsolation(
+    const NetworkIsolationSettings& settings, const FirewallRunner& run) {
+  const HostLock lock;
+  std::vector<IsolationRepair> repairs;
+  for (const bool ipv6 : {false, true}) {
+    std::string failed;
+    bool settled = false;
+    for (int attempt = 0; attempt < kRepairAttempts && !settled; ++attempt) {
+      const FirewallCommandResult saved = run({Tool(ipv6, "-save"), "-t", "filter"}, "");
+      if (saved.status != 0) {
+        return core::Fail(Unavailable(
+            fmt::format("{} failed ({}): {}", Tool(ipv6, "-save"), saved.status, saved.err)));
+      }
+      const FilterState state = ReadFilterState(saved.out);
+      if (!state.missing.empty()) {
+        // Flushed or deleted (`iptables -F`, a firewall reload): the whole ruleset again, then
+        // the hooks at the next read.
+        const FirewallCommandResult restored =
+            run({Tool(ipv6, "-restore"), "-w", "5", "--noflush"}, IsolationRuleset(settings, ipv6));
+        if (restored.status != 0) {
+          failed = fmt::format("{} failed ({}): {}", Tool(ipv6, "-restore"), restored.status,
+                               restored.err);
+          continue;
+        }
+        std::string names;
+        for (const std::string& m : state.missing) names += (names.empty() ? "" : ", ") + m;
+        repairs.push_back(
+            {.kind = IsolationRepair::Kind::kChainsRestored,
+             .ipv6 = ipv6,
+             .what = fmt::format("{} were gone or empty: installed the rules again", names)});
+        continue;
+      }
+      const std::string fix = HookRepairRuleset(state.hooks);
+      if (fix.empty()) {
+        settled = true;
+        break;
+      }
+      // Fails as a whole when another program changed the hook since the read: read again.
+      const FirewallCommandResult applied =
+          run({Tool(ipv6, "-restore"), "-w", "5", "--noflush"}, fix);
+      if (applied.status != 0) {
+        failed = fmt::format("{} (moving the jumps first) failed ({}): {}", Tool(ipv6, "-restore"),
+                             applied.status, applied.err);
+        continue;
+      }
+      for (const HookPlacement& h : state.hooks) {
+        if (!h.First()) repairs.push_back(DescribeHookRepair(h, ipv6));
+      }
+      settled = true;
+    }
+    if (!settled) {
+      return core::Fail(Unavailable(
+          failed.empty() ? fmt::format("{}: the rules kept changing", Tool(ipv6)) : failed));
+    }
+  }
+  return repairs;
+}
+
+core::Result<std::vector<IsolationRepair>> InstallNetworkIsolation(
+    const NetworkIsolationSettings& settings, const FirewallRunner& run) {
+  {
+    const HostLock lock;
+    for (const bool ipv6 : {false, true}) {
+      const FirewallCommandResult restored =
+          run({Tool(ipv6, "-restore"), "-w", "5", "--noflush"}, IsolationRuleset(settings, ipv6));
+      if (restored.status != 0) {
+        return core::Fail(Unavailable(fmt::format("{} failed ({}): {}", Tool(ipv6, "-restore"),
+                                                  restored.status, restored.err)));
+      }
+    }
+  }
+  return KeepNetworkIsolation(settings, run);
+}
+
+std::string PrepareNetworkIsolation(const NetworkIsolationSettings& settings,
+                                    std::vector<IsolationRepair>* repairs) {
   if (!settings.enabled) {
     return "network: instance_network_isolation is off: instances share the engine's default "
            "bridge and reach each other, this host and its networks";
   }
-  if (auto installed = InstallNetworkIsolation(settings); !installed) {
+  auto installed = InstallNetworkIsolation(settings);
+  if (!installed) {
     return "network: the filter rules are not installed (" + installed.error().message +
            "): instances have networks of their own but may reach this host and its networks";
   }
+  if (repairs != nullptr) *repairs = std::move(*installed);
   return "";
 }
 
@@ -259,10 +448,11 @@ void RemoveNetworkIsolation() {
           std::pair{"OUTPUT", kOutputChain}}) {
       const std::string target(chain);
       for (int i = 0; i < 16; ++i) {
-        if (RunCommand({Tool(ipv6), "-w", "5", "-D", hook, "-j", target}).status != 0) break;
+        if (RunFirewallTool({Tool(ipv6), "-w", "5", "-D", hook, "-j", target}, "").status != 0)
+          break;
       }
-      RunCommand({Tool(ipv6), "-w", "5", "-F", target});
-      RunCommand({Tool(ipv6), "-w", "5", "-X", target});
+      RunFirewallTool({Tool(ipv6), "-w", "5", "-F", target}, "");
+      RunFirewallTool({Tool(ipv6), "-w", "5", "-X", target}, "");
     }
   }
 }

@@ -90,12 +90,18 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_networks = isolation->enabled;
-  if (std::string gap = agent::PrepareNetworkIsolation(*isolation); !gap.empty()) {
+  std::vector<agent::IsolationRepair> repairs;
+  if (std::string gap = agent::PrepareNetworkIsolation(*isolation, &repairs); !gap.empty()) {
     spdlog::error("agent: {}", gap);
     options.instance_limits.not_enforced.push_back(std::move(gap));
   } else {
+    agent::LogIsolationRepairs("agent", repairs, true);
     spdlog::info("agent: instance networks isolated; denied {}; allowed {}",
                  fmt::join(isolation->deny, ","), fmt::join(isolation->allow, ","));
+    // Kept first in their hooks while the agent runs (docs/isolation.md).
+    options.keep_network_isolation = [settings = *isolation] {
+      return agent::KeepNetworkIsolation(settings);
+    };
   }
   spdlog::info("agent: {} GPU(s), nvml {}, {} CPUs; server {}, engine {}", inventory.gpus.size(),
                inventory.nvml, inventory.cpus, f.server_url, f.engine);

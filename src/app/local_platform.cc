@@ -274,9 +274,17 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   // instances' sshd through their published ports on 127.0.0.1, which the rules let through.
   const agent::NetworkIsolationSettings isolation;
   agent_options.instance_networks = isolation.enabled;
-  if (std::string gap = agent::PrepareNetworkIsolation(isolation); !gap.empty()) {
+  std::vector<agent::IsolationRepair> repairs;
+  if (std::string gap = agent::PrepareNetworkIsolation(isolation, &repairs); !gap.empty()) {
     spdlog::error("up: {}", gap);
     agent_options.instance_limits.not_enforced.push_back(std::move(gap));
+  } else {
+    agent::LogIsolationRepairs("up", repairs, true);
+    // Kept first in their hooks while the agent runs: podman puts its own jumps at the top of
+    // FORWARD when an instance's container joins its network (docs/isolation.md).
+    agent_options.keep_network_isolation = [isolation] {
+      return agent::KeepNetworkIsolation(isolation);
+    };
   }
   spdlog::info("up: local agent for host {} ({} GPU(s), nvml {}), engine {} ({})", p.host_name,
                inventory.gpus.size(), inventory.nvml, p.engine_url, p.engine_origin);

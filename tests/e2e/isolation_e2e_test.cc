@@ -4,9 +4,11 @@
 // instance can reach is tried from inside the other with bash's /dev/tcp, and through the relay
 // with `ssh -L`. Needs root (rootful podman, iptables). docs/isolation.md describes the rules.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -509,6 +511,136 @@ TEST_F(IsolationE2eTest, Issue11_InstanceNetworksKeepTenantsApartAndReachOnlyThe
       Eventually([&] { return NetworksOf(a.id).empty() && NetworksOf(b.id).empty(); }, seconds(60)))
       << "networks left: " << ::testing::PrintToString(NetworksOf(a.id))
       << ::testing::PrintToString(NetworksOf(b.id));
+}
+
+/// The first rule of `hook` as `tool -S` lists it ("" when it has none).
+std::string FirstRule(const std::string& tool, const std::string& hook) {
+  std::istringstream lines(Script(tool + " -w 5 -S " + hook).out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("-A ")) return line;
+  }
+  return "";
+}
+
+/// A network beyond this machine, for an instance a denied private destination: a network
+/// namespace behind a veth pair, with `kDeniedAddress` in it (RFC 1918, in the default deny list)
+/// and a listener there (made in the namespace). Traffic to it from an instance is forwarded by
+/// the host, so the FORWARD chain decides. Removed with this object.
+class DeniedNetwork {
+ public:
+  static constexpr const char* kDeniedAddress = "10.254.77.7";
+
+  DeniedNetwork() {
+    Remove();
+    CommandResult made = Script(
+        "ip netns add gwtdeny && ip link add gwtdn0 type veth peer name gwtdn0p && "
+        "ip link set gwtdn0p netns gwtdeny && ip addr add 10.254.77.1/24 dev gwtdn0 && "
+        "ip link set gwtdn0 up && ip netns exec gwtdeny ip addr add " +
+        std::string(kDeniedAddress) +
+        "/24 dev gwtdn0p && ip netns exec gwtdeny ip link set gwtdn0p up && "
+        "ip netns exec gwtdeny ip link set lo up");
+    error_ = made.exit_code == 0 ? "" : "cannot make the denied network: " + made.err;
+    if (!error_.empty()) return;
+    // A socket belongs to the namespace of the thread that makes it.
+    std::thread([this] {
+      const int ns = ::open("/run/netns/gwtdeny", O_RDONLY | O_CLOEXEC);
+      if (ns < 0 || ::setns(ns, CLONE_NEWNET) != 0) {
+        error_ = "cannot enter the namespace";
+      } else {
+        server_ = std::make_unique<BannerServer>(kDeniedAddress, "DENIED-SERVICE\n");
+      }
+      if (ns >= 0) ::close(ns);
+    }).join();
+  }
+  ~DeniedNetwork() {
+    server_.reset();
+    Remove();
+  }
+  const std::string& error() const { return error_; }
+  int port() const { return server_ ? server_->port() : 0; }
+  int accepted() const { return server_ ? server_->accepted() : 0; }
+
+ private:
+  static void Remove() {
+    Script("ip netns del gwtdeny 2>/dev/null; ip link del gwtdn0 2>/dev/null");
+  }
+  std::string error_;
+  std::unique_ptr<BannerServer> server_;
+};
+
+// The tester's fault: podman's CNI plugins insert their jumps at the top of FORWARD when a
+// container joins a network and they are missing (the first instance after a boot), and their
+// `-s <instance> -j ACCEPT` decided before the agent's rules: an instance reached 10.1.2.3 and
+// 169.254.169.254. Here the agent hooks its chains, the CNI jump is taken out (a host whose engine
+// has run no container since its boot), and a launch makes podman put it back on top. The agent's
+// jump must be the first rule of FORWARD again by the time the instance runs, and the instance's
+// connection to a denied private address, forwarded to a listener beyond this machine, must be
+// rejected at once ("No route to host": ICMP administratively prohibited), reaching nothing.
+TEST_F(IsolationE2eTest, EngineRulesAddedAtALaunchDoNotGoAboveTheAgents) {
+  const std::string jump = "-A FORWARD -j GPUWERK-ISOLATION-FORWARD";
+  StartServer();
+  ASSERT_FALSE(HasFatalFailure());
+  StartRelay();
+  ASSERT_FALSE(HasFatalFailure());
+  StartAgent(0);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
+  ASSERT_EQ(FirstRule("iptables", "FORWARD"), jump) << Script("iptables -S FORWARD").out;
+
+  // The engine's jump goes back at the end if the launch did not put it back.
+  struct TakenOut {
+    std::vector<std::string> lines;
+    ~TakenOut() {
+      const std::string now = Script("iptables -w 5 -S FORWARD").out;
+      for (const std::string& line : lines) {
+        if (now.find(line) == std::string::npos) Script("iptables -w 5 " + line);
+      }
+    }
+  } taken_out;
+  {
+    std::istringstream lines(Script("iptables -w 5 -S FORWARD").out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("-A FORWARD ") && line.ends_with(" -j CNI-FORWARD")) {
+        taken_out.lines.push_back(line);
+      }
+    }
+  }
+  for (const std::string& line : taken_out.lines) {
+    ASSERT_EQ(Script("iptables -w 5 -D" + line.substr(2)).exit_code, 0) << line;
+  }
+  DeniedNetwork denied;
+  ASSERT_EQ(denied.error(), "");
+  ASSERT_GT(denied.port(), 0);
+
+  Tenant a;
+  Launch(a, "carol@example.test", "cinst");
+  ASSERT_FALSE(HasFatalFailure());
+  AwaitRunning(a);
+  ASSERT_FALSE(HasFatalFailure());
+
+  const std::string forward = Script("iptables -w 5 -S FORWARD").out;
+  EXPECT_NE(forward.find("-j CNI-FORWARD"), std::string::npos)
+      << "the engine put no jump of its own into FORWARD at the launch:\n"
+      << forward;
+  EXPECT_EQ(FirstRule("iptables", "FORWARD"), jump) << forward;
+  const std::string agent_log = ReadFile(dir_.path() / "agent0.log");
+  EXPECT_NE(agent_log.find("instance network filter (IPv4): the jump to "
+                           "GPUWERK-ISOLATION-FORWARD was rule "),
+            std::string::npos)
+      << Tail(dir_.path() / "agent0.log");
+  EXPECT_NE(agent_log.find("of FORWARD, below \"-A FORWARD -m comment --comment \\\"CNI "
+                           "firewall plugin rules"),
+            std::string::npos)
+      << Tail(dir_.path() / "agent0.log");
+
+  CommandResult tried =
+      In(a, "timeout 4 bash -c 'exec 3<>/dev/tcp/" + std::string(DeniedNetwork::kDeniedAddress) +
+                "/" + std::to_string(denied.port()) + " && cat <&3' 2>&1; echo rc=$?\n");
+  EXPECT_EQ(tried.exit_code, 0) << tried.err;
+  EXPECT_NE(tried.out.find("No route to host"), std::string::npos)
+      << "not rejected by the agent's rule: " << tried.out;
+  EXPECT_EQ(tried.out.find("DENIED-SERVICE"), std::string::npos) << tried.out;
+  EXPECT_EQ(denied.accepted(), 0);
 }
 
 }  // namespace
