@@ -29,6 +29,37 @@ TEST(UnsafeTextTest, RefusesControlsBidiAndLineSeparators) {
   EXPECT_TRUE(HasUnsafeText("tab\there"));
 }
 
+TEST(BoundedPrintableTest, EscapesControlsBidiQuotesAndBadBytes) {
+  EXPECT_EQ(BoundedPrintable("alpha-k3x7q"), "alpha-k3x7q");
+  EXPECT_EQ(BoundedPrintable("caf\u00e9 \u2713"), "caf\u00e9 \u2713");  // printable UTF-8 kept
+  EXPECT_EQ(BoundedPrintable("evil\n2026-12-01T00:00:00.000Z critical relay: FORGED"),
+            "evil\\n2026-12-01T00:00:00.000Z critical relay: FORGED");
+  EXPECT_EQ(BoundedPrintable("esc\x1b[2J\x1b[31mRED"), "esc\\x1b[2J\\x1b[31mRED");
+  EXPECT_EQ(BoundedPrintable("evil\u202etxt.exe"), "evil\\u{202e}txt.exe");
+  EXPECT_EQ(BoundedPrintable(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(BoundedPrintable("tab\tcr\r\x7f\u0085\u2028"), "tab\\tcr\\r\\x7f\\u{0085}\\u{2028}");
+  // An escape in the input cannot pass for one the function wrote, nor end a quoted field.
+  EXPECT_EQ(BoundedPrintable("a\\x1b\" b"), "a\\\\x1b\\\" b");
+  // Bytes that are not well-formed UTF-8: a lone continuation byte, a truncated sequence, an
+  // overlong '/', a surrogate.
+  EXPECT_EQ(BoundedPrintable("\x80 \xe2\x80 \xc0\xaf \xed\xa0\x80"),
+            "\\x80 \\xe2\\x80 \\xc0\\xaf \\xed\\xa0\\x80");
+}
+
+TEST(BoundedPrintableTest, CutsAtTheBoundAndSaysTheOriginalLength) {
+  const std::string long_name(30'000, 'a');
+  const std::string shown = BoundedPrintable(long_name);
+  EXPECT_EQ(shown, std::string(kPrintableBytes, 'a') + "…[30000 bytes]");
+  EXPECT_EQ(BoundedPrintable(std::string(kPrintableBytes, 'b')), std::string(kPrintableBytes, 'b'));
+  // Never cuts inside an escape or a character: 4 + 3 bytes fit in 8, the next escape does not.
+  EXPECT_EQ(BoundedPrintable("\x01\xe2\x9c\x93\x02", 8), "\\x01\u2713…[5 bytes]");
+  // Escapes count towards the bound: a name of 30,000 ESC bytes stays as short.
+  const std::string escs = BoundedPrintable(std::string(30'000, '\x1b'));
+  EXPECT_LE(escs.size(), kPrintableBytes + 31);
+  EXPECT_EQ(escs.find('\x1b'), std::string::npos);
+  EXPECT_NE(escs.find("…[30000 bytes]"), std::string::npos);
+}
+
 TEST(TimeFormatTest, RoundTripsRfc3339) {
   EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(FormatRfc3339(1'800'000'000), "2027-01-15T08:00:00Z");

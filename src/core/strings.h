@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace gpuwerk::core {
@@ -59,5 +61,23 @@ constexpr bool HasUnsafeText(std::string_view text) {
   }
   return false;
 }
+
+/// How many bytes of escaped text BoundedPrintable shows by default before it cuts.
+inline constexpr size_t kPrintableBytes = 256;
+
+/// Outside text (an SSH user name, a key comment, an instance name, a user agent, a peer's error
+/// message) in the one form gpuwerk writes it into a log line, an audit detail or a banner line
+/// (DESIGN.md R-19): printable, one line, bounded.
+/// - Well-formed UTF-8 that is safe (IsUnsafeTextCodePoint) stays as it is, so names in any
+///   script still read, except `\` and `"`, which become `\\` and `\"`: the result can stand
+///   between double quotes, and an escape cannot be faked.
+/// - `\n`, `\r` and `\t` are written so; other unsafe code points below U+0080 as `\xNN` (ESC is
+///   `\x1b`, NUL `\x00`), the others as `\u{NNNN}` (U+202E is `\u{202e}`); a byte that does not
+///   start a well-formed sequence (RFC 3629) as `\xNN` (always 80 or above).
+/// - At most `max_bytes` bytes of that, never cutting an escape or a character; when text is
+///   left over, `…[N bytes]` follows, N being the length of `text` in bytes.
+/// So the result holds no control character, no direction mark and no line break, and is at most
+/// `max_bytes` + 31 bytes long whatever `text` is. Thread-safe.
+std::string BoundedPrintable(std::string_view text, size_t max_bytes = kPrintableBytes);
 
 }  // namespace gpuwerk::core
