@@ -33,6 +33,7 @@ test=(
   clang-16 libclang-rt-16-dev clang-format clang-tidy
   libgtest-dev libgmock-dev libbenchmark-dev openssh-server python3-aiosmtpd
   putty-tools wrk jq iproute2 tmux rsync
+  python3-paramiko  # relay_test: an SSH client that sends a user name with a NUL byte
 )
 
 (($#)) || set -- build run test

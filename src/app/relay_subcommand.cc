@@ -44,7 +44,7 @@ class LogRelaySessionLog final : public relay::RelaySessionLog {
         r.end_reason);
   }
   void OnRefused(const relay::RelayRefusalRecord& r) override {
-    spdlog::info("relay_session refused code={} user={} key={} source={}", r.code, r.user,
+    spdlog::info("relay_session refused code={} user=\"{}\" key={} source={}", r.code, r.user,
                  r.key_fingerprint, r.source_address);
   }
 };

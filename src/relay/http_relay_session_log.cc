@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/strings.h"
 #include "core/time_format.h"
 
 namespace gpuwerk::relay {
@@ -143,7 +144,8 @@ HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
   const std::string what = item.announcement ? std::string("the restart announcement")
                                              : "relay session " + item.record.id;
   if (!answer) {
-    spdlog::debug("relay: cannot send {}: {}", what, answer.error().message);
+    spdlog::debug("relay: cannot send {}: {}", what,
+                  core::BoundedPrintable(answer.error().message));
     return Outcome::kRetry;
   }
   const int status = answer->status;
@@ -159,7 +161,7 @@ HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
     return Outcome::kRetry;
   }
   spdlog::error("relay: the server refused {} for good ({}): {}", what, status,
-                answer->text.substr(0, 300));
+                core::BoundedPrintable(answer->text));
   return Outcome::kDrop;
 }
 

@@ -33,8 +33,10 @@ struct RelaySessionRecord {
 /// `upstream_host_key_mismatch`.
 struct RelayRefusalRecord {
   std::string code;
-  std::string message;
-  std::string user;  ///< the SSH user name as sent
+  std::string message;  ///< what the person was told (the banner)
+  /// The SSH user name as sent, in its bounded printable form (core::BoundedPrintable: escaped,
+  /// at most 256 bytes then `…[N bytes]`): outside text, written as it is by every sink.
+  std::string user;
   std::string key_fingerprint;
   std::string person_id;    ///< empty unless the authorizer had let it through
   std::string instance_id;  ///< empty unless the authorizer had let it through

@@ -4,9 +4,12 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <libssh/libssh.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,9 +19,15 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
+#include "core/encoding.h"
+#include "core/logging.h"
+#include "core/strings.h"
+#include "relay/http_relay_authorizer.h"
 #include "relay/in_memory_relay_authorizer.h"
 #include "relay/in_memory_relay_session_log.h"
 #include "relay/ssh_key_file.h"
@@ -735,6 +744,289 @@ TEST_F(RelayTest, StopEndsOpenRelaySessionsAndTellsThePerson) {
   ::close(idle);
   ASSERT_EQ(log_.Ended().size(), 1u);
   EXPECT_EQ(log_.Ended()[0].end_reason, "relay stopping");
+}
+
+/// The process's log lines, as gpuwerk formats them (core::MakeLogFormatter), one entry per line
+/// of text: a line break inside a message shows as two entries, as it would in the log file.
+class LineSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<std::string> Lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    std::string_view text(buf.data(), buf.size());
+    while (!text.empty()) {
+      const size_t end = text.find('\n');
+      lines_.emplace_back(text.substr(0, end));
+      if (end == std::string_view::npos) break;
+      text.remove_prefix(end + 1);
+    }
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+/// Whether `line` holds a byte below 0x20 or DEL, or a code point IsUnsafeTextCodePoint refuses
+/// (ESC, U+202E, …), or is not UTF-8: what must never reach a log line raw.
+bool HasRawUnsafeText(std::string_view line) {
+  return !core::IsValidUtf8(line) || core::HasUnsafeText(line);
+}
+
+/// What one public-key login through the relay with the libssh client left: the client's view.
+/// libssh sends the user name as given (any bytes but NUL), which stock `ssh` refuses to do.
+struct LibsshAttempt {
+  bool connected = false;
+  int auth = SSH_AUTH_ERROR;  ///< ssh_userauth_publickey's answer
+  std::string banner;         ///< the relay's authentication banner, if any
+  std::string error;
+};
+
+LibsshAttempt LibsshLogin(uint16_t port, const std::string& user, const fs::path& private_key) {
+  LibsshAttempt out;
+  ssh_session s = ssh_new();
+  bool no = false;
+  int strict = 0;
+  long timeout = 10;
+  unsigned int p = port;
+  ssh_options_set(s, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  ssh_options_set(s, SSH_OPTIONS_HOST, "127.0.0.1");
+  ssh_options_set(s, SSH_OPTIONS_PORT, &p);
+  ssh_options_set(s, SSH_OPTIONS_USER, user.c_str());
+  ssh_options_set(s, SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
+  ssh_options_set(s, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
+  ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout);
+  if (ssh_connect(s) != SSH_OK) {
+    out.error = ssh_get_error(s);
+    ssh_free(s);
+    return out;
+  }
+  out.connected = true;
+  ssh_key key = nullptr;
+  if (ssh_pki_import_privkey_file(private_key.c_str(), nullptr, nullptr, nullptr, &key) == SSH_OK) {
+    out.auth = ssh_userauth_publickey(s, nullptr, key);
+    ssh_key_free(key);
+  } else {
+    out.error = "cannot read " + private_key.string();
+  }
+  if (char* banner = ssh_get_issue_banner(s)) {
+    out.banner = banner;
+    ssh_string_free_char(banner);
+  }
+  ssh_disconnect(s);
+  ssh_free(s);
+  return out;
+}
+
+/// One paramiko login (python3-paramiko), for what neither OpenSSH nor libssh can send: a user
+/// name with a NUL byte. Prints {"outcome": "refused"|"closed"|"accepted", "ms": …}: "closed" when
+/// the relay hung up; `ms` runs from the signed login request to the relay's answer or hang-up.
+constexpr const char* kParamikoLogin = R"py(
+import json, socket, sys, time
+import paramiko
+port, key_path, user_hex = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+user = bytes.fromhex(user_hex).decode("utf-8")
+key = paramiko.Ed25519Key.from_private_key_file(key_path)
+t = paramiko.Transport(socket.create_connection(("127.0.0.1", port)))
+t.start_client(timeout=10)
+t0 = time.monotonic()
+try:
+    t.auth_publickey(user, key)
+    outcome = "accepted"
+except (paramiko.SSHException, EOFError, OSError):
+    # paramiko reports a hang-up during the login as a failed authentication too
+    outcome = "refused" if t.is_active() else "closed"
+ms = (time.monotonic() - t0) * 1000
+t.close()
+print(json.dumps({"outcome": outcome, "ms": ms}))
+)py";
+
+/// The relay with its log lines captured from before it starts until after it stops.
+class RelayUntrustedTextTest : public RelayTest {
+ protected:
+  void SetUp() override {
+    previous_logger_ = spdlog::default_logger();
+    sink_ = std::make_shared<LineSink>();
+    sink_->set_formatter(core::MakeLogFormatter());
+    auto logger = std::make_shared<spdlog::logger>("captured", sink_);
+    logger->set_level(spdlog::level::debug);
+    spdlog::set_default_logger(logger);
+    RelayTest::SetUp();
+  }
+  void TearDown() override {
+    relay_.reset();  // no relay thread logs any more
+    spdlog::set_default_logger(previous_logger_);
+  }
+
+  std::string LogText() {
+    std::string text;
+    for (const auto& line : sink_->Lines()) text += line + "\n";
+    return text;
+  }
+
+  /// A signed login as `user` with alice's key through the libssh client, which the relay must
+  /// refuse (no instance has such a hostname), and what it must leave: exactly one log line that
+  /// holds `marker`, with the name in its bounded printable form between quotes; no log line
+  /// with raw control or direction characters or longer than a bound; a refusal record (the
+  /// audit detail) with the same bounded form; a bounded, printable banner.
+  void ExpectRefusedWithOneBoundedLine(const std::string& user, const std::string& marker) {
+    const size_t refused_before = log_.Refused().size();
+    const LibsshAttempt attempt = LibsshLogin(relay_->port(), user, alice_.private_path);
+    ASSERT_TRUE(attempt.connected) << attempt.error;
+    EXPECT_EQ(attempt.auth, SSH_AUTH_DENIED) << attempt.error;
+    ASSERT_TRUE(WaitFor([&] { return log_.Refused().size() == refused_before + 1; }));
+
+    const std::string shown = core::BoundedPrintable(user);
+    ASSERT_LE(shown.size(), core::kPrintableBytes + 31);
+    int naming = 0;
+    for (const std::string& line : sink_->Lines()) {
+      EXPECT_FALSE(HasRawUnsafeText(line)) << core::BoundedPrintable(line, 4096);
+      EXPECT_LE(line.size(), 1024u) << core::BoundedPrintable(line, 4096);
+      // No line of someone else's making: the forged one starts with its own timestamp.
+      EXPECT_FALSE(line.starts_with("2026-12-01T00:00:00.000Z")) << line;
+      if (line.find(marker) == std::string::npos) continue;
+      ++naming;
+      EXPECT_NE(line.find("relay: refused user \"" + shown + "\" from 127.0.0.1 key SHA256:"),
+                std::string::npos)
+          << core::BoundedPrintable(line, 4096);
+    }
+    EXPECT_EQ(naming, 1) << core::BoundedPrintable(LogText(), 100'000);
+
+    const RelayRefusalRecord record = log_.Refused().back();
+    EXPECT_EQ(record.code, "not_authorized");
+    EXPECT_EQ(record.user, shown);
+    EXPECT_FALSE(HasRawUnsafeText(record.user));
+
+    EXPECT_FALSE(attempt.banner.empty());
+    EXPECT_LE(attempt.banner.size(), 4096u);
+    EXPECT_NE(attempt.banner.find("use the instance's hostname as the SSH user"), std::string::npos)
+        << attempt.banner;
+    std::string_view rest = attempt.banner;
+    while (!rest.empty()) {
+      const size_t end = rest.find('\n');
+      EXPECT_FALSE(HasRawUnsafeText(rest.substr(0, end))) << core::BoundedPrintable(rest, 4096);
+      if (end == std::string_view::npos) break;
+      rest.remove_prefix(end + 1);
+    }
+  }
+
+  /// Runs kParamikoLogin as `user` with alice's key; skips the test where paramiko is missing.
+  nlohmann::json ParamikoLogin(const std::string& user) {
+    const fs::path script = dir_.path() / "paramiko_login.py";
+    if (!fs::exists(script)) std::ofstream(script) << kParamikoLogin;
+    auto r = RunCommand(
+        dir_.path(), "/usr/bin/python3 " + script.string() + " " + std::to_string(relay_->port()) +
+                         " " + alice_.private_path.string() + " " + core::HexEncode(user));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  }
+
+  std::shared_ptr<spdlog::logger> previous_logger_;
+  std::shared_ptr<LineSink> sink_;
+};
+
+TEST_F(RelayUntrustedTextTest, ForgedNewlineInTheUserNameLeavesOneEscapedLine) {
+  ExpectRefusedWithOneBoundedLine(
+      "evil\n2026-12-01T00:00:00.000Z critical relay: FORGED line admin logged in", "FORGED");
+}
+
+TEST_F(RelayUntrustedTextTest, EscSequenceInTheUserNameLeavesOneEscapedLine) {
+  ExpectRefusedWithOneBoundedLine("esc\x1b[2J\x1b[31mRED-esc-name", "RED-esc-name");
+}
+
+TEST_F(RelayUntrustedTextTest, RightToLeftOverrideInTheUserNameLeavesOneEscapedLine) {
+  ExpectRefusedWithOneBoundedLine("rtl\u202egnp.exe-name", "gnp.exe-name");
+}
+
+TEST_F(RelayUntrustedTextTest, ThirtyThousandCharacterUserNameLeavesOneBoundedLine) {
+  const std::string user(30'000, 'q');
+  ExpectRefusedWithOneBoundedLine(user, std::string(32, 'q'));
+  EXPECT_EQ(log_.Refused().back().user, std::string(core::kPrintableBytes, 'q') + "…[30000 bytes]");
+}
+
+TEST_F(RelayUntrustedTextTest, NulInTheUserNameEndsTheConnectionAtOnce) {
+  if (RunCommand(dir_.path(), "/usr/bin/python3 -c 'import paramiko'").exit_code != 0) {
+    GTEST_SKIP() << "python3-paramiko is not installed (scripts/setup.sh test installs it)";
+  }
+  // The baseline: a login the relay answers (refused: no such instance), timed the same way.
+  const nlohmann::json baseline = ParamikoLogin("nobody-zzzzz");
+  ASSERT_TRUE(baseline.is_object());
+  EXPECT_EQ(baseline["outcome"], "refused") << baseline;
+  const size_t refused = log_.Refused().size();
+  const size_t lines_before = sink_->Lines().size();
+
+  // libssh checks the signature over the name up to the NUL, so this login never verifies and
+  // libssh drops it without an answer; the relay must hang up at once, not after login_grace.
+  const nlohmann::json nul = ParamikoLogin(std::string("alpha-aaaaa\0evil", 16));
+  ASSERT_TRUE(nul.is_object());
+  EXPECT_EQ(nul["outcome"], "closed") << nul;
+  const double grace_ms = 10'000;  // RelayTest's login_grace
+  std::printf("[ info ] NUL user name: closed after %.0f ms (an answered login: %.0f ms)\n",
+              nul["ms"].get<double>(), baseline["ms"].get<double>());
+  EXPECT_LT(nul["ms"].get<double>(), baseline["ms"].get<double>() + 1000) << nul << baseline;
+  EXPECT_LT(nul["ms"].get<double>(), grace_ms / 4) << nul;
+
+  // One log line says so, without the name (the relay never sees it); no refusal record, since
+  // no key was proven.
+  const auto lines = sink_->Lines();
+  int told = 0;
+  for (size_t i = lines_before; i < lines.size(); ++i) {
+    EXPECT_FALSE(HasRawUnsafeText(lines[i])) << core::BoundedPrintable(lines[i]);
+    EXPECT_EQ(lines[i].find("evil"), std::string::npos) << lines[i];
+    if (lines[i].find("relay: ended the connection from 127.0.0.1 at once") != std::string::npos) {
+      ++told;
+    }
+  }
+  EXPECT_EQ(told, 1) << LogText();
+  EXPECT_EQ(log_.Refused().size(), refused);
+  // And the relay still serves the right name at once.
+  auto ok = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo ok'");
+  EXPECT_EQ(ok.out, "ok\n") << ok.err;
+}
+
+TEST_F(RelayUntrustedTextTest, AuthorizerFailureBannerHasNoUrlOrCurlText) {
+  // A remote relay whose server is down: the authorizer fails with the server's URL and curl's
+  // words, which belong in the operator's log, not in a banner shown to anyone with a key.
+  const uint16_t dead = FreePort();
+  ASSERT_NE(dead, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(dead);
+  HttpRelayAuthorizer down(url, "gwt_not_a_token", 2s);
+  relay_.reset();
+  RelayOptions o = BaseOptions();
+  o.login_grace = 10s;
+  auto r = Relay::Start(o, down, log_);
+  ASSERT_TRUE(r) << r.error().message;
+  relay_ = std::move(*r);
+
+  auto refused = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " true");
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_NE(refused.err.find("gpuwerk: the relay cannot check your access right now. Please try "
+                             "again in a minute"),
+            std::string::npos)
+      << refused.err;
+  for (const std::string& internal :
+       {std::string("://"), "127.0.0.1:" + std::to_string(dead), std::string("gpuwerk server"),
+        std::string("Couldn't"), std::string("Failed to connect"), std::string("refused")}) {
+    EXPECT_EQ(refused.err.find(internal), std::string::npos) << internal << "\n" << refused.err;
+  }
+  ASSERT_FALSE(log_.Refused().empty());
+  EXPECT_EQ(log_.Refused().back().code, "authorizer_unavailable");
+  EXPECT_EQ(log_.Refused().back().message.find("://"), std::string::npos);
+  // The operator's log line has the details, in one line.
+  int lines = 0;
+  for (const std::string& line : sink_->Lines()) {
+    if (line.find("relay: refused user \"alpha-aaaaa\"") == std::string::npos) continue;
+    ++lines;
+    EXPECT_NE(line.find("authorizer_unavailable: "), std::string::npos) << line;
+    EXPECT_NE(line.find(url), std::string::npos) << line;
+  }
+  EXPECT_EQ(lines, 1) << LogText();
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <utility>
 
+#include "core/encoding.h"
+#include "core/strings.h"
 #include "relay/internal/libssh_calls.h"
 #include "relay/internal/upstream_login.h"
 
@@ -19,27 +21,107 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+/// A banner's bounds (docs/ssh.md "Refusals"): lines, and bytes a line.
+constexpr size_t kBannerLines = 64;
+constexpr size_t kBannerLineBytes = 512;
+
+/// `text` as the relay sends it as a banner: each line as it is when it is well-formed UTF-8
+/// without unsafe characters and at most kBannerLineBytes long, else core::BoundedPrintable;
+/// at most kBannerLines lines; ends in a newline.
+std::string BannerText(std::string_view text) {
+  std::string out;
+  size_t lines = 0;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (++lines > kBannerLines) {
+      out += "…\n";
+      break;
+    }
+    if (line.size() <= kBannerLineBytes && core::IsValidUtf8(line) && !core::HasUnsafeText(line)) {
+      out += line;
+    } else {
+      out += core::BoundedPrintable(line, kBannerLineBytes);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+/// Points `session`'s packet counters at `counter` while alive (libssh counts every packet it
+/// reads into it), and away again before `counter` goes.
+class PacketCount {
+ public:
+  explicit PacketCount(ssh_session session) : session_(session) {
+    ssh_set_counters(session_, nullptr, &counter_);
+  }
+  ~PacketCount() { ssh_set_counters(session_, nullptr, nullptr); }
+  PacketCount(const PacketCount&) = delete;
+  PacketCount& operator=(const PacketCount&) = delete;
+  uint64_t packets_in() const { return counter_.in_packets; }
+
+ private:
+  ssh_session session_;
+  ssh_counter_struct counter_{};
+};
+
 class ClientAuthentication {
  public:
   ClientAuthentication(ssh_session client, const ConnectionContext& ctx, ConnectionControl& control)
       : client_(client), ctx_(ctx), control_(control) {}
 
   std::optional<ClientLogin> Run(ssh_event event, SteadyClock::time_point deadline) {
+    // What libssh queued during the key exchange is answered before counting starts; from then
+    // on every packet the client sends before its login must become a message the relay answers.
+    TakeMessages();
+    PacketCount count(client_);
+    taken_ = 0;
     while (!login_) {
       if (control_.close_requested || SteadyClock::now() >= deadline || fatal_) return {};
       int rc = ssh_event_dopoll(event, 200);
       if (rc == SSH_ERROR && !IsConnected(client_)) return {};
-      while (!login_ && !fatal_) {
-        SshMessagePtr msg(ssh_message_get(client_));
-        if (msg == nullptr) break;
-        HandleAuthMessage(msg.get());
-      }
+      TakeMessages();
       if (!IsConnected(client_)) return {};
+      if (!login_ && !fatal_ && count.packets_in() > taken_) {
+        EndUnanswerable();
+        return {};
+      }
     }
     return std::move(login_);
   }
 
  private:
+  /// Answers the messages libssh has queued, until none is left (or a login or an end).
+  void TakeMessages() {
+    while (!login_ && !fatal_) {
+      SshMessagePtr msg(ssh_message_get(client_));
+      if (msg == nullptr) break;
+      ++taken_;
+      HandleAuthMessage(msg.get());
+    }
+  }
+
+  /// libssh 0.10 drops some requests without a word to the relay or the client: a public-key
+  /// login whose signature does not verify (which is what a NUL byte in the user name makes of
+  /// any login: libssh checks the signature over the name up to the NUL), a key it cannot read,
+  /// GSSAPI. The client would wait out login_grace for an answer that never comes; the relay
+  /// ends the connection at once instead, and counts a failed attempt for the source.
+  void EndUnanswerable() {
+    spdlog::info(
+        "relay: ended the connection from {} at once: it sent a login request the relay cannot "
+        "answer (a signature that does not verify, such as one over a user name with a NUL "
+        "byte, or a key it cannot read)",
+        control_.source_address);
+    ctx_.limiter->RecordAuthFailure(control_.source_address);
+    ssh_session_set_disconnect_message(
+        client_,
+        "gpuwerk: your login request could not be verified. Use the instance's hostname as the "
+        "SSH user name, as the dashboard shows it, with a key attached to that instance.");
+    ssh_disconnect(client_);
+    fatal_ = true;
+  }
+
   void HandleAuthMessage(ssh_message msg) {
     const int type = ssh_message_type(msg);
     if (type == SSH_REQUEST_SERVICE) {
@@ -93,18 +175,20 @@ class ClientAuthentication {
   }
 
   void SendBanner(const std::string& text) {
-    std::string t = text;
-    if (t.empty() || t.back() != '\n') t += '\n';
+    const std::string t = BannerText(text);
     SshStringPtr s(ssh_string_from_char(t.c_str()));
     if (s != nullptr) ssh_send_issue_banner(client_, s.get());
   }
 
+  /// Records and logs the refusal (the user name in its bounded printable form, one line with
+  /// `detail` for the operator), tells the person `message` as a banner, and fails the attempt.
   void Refuse(ssh_message msg, const std::string& code, const std::string& message,
-              const std::string& user, const std::string& fingerprint, const RelayTarget* target) {
+              const std::string& user, const std::string& fingerprint, const RelayTarget* target,
+              const std::string& detail = "") {
     RelayRefusalRecord r;
     r.code = code;
     r.message = message;
-    r.user = user;
+    r.user = core::BoundedPrintable(user);
     r.key_fingerprint = fingerprint;
     r.source_address = control_.source_address;
     r.at = std::chrono::system_clock::now();
@@ -113,8 +197,9 @@ class ClientAuthentication {
       r.instance_id = target->instance_id;
     }
     ctx_.log->OnRefused(r);
-    spdlog::info("relay: refused {} from {} key {}: {}", user, control_.source_address, fingerprint,
-                 code);
+    spdlog::info("relay: refused user \"{}\" from {} key {}: {}{}{}", r.user,
+                 control_.source_address, fingerprint, code, detail.empty() ? "" : ": ",
+                 core::BoundedPrintable(detail));
     SendBanner(message);
     Deny(msg, /*count=*/true);
   }
@@ -135,10 +220,11 @@ class ClientAuthentication {
     }
     auto decision = ctx_.authorizer->Authorize(req);
     if (!decision) {
+      // What went wrong (the server's address, curl's words) is for the operator's log only.
       Refuse(msg, "authorizer_unavailable",
-             "gpuwerk: cannot check your access right now (" + decision.error().message +
-                 "); please try again in a moment.",
-             user, req.key_fingerprint, nullptr);
+             "gpuwerk: the relay cannot check your access right now. Please try again in a "
+             "minute; if it keeps failing, tell the operator of this service.",
+             user, req.key_fingerprint, nullptr, decision.error().message);
       return;
     }
     if (!decision->target) {
@@ -167,6 +253,7 @@ class ClientAuthentication {
   ConnectionControl& control_;
   bool fatal_ = false;
   int auth_failures_ = 0;
+  uint64_t taken_ = 0;  ///< messages taken since the packet count started
   std::optional<ClientLogin> login_;
 };
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 
+#include "core/strings.h"
 #include "relay/internal/channel_forwarding.h"
 #include "relay/internal/client_login.h"
 #include "relay/internal/connection_teardown.h"
@@ -64,7 +65,7 @@ class Connection {
     ssh_set_auth_methods(client, SSH_AUTH_METHOD_PUBLICKEY);
     if (ssh_handle_key_exchange(client) != SSH_OK) {
       spdlog::debug("relay: key exchange with {} failed: {}", control_.source_address,
-                    ssh_get_error(client));
+                    core::BoundedPrintable(ssh_get_error(client)));
       return;
     }
     handles_.event.reset(ssh_event_new());
@@ -183,7 +184,8 @@ class Connection {
     last_authorized_ = SteadyClock::now();
     auto d = ctx_.authorizer->Authorize(request_);
     if (!d) {
-      spdlog::warn("relay: cannot re-check relay session {}: {}", control_.id, d.error().message);
+      spdlog::warn("relay: cannot re-check relay session {}: {}", control_.id,
+                   core::BoundedPrintable(d.error().message));
       return;
     }
     if (d->target && d->target->instance_id == target_.instance_id &&

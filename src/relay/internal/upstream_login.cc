@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/strings.h"
 #include "relay/internal/libssh_calls.h"
 
 namespace gpuwerk::relay::internal {
@@ -68,7 +69,8 @@ std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
   SetTimeout(s, timeout);
   if (ssh_connect(s) != SSH_OK) {
     spdlog::warn("relay: cannot reach instance {} sshd at {}:{}: {}", t.instance_id,
-                 t.upstream_host, t.upstream_port, ssh_get_error(s));
+                 core::BoundedPrintable(t.upstream_host), t.upstream_port,
+                 core::BoundedPrintable(ssh_get_error(s)));
     return std::unexpected(UpstreamLoginFailure::kUnreachable);
   }
   if (!t.upstream_host_key_fingerprint.empty()) {
