@@ -8,7 +8,9 @@
 //   access::RelayAccess (so a remote relay decides exactly as `gpuwerk up`'s in-process one).
 // - `PUT /api/v1/relay/sessions/{id}`: a relay session's start (ended_at null) or end
 //   (protocol::RelaySessionReport), recorded idempotently (access::RecordRelaySessionStart /
-//   End); 200 {id, recorded} where `recorded` says whether this report changed anything.
+//   End); 200 {id, recorded} where `recorded` says whether this report changed anything. Its
+//   free text (key_fingerprint, hostname, login, end_reason) is kept in its bounded printable
+//   form (core::BoundedPrintable).
 //   Errors: 400 `invalid_field`, `invalid_relay_session`; 409 `relay_session_conflict` (the id
 //   belongs to another relay).
 // - `POST /api/v1/relay/restarted` {relay}: the relay started; its rows still open are closed
@@ -30,6 +32,7 @@
 #include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "core/strings.h"
 #include "protocol/relay_messages.h"
 #include "sched/instance_table.h"
 
@@ -96,9 +99,11 @@ core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const n
   GPUWERK_ASSIGN_OR_RETURN(row.relay, RelayName(std::move(report.relay)));
   row.person_id = std::move(report.person_id);
   row.instance_id = std::move(report.instance_id);
-  row.key_fingerprint = std::move(report.key_fingerprint);
-  row.hostname = std::move(report.hostname);
-  row.login = std::move(report.login);
+  // The relay's free text goes into the row and the audit details in its bounded printable form
+  // nothing a relay says is trusted beyond itself).
+  row.key_fingerprint = core::BoundedPrintable(report.key_fingerprint);
+  row.hostname = core::BoundedPrintable(report.hostname);
+  row.login = core::BoundedPrintable(report.login);
   row.source_address = std::move(report.source_address);
   if (!IsIpLiteral(row.source_address)) {
     return core::Fail(
@@ -119,7 +124,7 @@ core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const n
   }
   row.bytes_from_client = report.bytes_from_client;
   row.bytes_to_client = report.bytes_to_client;
-  row.end_reason = std::move(report.end_reason);
+  row.end_reason = core::BoundedPrintable(report.end_reason);
   return row;
 }
 

@@ -13,6 +13,7 @@
 
 #include "access/relay_session_records.h"
 #include "app/store_relay_access.h"
+#include "core/strings.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
 #include "relay/relay.h"
@@ -300,6 +301,42 @@ TEST_F(RelaySessionsApiTest, RemoteRelayReportsAreIdempotentAndCheckedAndARestar
   EXPECT_EQ(count("relay_session.start"), 4);  // a1, b1, b2, c1
   EXPECT_EQ(count("relay_session.end"), 1);
   EXPECT_EQ(count("relay.restarted"), 1);
+}
+
+TEST_F(RelaySessionsApiTest, RemoteRelayReportTextIsKeptEscapedAndBounded) {
+  // A relay's free text is outside text to the server: a forged line, an ESC sequence, a
+  // direction override and 1,000 bytes go into the row and the audit details escaped and cut
+  // (core::BoundedPrintable, docs/ssh.md "Outside text").
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  for (const json& ended : {json(nullptr), json("2027-01-14T10:00:30Z")}) {  // start, then end
+    json report = Report(id, "2027-01-14T10:00:00Z", ended);
+    report["hostname"] = "alpha-xxxxx\n2026-12-01T00:00:00.000Z critical FORGED";
+    report["login"] = "root\x1b[2J";
+    report["key_fingerprint"] = "SHA256:\u202eabc";
+    if (!ended.is_null()) report["end_reason"] = std::string(1000, 'r');
+    ASSERT_EQ(Put("rls_text", report).status, 200);
+  }
+
+  const json row = op_->Get("/api/v1/admin/relay-sessions").Json()["items"][0];
+  EXPECT_EQ(row["hostname"], "alpha-xxxxx\\n2026-12-01T00:00:00.000Z critical FORGED");
+  EXPECT_EQ(row["login"], "root\\x1b[2J");
+  EXPECT_EQ(row["key_fingerprint"], "SHA256:\\u{202e}abc");
+  EXPECT_EQ(row["end_reason"], std::string(core::kPrintableBytes, 'r') + "…[1000 bytes]");
+  auto details = app_->database().Read([&](store::Transaction& tx) {
+    return tx.Query("SELECT detail FROM audit_events WHERE action LIKE 'relay_session.%'");
+  });
+  ASSERT_TRUE(details) << details.error().message;
+  ASSERT_EQ(details->size(), 2u);  // the start and the end
+  for (const auto& d : *details) {
+    const std::string text = d.Text(0);
+    EXPECT_EQ(text.find("FORGED\n"), std::string::npos);
+    for (const json& value : json::parse(text)) {
+      if (!value.is_string()) continue;
+      EXPECT_FALSE(core::HasUnsafeText(value.get<std::string>())) << text;
+      EXPECT_LE(value.get<std::string>().size(), core::kPrintableBytes + 31) << text;
+    }
+  }
 }
 
 TEST_F(RelaySessionsApiTest, HttpRelaySessionLogRetriesWhileTheServerIsAwayAndAnnouncesFirst) {
