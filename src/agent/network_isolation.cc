@@ -35,29 +35,6 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kHooks = 
     std::pair{"INPUT", kInputChain}, std::pair{"FORWARD", kForwardChain},
     std::pair{"OUTPUT", kOutputChain}};
 
-/// Another program's text (a firewall rule) for a log line, where it stands between double quotes:
-/// printable ASCII kept (`\` and `"` as `\\` and `\"`), every other byte as `\xNN`, at most `max`
-/// bytes of that, then `…[N bytes]`.
-std::string Printable(std::string_view text, size_t max = 200) {
-  std::string out;
-  for (const char ch : text) {
-    if (out.size() >= max) {
-      out += fmt::format("…[{} bytes]", text.size());
-      break;
-    }
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += ch;
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += ch;
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  return out;
-}
-
 /// Several agents on one host (tests, `up` beside a service) check and repair the same rules: one
 /// at a time, so that a jump is never added twice. Held while alive.
 class HostLock {
@@ -338,7 +315,7 @@ IsolationRepair DescribeHookRepair(const HookPlacement& h, bool ipv6) {
     r.what = fmt::format(
         "the jump to {} was rule {} of {}, below \"{}\" (another program's rule, which decides "
         "before gpuwerk's): moved it to rule 1",
-        h.chain, h.position, h.hook, Printable(h.above));
+        h.chain, h.position, h.hook, core::BoundedPrintable(h.above, 200));
   } else {
     r.kind = IsolationRepair::Kind::kJumpMoved;
     r.what = fmt::format("{} held {} jumps to {}: left one, as rule 1", h.hook, h.jumps, h.chain);

@@ -444,7 +444,7 @@ TEST(NetworkIsolationTest, TheRuleAboveIsEscapedAndBoundedInTheRepair) {
   ASSERT_TRUE(repairs) << repairs.error().message;
   ASSERT_EQ(repairs->size(), 1u);
   const std::string& what = (*repairs)[0].what;
-  EXPECT_NE(what.find("\\\"\\x1b[2Jfake\\\\ \\xe2\\x80\\xae"), std::string::npos) << what;
+  EXPECT_NE(what.find("\\\"\\x1b[2Jfake\\\\ \\u{202e}"), std::string::npos) << what;
   EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
   EXPECT_NE(what.find("…[457 bytes]"), std::string::npos) << what;
   EXPECT_LT(what.size(), 450u) << what;
