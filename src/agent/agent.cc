@@ -462,6 +462,17 @@ void Agent::Create(const DesiredContainer& d) {
     }
   }
   auto id = engine_.CreateContainer(spec, options_.engine_timeout);
+  if (!id && id.error().api_code == "container_exists" && MadeByAnEarlierTry(spec)) {
+    // An earlier create timed out on the agent's side but the engine carried it out after the
+    // round's listing was taken: the container is this instance's own. The next round lists it
+    // and starts it (its keys go in first: KeysBeforeStart), so the create is not a failure.
+    create_attempts_.erase(attempt_key);
+    spdlog::warn(
+        "agent: {} (instance {} node {}) already exists with this instance's labels, made by an "
+        "earlier create the engine finished late; the next round takes it over",
+        d.container_name, d.instance_id, d.node_index);
+    return;
+  }
   if (!id) return fail(id.error(), "create");
   // The keys go in before the first start (C05); then start. Either failing: nothing left.
   auto put = engine_.PutArchive(*id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(KeyLines(d)),
@@ -493,6 +504,20 @@ void Agent::Create(const DesiredContainer& d) {
   }
   spdlog::info("agent: created and started {} (instance {} node {}, generation {})",
                d.container_name, d.instance_id, d.node_index, d.restart_generation);
+}
+
+bool Agent::MadeByAnEarlierTry(const ContainerSpec& spec) {
+  // Docker Engine API v1.41 `GET /containers/{id}/json` takes a name as well as an id.
+  auto found = engine_.InspectContainer(spec.name, options_.engine_timeout);
+  if (!found) return false;
+  for (const std::string_view label : {kInstanceLabel, kNodeLabel, kHostLabel}) {
+    const auto want = spec.labels.find(std::string(label));
+    const auto have = found->labels.find(std::string(label));
+    if (want == spec.labels.end() || have == found->labels.end() || have->second != want->second) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Agent::KeysBeforeStart(const Action& a) {

@@ -187,6 +187,11 @@ class Agent {
   /// be current (KeysCurrent): writes it by archive (WriteAuthorizedKeys) and records it. Returns
   /// whether the start may go ahead (false: the write failed, logged; the next round retries).
   bool KeysBeforeStart(const Action& a);
+  /// Whether the container named `spec.name` that the engine says already exists (create answered
+  /// "container_exists") carries `spec`'s instance, node and host labels: the work of an earlier
+  /// create whose answer the agent gave up on (timeout) but the engine carried out after the
+  /// round's listing. False when the inspect fails or any label differs (someone else's name).
+  bool MadeByAnEarlierTry(const ContainerSpec& spec);
   /// The key lines a container of `d` gets: the desired ones, then the relay's.
   std::vector<std::string> KeyLines(const DesiredContainer& d) const;
   void RecordGeneration(const std::string& id, int64_t generation);

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -206,6 +207,11 @@ class RecordingEngine : public ContainerEngine {
     if (!allow_creates_) {
       return core::Fail(core::ErrorCode::kFailedPrecondition, "not_in_this_test", "no creates");
     }
+    for (const auto& c : containers_) {
+      if (c.name == spec.name) {
+        return core::Fail(core::ErrorCode::kAlreadyExists, "container_exists", "name in use");
+      }
+    }
     const std::string id = "new" + std::to_string(++created_);
     containers_.push_back(ContainerInfo{.id = id,
                                         .name = spec.name,
@@ -234,7 +240,7 @@ class RecordingEngine : public ContainerEngine {
   core::Result<ContainerInfo> InspectContainer(std::string_view id, Timeout) override {
     std::lock_guard lock(mu_);
     for (const auto& c : containers_) {
-      if (c.id == id) return c;
+      if (c.id == id || c.name == id) return c;  // the Engine API takes either
     }
     return core::Fail(core::ErrorCode::kNotFound, "container_not_found", "no such container");
   }
@@ -246,7 +252,11 @@ class RecordingEngine : public ContainerEngine {
   core::Result<std::vector<ContainerInfo>> ListContainers(const std::map<std::string, std::string>&,
                                                           Timeout) override {
     std::lock_guard lock(mu_);
-    return containers_;
+    std::vector<ContainerInfo> listed;
+    for (const auto& c : containers_) {
+      if (!unlisted_once_.erase(c.id)) listed.push_back(c);
+    }
+    return listed;
   }
   core::Result<bool> ImageExists(std::string_view, Timeout) override { return true; }
   core::Result<void> CreateNetwork(const NetworkSpec& spec, Timeout) override {
@@ -275,6 +285,13 @@ class RecordingEngine : public ContainerEngine {
 
   void Add(ContainerInfo c) {
     std::lock_guard lock(mu_);
+    containers_.push_back(std::move(c));
+  }
+  /// A container the engine holds but leaves out of the next listing: a create the engine
+  /// carries out after that listing was taken.
+  void AddUnlisted(ContainerInfo c) {
+    std::lock_guard lock(mu_);
+    unlisted_once_.insert(c.id);
     containers_.push_back(std::move(c));
   }
   /// What `docker rm -f` on the host does.
@@ -308,6 +325,7 @@ class RecordingEngine : public ContainerEngine {
   mutable std::mutex mu_;
   std::vector<ContainerInfo> containers_;
   std::vector<std::string> calls_;
+  std::set<std::string> unlisted_once_;
   bool allow_creates_ = false;
   int created_ = 0;
 };
@@ -552,6 +570,69 @@ TEST(AgentTest, AContainerMadeButNeverStartedGetsItsKeysByArchiveBeforeItsStart)
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "exec c1"), 0)
       << ::testing::PrintToString(calls);
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "put_archive c1"), 1)
+      << ::testing::PrintToString(calls);
+}
+
+// C15 (seen as a flake under load): a create timed out on the agent's side, the engine carried it
+// out after the next round's listing, and that round's create got "container_exists". The
+// container is this instance's own (its labels say so): the agent takes it over the round after,
+// keys first, and reports no failed create (which would have failed the instance).
+TEST(AgentTest, C15_AContainerAnEarlierCreateMadeLateIsTakenOverNotFailed) {
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  ContainerInfo late = OwnedRunning("c1");
+  late.state = ContainerState::kCreated;
+  late.started_at.clear();
+  engine.AddUnlisted(late);
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // the listing misses c1: create answers container_exists
+  ASSERT_TRUE(agent.RunOnce());  // c1 is listed: keys in, then started
+  const std::vector<std::string> calls = engine.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "create gpuwerk-ins_a-0"), 1)
+      << ::testing::PrintToString(calls);
+  const auto put = std::find(calls.begin(), calls.end(), "put_archive c1");
+  const auto start = std::find(calls.begin(), calls.end(), "start c1");
+  ASSERT_NE(start, calls.end()) << ::testing::PrintToString(calls);
+  EXPECT_LT(put, start) << ::testing::PrintToString(calls);
+  for (const auto& request : server.requests()) {
+    const nlohmann::json body = request.Json();
+    EXPECT_TRUE(!body.contains("failures") || body["failures"].empty()) << body.dump();
+  }
+}
+
+// A container holding the instance's name without its labels is someone else's: the create is a
+// failure, said in the sync, and nothing of the other container is touched.
+TEST(AgentTest, AForeignContainerHoldingTheNameIsAFailedCreate) {
+  FakeApiServer server(DesiredA);
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  engine.AddUnlisted(ContainerInfo{
+      .id = "x1", .name = "gpuwerk-ins_a-0", .image = "other", .state = ContainerState::kRunning});
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(100);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // create answers container_exists; the labels are not ours
+  ASSERT_TRUE(agent.RunOnce());  // the sync carries the failure
+  bool reported = false;
+  for (const auto& request : server.requests()) {
+    const nlohmann::json body = request.Json();
+    if (!body.contains("failures")) continue;
+    for (const auto& f : body["failures"]) {
+      reported = reported || f.value("code", "") == "container_exists";
+    }
+  }
+  EXPECT_TRUE(reported);
+  const std::vector<std::string> calls = engine.calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "remove x1"), 0)
+      << ::testing::PrintToString(calls);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "start x1"), 0)
       << ::testing::PrintToString(calls);
 }
 
