@@ -28,7 +28,9 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/auth/password-reset", kPublic, h::RequestPasswordReset},
     {"POST", "/api/v1/auth/password-reset/consume", kPublic, h::ConsumePasswordReset},
     {"GET", "/api/v1/me", kPerson, h::GetMe},
-    {"POST", "/api/v1/me/password", kPerson, h::ChangePassword},
+    // A change voids every link of the person and mails a notice: an unproven account's holder
+    // may be a squatter, so only a proven person may (docs/accounts.md "Address proof").
+    {"POST", "/api/v1/me/password", kProvenPerson, h::ChangePassword},
     // The pages mailed links open: a GET shows a button, its form POST consumes the token.
     {"GET", "/auth/magic-link", kPublic, h::MagicLinkPage},
     {"POST", "/auth/magic-link", kPublic, h::MagicLinkForm},

@@ -24,8 +24,9 @@ enum class Access {
   /// origin_mismatch.
   kPerson,
   /// As kPerson, and the person's address is proven (docs/accounts.md "Address proof"): for
-  /// what costs or grants access (launching, joining a queue, API tokens, SSH keys). Errors: as
-  /// kPerson; 403 email_unverified for an unproven account.
+  /// what costs or grants access (launching, joining a queue, API tokens, SSH keys) and for a
+  /// password change (it voids the mailbox owner's links and mails them). Errors: as kPerson;
+  /// 403 email_unverified for an unproven account.
   kProvenPerson,
   /// A person who is an operator. Errors: as kPerson; 403 forbidden for anyone else.
   kOperator,

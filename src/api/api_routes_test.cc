@@ -12,15 +12,16 @@ namespace {
 /// The access level a route promises (docs/api.md): operators under /api/v1/admin/, host
 /// agents under /api/v1/agent/, relays under /api/v1/relay/, anyone for sign-in, the link pages
 /// and the home page, a person with a proven address for what costs or grants access (launch,
-/// restart, joining a queue, making an API token, adding an SSH key; docs/accounts.md), a
+/// restart, joining a queue, making an API token, adding an SSH key) and for changing the
+/// password (which voids the mailbox owner's links and mails them; docs/accounts.md), a
 /// signed-in person for the rest of /api/v1.
 Access ExpectedAccess(std::string_view method, std::string_view pattern) {
-  static const std::set<std::pair<std::string_view, std::string_view>> kCostOrGrant = {
+  static const std::set<std::pair<std::string_view, std::string_view>> kNeedsProvenAddress = {
       {"POST", "/api/v1/instances"},     {"POST", "/api/v1/instances/{id}/restart"},
       {"POST", "/api/v1/queue-entries"}, {"POST", "/api/v1/tokens"},
-      {"POST", "/api/v1/ssh-keys"},
+      {"POST", "/api/v1/ssh-keys"},      {"POST", "/api/v1/me/password"},
   };
-  if (kCostOrGrant.contains({method, pattern})) return Access::kProvenPerson;
+  if (kNeedsProvenAddress.contains({method, pattern})) return Access::kProvenPerson;
   if (pattern.starts_with("/api/v1/admin/")) return Access::kOperator;
   if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
   if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;

@@ -128,6 +128,8 @@ class AccountService {
   /// Sets a new password for the signed-in person after checking the current one, ends every
   /// other sign-in session and API token (the credential `who` used is kept), voids unused
   /// links, and mails a notice. A wrong current password counts as a failed sign-in.
+  /// The route admits only a proven person (an unproven account's holder could void the
+  /// mailbox owner's links; docs/accounts.md "Address proof").
   /// Errors: kUnauthenticated "invalid_credentials", weak_password, rate_limited.
   core::Result<void> ChangePassword(const Principal& who, std::string_view current_password,
                                     std::string_view new_password, const Caller&);

@@ -472,6 +472,63 @@ TEST_F(AccountsApiTest, PreClaim_SquatterCannotMakeATokenAndTheMailboxOwnerClaim
   EXPECT_EQ(owner->PostJson("/api/v1/tokens", {{"name", "mine"}}).status, 201);
 }
 
+// A password change voids every unused link of the person and mails a notice, so a squatter
+// who could change the unproven account's password again and again would void the owner's
+// proof, reset and magic links one after another and flood their mailbox (issue 11 finding 6).
+TEST_F(AccountsApiTest, PreClaim_SquatterCannotChangeThePasswordToVoidTheOwnersLinks) {
+  const std::string email = "owner@example.test";
+  auto squatter = Browser();
+  ASSERT_EQ(
+      squatter
+          ->PostJson("/api/v1/auth/signup", {{"email", email}, {"password", "squatter password 1"}})
+          .status,
+      202);
+  ASSERT_EQ(
+      squatter
+          ->PostJson("/api/v1/auth/login", {{"email", email}, {"password", "squatter password 1"}})
+          .status,
+      200);
+  // The owner asks for a reset link; the proof link mailed at the squatter's sign-up is in the
+  // owner's mailbox too.
+  ASSERT_EQ(Browser()->PostJson("/api/v1/auth/password-reset", {{"email", email}}).status, 202);
+  const std::string reset = LinkToken(email, "/auth/reset-password");
+  ASSERT_FALSE(reset.empty());
+
+  for (int i = 0; i < 3; ++i) {
+    ExpectProblem(
+        squatter->PostJson("/api/v1/me/password", {{"current_password", "squatter password 1"},
+                                                   {"new_password", "squatter password 2"}}),
+        403, "email_unverified");
+  }
+  ASSERT_EQ(
+      squatter
+          ->PostJson("/api/v1/auth/login", {{"email", email}, {"password", "squatter password 1"}})
+          .status,
+      200)
+      << "the password did not change";
+
+  // The owner's mailed link still works, and claims the account.
+  auto owner = Browser();
+  ASSERT_EQ(owner
+                ->PostJson("/api/v1/auth/password-reset/consume",
+                           {{"token", reset}, {"password", "owner password 22"}})
+                .status,
+            200);
+  ASSERT_EQ(
+      owner->PostJson("/api/v1/auth/login", {{"email", email}, {"password", "owner password 22"}})
+          .status,
+      200);
+  EXPECT_EQ(owner->Get("/api/v1/me").Json()["email_proven"], true);
+  ExpectProblem(squatter->Get("/api/v1/me"), 401, "unauthenticated");
+
+  // The mailbox holds the proof link and the reset link, and no "password changed" notice.
+  auto mails = Mails(email, 2);
+  EXPECT_EQ(mails.size(), 2u);
+  for (const auto& m : mails) {
+    EXPECT_EQ(m.subject.find("password was changed"), std::string::npos) << m.subject;
+  }
+}
+
 // The other mailed links prove the mailbox too: a reset or a magic link used on an unproven
 // account claims it (the magic link leaves it without a password, to be set with a reset).
 TEST_F(AccountsApiTest, PreClaim_AResetOrAMagicLinkAlsoClaimsAnUnprovenAccount) {
