@@ -3,6 +3,7 @@
 // here, once (RegisterApiRoutes).
 #include "api/api_routes.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/ip/address.hpp>
 #include <string>
@@ -132,7 +133,7 @@ core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
   return core::Internal("unknown access level");
 }
 
-/// Whether `address` (as Request::remote_address has it) is a loopback address, IPv4-mapped
+/// Whether `address` (as Request::peer_address has it) is a loopback address, IPv4-mapped
 /// IPv6 included.
 bool IsLoopback(const std::string& address) {
   boost::system::error_code ec;
@@ -146,11 +147,17 @@ bool IsLoopback(const std::string& address) {
 
 }  // namespace
 
+bool IsStraightFromThisMachine(const Request& req) {
+  // Any field by those names, even an empty one, says a proxy may stand between.
+  const bool forwarded = std::any_of(req.headers.begin(), req.headers.end(), [](const auto& h) {
+    return EqualsIgnoreCase(h.first, "Forwarded") || EqualsIgnoreCase(h.first, "X-Forwarded-For");
+  });
+  // The TCP peer, never the client address a trusted proxy's header names (remote_address).
+  return !forwarded && IsLoopback(req.peer_address);
+}
+
 core::Result<void> AdmitMetricsReader(ApiContext& ctx, Request& req) {
-  if (IsLoopback(req.remote_address) && req.Header("Forwarded").empty() &&
-      req.Header("X-Forwarded-For").empty()) {
-    return {};
-  }
+  if (IsStraightFromThisMachine(req)) return {};
   Call call{.req = req, .who = {}, .host = {}};
   return Admit(ctx, kOperator, call);
 }

@@ -77,10 +77,15 @@ struct ApiRoute {
 /// in api_routes.cc, so a reader sees every route and who may call it in one place.
 std::span<const ApiRoute> ApiRoutes();
 
+/// Whether `req` came straight from this machine: its TCP peer (Request::peer_address, whatever
+/// `remote_address` says: a trusted proxy's header never makes a request local) is a loopback
+/// address, IPv4-mapped included, and it has no `Forwarded` or `X-Forwarded-For` field, even an
+/// empty one (a proxy on this machine does not make its clients local).
+bool IsStraightFromThisMachine(const Request& req);
+
 /// Whether `req` may read `/metrics` (AddOperationalRoutes), which shows request counts per route
-/// and mail counters: a request straight from this machine (its TCP peer a loopback address, and
-/// no `Forwarded` or `X-Forwarded-For` header: a proxy on this machine does not make its clients
-/// local), or an operator's (as kOperator). Errors: as kOperator.
+/// and mail counters: a request IsStraightFromThisMachine, or an operator's (as kOperator).
+/// Errors: as kOperator.
 core::Result<void> AdmitMetricsReader(ApiContext& ctx, Request& req);
 
 /// Registers every route of ApiRoutes() on `router`. Each request is authenticated for its

@@ -49,5 +49,36 @@ TEST(ApiRoutesTest, AccessFollowsThePathPrefix) {
   }
 }
 
+// /metrics is for loopback peers (issue 11 finding 7): the TCP peer decides, never the client
+// address a trusted proxy's X-Forwarded-For names (issue 12 finding 8).
+TEST(ApiRoutesTest, MetricsLoopbackRuleLooksAtTheTcpPeer) {
+  Request local;
+  local.peer_address = "127.0.0.1";
+  local.remote_address = "127.0.0.1";
+  EXPECT_TRUE(IsStraightFromThisMachine(local));
+  local.peer_address = "::1";
+  EXPECT_TRUE(IsStraightFromThisMachine(local));
+  local.peer_address = "::ffff:127.0.0.1";
+  EXPECT_TRUE(IsStraightFromThisMachine(local));
+
+  Request forwarded;  // a proxy elsewhere said the client is 127.0.0.1
+  forwarded.peer_address = "203.0.113.7";
+  forwarded.remote_address = "127.0.0.1";
+  EXPECT_FALSE(IsStraightFromThisMachine(forwarded));
+  forwarded.remote_address = "::1";
+  EXPECT_FALSE(IsStraightFromThisMachine(forwarded));
+
+  Request unknown;  // no peer: never local
+  unknown.remote_address = "127.0.0.1";
+  EXPECT_FALSE(IsStraightFromThisMachine(unknown));
+
+  for (const char* name : {"X-Forwarded-For", "x-forwarded-for", "Forwarded"}) {
+    Request proxied = local;
+    proxied.peer_address = "127.0.0.1";
+    proxied.headers.emplace_back(name, "");
+    EXPECT_FALSE(IsStraightFromThisMachine(proxied)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace gpuwerk::api

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "api/client_address.h"
 #include "api/metrics.h"
 #include "api/router.h"
 #include "core/error.h"
@@ -19,8 +20,9 @@ namespace gpuwerk::api {
 ///
 /// Per request: a request id (a client's `X-Request-Id` when it is 1–64 chars of
 /// [A-Za-z0-9._-], else 16 random hex chars) set on Request and echoed as `X-Request-Id`; one
-/// access-log line `http request_id=… method=… route=… status=… duration_ms=… remote=…` (never
-/// the query string or bodies); one observation in Metrics. Every response carries
+/// access-log line `http request_id=… method=… route=… status=… duration_ms=… remote=…` (the
+/// client address, Request::remote_address; ` peer=…` follows when a trusted proxy forwarded the
+/// request; never the query string or bodies); one observation in Metrics. Every response carries
 /// `Server: gpuwerk`, `X-Content-Type-Options: nosniff`, and for paths under /api
 /// `Cache-Control: no-store` unless the handler set its own.
 ///
@@ -67,14 +69,17 @@ class HttpServer {
     size_t stream_buffer_limit = 1024 * 1024;
     /// Number of I/O threads, ≥ 1 (handlers run on them).
     int threads = 4;
-    /// Take the client address from the last `X-Forwarded-For` entry. Only behind a reverse
-    /// proxy that sets it; otherwise clients could claim any address.
-    bool trust_forwarded_for = false;
+    /// The reverse proxies whose `X-Forwarded-For` is believed. A request whose TCP peer is in
+    /// it gets the client address ClientAddress() picks (the right-most hop that is not itself
+    /// a trusted proxy) as Request::remote_address; every other request's `X-Forwarded-For` is
+    /// ignored. Request::peer_address is always the TCP peer. Empty: nobody is trusted.
+    TrustedProxies trusted_proxies;
     /// The most connections open at once from one source: an IPv4 address, or an IPv6 /64 (one
     /// subscriber's block; an attacker holds all of it). One more is answered 503 problem JSON
     /// "too_many_connections" (`Retry-After: 1`) and closed before anything is read, so one
-    /// source cannot take every file descriptor and thread of the server. Not applied with
-    /// `trust_forwarded_for` (every connection then comes from the proxy: cap there). 0: no cap.
+    /// source cannot take every file descriptor and thread of the server. Connections from a
+    /// trusted proxy are not counted (they carry many clients, whose addresses are known only
+    /// per request: the proxy caps its clients). 0: no cap.
     size_t max_connections_per_source = 256;
   };
 

@@ -110,8 +110,16 @@ struct RawResponse {
 /// A plain TCP connection, to send what curl would not (half requests, garbage, pipelining).
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) {
+  /// Connects to 127.0.0.1:`port`, from `source` when given (any 127/8 address reaches a
+  /// loopback server, so the server sees another peer).
+  explicit RawClient(uint16_t port, const char* source = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      inet_pton(AF_INET, source, &from.sin_addr);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) return;
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -293,6 +301,7 @@ class HttpServerTest : public ::testing::Test {
                                   {"query_x", r.query.count("x") ? r.query.at("x") : ""},
                                   {"request_id", r.request_id},
                                   {"remote", r.remote_address},
+                                  {"peer", r.peer_address},
                                   {"method", r.method}});
     });
     router_.Add("POST", "/api/v1/echo", [this](Request& r) {
@@ -775,11 +784,45 @@ TEST_F(HttpServerTest, ForwardedForOnlyWhenTrusted) {
   EXPECT_EQ(json::parse(untrusted.body)["remote"], "127.0.0.1");
   server_.reset();
 
-  options_.trust_forwarded_for = true;
+  options_.trusted_proxies = *TrustedProxies::Parse(std::vector<std::string>{"127.0.0.1"});
   StartServer();
   auto trusted =
       c.Fetch("GET", url_ + "/api/v1/things/1", "", {"X-Forwarded-For: 198.51.100.1, 203.0.113.9"});
   EXPECT_EQ(json::parse(trusted.body)["remote"], "203.0.113.9");
+  EXPECT_EQ(json::parse(trusted.body)["peer"], "127.0.0.1");
+
+  // Another peer, not in the list: its header is ignored.
+  RawClient other(server_->port(), "127.0.0.2");
+  ASSERT_TRUE(other.connected());
+  ASSERT_TRUE(other.Send(
+      "GET /api/v1/things/1 HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n"));
+  auto r = other.Read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body)["remote"], "127.0.0.2");
+  EXPECT_EQ(json::parse(r->body)["peer"], "127.0.0.2");
+}
+
+// Issue 12 finding 8: several X-Forwarded-For fields are one list; a client's own left-most
+// entries change nothing; a malformed hop makes the proxy the client; each request on one
+// kept-alive proxy connection gets its own client.
+TEST_F(HttpServerTest, TrustedProxyHopsArePickedPerRequest) {
+  options_.trusted_proxies = *TrustedProxies::Parse(std::vector<std::string>{"127.0.0.0/8"});
+  StartServer();
+  RawClient proxy(server_->port());
+  const auto remote_of = [&](const std::string& fields) -> std::string {
+    if (!proxy.Send("GET /api/v1/things/1 HTTP/1.1\r\nHost: t\r\n" + fields + "\r\n")) {
+      return "send failed";
+    }
+    auto r = proxy.Read();
+    return r ? json::parse(r->body)["remote"].get<std::string>() : "no answer";
+  };
+  EXPECT_EQ(remote_of("X-Forwarded-For: 1.2.3.4, 198.51.100.1\r\n"), "198.51.100.1");
+  EXPECT_EQ(remote_of("X-Forwarded-For: 1.2.3.4\r\nX-Forwarded-For: 198.51.100.2, 127.0.0.9\r\n"),
+            "198.51.100.2");
+  EXPECT_EQ(remote_of("X-Forwarded-For: 2001:db8::1\r\n"), "2001:db8::1");
+  EXPECT_EQ(remote_of("X-Forwarded-For: 198.51.100.1:5555\r\n"), "127.0.0.1");
+  EXPECT_EQ(remote_of("X-Forwarded-For: unknown\r\n"), "127.0.0.1");
+  EXPECT_EQ(remote_of(""), "127.0.0.1");
 }
 
 TEST_F(HttpServerTest, ConnectionsOverTheSourceCapAreAnswered503AndTheSlotComesBack) {
@@ -825,7 +868,8 @@ TEST_F(HttpServerTest, ConnectionsOverTheSourceCapAreAnswered503AndTheSlotComesB
 
 TEST_F(HttpServerTest, BehindATrustedProxyTheSourceCapIsLeftToTheProxy) {
   options_.max_connections_per_source = 1;
-  options_.trust_forwarded_for = true;  // every connection comes from the proxy
+  // Every connection from 127.0.0.1 comes from the proxy.
+  options_.trusted_proxies = *TrustedProxies::Parse(std::vector<std::string>{"127.0.0.1"});
   StartServer();
   RawClient first(server_->port());
   RawClient second(server_->port());
@@ -835,6 +879,17 @@ TEST_F(HttpServerTest, BehindATrustedProxyTheSourceCapIsLeftToTheProxy) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
   }
+  // A peer that is not a trusted proxy is still capped, X-Forwarded-For or not.
+  RawClient direct(server_->port(), "127.0.0.2");
+  ASSERT_TRUE(direct.Send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  auto ok = direct.Read();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  RawClient over(server_->port(), "127.0.0.2");
+  auto refused = over.Read();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(json::parse(refused->body)["code"], "too_many_connections");
 }
 
 TEST(SourceKeyTest, AnIpv4AddressIsItselfAndAnIpv6AddressIsItsSlash64) {

@@ -51,9 +51,14 @@ struct Request {
   HeaderList headers;
   /// The body, complete (HttpServer reads it whole, up to its body limit).
   std::string body;
-  /// The client's IP address, e.g. "127.0.0.1" or "::1" (the TCP peer, or the last
-  /// X-Forwarded-For hop when the server is told to trust it). No port.
+  /// The client's IP address, e.g. "127.0.0.1" or "::1": the TCP peer, or, when the peer is a
+  /// trusted proxy (HttpServer::Options::trusted_proxies), the client ClientAddress() picks from
+  /// `X-Forwarded-For`. No port. Every per-source rule (rate limits, lockouts) and every audit
+  /// record uses this.
   std::string remote_address;
+  /// The TCP peer's IP address, whatever any header says (e.g. the proxy's). No port. For rules
+  /// about where the connection itself comes from (e.g. /metrics for loopback only).
+  std::string peer_address;
   /// The request id: the client's `X-Request-Id` when well formed, else 16 random hex chars.
   std::string request_id;
   /// Values of the `{name}` segments of the matched route pattern, percent-decoded. Filled by

@@ -1,6 +1,7 @@
 #include "app/server_app.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -195,6 +196,12 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   http_options.idle_timeout = std::chrono::seconds(config.idle_timeout_seconds);
   http_options.threads = config.http_threads;
   http_options.max_connections_per_source = static_cast<size_t>(config.http_connections_per_source);
+  GPUWERK_ASSIGN_OR_RETURN(http_options.trusted_proxies,
+                           api::TrustedProxies::Parse(config.trusted_proxies));
+  if (!http_options.trusted_proxies.empty()) {
+    spdlog::info("server: X-Forwarded-For believed from the trusted proxies {}",
+                 fmt::join(http_options.trusted_proxies.cidrs(), ", "));
+  }
   GPUWERK_ASSIGN_OR_RETURN(p->http, api::HttpServer::Start(http_options, *p->router, *p->metrics));
 
   account_options.public_url = config.public_url.empty() ? p->http->base_url() : config.public_url;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/client_address.h"
 #include "app/common_options.h"
 #include "auth/account_service.h"
 #include "mail/mail_transport.h"
@@ -66,7 +67,20 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
       {.key = "http_connections_per_source",
        .field = &C::http_connections_per_source,
        .help = "HTTP connections open at once from one IPv4 address or IPv6 /64; one more gets "
-               "503 too_many_connections; 0: no cap (behind a proxy the proxy caps)"},
+               "503 too_many_connections; 0: no cap; a trusted proxy's connections are not "
+               "counted (the proxy caps its clients)"},
+      {.key = "trusted_proxies",
+       .field = &C::trusted_proxies,
+       .help = "a reverse proxy (an IPv4/IPv6 CIDR or address, e.g. 10.0.0.0/8, ::1) whose "
+               "X-Forwarded-For is believed; repeat the flag for several. From them, the client "
+               "is the right-most hop that is not itself a trusted proxy; everyone else's "
+               "X-Forwarded-For is ignored",
+       .flag = "--trusted-proxy",
+       .details =
+           "Every per-source rule (sign-in lockout, sign-up and link limits, audit source "
+           "addresses, log lines) then uses that client address; /metrics still looks at "
+           "the TCP peer. A malformed hop makes the proxy the client (docs/configuration.md, "
+           "\"Behind a reverse proxy\")."},
       {.key = "sign_in_failures_per_account",
        .field = &C::sign_in_failures_per_account,
        .help = "failed sign-ins per account from one source address (an IPv6 /64) per window; "
@@ -163,6 +177,7 @@ core::Result<void> Validate(const ServerConfig& c) {
   if (c.http_connections_per_source < 0 || c.http_connections_per_source > 1'000'000) {
     return std::unexpected(ConfigError("http_connections_per_source must be from 0 to 1000000"));
   }
+  GPUWERK_TRY(api::TrustedProxies::Parse(c.trusted_proxies));
   if (c.body_limit_bytes < 1024) {
     return std::unexpected(ConfigError("body_limit_bytes must be at least 1024"));
   }

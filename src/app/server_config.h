@@ -31,6 +31,8 @@ struct ServerConfig {
   int read_timeout_seconds = 30;
   int idle_timeout_seconds = 60;
   int http_connections_per_source = 256;  ///< 0: no cap
+  /// CIDRs of the reverse proxies whose X-Forwarded-For is believed (api::TrustedProxies)
+  std::vector<std::string> trusted_proxies;
   int sign_in_failures_per_account = 5;
   int sign_in_failures_per_address = 20;
   int sign_in_window_seconds = 900;

@@ -13,6 +13,10 @@
 #include "app/agent_config.h"
 #include "app/command_config.h"
 #include "app/relay_config.h"
+#include "app/server_app.h"
+#include "core/clock.h"
+#include "core/logging.h"
+#include "core/random.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuwerk::app {
@@ -294,6 +298,38 @@ TEST(ServerConfigTest, SignUpPolicyAndDomainsAreChecked) {
   c.sign_up_policy = "open";
   c.sign_up_domains = {"example.com"};
   EXPECT_FALSE(Validate(c)) << "a list the policy would ignore";
+}
+
+// Issue 12 finding 8: the trusted proxies come from a TOML list, the environment or repeated
+// flags; a bad entry stops the start with an error naming the option.
+TEST(ServerConfigTest, TrustedProxiesAreCheckedAtStart) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "proxy.toml";
+  std::ofstream(file) << "trusted_proxies = [\"10.0.0.0/8\", \"2001:db8::/32\", \"::1\"]\n";
+  ServerConfig c;
+  ASSERT_TRUE(LoadConfigFile(file, Bind(ServerOptions(), c)));
+  EXPECT_EQ(c.trusted_proxies, (std::vector<std::string>{"10.0.0.0/8", "2001:db8::/32", "::1"}));
+  EXPECT_TRUE(Validate(c));
+  for (const char* bad : {"10.0.0.0/33", "proxy.example.com", "0.0.0.0/0", "10.0.0.1:443"}) {
+    c.trusted_proxies = {"127.0.0.1", bad};
+    auto r = Validate(c);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_config");
+    EXPECT_NE(r.error().message.find("trusted_proxies"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+  }
+  testing::TempDir data;
+  ServerConfig start;
+  start.data_dir = data.path() / "data";
+  start.listen = "127.0.0.1:0";
+  start.password_hash_cost = "test-only-minimum";
+  start.trusted_proxies = {"not-a-network"};
+  core::InitCrypto();
+  core::FakeClock clock;
+  core::SodiumRng rng;
+  auto app = ServerApp::Start(start, clock, rng);
+  ASSERT_FALSE(app) << "a server does not start with a bad trusted_proxies entry";
+  EXPECT_NE(app.error().message.find("trusted_proxies"), std::string::npos);
 }
 
 // docs/configuration.md: each command's table is generated from the declarations (between

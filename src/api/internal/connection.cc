@@ -12,7 +12,9 @@
 #include <random>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "api/client_address.h"
 #include "core/logging.h"
 #include "core/strings.h"
 
@@ -88,6 +90,8 @@ Connection::Connection(ServerCore& server, tcp::socket socket, std::string sourc
     address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
   }
   peer_ip_ = address.to_string();
+  peer_trusted_ = server.options().trusted_proxies.Contains(peer_ip_);
+  client_ip_ = peer_ip_;
 }
 
 Connection::~Connection() {
@@ -151,6 +155,7 @@ void Connection::ReadHeader() {
       static_cast<std::uint32_t>(std::min<size_t>(server_.options().header_limit, UINT32_MAX)));
   parser_->body_limit(static_cast<std::uint64_t>(server_.options().body_limit));
   request_started_ = Clock::now();
+  client_ip_ = peer_ip_;  // until this request's own X-Forwarded-For is read
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -250,15 +255,17 @@ void Connection::HandleRequest() {
     request.headers.emplace_back(ToString(field.name_string()), ToString(field.value()));
   }
   request.body = std::move(msg.body());
+  request.peer_address = peer_ip_;
   request.remote_address = peer_ip_;
-  if (server_.options().trust_forwarded_for) {
-    std::string_view xff = request.Header("X-Forwarded-For");
-    std::string_view last =
-        core::Trim(xff.substr(xff.rfind(',') == std::string_view::npos ? 0 : xff.rfind(',') + 1));
-    beast::error_code ec;
-    auto address = asio::ip::make_address(std::string(last), ec);
-    if (!last.empty() && !ec) request.remote_address = address.to_string();
+  if (peer_trusted_) {
+    std::vector<std::string_view> forwarded_for;
+    for (const auto& [name, value] : request.headers) {
+      if (EqualsIgnoreCase(name, "X-Forwarded-For")) forwarded_for.push_back(value);
+    }
+    request.remote_address =
+        ClientAddress(peer_ip_, forwarded_for, server_.options().trusted_proxies);
   }
+  client_ip_ = request.remote_address;
   request.request_id = RequestIdFrom(request.Header("X-Request-Id"));
   request_id_ = request.request_id;
   core::ScopedRequestId log_scope(request_id_);  // every log line of this request carries it
@@ -476,14 +483,18 @@ void Connection::ArmWriteTimer() {
   });
 }
 
+std::string Connection::PeerNote() const {
+  return peer_trusted_ ? " peer=" + peer_ip_ : std::string();
+}
+
 void Connection::LogStreamEnd() {
   stream_logged_ = true;
   auto [reason, bytes] = channel_->Outcome();
   const double seconds = std::chrono::duration<double>(Clock::now() - request_started_).count();
   core::ScopedRequestId log_scope(request_id_);
   spdlog::info(
-      "http method={} route={} status={} duration_ms={:.1f} remote={} stream_end={} bytes={}",
-      method_.empty() ? "-" : method_, route_, status_, seconds * 1000, peer_ip_,
+      "http method={} route={} status={} duration_ms={:.1f} remote={}{} stream_end={} bytes={}",
+      method_.empty() ? "-" : method_, route_, status_, seconds * 1000, client_ip_, PeerNote(),
       reason.empty() ? "client_gone" : reason, bytes);
 }
 
@@ -498,8 +509,9 @@ void Connection::Write(std::shared_ptr<Message> msg, bool keep_alive, bool linge
   // logged at debug level so that they do not bury everything else.
   const auto level = route_.starts_with("/api/v1/agent/") && status_ < 400 ? spdlog::level::debug
                                                                            : spdlog::level::info;
-  spdlog::log(level, "http method={} route={} status={} duration_ms={:.1f} remote={}",
-              method_.empty() ? "-" : method_, route_, status_, seconds * 1000, peer_ip_);
+  spdlog::log(level, "http method={} route={} status={} duration_ms={:.1f} remote={}{}",
+              method_.empty() ? "-" : method_, route_, status_, seconds * 1000, client_ip_,
+              PeerNote());
   state_ = State::kWriting;
   stream_.expires_after(server_.options().read_timeout);
   http::async_write(stream_, *msg,

@@ -86,6 +86,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// A write that the client does not take within read_timeout ends the stream.
   void ArmWriteTimer();
 
+  /// " peer=<TCP peer>" when the peer is a trusted proxy, else "": for the access log.
+  std::string PeerNote() const;
+
   /// The access-log line of a stream, when it ends.
   void LogStreamEnd();
 
@@ -109,7 +112,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   State state_ = State::kIdle;
-  std::string peer_ip_ = "-";
+  std::string peer_ip_ = "-";    // the TCP peer
+  bool peer_trusted_ = false;    // the peer is a trusted proxy (Options::trusted_proxies)
+  std::string client_ip_ = "-";  // the current request's Request::remote_address
   size_t drained_ = 0;
   // The request being answered, for the access log and metrics.
   Clock::time_point request_started_ = Clock::now();

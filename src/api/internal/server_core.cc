@@ -132,7 +132,10 @@ void ServerCore::DoAccept() {
     if (!stopping_) {
       beast::error_code peer_ec;
       const auto peer = socket.remote_endpoint(peer_ec);
-      const std::string source = peer_ec ? "" : SourceKey(peer.address());
+      // A trusted proxy's connections carry many clients: not counted against its own cap.
+      const bool uncounted =
+          peer_ec || options_.trusted_proxies.Contains(peer.address().to_string());
+      const std::string source = uncounted ? "" : SourceKey(peer.address());
       if (Admit(source)) {
         std::make_shared<Connection>(*this, std::move(socket), source)->Start();
       } else {
@@ -149,7 +152,7 @@ void ServerCore::Register(const std::shared_ptr<Connection>& connection) {
 }
 
 bool ServerCore::Admit(const std::string& source) {
-  if (source.empty() || options_.max_connections_per_source == 0 || options_.trust_forwarded_for) {
+  if (source.empty() || options_.max_connections_per_source == 0) {
     return true;
   }
   std::lock_guard lock(connections_mu_);

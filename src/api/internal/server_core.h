@@ -63,8 +63,8 @@ class ServerCore {
 
  private:
   void DoAccept();
-  /// Counts a new connection from `source` (SourceKey) unless that source is at
-  /// max_connections_per_source; whether it was admitted.
+  /// Counts a new connection from `source` (SourceKey; "" for one not counted: a trusted
+  /// proxy's) unless that source is at max_connections_per_source; whether it was admitted.
   bool Admit(const std::string& source);
   /// Answers a connection over its source's cap with a 503 and closes it.
   void Refuse(tcp::socket socket, const std::string& source);
