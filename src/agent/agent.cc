@@ -21,6 +21,7 @@
 #include "agent/login_probe.h"
 #include "agent/network_isolation.h"
 #include "core/encoding.h"
+#include "core/strings.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -53,6 +54,20 @@ std::string DescribeDrift(const DriftReport& d) {
 }
 
 std::string Describe(const core::Error& e) { return e.api_code + ": " + e.message; }
+
+/// The status reason of a container whose sshd refused the relay key (case C07), while the
+/// agent writes the file again.
+constexpr const char* kRelayKeyMissing =
+    "the SSH relay cannot log in to this instance: its key (the relay credential) is missing from "
+    "/root/.ssh/authorized_keys; gpuwerk is putting it back";
+
+/// The same when writing the file failed with `code` (an engine's or the exec's; never text
+/// from the container).
+std::string RelayKeyNotPutBack(const std::string& code) {
+  return "the SSH relay cannot log in to this instance: its key (the relay credential) is "
+         "missing from /root/.ssh/authorized_keys, and putting it back failed (" +
+         code + "); gpuwerk tries again every round";
+}
 
 /// The digest of a container's key lines, to tell whether its authorized_keys is current.
 std::string KeysDigest(const std::vector<std::string>& lines) {
@@ -340,7 +355,16 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   const AuthorizedKeyLine relay = SplitAuthorizedKeyLine(options_.relay_authorized_keys.front());
   const LoginProbe probe = ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root", relay.key,
                                       options_.ssh_probe_timeout);
-  if (probe != LoginProbe::kRefused) return;
+  // The fault is cleared only by a check that finds the relay key accepted: the record outlives
+  // the round (ContainerRecord::relay_error).
+  auto accepted = [&] {
+    ContainerRecord& record = records_[c.id];
+    if (record.relay_error.empty()) return;
+    spdlog::info("agent: sshd of {} accepts the relay key again", c.name);
+    record.relay_error.clear();
+  };
+  if (probe == LoginProbe::kAccepted) return accepted();
+  if (probe != LoginProbe::kRefused) return;  // no answer: nothing learnt either way
   if (!relay.options.empty()) {
     // The line's options (from="<relay addresses>") may refuse the agent's own address: sshd
     // cannot tell us whether the line is there, so look at the file itself.
@@ -350,15 +374,14 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
       spdlog::warn("agent: cannot check the relay key in {}: {}", c.name, Describe(held.error()));
       return;
     }
-    if (*held) return;
+    if (*held) return accepted();
   }
   spdlog::warn(
       "agent: sshd of {} refuses the relay key (authorized_keys edited?); writing it again",
       c.name);
   ContainerRecord& record = records_[c.id];
   record.keys_digest.reset();  // SyncAuthorizedKeys writes the file again this round
-  record.login_error =
-      "the relay's key was missing from /root/.ssh/authorized_keys; it is being put back";
+  record.relay_error = kRelayKeyMissing;
 }
 
 bool Agent::ContainerReady(const ContainerInfo& c) {
@@ -575,6 +598,11 @@ bool Agent::SyncAuthorizedKeys() {
       if (!put) {
         spdlog::error("agent: rewriting authorized_keys of {} failed: {}", c.name,
                       Describe(put.error()));
+        // The relay's key still missing (C07): the fault stays, now saying the write failed.
+        if (record != records_.end() && !record->second.relay_error.empty()) {
+          record->second.relay_error =
+              RelayKeyNotPutBack(core::BoundedPrintable(put.error().api_code, 64));
+        }
         break;
       }
       // Adopted containers (no digest yet) get the file rewritten once: same content, no harm.
@@ -692,6 +720,7 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
     ContainerReport report =
         ReportContainer(c, AppliedGeneration(c, applied), r.ssh_ready, engine_ok_, engine_error_);
     if (!r.login_error.empty() && report.error.empty()) report.error = r.login_error;
+    if (!r.relay_error.empty() && report.error.empty()) report.error = r.relay_error;
     if (r.start_backoff.starts_in_a_row() >= 3 && c.state != ContainerState::kRunning &&
         report.error.empty()) {
       report.error = "the container keeps exiting right after it starts (exit code " +

@@ -153,8 +153,10 @@ class Agent {
   bool ContainerReady(const ContainerInfo& c);
   /// Whether the container's sshd still accepts the relay key for root (the person may have
   /// edited authorized_keys); when not, forgets that the file is current so that this round
-  /// writes it again, and says so in the container's error. Checked at most every
-  /// `relay_check_interval`.
+  /// writes it again, and records the fault (ContainerRecord::relay_error, case C07), which the
+  /// container's error reports until a later check finds the relay key accepted (or, for a line
+  /// with options, present in the file). A check that gets no answer, or cannot read the file,
+  /// changes nothing. Checked at most every `relay_check_interval`.
   void CheckRelayKey(const ContainerInfo& c, bool force);
   /// Whether the container's authorized_keys was last written with its desired entry's current
   /// key lines (KeyLines); false without a desired entry or a record of a write.
@@ -230,6 +232,12 @@ class Agent {
     /// This round: whether it is ready (running and proven), and why not when sshd said no.
     bool ssh_ready = false;
     std::string login_error;
+    /// The relay credential's fault (case C07): sshd refused the relay key and the file is being
+    /// written again, or writing it failed. Unlike `login_error` it is kept from round to round
+    /// (a round that finds the file due for a rewrite does not check, and must not make the
+    /// fault vanish): only CheckRelayKey finding the relay key accepted clears it, or the
+    /// container's removal. Reported in the container's `error` after `login_error`.
+    std::string relay_error;
   };
 
   /// Drift (docs/agent-protocol.md "Drift"): what the last observation saw, the containers the

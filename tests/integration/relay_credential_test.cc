@@ -1,0 +1,342 @@
+// Case C07 across the parts that own it: the real control plane (ServerTest), the real host agent
+// (agent::Agent, syncing over HTTP), the relay in the server's process as `gpuwerk up` runs it
+// (app::StoreRelayAuthorizer, app::AuditRelaySessionLog) and a real OpenSSH sshd standing in for
+// the instance's. The container engine is in memory: its one container's sshd is that sshd, and
+// its execs land outside the container (as on the CI roots of docs/agent-protocol.md "The
+// guard") until the test lets them in. The relay's key is not in the sshd's authorized_keys, so
+// the relay cannot log in upstream; the person must hear that the relay credential is missing
+// (not that their key is wrong), and the instance's status reason must show the fault for as long
+// as it lasts, not for one round.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/agent_client.h"
+#include "agent/authorized_keys.h"
+#include "agent/container_engine.h"
+#include "app/store_relay_access.h"
+#include "relay/relay.h"
+#include "relay/ssh_key_file.h"
+#include "tests/integration/server_fixture.h"
+#include "tests/support/run_command.h"
+#include "tests/support/ssh_keygen.h"
+#include "tests/support/test_sshd.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+/// A container engine in memory whose containers' sshd is one real sshd (`ssh_port`, reading
+/// `authorized_keys`). Creates, starts and removes act on the list; archive uploads change
+/// nothing (they land outside the container); execs exit 97 as the agent's guard does outside the
+/// container, until LetExecsIn(), after which the agent's authorized_keys write (its
+/// kAuthorizedKeysEnv) goes into `authorized_keys`. Counts the agent's rounds (its list calls).
+class SshdEngine : public agent::ContainerEngine {
+ public:
+  SshdEngine(uint16_t ssh_port, std::filesystem::path authorized_keys)
+      : ssh_port_(ssh_port), authorized_keys_(std::move(authorized_keys)) {}
+
+  core::Result<void> Ping(Timeout) override { return {}; }
+  core::Result<agent::EngineVersion> Version(Timeout) override { return agent::EngineVersion{}; }
+  core::Result<std::string> CreateContainer(const agent::ContainerSpec& spec, Timeout) override {
+    std::lock_guard lock(mu_);
+    const std::string id = "c" + std::to_string(++created_);
+    containers_.push_back({.id = id,
+                           .name = spec.name,
+                           .image = spec.image,
+                           .labels = spec.labels,
+                           .state = agent::ContainerState::kCreated});
+    return id;
+  }
+  core::Result<void> PutArchive(std::string_view, std::string_view, std::string_view,
+                                Timeout) override {
+    return {};
+  }
+  core::Result<void> StartContainer(std::string_view id, Timeout) override {
+    std::lock_guard lock(mu_);
+    for (auto& c : containers_) {
+      if (c.id != id) continue;
+      c.state = agent::ContainerState::kRunning;
+      c.started_at = "2026-12-02T01:00:00Z";
+      c.ssh_port = ssh_port_;
+    }
+    return {};
+  }
+  core::Result<void> RestartContainer(std::string_view, int, Timeout) override { return {}; }
+  core::Result<agent::ContainerInfo> InspectContainer(std::string_view id, Timeout) override {
+    std::lock_guard lock(mu_);
+    for (const auto& c : containers_) {
+      if (c.id == id) return c;
+    }
+    return core::Fail(core::ErrorCode::kNotFound, "container_not_found", "no such container");
+  }
+  core::Result<void> RemoveContainer(std::string_view id, bool, Timeout) override {
+    std::lock_guard lock(mu_);
+    std::erase_if(containers_, [&](const agent::ContainerInfo& c) { return c.id == id; });
+    return {};
+  }
+  core::Result<std::vector<agent::ContainerInfo>> ListContainers(
+      const std::map<std::string, std::string>&, Timeout) override {
+    ++lists_;
+    std::lock_guard lock(mu_);
+    return containers_;
+  }
+  core::Result<void> CreateNetwork(const agent::NetworkSpec&, Timeout) override { return {}; }
+  core::Result<void> RemoveNetwork(std::string_view, Timeout) override { return {}; }
+  core::Result<std::vector<agent::NetworkInfo>> ListNetworks(
+      const std::map<std::string, std::string>&, Timeout) override {
+    return std::vector<agent::NetworkInfo>{};
+  }
+  core::Result<bool> ImageExists(std::string_view, Timeout) override { return true; }
+  core::Result<std::string> CreateExec(std::string_view, const agent::ExecSpec& spec,
+                                       Timeout) override {
+    std::lock_guard lock(mu_);
+    const std::string id = "exec" + std::to_string(++execs_);
+    int status = 97;
+    if (inside_) {
+      status = 0;
+      const std::string prefix = std::string(agent::kAuthorizedKeysEnv) + "=";
+      for (const auto& e : spec.env) {
+        if (!e.starts_with(prefix)) continue;
+        std::ofstream(authorized_keys_, std::ios::trunc) << e.substr(prefix.size());
+        std::filesystem::permissions(
+            authorized_keys_,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+            std::filesystem::perm_options::replace);
+      }
+    }
+    exit_codes_[id] = status;
+    return id;
+  }
+  core::Result<agent::ExecOutput> StartExec(std::string_view id, Timeout) override {
+    std::lock_guard lock(mu_);
+    if (exit_codes_[std::string(id)] == 97) {
+      return agent::ExecOutput{.err = "this exec does not run inside the container"};
+    }
+    return agent::ExecOutput{};
+  }
+  core::Result<agent::ExecInfo> InspectExec(std::string_view id, Timeout) override {
+    std::lock_guard lock(mu_);
+    return agent::ExecInfo{.running = false, .exit_code = exit_codes_[std::string(id)]};
+  }
+
+  /// From now on execs run inside the container: the agent's write reaches the sshd's file.
+  void LetExecsIn() {
+    std::lock_guard lock(mu_);
+    inside_ = true;
+  }
+  /// The agent's rounds so far (each observes at least once).
+  int lists() const { return lists_.load(); }
+
+ private:
+  const uint16_t ssh_port_;
+  const std::filesystem::path authorized_keys_;
+  std::atomic<int> lists_{0};
+  std::mutex mu_;
+  std::vector<agent::ContainerInfo> containers_;
+  std::map<std::string, int> exit_codes_;
+  bool inside_ = false;
+  int created_ = 0;
+  int execs_ = 0;
+};
+
+class RelayCredentialTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "sshd logs in as the test's user: needs root";
+    ServerTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+    op_ = Browser();
+    ASSERT_EQ(op_->PostJson("/api/v1/auth/login",
+                            {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                  .status,
+              200);
+    auto host =
+        op_->PostJson("/api/v1/admin/hosts",
+                      {{"name", "spark-a"}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    ASSERT_EQ(host.status, 201) << host.body;
+    host_token_ = host.Json()["token"].get<std::string>();
+    alice_ = Browser();
+    SignUp(*alice_, "alice@example.test");
+    alice_key_ = GenerateKey(dir_.path(), "alice");
+    auto key = alice_->PostJson("/api/v1/ssh-keys",
+                                {{"name", "laptop"}, {"public_key", alice_key_.public_line}});
+    ASSERT_EQ(key.status, 201) << key.body;
+    alice_key_id_ = key.Json()["id"].get<std::string>();
+  }
+
+  void TearDown() override {
+    StopAgent();
+    ServerTest::TearDown();
+  }
+
+  void StopAgent() {
+    if (!agent_) return;
+    agent_->Stop();
+    agent_thread_.join();
+    agent_.reset();
+  }
+
+  /// Starts the host agent of spark-a on `engine`, with `relay_line` as its relay key line.
+  void StartAgent(agent::ContainerEngine& engine, const std::string& relay_line) {
+    agent::AgentOptions options;
+    options.ssh_bind_address = "127.0.0.1";
+    options.engine_timeout = 5s;
+    options.relay_check_interval = 1s;
+    options.relay_authorized_keys = {relay_line};
+    client_ = std::make_unique<agent::AgentClient>(app_->base_url(), host_token_, 5s);
+    agent_ = std::make_unique<agent::Agent>(options, engine, *client_, agent::Inventory{.cpus = 2});
+    agent_thread_ = std::thread([this] { agent_->Run(); });
+  }
+
+  /// Alice's instance `id` as she sees it.
+  json Instance(const std::string& id) { return alice_->Get("/api/v1/instances/" + id).Json(); }
+
+  /// Polls instance `id` (≤ `limit`) until `pred` holds; returns the last view.
+  template <class Pred>
+  json WaitForInstance(const std::string& id, Pred pred, std::chrono::seconds limit = 30s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    json in = Instance(id);
+    while (!pred(in) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(100ms);
+      in = Instance(id);
+    }
+    return in;
+  }
+
+  /// Audit events with `action` on `target`: their detail JSON texts.
+  std::vector<std::string> AuditDetails(const std::string& action, const std::string& target) {
+    auto rows = app_->database().Read(
+        [&](store::Transaction& tx) -> core::Result<std::vector<std::string>> {
+          GPUWERK_ASSIGN_OR_RETURN(
+              auto found,
+              tx.Query("SELECT detail FROM audit_events WHERE action = ? AND target = ?",
+                       {action, target}));
+          std::vector<std::string> out;
+          for (const auto& r : found) out.push_back(r.Text("detail"));
+          return out;
+        });
+    EXPECT_TRUE(rows) << rows.error().message;
+    return rows.value_or(std::vector<std::string>{});
+  }
+
+  std::unique_ptr<HttpClient> op_;
+  std::unique_ptr<HttpClient> alice_;
+  GeneratedKey alice_key_;
+  std::string alice_key_id_;
+  std::string host_token_;
+  /// The instance's sshd and the engine around it; they outlive the agent (TearDown).
+  std::unique_ptr<Sshd> sshd_;
+  std::unique_ptr<SshdEngine> engine_;
+  std::unique_ptr<agent::AgentClient> client_;
+  std::unique_ptr<agent::Agent> agent_;
+  std::thread agent_thread_;
+};
+
+bool HasRelayFault(const json& in) {
+  return in.value("status_reason", "").find("relay credential") != std::string::npos;
+}
+
+TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUntilItIsCleared) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  // The instance's sshd knows alice's key only: the relay's line is not in its file.
+  sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", alice_key_.public_line + "\n");
+  engine_ =
+      std::make_unique<SshdEngine>(sshd_->port(), dir_.path() / "instance" / "authorized_keys");
+  SshdEngine& engine = *engine_;
+  StartAgent(engine, relay_key->public_line);
+
+  // The agent's first sync brings the host online; then alice launches.
+  auto online = [&] {
+    const json types = alice_->Get("/api/v1/gpu-types").Json();
+    for (const auto& t : types["items"]) {
+      if (t["name"] == "spark-1x") return t["online"] == true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 100 && !online(); ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(online());
+  auto launched = alice_->PostJson(
+      "/api/v1/instances",
+      {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(launched.status, 201) << launched.body;
+  const json created = launched.Json();
+  const std::string id = created["id"];
+  const std::string hostname = created["hostname"];
+
+  // Alice's key is proven (running), and the relay's refused: the status reason says so.
+  json in = WaitForInstance(id, [](const json& j) { return HasRelayFault(j); });
+  ASSERT_TRUE(HasRelayFault(in)) << in;
+  EXPECT_EQ(in["status"], "running") << in;
+  EXPECT_NE(in["status_reason"].get<std::string>().find("exec_outside_container"),
+            std::string::npos)
+      << in;
+  // It stays while the fault lasts: round after round, not only in the round that found it.
+  const int rounds = engine.lists();
+  while (engine.lists() < rounds + 4) {
+    in = Instance(id);
+    ASSERT_TRUE(HasRelayFault(in)) << "after " << engine.lists() - rounds << " rounds: " << in;
+    std::this_thread::sleep_for(100ms);
+  }
+
+  // Through the relay: alice is told the relay credential is missing, not that her key is wrong,
+  // and the refusal is audited.
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances());
+  app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  const std::string ssh = "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
+                          alice_key_.private_path.string() +
+                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+                          (dir_.path() / "known_hosts").string() + " " + hostname + "@127.0.0.1";
+  auto refused = RunCommand(dir_.path(), ssh + " 'echo through'");
+  EXPECT_EQ(refused.exit_code, 255) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("is not accepting connections yet"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("relay credential is missing"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("Your own key was accepted"), std::string::npos) << refused.err;
+  const auto audited = AuditDetails("relay_session.refused", id);
+  ASSERT_EQ(audited.size(), 1u);
+  EXPECT_EQ(json::parse(audited[0])["code"], "upstream_auth_failed") << audited[0];
+
+  // The agent's writes reach the container again: the relay's line goes back, a check finds it
+  // accepted, the fault clears, and the relay gets in.
+  engine.LetExecsIn();
+  in = WaitForInstance(id, [](const json& j) {
+    return j["status"] == "running" && j.value("status_reason", "x").empty();
+  });
+  EXPECT_EQ(in["status"], "running") << in;
+  EXPECT_EQ(in["status_reason"], "") << in;
+  EXPECT_NE(ReadFile(dir_.path() / "instance" / "authorized_keys").find(relay_key->public_line),
+            std::string::npos);
+  auto through = RunCommand(dir_.path(), ssh + " 'echo through'");
+  EXPECT_EQ(through.exit_code, 0) << through.err;
+  EXPECT_EQ(through.out, "through\n");
+  (*relay)->Stop();
+  StopAgent();
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
