@@ -64,7 +64,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/usage/queue", kPerson, h::QueueHistory},
     {"GET", "/api/v1/events", kPerson, h::OpenEventStream},
 
-    // Operators: capacity and everyone's relay sessions.
+    // Operators: capacity, everyone's relay sessions, invitations, releasing a key.
     {"GET", "/api/v1/admin/gpu-types", kOperator, h::AdminListGpuTypes},
     {"PUT", "/api/v1/admin/gpu-types/{name}", kOperator, h::AdminPutGpuType},
     {"GET", "/api/v1/admin/hosts", kOperator, h::ListHosts},
@@ -77,6 +77,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"DELETE", "/api/v1/admin/host-pairs/{id}", kOperator, h::UnlinkHostPair},
     {"GET", "/api/v1/admin/relay-sessions", kOperator, h::AdminListRelaySessions},
     {"POST", "/api/v1/admin/invites", kOperator, h::AdminInvite},
+    {"POST", "/api/v1/admin/ssh-keys/release", kOperator, h::AdminReleaseSshKey},
 
     // Host agents (docs/agent-protocol.md).
     {"POST", "/api/v1/agent/sync", kAgent, h::AgentSync},

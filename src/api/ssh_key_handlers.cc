@@ -1,4 +1,5 @@
-// /api/v1/ssh-keys. The posted key text is never logged or echoed back.
+// /api/v1/ssh-keys and an operator's /api/v1/admin/ssh-keys/release. The posted key
+// text is never logged or echoed back.
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
@@ -47,6 +48,18 @@ Answer DeleteSshKey(ApiContext& ctx, Call& call) {
   GPUWERK_TRY(
       ctx.ssh_keys.Delete(call.who.person_id, call.req.PathParam("id"), call.req.remote_address));
   return Response::NoContent();
+}
+
+Answer AdminReleaseSshKey(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"public_key"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
+  GPUWERK_ASSIGN_OR_RETURN(auto key,
+                           ctx.ssh_keys.Release(call.who.person_id, text, call.req.remote_address));
+  return Response::Json(200, {{"fingerprint", key.fingerprint},
+                              {"type", key.type},
+                              {"bits", key.bits},
+                              {"name", key.name},
+                              {"former_owner_id", key.person_id}});
 }
 
 }  // namespace gpuwerk::api::handlers

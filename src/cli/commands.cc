@@ -36,6 +36,7 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   internal::AddAdminHostVerbs(*admin, verbs);
   internal::AddAdminGpuTypeVerbs(*admin, verbs);
   internal::AddAdminInviteVerbs(*admin, verbs);
+  internal::AddAdminKeyVerbs(*admin, verbs);
 }
 
 }  // namespace gpuwerk::cli

@@ -99,38 +99,65 @@ core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::str
   return db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(auto key, SshKeyTable::FindOwned(tx, person_id, key_id));
     if (!key) return core::NotFound("SSH key");
-    // a key held by a live instance or an open queue entry cannot go; the error names them.
-    KeyUse use;
-    if (key_users_) {
-      GPUWERK_ASSIGN_OR_RETURN(use, key_users_(tx, person_id, key_id));
-    }
-    if (!use.instances.empty() || !use.queue_entries.empty()) {
-      nlohmann::json names = nlohmann::json::array();
-      nlohmann::json entries = nlohmann::json::array();
-      std::string list;
-      for (const auto& name : use.instances) {
-        names.push_back(name);
-        list += (list.empty() ? "instance " : ", instance ") + name;
-      }
-      for (const auto& q : use.queue_entries) {
-        entries.push_back({{"id", q.id}, {"name", q.name}, {"gpu_type", q.gpu_type}});
-        list += (list.empty() ? "" : ", ") + std::string("queue entry ") + q.name + " (" +
-                q.gpu_type + ")";
-      }
-      return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "key_in_use",
-                                    "This key is attached to " + list +
-                                        "; delete the instances and leave the queue first.")
-                            .WithDetail("instances", std::move(names))
-                            .WithDetail("queue_entries", std::move(entries)));
-    }
-    GPUWERK_TRY(SshKeyTable::Delete(tx, person_id, key_id));
-    return audit::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = person_id,
-                               .action = "ssh_key.delete",
-                               .target = key_id,
-                               .source_address = source_address,
-                               .detail = {{"name", key->name}, {"fingerprint", key->fingerprint}}});
+    return DeleteIn(tx, *key, person_id, "ssh_key.delete", nlohmann::json::object(),
+                    source_address);
   });
+}
+
+core::Result<SshKey> SshKeyRegistry::Release(const std::string& operator_id,
+                                             std::string_view public_key_text,
+                                             const std::string& source_address) {
+  GPUWERK_ASSIGN_OR_RETURN(PublicKey parsed, ParsePublicKey(public_key_text));
+  const std::string fingerprint = parsed.Fingerprint();
+  return db_.Write([&](store::Transaction& tx) -> core::Result<SshKey> {
+    GPUWERK_ASSIGN_OR_RETURN(auto key, SshKeyTable::FindByFingerprint(tx, fingerprint));
+    if (!key) {
+      return core::Fail(core::ErrorCode::kNotFound, "not_found",
+                        "No account has this public key (" + fingerprint + ").");
+    }
+    GPUWERK_TRY(DeleteIn(tx, *key, operator_id, "ssh_key.release",
+                         {{"former_owner_id", key->person_id}}, source_address));
+    return *std::move(key);
+  });
+}
+
+core::Result<void> SshKeyRegistry::DeleteIn(store::Transaction& tx, const SshKey& key,
+                                            const std::string& actor_id, const std::string& action,
+                                            nlohmann::json detail,
+                                            const std::string& source_address) {
+  // a key held by a live instance or an open queue entry cannot go; the error names them.
+  KeyUse use;
+  if (key_users_) {
+    GPUWERK_ASSIGN_OR_RETURN(use, key_users_(tx, key.person_id, key.id));
+  }
+  if (!use.instances.empty() || !use.queue_entries.empty()) {
+    nlohmann::json names = nlohmann::json::array();
+    nlohmann::json entries = nlohmann::json::array();
+    std::string list;
+    for (const auto& name : use.instances) {
+      names.push_back(name);
+      list += (list.empty() ? "instance " : ", instance ") + name;
+    }
+    for (const auto& q : use.queue_entries) {
+      entries.push_back({{"id", q.id}, {"name", q.name}, {"gpu_type", q.gpu_type}});
+      list += (list.empty() ? "" : ", ") + std::string("queue entry ") + q.name + " (" +
+              q.gpu_type + ")";
+    }
+    return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "key_in_use",
+                                  "This key is attached to " + list +
+                                      "; delete the instances and leave the queue first.")
+                          .WithDetail("instances", std::move(names))
+                          .WithDetail("queue_entries", std::move(entries)));
+  }
+  GPUWERK_TRY(SshKeyTable::Delete(tx, key.person_id, key.id));
+  detail["name"] = key.name;
+  detail["fingerprint"] = key.fingerprint;
+  return audit::RecordAudit(tx, clock_, rng_,
+                            {.actor_id = actor_id,
+                             .action = action,
+                             .target = key.id,
+                             .source_address = source_address,
+                             .detail = std::move(detail)});
 }
 
 }  // namespace gpuwerk::keys

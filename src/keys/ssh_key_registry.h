@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,8 +75,24 @@ class SshKeyRegistry {
   /// (details.instances, details.queue_entries name what holds it).
   core::Result<void> Delete(const std::string& person_id, std::string_view id,
                             const std::string& source_address);
+  /// An operator (`operator_id`) releases a public key from whichever account holds it, so that
+  /// the key's real holder can add it (docs/ssh-keys.md "A key someone else registered first").
+  /// `public_key_text` is parsed as Add parses it (CRLF, RFC 4716, PEM) and matched by
+  /// fingerprint. The key is deleted as Delete deletes it (refused while something holds it),
+  /// audited as `ssh_key.release` with its fingerprint and the former owner's id. Returns the
+  /// released key (its person_id is the former owner).
+  /// Errors: every ParsePublicKey error (private_key_pasted, …); not_found (no account has the
+  /// key); kFailedPrecondition "key_in_use" (as Delete). Nothing changes on an error.
+  core::Result<SshKey> Release(const std::string& operator_id, std::string_view public_key_text,
+                               const std::string& source_address);
 
  private:
+  /// Deletes `key` inside `tx` unless something holds it (R-5: key_in_use, naming what), and
+  /// audits `action` by `actor_id` with the key's name and fingerprint plus `detail`.
+  core::Result<void> DeleteIn(store::Transaction& tx, const SshKey& key,
+                              const std::string& actor_id, const std::string& action,
+                              nlohmann::json detail, const std::string& source_address);
+
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;

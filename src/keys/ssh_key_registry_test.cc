@@ -1,7 +1,8 @@
 // SshKeyRegistry on a real SQLite store: a public key belongs to one account at most. A
 // second account's add is refused as `key_taken` without saying whose it is and stores nothing;
 // concurrent adds leave exactly one owner; the unique index refuses what a check missed; the
-// migration that brought the index keeps each key's first registration.
+// migration that brought the index keeps each key's first registration; an operator releases a key
+// from whichever account holds it.
 #include "keys/ssh_key_registry.h"
 
 #include <gtest/gtest.h>
@@ -140,6 +141,57 @@ TEST_F(SshKeyRegistryTest, AnotherAccountsKeyIsRefusedAsKeyTakenWithoutSayingWho
   EXPECT_EQ(again.error().api_code, "key_exists");
   auto own = testing::GenerateKey(keys_dir_.path(), "b1");
   EXPECT_TRUE(registry_->Add("per_1", "stolen-a-pub", own.public_line, "192.0.2.2"));
+}
+
+// An operator's release (docs/ssh-keys.md "A key someone else registered first") finds the key by
+// fingerprint in any form, deletes it through the delete's own check (R-5: refused while something
+// of the holder's holds it) and audits the former owner.
+TEST_F(SshKeyRegistryTest, ReleaseDeletesAsDeleteDoesAndAuditsTheFormerOwner) {
+  std::vector<std::string> holding = {"web"};
+  SshKeyRegistry registry(
+      *db_, clock_, rng_,
+      [&](Transaction&, const std::string& person_id, const std::string&) -> core::Result<KeyUse> {
+        KeyUse use;
+        if (person_id == "per_1") use.instances = holding;
+        return use;
+      });
+  ASSERT_TRUE(registry.Add("per_1", "not-mine", key_.public_line, "192.0.2.2"));
+  // The operator pastes it as RFC 4716 (ssh-keygen -e), as PuTTYgen users have it.
+  const std::string pub = key_.private_path.string() + ".pub";
+  std::string rfc4716;
+  if (FILE* f = ::popen(("ssh-keygen -e -f '" + pub + "' 2>/dev/null").c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) rfc4716 += buf;
+    ::pclose(f);
+  }
+  ASSERT_NE(rfc4716.find("BEGIN SSH2 PUBLIC KEY"), std::string::npos);
+
+  auto in_use = registry.Release("per_7", rfc4716, "192.0.2.7");
+  ASSERT_FALSE(in_use);
+  EXPECT_EQ(in_use.error().api_code, "key_in_use");
+  EXPECT_EQ(in_use.error().details["instances"], nlohmann::json::array({"web"}));
+  EXPECT_EQ(KeysOf("per_1"), 1);
+
+  auto pasted = registry.Release("per_7", key_.private_text, "192.0.2.7");
+  ASSERT_FALSE(pasted);
+  EXPECT_EQ(pasted.error().api_code, "private_key_pasted");
+  auto unknown = registry.Release(
+      "per_7", testing::GenerateKey(keys_dir_.path(), "nobody").public_line, "192.0.2.7");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().api_code, "not_found");
+  EXPECT_EQ(KeysOf("per_1"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'ssh_key.release'"), 0);
+
+  holding.clear();
+  auto released = registry.Release("per_7", rfc4716, "192.0.2.7");
+  ASSERT_TRUE(released) << released.error().message;
+  EXPECT_EQ(released->person_id, "per_1");
+  EXPECT_EQ(released->fingerprint, testing::SshKeygenFingerprint(pub));
+  EXPECT_EQ(KeysOf("per_1"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'ssh_key.release' AND "
+                  "actor_id = 'per_7' AND detail LIKE '%\"former_owner_id\":\"per_1\"%'"),
+            1);
+  EXPECT_TRUE(registry.Add("per_0", "laptop", key_.public_line, "192.0.2.1"));
 }
 
 TEST_F(SshKeyRegistryTest, ConcurrentAddsOfOneKeyLeaveExactlyOneOwner) {

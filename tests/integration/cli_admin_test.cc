@@ -1,6 +1,6 @@
-// The operator's capacity verbs as an operator runs them against a real server: `gpuwerk admin
-// gpu-types ls|set`, `gpuwerk admin hosts rm|link|unlink|ls` (pairs), `gpuwerk gpu-types`, and a
-// create of a type that is not online entering the queue.
+// The operator's verbs as an operator runs them against a real server: `gpuwerk admin
+// gpu-types ls|set`, `gpuwerk admin hosts rm|link|unlink|ls` (pairs), `gpuwerk gpu-types`, a
+// create of a type that is not online entering the queue, `admin invite` and `admin release-key`.
 #include <gtest/gtest.h>
 
 #include "tests/integration/server_fixture.h"
@@ -145,6 +145,56 @@ TEST_F(CliAdminTest, AdminInviteMailsALinkThatMakesTheAccount) {
   auto j = Gpuwerk("admin invite erin@example.test --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_EQ(json::parse(j.out)["email"], "erin@example.test");
+}
+
+TEST_F(CliAdminTest, AdminReleaseKeyFreesAKeyForItsHolder) {
+  auto alice = Browser();
+  SignUp(*alice, "alice@example.test");
+  auto bob = Browser();
+  SignUp(*bob, "bob@example.test");
+  const std::string bob_id = bob->Get("/api/v1/me").Json()["id"];
+  auto key = GenerateKey(dir_.path(), "alice-key");
+  ASSERT_EQ(
+      bob->PostJson("/api/v1/ssh-keys", {{"name", "not-mine"}, {"public_key", key.public_line}})
+          .status,
+      201);
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key.public_line}}),
+      409, "key_taken");
+
+  // The private key file is refused before anything is sent, as `keys add` refuses it.
+  auto pasted = Gpuwerk("admin release-key " + key.private_path.string());
+  ExpectFailure(pasted, "private_key_pasted");
+  EXPECT_NE(pasted.err.find("Nothing was sent"), std::string::npos) << pasted.err;
+  ExpectFailure(Gpuwerk("admin release-key " +
+                        GenerateKey(dir_.path(), "nobody").private_path.string() + ".pub"),
+                "not_found");
+  EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 1);
+
+  auto released = Gpuwerk("admin release-key " + key.private_path.string() + ".pub");
+  ASSERT_EQ(released.exit_code, 0) << released.err;
+  const std::string fingerprint = SshKeygenFingerprint(key.private_path.string() + ".pub");
+  EXPECT_EQ(released.out.rfind("Released key " + fingerprint + " from account " + bob_id, 0), 0u)
+      << released.out;
+  EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 0);
+  EXPECT_EQ(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key.public_line}})
+          .status,
+      201);
+
+  // --json prints the answer; standard input works as for `keys add`.
+  ASSERT_EQ(alice
+                ->Delete("/api/v1/ssh-keys/" +
+                         alice->Get("/api/v1/ssh-keys").Json()["items"][0]["id"].get<std::string>())
+                .status,
+            204);
+  ASSERT_EQ(bob->PostJson("/api/v1/ssh-keys", {{"name", "again"}, {"public_key", key.public_line}})
+                .status,
+            201);
+  auto j = Gpuwerk("admin release-key - --json", key.public_line);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(json::parse(j.out)["former_owner_id"], bob_id);
+  EXPECT_EQ(json::parse(j.out)["fingerprint"], fingerprint);
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 namespace gpuwerk::testing {
 namespace {
 
+using nlohmann::json;
+
 class SshKeysApiTest : public ServerTest {
  protected:
   void SetUp() override {
@@ -95,6 +97,81 @@ TEST_F(SshKeysApiTest, AnotherAccountsPublicKeyIsRefusedAsKeyTakenAndNotStored) 
   }
   EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 0);
   EXPECT_EQ(alice->Get("/api/v1/ssh-keys").Json()["total"], 1);
+}
+
+// docs/ssh-keys.md "A key someone else registered first": the first registration keeps a key,
+// and an operator releases it for its real holder (POST /api/v1/admin/ssh-keys/release).
+TEST_F(SshKeysApiTest, AnOperatorReleasesAKeyAnotherAccountRegisteredFirst) {
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  auto alice = Browser();
+  SignUp(*alice, "alice@example.test");
+  auto bob = Browser();
+  SignUp(*bob, "bob@example.test");
+  const std::string bob_id = bob->Get("/api/v1/me").Json()["id"];
+  auto key = GenerateKey(dir_.path(), "alice-laptop");
+  ASSERT_FALSE(key.public_line.empty());
+  auto taken =
+      bob->PostJson("/api/v1/ssh-keys", {{"name", "not-mine"}, {"public_key", key.public_line}});
+  ASSERT_EQ(taken.status, 201) << taken.body;
+  ExpectProblem(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key.public_line}}),
+      409, "key_taken");
+
+  auto audited = [&](const std::string& action) -> int64_t {
+    auto n = app_->database().Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto row, tx.QueryOne("SELECT COUNT(*) FROM audit_events WHERE action = ?", {action}));
+      return row->Int(0);
+    });
+    return n ? *n : -1;
+  };
+  const std::string release = "/api/v1/admin/ssh-keys/release";
+  // Only operators; strict JSON; a private key is refused, never echoed, and changes nothing.
+  ExpectProblem(alice->PostJson(release, {{"public_key", key.public_line}}), 403, "forbidden");
+  ExpectProblem(bob->PostJson(release, {{"public_key", key.public_line}}), 403, "forbidden");
+  ExpectProblem(op->PostJson(release, {{"public_key", key.public_line}, {"owner", "x"}}), 400,
+                "invalid_field");
+  auto pasted = op->PostJson(release, {{"public_key", key.private_text}});
+  ExpectProblem(pasted, 400, "private_key_pasted");
+  EXPECT_EQ(pasted.body.find("PRIVATE KEY-----\n"), std::string::npos);
+  ExpectProblem(
+      op->PostJson(release, {{"public_key", GenerateKey(dir_.path(), "nobody").public_line}}), 404,
+      "not_found");
+  EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 1) << "nothing changed";
+  EXPECT_EQ(audited("ssh_key.release"), 0);
+
+  // The operator pastes the key as it came, e.g. with CRLF line ends.
+  std::string crlf = key.public_line;
+  crlf.insert(crlf.size() - 1, "\r");
+  auto released = op->PostJson(release, {{"public_key", crlf}});
+  ASSERT_EQ(released.status, 200) << released.body;
+  EXPECT_EQ(released.Json()["fingerprint"],
+            SshKeygenFingerprint(key.private_path.string() + ".pub"));
+  EXPECT_EQ(released.Json()["former_owner_id"], bob_id);
+  EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 0);
+  EXPECT_EQ(audited("ssh_key.release"), 1);
+  auto detail = app_->database().Read([&](store::Transaction& tx) -> core::Result<std::string> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto row, tx.QueryOne("SELECT detail FROM audit_events WHERE action = 'ssh_key.release'"));
+    return row->Text("detail");
+  });
+  ASSERT_TRUE(detail);
+  auto d = json::parse(*detail);
+  EXPECT_EQ(d["former_owner_id"], bob_id);
+  EXPECT_EQ(d["fingerprint"], released.Json()["fingerprint"]);
+
+  // Released once: no account has it now.
+  ExpectProblem(op->PostJson(release, {{"public_key", key.public_line}}), 404, "not_found");
+
+  EXPECT_EQ(
+      alice->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key.public_line}})
+          .status,
+      201);
 }
 
 TEST_F(SshKeysApiTest, SecondAccountCannotSeeOrDeleteTheFirstsKeys) {

@@ -42,10 +42,11 @@ Answer ListTokens(ApiContext& ctx, Call& call);
 Answer CreateToken(ApiContext& ctx, Call& call);
 Answer DeleteToken(ApiContext& ctx, Call& call);
 
-// ssh_key_handlers.cc: /api/v1/ssh-keys.
+// ssh_key_handlers.cc: /api/v1/ssh-keys, /api/v1/admin/ssh-keys/release.
 Answer ListSshKeys(ApiContext& ctx, Call& call);
 Answer AddSshKey(ApiContext& ctx, Call& call);
 Answer DeleteSshKey(ApiContext& ctx, Call& call);
+Answer AdminReleaseSshKey(ApiContext& ctx, Call& call);
 
 // instance_handlers.cc: /api/v1/instances, /api/v1/gpu-types, /api/v1/admin/gpu-types.
 Answer ListInstances(ApiContext& ctx, Call& call);

@@ -32,5 +32,7 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs);
 void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin invite EMAIL (admin_invite_verbs.cc).
 void AddAdminInviteVerbs(CLI::App& admin, const VerbRegistry& verbs);
+/// admin release-key FILE (admin_key_verbs.cc).
+void AddAdminKeyVerbs(CLI::App& admin, const VerbRegistry& verbs);
 
 }  // namespace gpuwerk::cli::internal
