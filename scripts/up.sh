@@ -8,6 +8,7 @@
 # `gpuwerk` on the PATH: as root, a link /usr/local/bin/gpuwerk to build/release/src/app/gpuwerk
 # (an existing file there that is not such a link is left alone); otherwise the line to add to
 # your shell is printed.
+# Environment: GPUWERK_JOBS, the build's parallel jobs (default: nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,7 +26,7 @@ usage() {
     /^<!-- end options/ { on = 0 }
     on && $2 ~ /`--/ {
       flag = $2; def = $5; meaning = $6
-      gsub(/[` ]/, "", flag); gsub(/`/, "", def); gsub(/`/, "", meaning)
+      gsub(/`/, "", flag); gsub(/^ +| +$/, "", flag); gsub(/`/, "", def); gsub(/`/, "", meaning)
       gsub(/^ +| +$/, "", def); gsub(/^ +| +$/, "", meaning)
       printf "  %s%s\n", flag, (def == "" ? "" : "  (default: " def ")")
       wrap = "fold -s -w 94 | sed \"s/^/      /\""
@@ -44,7 +45,7 @@ done
 bash scripts/setup.sh build run
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUWERK_TESTS=OFF \
   -DGPUWERK_BENCH=OFF >/dev/null
-ninja -C build/release gpuwerk
+ninja -C build/release -j "${GPUWERK_JOBS:-$(nproc)}" gpuwerk
 binary=$root/build/release/src/app/gpuwerk
 
 # `gpuwerk` on the PATH, as the README's commands expect.
