@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/host_address.h"
+#include "core/strings.h"
 #include "sched/internal/host_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/sync_steps.h"
@@ -213,29 +214,38 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
 core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::json& request) {
   GPUWERK_ASSIGN_OR_RETURN(const SyncReport report, ParseSyncReport(request));
   const int64_t now = clock_.NowUnix();
-  const std::string degraded = internal::DegradedReason(host, report);
-  if (degraded != host.degraded_reason && !degraded.empty()) {
-    spdlog::warn("sched: host {} is degraded and gets no new instances: {}", host.name, degraded);
-  }
   bool host_free = false;
   bool mailed = false;
+  std::string degraded_before, degraded;
   auto answer = db_.Write([&](store::Transaction& tx) -> core::Result<nlohmann::json> {
     host_free = false;
     mailed = false;
+    // The host as stored now (`host` was read before this transaction): its degraded reason is
+    // what this round changes, once per change of state.
+    GPUWERK_ASSIGN_OR_RETURN(auto stored, internal::HostTable::FindByName(tx, host.name));
+    const Host& current = stored && stored->id == host.id ? *stored : host;
+    degraded_before = current.degraded_reason;
     internal::SyncContext ctx{.tx = tx,
                               .clock = clock_,
                               .rng = rng_,
                               .options = options_,
-                              .host = host,
+                              .host = current,
                               .now = now,
                               .outbox = outbox_};
+    GPUWERK_ASSIGN_OR_RETURN(internal::NodesHere here, internal::LoadNodesHere(ctx));
+    GPUWERK_TRY(internal::ApplyFailures(ctx, report.failures, here));
+    // Store and engine checked against each other (C15): a container the store did not place
+    // here (or no longer does) degrades the host while the agent reports it.
+    const std::vector<internal::StrayContainer> strays =
+        report.observed ? internal::StrayContainers(report.containers, here)
+                        : std::vector<internal::StrayContainer>{};
+    degraded = internal::DegradedReason(current, report, strays);
     GPUWERK_TRY(internal::HostTable::RecordSync(tx, host.id,
                                                 {.last_seen_at = now,
                                                  .inventory = report.inventory_text,
                                                  .engine_error = report.engine_error,
                                                  .degraded_reason = degraded}));
-    GPUWERK_ASSIGN_OR_RETURN(internal::NodesHere here, internal::LoadNodesHere(ctx));
-    GPUWERK_TRY(internal::ApplyFailures(ctx, report.failures, here));
+    GPUWERK_TRY(internal::AuditDegradedChange(ctx, degraded_before, degraded));
     // An agent's first round after its start reports nothing yet ("observed": false): it does
     // not know which containers are its own before this answer names its host. Keep the last
     // observations and statuses.
@@ -249,6 +259,15 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
     host_free = holding == 0;
     return internal::DesiredAnswer(ctx);
   });
+  if (answer && degraded != degraded_before) {
+    if (degraded.empty()) {
+      spdlog::info("sched: host {} is no longer degraded (was: {})", host.name,
+                   core::BoundedPrintable(degraded_before, 600));
+    } else {
+      spdlog::warn("sched: host {} is degraded and gets no new instances: {}", host.name,
+                   core::BoundedPrintable(degraded, 600));
+    }
+  }
   if (answer && host_free && capacity_freed_) capacity_freed_(host.gpu_type, host.id);
   if (answer && mailed && mail_wake_) mail_wake_();
   return answer;

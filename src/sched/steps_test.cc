@@ -105,6 +105,69 @@ TEST(DegradedReasonTest, GpuRuntimeFailureAndMissingGpuDegradeAHost) {
   EXPECT_EQ(internal::DegradedReason(host, no_gpu), "");
 }
 
+// C15, the store against the engine: what the agent reports beside what the store placed on the
+// host. A container of a node not placed here (never, or no longer) is a stray; so is every
+// container of a node after its first.
+TEST(StrayContainersTest, C15_ContainersTheStoreDidNotPlaceHereAreStrays) {
+  internal::NodesHere here;
+  here.nodes = {{"ins_a", 0}, {"ins_b", 1}};
+  here.instances = {"ins_a", "ins_b"};
+  // Agreement: each placed node once (in any state), and a placed node not reported at all.
+  EXPECT_TRUE(
+      internal::StrayContainers({{.instance_id = "ins_a", .container_id = "c1"}}, here).empty());
+  EXPECT_TRUE(internal::StrayContainers({}, here).empty());
+  const auto strays = internal::StrayContainers(
+      {{.instance_id = "ins_a", .node_index = 0, .container_id = "c1"},
+       {.instance_id = "ins_gone", .node_index = 0, .container_id = "c2"},  // not placed here
+       {.instance_id = "ins_b", .node_index = 0, .container_id = "c3"},     // another node
+       {.instance_id = "ins_a", .node_index = 0, .container_id = "c4"}},    // a second one
+      here);
+  ASSERT_EQ(strays.size(), 3u);
+  EXPECT_EQ(strays[0].instance_id, "ins_gone");
+  EXPECT_EQ(strays[0].container_id, "c2");
+  EXPECT_FALSE(strays[0].duplicate);
+  EXPECT_EQ(strays[1].instance_id, "ins_b");
+  EXPECT_EQ(strays[1].node_index, 0);
+  EXPECT_FALSE(strays[1].duplicate);
+  EXPECT_EQ(strays[2].container_id, "c4");
+  EXPECT_TRUE(strays[2].duplicate);
+}
+
+TEST(DegradedReasonTest, C15_StraysDegradeWhileReportedNamingTwoEscaped) {
+  Host host{.name = "h1", .gpu_required = false};
+  SyncReport report;
+  const std::vector<internal::StrayContainer> one = {
+      {.instance_id = "ins_gone", .node_index = 0, .container_id = "0123456789abcdef0123"}};
+  EXPECT_EQ(internal::DegradedReason(host, report, one),
+            "store and engine disagree: the engine runs 1 gpuwerk container that the store has "
+            "not placed on this host: instance \"ins_gone\" node 0 (container "
+            "\"0123456789ab…[20 bytes]\"); no new instances until it is gone");
+  // Outside text is escaped and bounded; past two, a count; the reason stays within 500 bytes.
+  const std::vector<internal::StrayContainer> many = {
+      {.instance_id = "ins_\x1b[31m\"x", .container_id = std::string(4000, 'c')},
+      {.instance_id = std::string(4000, 'i'), .node_index = 1, .duplicate = true},
+      {.instance_id = "ins_c"},
+      {.instance_id = "ins_d"}};
+  const std::string reason = internal::DegradedReason(host, report, many);
+  EXPECT_TRUE(reason.starts_with("store and engine disagree: the engine runs 4 gpuwerk containers"))
+      << reason;
+  EXPECT_NE(reason.find("instance \"ins_\\x1b[31m\\\"x\""), std::string::npos) << reason;
+  EXPECT_NE(reason.find("a second container of instance"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("; and 2 more; no new instances until they are gone"), std::string::npos)
+      << reason;
+  EXPECT_EQ(reason.find("ins_c"), std::string::npos) << reason;
+  EXPECT_LE(reason.size(), 500u);
+  // Gone from the report: no longer degraded, except through a round that observed nothing.
+  host.degraded_reason = internal::DegradedReason(host, report, one);
+  EXPECT_EQ(internal::DegradedReason(host, report, {}), "");
+  SyncReport first_round;
+  first_round.observed = false;
+  EXPECT_EQ(internal::DegradedReason(host, first_round, {}), host.degraded_reason);
+  // A GPU runtime failure comes first, and stays.
+  report.failures.push_back({.message = "unknown or invalid runtime name: nvidia"});
+  EXPECT_TRUE(internal::DegradedReason(host, report, one).starts_with("GPU runtime failed: "));
+}
+
 class StepsTest : public SchedStoreTest {
  protected:
   void SetUp() override {

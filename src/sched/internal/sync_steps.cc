@@ -4,6 +4,7 @@
 
 #include "audit/audit_log.h"
 #include "auth/person_table.h"
+#include "core/strings.h"
 #include "sched/instance_mails.h"
 #include "sched/instance_table.h"
 #include "sched/internal/billing_session_table.h"
@@ -190,7 +191,50 @@ core::Result<bool> RecordDrift(SyncContext& ctx, const std::vector<DriftItem>& d
   return mailed;
 }
 
-std::string DegradedReason(const Host& host, const SyncReport& report) {
+std::vector<StrayContainer> StrayContainers(const std::vector<ContainerReport>& containers,
+                                            const NodesHere& here) {
+  std::vector<StrayContainer> strays;
+  std::set<NodeKey> seen;
+  for (const auto& c : containers) {
+    const NodeKey key{c.instance_id, c.node_index};
+    const bool placed = here.nodes.contains(key);
+    const bool first = seen.insert(key).second;
+    if (placed && first) continue;
+    strays.push_back({.instance_id = c.instance_id,
+                      .node_index = c.node_index,
+                      .container_id = c.container_id,
+                      .duplicate = placed});
+  }
+  return strays;
+}
+
+namespace {
+
+/// The degraded reason for `strays` (not empty): how many, up to three named, what follows.
+std::string StrayReason(const std::vector<StrayContainer>& strays) {
+  // Two named at most, their ids bounded, so that the reason stays within DegradedReason's 500
+  // bytes without a cut.
+  constexpr size_t kNamed = 2;
+  std::string named;
+  for (size_t i = 0; i < strays.size() && i < kNamed; ++i) {
+    const StrayContainer& s = strays[i];
+    named += (i == 0 ? "" : "; ");
+    named += std::string(s.duplicate ? "a second container of " : "") + "instance \"" +
+             core::BoundedPrintable(s.instance_id, 24) + "\" node " + std::to_string(s.node_index) +
+             " (container \"" + core::BoundedPrintable(s.container_id, 12) + "\")";
+  }
+  if (strays.size() > kNamed) named += "; and " + std::to_string(strays.size() - kNamed) + " more";
+  const bool one = strays.size() == 1;
+  return std::string(kStrayReasonPrefix) + "the engine runs " + std::to_string(strays.size()) +
+         (one ? " gpuwerk container" : " gpuwerk containers") +
+         " that the store has not placed on this host: " + named + "; no new instances until " +
+         (one ? "it is" : "they are") + " gone";
+}
+
+}  // namespace
+
+std::string DegradedReason(const Host& host, const SyncReport& report,
+                           const std::vector<StrayContainer>& strays) {
   static constexpr std::string_view kRuntime = "GPU runtime failed: ";
   // A create that failed in the GPU runtime (C13: "unknown or invalid runtime name: nvidia",
   // "Failed to initialize NVML") makes the host unusable for GPU instances until the operator
@@ -203,6 +247,12 @@ std::string DegradedReason(const Host& host, const SyncReport& report) {
     }
   }
   if (host.degraded_reason.starts_with(kRuntime)) return host.degraded_reason;
+  // Store and engine disagree (C15): as long as the agent reports a container the store did not
+  // place here. A round that observed nothing (the agent's first after its start) cannot tell.
+  if (!strays.empty()) return Clip(StrayReason(strays), 500);
+  if (!report.observed && host.degraded_reason.starts_with(kStrayReasonPrefix)) {
+    return host.degraded_reason;
+  }
   // A host registered with a GPU whose agent sees none (the GPU fell off the bus, the driver is
   // gone): it must not take instances that would run without one.
   auto gpus = report.inventory.find("gpus");
@@ -210,6 +260,19 @@ std::string DegradedReason(const Host& host, const SyncReport& report) {
     return Clip("no GPU visible to the agent (nvml: " + Str(report.inventory, "nvml") + ")", 500);
   }
   return "";
+}
+
+core::Result<void> AuditDegradedChange(SyncContext& ctx, const std::string& before,
+                                       const std::string& after) {
+  if (before == after) return {};
+  nlohmann::json detail = {{"name", ctx.host.name}, {"previous", before}};
+  if (!after.empty()) detail["reason"] = after;
+  return audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
+                            {.actor_id = "",
+                             .action = after.empty() ? "host.degraded_cleared" : "host.degraded",
+                             .target = ctx.host.id,
+                             .source_address = "system",
+                             .detail = std::move(detail)});
 }
 
 core::Result<NodesHere> LoadNodesHere(SyncContext& ctx) {

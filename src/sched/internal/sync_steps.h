@@ -49,10 +49,43 @@ struct NodesHere {
   std::set<std::string> instances;  ///< live instances still on the host
 };
 
+/// A gpuwerk container that the host's engine runs although the store has not placed it there
+/// (C15: store and engine checked against each other). Fields as the agent sent them (bounded by
+/// ParseSyncReport, not escaped).
+struct StrayContainer {
+  std::string instance_id;
+  int64_t node_index = 0;
+  std::string container_id;
+  /// A second (third, …) container of a node placed here, rather than a node not placed here.
+  bool duplicate = false;
+};
+
+/// How the degraded reason of a host whose engine and store disagree starts (StrayContainers).
+inline constexpr std::string_view kStrayReasonPrefix = "store and engine disagree: ";
+
+/// The store against the engine, each sync (C15): the reported containers whose node the store
+/// does not place on this host now (`here` after ApplyFailures: never placed here, placed on
+/// another host, or no longer, e.g. an instance failed or finally deleted while its container
+/// stayed), and each container of a node after its first. In report order. Pure.
+std::vector<StrayContainer> StrayContainers(const std::vector<ContainerReport>& containers,
+                                            const NodesHere& here);
+
 /// Why `host` must get no new instances after this sync (see Host::degraded_reason); "" if
-/// none. A create failure in the GPU runtime (C13: "nvidia", "nvml" in its message) degrades it
-/// until the operator undrains it; so does a host registered with a GPU whose agent sees none.
-std::string DegradedReason(const Host& host, const SyncReport& report);
+/// none. In this order: a create failure in the GPU runtime (C13: "nvidia", "nvml" in its message)
+/// degrades it until the operator undrains it; containers the store did not place there
+/// (`strays`, C15) while the agent reports them, the reason starting with kStrayReasonPrefix and
+/// naming up to two (escaped, bounded), kept through a round that observed nothing
+/// (`report.observed` false); a host registered with a GPU whose agent sees none. `host` is the
+/// row as stored before this sync. At most 500 bytes.
+std::string DegradedReason(const Host& host, const SyncReport& report,
+                           const std::vector<StrayContainer>& strays = {});
+
+/// Audits a change of the host's degraded reason from `before` to `after`: `host.degraded`
+/// (detail: name, reason, previous) when `after` is not empty, `host.degraded_cleared` (detail:
+/// name, previous) when it became empty; nothing when unchanged, so a state that lasts many rounds
+/// is one entry.
+core::Result<void> AuditDegradedChange(SyncContext& ctx, const std::string& before,
+                                       const std::string& after);
 
 /// The host's placed nodes (only containers of these are trusted).
 core::Result<NodesHere> LoadNodesHere(SyncContext& ctx);
