@@ -53,13 +53,17 @@ Output Shell(const std::string& command) {
 
 std::string SourceDir() { return GPUWERK_TEST_SOURCE_DIR; }
 
-/// The fake control plane: answers every sync with `desired` and keeps the last request.
+/// The fake control plane: answers every sync with `desired`, keeps the last request and every
+/// drift entry any request carried (each is sent once).
 class ControlPlane {
  public:
   ControlPlane()
       : server_([this](const FakeRequest& r) {
           std::lock_guard lock(mu_);
           last_ = r.Json();
+          if (last_.contains("drift")) {
+            for (const auto& d : last_["drift"]) drift_.push_back(d);
+          }
           ++syncs_;
           return FakeResponse::Json(
               200, {{"host_id", "hst_test"}, {"sync_interval_seconds", 1}, {"desired", desired_}});
@@ -77,11 +81,17 @@ class ControlPlane {
     std::lock_guard lock(mu_);
     return syncs_;
   }
+  /// The drift entries received so far, in order.
+  std::vector<nlohmann::json> Drift() {
+    std::lock_guard lock(mu_);
+    return drift_;
+  }
 
  private:
   std::mutex mu_;
   nlohmann::json desired_ = nlohmann::json::array();
   nlohmann::json last_;
+  std::vector<nlohmann::json> drift_;
   int syncs_ = 0;
   FakeApiServer server_;
 };
@@ -440,6 +450,7 @@ TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
   EXPECT_EQ((*c)["state"], "running");
 
   // C12: stopped by hand: started again, and reported.
+  EXPECT_TRUE(plane_.Drift().empty());
   Output stopped = Podman("stop -t 1 " + id);
   ASSERT_EQ(stopped.rc, 0) << stopped.text;
   report = WaitFor([&](const nlohmann::json& r) {
@@ -447,6 +458,15 @@ TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {
     return x != nullptr && (*x)["started_at"] != second_start && RunningReady("ins_a")(r);
   });
   EXPECT_EQ((*Container(report, "ins_a"))["container_id"], id);
+  // The stop made outside gpuwerk was told to the server, once, as what it was: the drift record
+  // the server turns into the instance's status reason (docs/agent-protocol.md "Drift").
+  const std::vector<nlohmann::json> drift = plane_.Drift();
+  ASSERT_EQ(drift.size(), 1u) << nlohmann::json(drift).dump();
+  EXPECT_EQ(drift[0]["kind"], "stopped");
+  EXPECT_EQ(drift[0]["instance_id"], "ins_a");
+  EXPECT_EQ(drift[0]["node_index"], 0);
+  EXPECT_EQ(drift[0]["container_id"], id);
+  EXPECT_EQ(drift[0]["oom_killed"], false);
 
   // Nobody wants it any more: removed.
   plane_.SetDesired(nlohmann::json::array());

@@ -33,7 +33,7 @@ TEST(ParseRelayUserTest, RefusesMalformedNames) {
   }
 }
 
-TEST(DecideRelayLoginTest, BareLoginNeverPicksAnInstanceByKey) {
+TEST(DecideRelayLoginTest, C06_BareLoginNeverPicksAnInstanceByKeyAndTheHostnameDoes) {
   const std::vector<RelayCandidate> one = {
       {.instance_id = "ins_1", .name = "alpha", .hostname = "alpha-k3x7q", .person_id = "per_a"}};
   RelayAuthorizeRequest request{.user = "root",

@@ -555,6 +555,21 @@ TEST_F(InstancesE2eTest,
   json restarted = OnlyContainer(id);
   ASSERT_TRUE(restarted.is_object());
   EXPECT_EQ(restarted["Id"], container_id);
+  // The stop made outside gpuwerk was visible, not only undone: the instance's drift record and
+  // its status reason say so. The agent reports it in the sync of the round that saw the
+  // container stopped (and started it again), which may reach the server a moment after the
+  // engine shows the new start that the wait above looks at; `running` follows once sshd is
+  // proven again.
+  shown = WaitInstance(
+      *alice, id, [](const json& j) { return j.contains("drift") && j["status"] == "running"; },
+      seconds(30), "running, with the stop by hand in the instance's drift");
+  EXPECT_EQ(shown["status"], "running") << shown;
+  ASSERT_TRUE(shown.contains("drift")) << shown;
+  EXPECT_EQ(shown["drift"]["kind"], "stopped") << shown;
+  EXPECT_EQ(shown["drift"]["count"], 1) << shown;
+  EXPECT_NE(shown["status_reason"].get<std::string>().find("stopped without gpuwerk stopping it"),
+            std::string::npos)
+      << shown["status_reason"];
 }
 
 // Changes made outside gpuwerk (docs/instances.md "Changes outside gpuwerk"): a stop and a

@@ -151,7 +151,7 @@ class UpTest : public ::testing::Test {
   GeneratedKey key_;
 };
 
-TEST_F(UpTest, RunsTheWholePlatformAndKeepsInstancesAcrossRestarts) {
+TEST_F(UpTest, C08_RunsTheWholePlatformAndKeepsInstancesAndTheRelayHostKeyAcrossRestarts) {
   const std::string url = StartUp();
   ASSERT_FALSE(url.empty());
   EXPECT_NE(banner_.find("podman service started by gpuwerk"), std::string::npos) << banner_;

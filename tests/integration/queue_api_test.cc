@@ -263,6 +263,67 @@ TEST_F(QueueApiTest, FailedLaunchPutsTheEntryBack) {
   EXPECT_EQ(bob.browser->Get("/api/v1/queue-entries").Json()["items"][0]["position"], 1);
 }
 
+// C13: a launch from the queue fails in the GPU runtime ("unknown or invalid runtime name:
+// nvidia"). The capacity is freed, the entry goes back to its place (first, ahead of the entry
+// queued after it) with the failure recorded, its owner sees why on the failed instance, and the
+// host is degraded: no drain launches on it until the operator undrains it after the fix.
+TEST_F(QueueApiTest, C13_GpuRuntimeFailurePutsTheQueueEntryBackAtItsPlace) {
+  AddHost("spark-a");
+  Person blocker = NewPerson("blocker@example.test");
+  ASSERT_EQ(Create(blocker, "blocker").status, 201);
+  Person alice = NewPerson("alice@example.test");
+  Person bob = NewPerson("bob@example.test");
+  ASSERT_EQ(Join(alice, "a").status, 201);
+  ASSERT_EQ(Join(bob, "b").status, 201);
+  // The blocker leaves; once its container is gone the drain launches alice's entry on spark-a.
+  ASSERT_EQ(blocker.browser->Delete("/api/v1/instances/" + InstanceOn("spark-a")).status, 204);
+  ASSERT_EQ(Sync("spark-a").status, 200);
+  const std::string failed_id = InstanceOn("spark-a");
+  ASSERT_FALSE(failed_id.empty());
+  ASSERT_EQ(InstanceIds(*alice.browser), std::vector<std::string>{failed_id});
+  EXPECT_TRUE(alice.browser->Get("/api/v1/queue-entries").Json()["items"].empty());
+  EXPECT_EQ(bob.browser->Get("/api/v1/queue-entries").Json()["items"][0]["position"], 1);
+
+  auto r = Sync("spark-a", json::array(),
+                json::array({{{"instance_id", failed_id},
+                              {"node_index", 0},
+                              {"code", "engine_error"},
+                              {"message", "start: unknown or invalid runtime name: nvidia"}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  // The capacity is freed and alice's entry is back at its place, with the failure recorded.
+  EXPECT_EQ(InstanceOn("spark-a"), "");
+  auto entry = alice.browser->Get("/api/v1/queue-entries").Json()["items"];
+  ASSERT_EQ(entry.size(), 1u);
+  EXPECT_EQ(entry[0]["status"], "open");
+  EXPECT_EQ(entry[0]["position"], 1);
+  EXPECT_NE(entry[0]["last_failure"].get<std::string>().find("runtime name: nvidia"),
+            std::string::npos)
+      << entry[0];
+  EXPECT_EQ(bob.browser->Get("/api/v1/queue-entries").Json()["items"][0]["position"], 2);
+  // She sees why on the failed instance.
+  const json failed = alice.browser->Get("/api/v1/instances/" + failed_id).Json();
+  EXPECT_EQ(failed["status"], "failed");
+  EXPECT_NE(failed["status_reason"].get<std::string>().find("unknown or invalid runtime name"),
+            std::string::npos)
+      << failed;
+  // The host is degraded: a drain launches nothing on it, and the entries keep their places.
+  EXPECT_NE(HostItem("spark-a")["degraded_reason"].get<std::string>().find("GPU runtime failed"),
+            std::string::npos);
+  ASSERT_EQ(Sync("spark-a").status, 200);
+  ASSERT_TRUE(app_->DrainQueuesNow());
+  EXPECT_EQ(InstanceOn("spark-a"), "");
+  EXPECT_EQ(alice.browser->Get("/api/v1/queue-entries").Json()["items"][0]["position"], 1);
+  EXPECT_EQ(bob.browser->Get("/api/v1/queue-entries").Json()["items"][0]["position"], 2);
+  // Fixed and undrained: alice, first in line, is launched again (a new instance named "a").
+  ASSERT_EQ(op_->PostJson("/api/v1/admin/hosts/spark-a/undrain", json::object()).status, 200);
+  const std::string again = InstanceOn("spark-a");
+  ASSERT_FALSE(again.empty());
+  EXPECT_NE(again, failed_id);
+  EXPECT_EQ(InstanceIds(*alice.browser), std::vector<std::string>{again});
+  EXPECT_EQ(alice.browser->Get("/api/v1/instances/" + again).Json()["name"], "a");
+  EXPECT_EQ(bob.browser->Get("/api/v1/queue-entries").Json()["items"][0]["position"], 1);
+}
+
 TEST_F(QueueApiTest, IdempotencyKeyMakesOneInstance) {
   AddHost("spark-a");
   AddHost("spark-b");

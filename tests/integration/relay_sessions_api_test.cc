@@ -601,7 +601,7 @@ TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpe
 /// account; Alice's bare `ssh root@relay` lands nowhere and says to use the hostname; the relay
 /// session she opens by hostname names her, the person who authenticated, and only she (and
 /// operators) can list it.
-TEST_F(RelaySessionsApiTest, BareLoginLandsNowhereAndTheRelaySessionNamesWhoAuthenticated) {
+TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWhoAuthenticated) {
   ExpectProblem(bob_->PostJson("/api/v1/ssh-keys",
                                {{"name", "stolen-a-pub"}, {"public_key", alice_key_.public_line}}),
                 409, "key_taken");
