@@ -442,8 +442,16 @@ void AddAccountVerbs(CLI::App& app, const VerbRegistry& verbs) {
               "read the password from standard input", &LoginVerb)
       ->add_option("--token", common.target.token,
                    "save this existing API token instead of signing in with a password");
-  add_sign_in("signup", "Create an account on a gpuwerk server, then log in as `login` does",
-              "read the new password from standard input (else it is asked twice)", &SignupVerb);
+  add_sign_in("signup",
+              "Ask for an account: a mailed link (valid 24 hours) confirms the address, then "
+              "`gpuwerk login`",
+              "read the new password from standard input (else it is asked twice)", &SignupVerb)
+      ->footer(
+          "The server mails the address a link (valid 24 hours) that confirms the address and "
+          "sets the password; open it, then run `gpuwerk login` (before that, login fails with "
+          "email_unverified). Nothing is saved, and the answer is the same whether or not the "
+          "address has an account (its owner is mailed a notice instead). A lost or expired "
+          "link: sign up again with the same address.");
   verbs.AddVerb(app, "logout", "Delete this CLI's API token and forget the saved login",
                 &LogoutVerb);
   verbs.AddVerb(app, "whoami", "Show who the saved login belongs to", &WhoamiVerb);

@@ -29,8 +29,13 @@ core::Result<void> AdminInviteVerb(VerbContext& ctx, const AdminInviteOptions& o
 void AddAdminInviteVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   auto opt = std::make_shared<AdminInviteOptions>();
   CLI::App* cmd =
-      verbs.AddVerb(admin, "invite", "Invite someone by email: the mailed link makes their account",
+      verbs.AddVerb(admin, "invite",
+                    "Invite someone by email: the mailed link (valid 7 days) makes their account",
                     opt, &AdminInviteVerb);
+  cmd->footer(
+      "The server mails the address a link, valid 7 days, that sets their password and makes "
+      "their account. Inviting an address again mails a new link and voids the older one; an "
+      "address whose account is confirmed is refused (account_exists).");
   cmd->add_option("EMAIL", opt->email, "the address to invite")->required();
 }
 

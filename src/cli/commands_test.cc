@@ -688,6 +688,18 @@ TEST_F(CommandsTest, AMistypedVerbGetsASuggestion) {
   EXPECT_NE(problem["detail"].get<std::string>().find("`gpuwerk instances ls`"), std::string::npos);
 }
 
+// The help says what the verbs do and how long their mailed links live (docs/accounts.md).
+TEST_F(CommandsTest, SignupAndAdminInviteHelpSayWhatTheyDoAndWhenTheLinkExpires) {
+  CliResult signup = Run({"signup", "--help"});
+  EXPECT_NE(signup.out.find("mails the address a link (valid 24 hours)"), std::string::npos)
+      << signup.out;
+  EXPECT_NE(signup.out.find("then run `gpuwerk login`"), std::string::npos) << signup.out;
+  EXPECT_EQ(signup.out.find("then log in as"), std::string::npos) << signup.out;
+  CliResult invite = Run({"admin", "invite", "--help"});
+  EXPECT_NE(invite.out.find("valid 7 days"), std::string::npos) << invite.out;
+  EXPECT_NE(invite.out.find("voids the older one"), std::string::npos) << invite.out;
+}
+
 TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(EditDistance("", ""), 0u);
   EXPECT_EQ(EditDistance("instance", "instances"), 1u);

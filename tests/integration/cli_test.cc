@@ -202,6 +202,24 @@ TEST_F(CliTest, SignupSaysToOpenTheMailedLinkAndLoginWorksAfterIt) {
   EXPECT_TRUE(told);
 }
 
+// docs/accounts.md "Address proof": an unproven account can make no API token, so `gpuwerk
+// login` cannot save one; it says to open the mailed link and saves nothing.
+TEST_F(CliTest, LoginBeforeTheAddressIsProvenSaysToOpenTheMailedLinkAndSavesNothing) {
+  auto signup =
+      Gpuwerk("signup --url " + app_->base_url() + " --email carol@example.test --password-stdin",
+              "carol password 1\n");
+  ASSERT_EQ(signup.exit_code, 0) << signup.err;
+  auto login =
+      Gpuwerk("login --url " + app_->base_url() + " --email carol@example.test --password-stdin",
+              "carol password 1\n");
+  EXPECT_EQ(login.exit_code, 1);
+  EXPECT_NE(login.err.find("open the link mailed to you at sign-up"), std::string::npos)
+      << login.err;
+  EXPECT_NE(login.err.find("(email_unverified)"), std::string::npos) << login.err;
+  EXPECT_EQ(std::count(login.err.begin(), login.err.end(), '\n'), 1) << login.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "config/login.json"));
+}
+
 TEST_F(CliTest, JsonErrorsAreProblemJsonOnStderr) {
   ASSERT_EQ(Login().exit_code, 0);
   auto r = Gpuwerk("keys rm nope --json");
