@@ -20,11 +20,16 @@
 #include "app/agent_config.h"
 #include "app/command_config.h"
 #include "core/logging.h"
+#include "protocol/api_client.h"
 
 namespace gpuwerk::app {
 namespace {
 
 int RunAgent(const AgentConfig& f) {
+  if (auto url = protocol::CheckCredentialUrl(f.server_url); !url) {
+    std::fprintf(stderr, "gpuwerk agent: --server: %s\n", url.error().message.c_str());
+    return 2;
+  }
   constexpr std::string_view kUnix = "unix://";
   if (!f.engine.starts_with(kUnix) || f.engine.size() <= kUnix.size()) {
     std::fprintf(stderr, "gpuwerk agent: --engine must be unix:///PATH, got '%s'\n",

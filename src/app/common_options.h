@@ -18,7 +18,9 @@ template <class Config>
 Option<Config> ServerUrlOption() {
   return {.key = "server_url",
           .field = &Config::server_url,
-          .help = "the control plane's URL",
+          .help =
+              "the control plane's URL: https://, or http:// to this machine's loopback only "
+              "(the token must not cross a network in clear text)",
           .flag = "--server",
           .required = true};
 }

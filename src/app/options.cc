@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -90,7 +91,36 @@ std::string BoundOption::Flag() const {
   if (!flag.empty()) return std::string(flag);
   std::string out = "--";
   for (char c : key) out += c == '_' ? '-' : c;
-  return out;
+  return secret ? out + "-file" : out;
+}
+
+std::string BoundOption::RefusedFlag() const {
+  const std::string file_flag = Flag();
+  if (!secret || !file_flag.ends_with("-file")) return "";
+  return file_flag.substr(0, file_flag.size() - 5);
+}
+
+core::Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::string_view flag) {
+  constexpr std::uintmax_t kMaxBytes = 64 * 1024;
+  auto refuse = [&](const std::string& why) -> core::Result<std::string> {
+    return std::unexpected(ConfigError(std::string(flag) + " " + path.string() + ": " + why));
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return refuse("cannot be read");
+  std::string text;
+  char buf[4096];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxBytes)
+      return refuse("is larger than 64 KiB; it must hold the value alone");
+  }
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  if (text.empty()) return refuse("is empty");
+  if (text.find_first_of("\r\n") != std::string::npos) {
+    return refuse("holds more than one line; it must hold the value alone");
+  }
+  return text;
 }
 
 std::string BoundOption::EnvName() const {
@@ -171,8 +201,14 @@ std::string OptionsMarkdown(std::span<const BoundOption> options) {
       meaning += " " + std::string(o.details);
     }
     if (o.required) meaning = "**required.** " + meaning;
+    if (o.secret) {
+      if (!meaning.ends_with('.')) meaning += '.';
+      meaning += " A secret: `" + o.Flag() + "` names a file holding it; `" + o.RefusedFlag() +
+                 "` on the command line is refused (anyone on the machine reads argv).";
+    }
     out +=
-        "| `" + o.Flag() + "` | `" + o.EnvName() + "` | `" + std::string(o.key) + "` | " +
+        "| `" + o.Flag() + (o.secret ? " FILE" : "") + "` | `" + o.EnvName() + "` | `" +
+        std::string(o.key) + "` | " +
         // A shown_default with blanks is words ("the machine's host name"), not a value.
         (shown.empty()                                                      ? ""
          : !o.shown_default.empty() && shown.find(' ') != std::string::npos ? shown

@@ -35,6 +35,11 @@ struct Option {
   std::string_view shown_default = {};
   std::string_view details = {};  ///< more for the docs than --help shows
   bool required = false;          ///< Resolve fails when no source gives a non-empty value
+  /// A credential (a token, a password): never taken from the command line, where every user of
+  /// the machine reads it in /proc/PID/cmdline. Its flag names a file holding it instead
+  /// (`flag`, or `--` + key + `-file`); the flag without `-file` is refused with a message that
+  /// says so. The environment variable and the config file key hold the value itself.
+  bool secret = false;
 };
 
 /// A pointer to one value of one config object.
@@ -49,9 +54,14 @@ struct BoundOption {
   std::string_view shown_default;
   std::string_view details;
   bool required = false;
+  bool secret = false;
   OptionValue value;
 
-  std::string Flag() const;     ///< e.g. "--public-url"
+  /// e.g. "--public-url"; for a secret the file flag, e.g. "--smtp-password-file".
+  std::string Flag() const;
+  /// For a secret: the flag that would carry the value on the command line, refused (Flag()
+  /// without "-file", e.g. "--smtp-password"); empty otherwise.
+  std::string RefusedFlag() const;
   std::string EnvName() const;  ///< e.g. "GPUWERK_PUBLIC_URL"
   /// The value as people read it, without quotes: shown_default when set, else the value (a
   /// list's items joined with ", "); "" for none.
@@ -68,7 +78,8 @@ std::vector<BoundOption> Bind(const std::vector<Option<Config>>& options, Config
   for (const Option<Config>& o : options) {
     OptionValue value = std::visit(
         [&config](auto Config::*member) -> OptionValue { return &(config.*member); }, o.field);
-    bound.push_back({o.key, o.help, o.flag, o.shown_default, o.details, o.required, value});
+    bound.push_back(
+        {o.key, o.help, o.flag, o.shown_default, o.details, o.required, o.secret, value});
   }
   return bound;
 }
@@ -79,6 +90,11 @@ std::vector<BoundOption> Bind(const std::vector<Option<Config>>& options, Config
 /// Errors: kInvalidArgument "invalid_config" naming the file (and line for syntax errors).
 core::Result<void> LoadConfigFile(const std::filesystem::path& path,
                                   std::span<const BoundOption> options);
+
+/// Reads a secret from the file `path` (a secret option's file flag): its text without one
+/// trailing newline (LF or CRLF). Errors: kInvalidArgument "invalid_config" naming `flag` and
+/// the file when it cannot be read, is larger than 64 KiB, is empty or holds more than one line.
+core::Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::string_view flag);
 
 /// Applies the `GPUWERK_<KEY>` environment variables that are set to `options`; a list takes one
 /// item per line. Errors: kInvalidArgument "invalid_config" naming the variable, for a number

@@ -12,6 +12,7 @@
 #include "app/command_config.h"
 #include "app/relay_config.h"
 #include "core/logging.h"
+#include "protocol/api_client.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
 #include "relay/relay_command.h"
@@ -72,6 +73,10 @@ class TeeRelaySessionLog final : public relay::RelaySessionLog {
 };
 
 int RunRelay(const RelayConfig& f) {
+  if (auto url = protocol::CheckCredentialUrl(f.server_url); !url) {
+    std::fprintf(stderr, "gpuwerk relay: --server: %s\n", url.error().message.c_str());
+    return 2;
+  }
   auto listen = ParseAddressPort(f.ssh_listen);
   if (!listen) {
     std::fprintf(stderr, "gpuwerk relay: --listen %s\n", listen.error().message.c_str());

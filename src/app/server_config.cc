@@ -47,8 +47,8 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .help = "SMTP AUTH user name (used when smtp_password is set too)"},
       {.key = "smtp_password",
        .field = &C::smtp_password,
-       .help = "SMTP AUTH password; better in the environment or a 0600 config file than on a "
-               "command line"},
+       .help = "SMTP AUTH password",
+       .secret = true},
       {.key = "smtp_starttls", .field = &C::smtp_starttls, .help = "never, if-offered or required"},
       LogLevelOption<C>(),
       {.key = "password_hash_cost",
@@ -122,8 +122,8 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
                   "`DATA/operator-password`) when this is unset."},
       {.key = "operator_password",
        .field = &C::operator_password,
-       .help = "the bootstrap operator's password (12 characters or more); give it through the "
-               "environment or a 0600 config file: a flag shows on the process list"},
+       .help = "the bootstrap operator's password (12 characters or more)",
+       .secret = true},
       {.key = "ssh_domain",
        .field = &C::ssh_domain,
        .help = "the relays' wildcard DNS domain, e.g. ssh.example.com: instances then show "

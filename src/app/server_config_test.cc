@@ -121,7 +121,14 @@ void ExpectEverySourceSetsEveryOption(const std::vector<Option<Config>>& options
   for (size_t i = 0; i < declared.size(); ++i) {
     for (const std::string& item : Items(declared[i], i, "flag")) {
       flag_args.push_back(declared[i].Flag());
-      flag_args.push_back(item);
+      if (!declared[i].secret) {
+        flag_args.push_back(item);
+        continue;
+      }
+      // A secret's flag names a file holding the value (with the newline an editor adds).
+      const auto secret_file = dir.path() / ("secret-" + std::string(declared[i].key));
+      std::ofstream(secret_file) << item << "\n";
+      flag_args.push_back(secret_file.string());
     }
   }
 
@@ -200,15 +207,89 @@ TEST(ServerConfigTest, MissingRequiredOptionIsNamedWithAllItsSources) {
   CLI::App app;
   auto* cmd = app.add_subcommand("agent");
   CommandConfig<AgentConfig> command(*cmd, AgentOptions(), "GPUWERK_AGENT_CONFIG_UNSET_IN_TESTS");
-  const char* argv[] = {"gpuwerk", "agent", "--token", "gwh_x", "--engine", "unix:///e.sock"};
+  const char* argv[] = {"gpuwerk", "agent", "--engine", "unix:///e.sock"};
   ScopedEnv env;
   env.Set("GPUWERK_SERVER_URL", "");
-  app.parse(6, argv);
+  env.Set("GPUWERK_HOST_TOKEN", "gwh_x");
+  app.parse(4, argv);
   auto config = command.Resolve();
   ASSERT_FALSE(config);
   EXPECT_EQ(config.error().api_code, "invalid_config");
   EXPECT_EQ(config.error().message,
             "--server is required (or GPUWERK_SERVER_URL, or server_url in the config file)");
+}
+
+/// Resolves `args` (after "gpuwerk cmd") against `options`.
+template <class Config>
+core::Result<Config> ResolveArgs(const std::vector<Option<Config>>& options,
+                                 const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"gpuwerk", "cmd"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<const char*> argv;
+  for (const std::string& a : all) argv.push_back(a.c_str());
+  CLI::App app;
+  auto* cmd = app.add_subcommand("cmd");
+  CommandConfig<Config> command(*cmd, options, "GPUWERK_CONFIG_UNSET_IN_TESTS");
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return command.Resolve();
+}
+
+// Issue 12 finding 8: a token or password on a command line is readable by every user of the
+// machine (/proc/PID/cmdline). Each secret comes from a file flag, the environment or the config
+// file; its value flag is refused, saying what to use instead.
+TEST(ServerConfigTest, SecretsAreNeverTakenFromTheCommandLine) {
+  testing::TempDir dir;
+  ScopedEnv env;
+  env.Set("GPUWERK_SERVER_URL", "http://127.0.0.1:1");
+  env.Set("GPUWERK_ENGINE", "unix:///e.sock");
+  env.Unset("GPUWERK_HOST_TOKEN");
+  env.Unset("GPUWERK_RELAY_TOKEN");
+  auto refused = ResolveArgs(AgentOptions(), {"--token", "gwh_secret"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().api_code, "invalid_config");
+  EXPECT_NE(refused.error().message.find("--token on the command line is readable"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("--token-file FILE"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("GPUWERK_HOST_TOKEN"), std::string::npos);
+  EXPECT_EQ(refused.error().message.find("gwh_secret"), std::string::npos);
+
+  for (const std::string flag : {"--operator-password", "--smtp-password"}) {
+    auto server = ResolveArgs(ServerOptions(), {flag, "a password of 16"});
+    ASSERT_FALSE(server) << flag;
+    EXPECT_NE(server.error().message.find(flag + "-file FILE"), std::string::npos)
+        << server.error().message;
+  }
+  auto relay = ResolveArgs(RelayOptions(), {"--token", "gwt_x"});
+  ASSERT_FALSE(relay);
+  EXPECT_NE(relay.error().message.find("GPUWERK_RELAY_TOKEN"), std::string::npos);
+
+  // The file flag: the file's one line, without its line end (LF or CRLF).
+  const auto token_file = dir.path() / "token";
+  std::ofstream(token_file) << "gwh_from_file\r\n";
+  auto agent = ResolveArgs(AgentOptions(), {"--token-file", token_file.string()});
+  ASSERT_TRUE(agent) << agent.error().message;
+  EXPECT_EQ(agent->host_token, "gwh_from_file");
+
+  // Files that cannot be a secret are refused, naming the flag and the file.
+  const auto empty = dir.path() / "empty";
+  std::ofstream(empty) << "\n";
+  const auto two = dir.path() / "two";
+  std::ofstream(two) << "gwh_a\ngwh_b\n";
+  const auto big = dir.path() / "big";
+  std::ofstream(big) << std::string(70 * 1024, 'x');
+  for (const auto& [file, why] : std::vector<std::pair<std::filesystem::path, std::string>>{
+           {dir.path() / "missing", "cannot be read"},
+           {empty, "is empty"},
+           {two, "more than one line"},
+           {big, "larger than 64 KiB"}}) {
+    auto bad = ResolveArgs(AgentOptions(), {"--token-file", file.string()});
+    ASSERT_FALSE(bad) << file;
+    EXPECT_EQ(bad.error().api_code, "invalid_config");
+    EXPECT_NE(bad.error().message.find("--token-file " + file.string()), std::string::npos)
+        << bad.error().message;
+    EXPECT_NE(bad.error().message.find(why), std::string::npos) << bad.error().message;
+  }
 }
 
 TEST(ServerConfigTest, FileThenEnvironment) {
@@ -380,6 +461,8 @@ TEST(ServerConfigTest, ConfigurationDocMatchesTheDeclarations) {
     for (const BoundOption& o : options) {
       flags.insert(o.Flag());
       variables.insert(o.EnvName());
+      // A secret's value flag exists to be refused; the page says so by its name.
+      if (!o.RefusedFlag().empty()) flags.insert(o.RefusedFlag());
     }
   }
   const std::regex named(R"((?:^|[^\w-])(--[a-z][a-z-]*|GPUWERK_[A-Z_]*[A-Z]))");

@@ -1,6 +1,8 @@
 #include "protocol/api_client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <cctype>
@@ -165,6 +167,52 @@ bool IsAlreadyExistsCode(std::string_view api_code) {
                                                 "key_taken",     "already_exists", "already_queued",
                                                 "already_paired"};
   return std::find(std::begin(kCodes), std::end(kCodes), api_code) != std::end(kCodes);
+}
+
+core::Result<void> CheckCredentialUrl(std::string_view url) {
+  auto invalid = [&](const std::string& why) -> core::Result<void> {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_server_url",
+                      "the server URL '" + core::BoundedPrintable(url) + "' " + why);
+  };
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
+  if (parsed == nullptr) return invalid("could not be parsed (out of memory)");
+  if (curl_url_set(parsed.get(), CURLUPART_URL, std::string(url).c_str(), 0) != CURLUE_OK) {
+    return invalid("is not a URL; it must look like https://gpuwerk.example.com");
+  }
+  auto part = [&](CURLUPart which) -> std::string {
+    char* text = nullptr;
+    if (curl_url_get(parsed.get(), which, &text, 0) != CURLUE_OK || text == nullptr) return "";
+    std::string out(text);
+    curl_free(text);
+    return out;
+  };
+  auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  const std::string scheme = lower(part(CURLUPART_SCHEME));
+  std::string host = lower(part(CURLUPART_HOST));
+  if (scheme != "http" && scheme != "https") return invalid("must start with https://");
+  if (host.empty()) return invalid("has no host");
+  if (!part(CURLUPART_USER).empty() || !part(CURLUPART_PASSWORD).empty()) {
+    return invalid("must not hold a user name or password; the token goes in its own option");
+  }
+  if (scheme == "https") return {};
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  const bool loopback =
+      host == "localhost" ||
+      (::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) ||
+      (::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6));
+  if (loopback) return {};
+  return core::Fail(ErrorCode::kInvalidArgument, "insecure_server_url",
+                    "the server URL '" + core::BoundedPrintable(url) +
+                        "' is http:// to a host that is not this machine: the token would cross "
+                        "the network in clear text; use https:// (the server behind a TLS proxy, "
+                        "docs/configuration.md)");
 }
 
 core::Error ErrorFromResponse(const ApiResponse& response) {

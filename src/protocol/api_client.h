@@ -53,6 +53,14 @@ core::Error ErrorFromResponse(const ApiResponse& response);
 /// unreserved characters), e.g. an id taken from the command line.
 std::string PathEscape(std::string_view segment);
 
+/// Checks that `url` may carry a host's or a relay's credential: an `https://` URL, or an
+/// `http://` URL whose host is loopback (`localhost`, 127.0.0.0/8, `::1`), where the token never
+/// crosses a network. Parsed with libcurl's URL API (RFC 3986).
+/// Errors: kInvalidArgument "invalid_server_url" (not an http or https URL with a host; a user
+/// name or password in it) or "insecure_server_url" (`http://` to any other host: put the
+/// server behind TLS).
+core::Result<void> CheckCredentialUrl(std::string_view url);
+
 /// The one synchronous client of the gpuwerk REST API (/api/v1) over libcurl, used by the CLI
 /// (API tokens), the agent (host tokens: agent::AgentClient) and the relay (an operator's token:
 /// relay::HttpRelayAuthorizer, relay::HttpRelaySessionLog). Authenticates with

@@ -332,5 +332,30 @@ TEST(SseParserTest, IgnoresBadRetryAndIdsWithNul) {
   EXPECT_EQ(parser.retry_ms(), -1);
 }
 
+// Issue 12 finding 8: an agent's or relay's token crosses a network only inside TLS.
+TEST(CheckCredentialUrlTest, HttpsAnywhereAndHttpOnlyToLoopback) {
+  for (const char* ok :
+       {"https://gpu.example.com", "https://10.0.0.5:8443/", "http://127.0.0.1:8080",
+        "http://127.1.2.3", "http://localhost:9/", "http://LOCALHOST", "http://[::1]:8080"}) {
+    EXPECT_TRUE(CheckCredentialUrl(ok)) << ok;
+  }
+  for (const char* insecure :
+       {"http://gpu.example.com", "http://10.0.0.5:8080", "http://[::ffff:127.0.0.1]:80",
+        "http://localhost.example.com", "http://0.0.0.0:8080", "http://128.0.0.1"}) {
+    auto r = CheckCredentialUrl(insecure);
+    ASSERT_FALSE(r) << insecure;
+    EXPECT_EQ(r.error().api_code, "insecure_server_url") << insecure;
+    EXPECT_NE(r.error().message.find("https://"), std::string::npos);
+  }
+  for (const char* invalid :
+       {"", "gpu.example.com", "ftp://gpu.example.com", "https://",
+        "https://user:pw@gpu.example.com", "file:///etc/passwd", "http://127.0.0.1\n:80"}) {
+    auto r = CheckCredentialUrl(invalid);
+    ASSERT_FALSE(r) << invalid;
+    EXPECT_EQ(r.error().api_code, "invalid_server_url") << invalid;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos);  // outside text escaped
+  }
+}
+
 }  // namespace
 }  // namespace gpuwerk::protocol

@@ -71,7 +71,7 @@ api() { curl -sf -H "Authorization: Bearer $token" -H 'Content-Type: application
 host_token=$(api -d '{"name":"bench-host","gpu_type":"spark-1x","gpu_required":false}' \
   "$url/api/v1/admin/hosts" | jq -r .token)
 host_id=$(api "$url/api/v1/admin/hosts" | jq -r '.items[0].id')
-"$gpuwerk" agent --server "$url" --token "$host_token" --engine "$engine" \
+GPUWERK_HOST_TOKEN=$host_token "$gpuwerk" agent --server "$url" --engine "$engine" \
   --state-dir "$work/agent" --log-level warn >"$work/agent.log" 2>&1 &
 pids+=($!)
 ssh-keygen -q -N '' -t ed25519 -C bench -f "$work/key" </dev/null

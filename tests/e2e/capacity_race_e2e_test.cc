@@ -204,10 +204,10 @@ class CapacityRaceE2eTest : public ::testing::Test {
     ASSERT_FALSE(h.id.empty()) << added.body;
     ASSERT_FALSE(token.empty()) << added.body;
     ASSERT_TRUE(h.agent.Start(
-        {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
+        {GpuwerkBinary(), "agent", "--server", url_, "--engine",
          "unix://" + EngineEnvironment::socket(), "--ssh-bind", "127.0.0.1", "--state-dir",
          h.state_dir.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
-        CleanEnv(), h.log))
+        CleanEnvWith("GPUWERK_HOST_TOKEN", token), h.log))
         << h.agent.error();
   }
 

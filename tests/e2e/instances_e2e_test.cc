@@ -151,10 +151,10 @@ class InstancesE2eTest : public ::testing::Test {
 
   void StartAgent(const std::string& token) {
     ASSERT_TRUE(agent_.Start(
-        {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
+        {GpuwerkBinary(), "agent", "--server", url_, "--engine",
          "unix://" + (agent_engine_.empty() ? EngineEnvironment::socket() : agent_engine_),
          "--state-dir", state_.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
-        CleanEnv(), dir_.path() / "agent.log"))
+        CleanEnvWith("GPUWERK_HOST_TOKEN", token), dir_.path() / "agent.log"))
         << agent_.error();
   }
 

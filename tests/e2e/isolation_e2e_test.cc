@@ -254,12 +254,12 @@ class IsolationE2eTest : public ::testing::Test {
     relay_line_ = ReadFile(dir_.path() / "relay_key.pub");
     while (!relay_line_.empty() && relay_line_.back() == '\n') relay_line_.pop_back();
     relay_port_ = FreePort();
-    ASSERT_TRUE(
-        relay_.Start({GpuwerkBinary(), "relay", "--server", url_, "--token", token.Json()["token"],
-                      "--listen", "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
-                      (dir_.path() / "relay_host_key").string(), "--relay-key",
-                      (dir_.path() / "relay_key").string(), "--name", "isolation-e2e"},
-                     CleanEnv(), dir_.path() / "relay.log"))
+    ASSERT_TRUE(relay_.Start({GpuwerkBinary(), "relay", "--server", url_, "--listen",
+                              "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
+                              (dir_.path() / "relay_host_key").string(), "--relay-key",
+                              (dir_.path() / "relay_key").string(), "--name", "isolation-e2e"},
+                             CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]),
+                             dir_.path() / "relay.log"))
         << relay_.error();
     ASSERT_TRUE(Eventually([&] { return !relay_.Running() || PortOpen("127.0.0.1", relay_port_); },
                            seconds(30)));
@@ -274,13 +274,13 @@ class IsolationE2eTest : public ::testing::Test {
     ASSERT_EQ(r.status, 201) << r.body;
     auto agent = std::make_unique<ChildProcess>();
     const std::string n = std::to_string(index);
-    ASSERT_TRUE(
-        agent->Start({GpuwerkBinary(), "agent", "--server", url_, "--token", r.Json()["token"],
-                      "--engine", "unix://" + EngineEnvironment::socket(), "--state-dir",
-                      (dir_.path() / ("agent" + n)).string(), "--sync-interval-seconds", "1",
-                      "--log-level", "debug", "--relay-key", relay_line_,
-                      "--instance-network-allow", std::string(kOutsideAddress) + "/32"},
-                     CleanEnv(), dir_.path() / ("agent" + n + ".log")))
+    ASSERT_TRUE(agent->Start({GpuwerkBinary(), "agent", "--server", url_, "--engine",
+                              "unix://" + EngineEnvironment::socket(), "--state-dir",
+                              (dir_.path() / ("agent" + n)).string(), "--sync-interval-seconds",
+                              "1", "--log-level", "debug", "--relay-key", relay_line_,
+                              "--instance-network-allow", std::string(kOutsideAddress) + "/32"},
+                             CleanEnvWith("GPUWERK_HOST_TOKEN", r.Json()["token"]),
+                             dir_.path() / ("agent" + n + ".log")))
         << agent->error();
     agents_.push_back(std::move(agent));
   }

@@ -229,10 +229,10 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   const std::string token = added.Json().value("token", "");
   ASSERT_FALSE(host_id_.empty());
   ASSERT_TRUE(agent_.Start(
-      {GpuwerkBinary(), "agent", "--server", url_, "--token", token, "--engine",
+      {GpuwerkBinary(), "agent", "--server", url_, "--engine",
        "unix://" + EngineEnvironment::socket(), "--state-dir", (dir_.path() / "agent").string(),
        "--sync-interval-seconds", "1", "--log-level", "debug"},
-      CleanEnv(), dir_.path() / "agent.log"))
+      CleanEnvWith("GPUWERK_HOST_TOKEN", token), dir_.path() / "agent.log"))
       << agent_.error();
   ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
 
@@ -396,10 +396,11 @@ class QueueMailE2eTest : public QueueCrashE2eTest {
     host_id_ = added.Json().value("id", "");
     ASSERT_FALSE(host_id_.empty());
     ASSERT_TRUE(agent_.Start(
-        {GpuwerkBinary(), "agent", "--server", url_, "--token", added.Json().value("token", ""),
-         "--engine", "unix://" + EngineEnvironment::socket(), "--state-dir",
-         (dir_.path() / "agent").string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
-        CleanEnv(), dir_.path() / "agent.log"))
+        {GpuwerkBinary(), "agent", "--server", url_, "--engine",
+         "unix://" + EngineEnvironment::socket(), "--state-dir", (dir_.path() / "agent").string(),
+         "--sync-interval-seconds", "1", "--log-level", "debug"},
+        CleanEnvWith("GPUWERK_HOST_TOKEN", added.Json().value("token", "")),
+        dir_.path() / "agent.log"))
         << agent_.error();
     ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
   }

@@ -673,12 +673,11 @@ TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClose
   const uint16_t port = FreePort();
   ChildProcess relay;
   auto start_relay = [&] {
-    ASSERT_TRUE(
-        relay.Start({GpuwerkBinary(), "relay", "--server", app_->base_url(), "--token", op_token_,
-                     "--listen", "127.0.0.1:" + std::to_string(port), "--host-key",
-                     (dir_.path() / "relay" / "host_key").string(), "--relay-key",
-                     (dir_.path() / "relay" / "relay_key").string(), "--name", "edge-7"},
-                    {}, dir_.path() / "relay.log"))
+    ASSERT_TRUE(relay.Start({GpuwerkBinary(), "relay", "--server", app_->base_url(), "--listen",
+                             "127.0.0.1:" + std::to_string(port), "--host-key",
+                             (dir_.path() / "relay" / "host_key").string(), "--relay-key",
+                             (dir_.path() / "relay" / "relay_key").string(), "--name", "edge-7"},
+                            {{"GPUWERK_RELAY_TOKEN", op_token_}}, dir_.path() / "relay.log"))
         << relay.error();
     for (int i = 0; i < 500; ++i) {
       if (int fd = Connect(port); fd >= 0) {

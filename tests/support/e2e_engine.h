@@ -58,6 +58,15 @@ inline std::map<std::string, std::string> CleanEnv() {
   return env;
 }
 
+/// CleanEnv() plus `name`=`value`: how a test hands a child its credential (an agent's
+/// GPUWERK_HOST_TOKEN, a relay's GPUWERK_RELAY_TOKEN), never on its command line.
+inline std::map<std::string, std::string> CleanEnvWith(const std::string& name,
+                                                       const std::string& value) {
+  std::map<std::string, std::string> env = CleanEnv();
+  env[name] = value;
+  return env;
+}
+
 /// The test binary's engine: one podman API service in a fresh temp directory and the instance
 /// image, set up once per process before the first test and stopped after the last one.
 /// `setup_error` says why the suite cannot run ("" when it can); each test checks it in SetUp
