@@ -84,10 +84,16 @@ std::vector<ReceivedMail> ReadMails(const std::filesystem::path& dir) {
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file() && it->path().parent_path().filename() != "tmp" &&
-        it->path().extension() != ".json") {
-      files.emplace_back(it->last_write_time(), it->path());
+    // The SMTP sink writes each file as NAME.tmp and renames it (smtp_sink.py): a .tmp file may
+    // be gone by the time it is looked at, so it is skipped, and so is any file that vanishes
+    // between the listing and its time being read.
+    std::error_code gone;
+    if (!it->is_regular_file(gone) || it->path().parent_path().filename() == "tmp" ||
+        it->path().extension() == ".json" || it->path().extension() == ".tmp") {
+      continue;
     }
+    const auto written = it->last_write_time(gone);
+    if (!gone) files.emplace_back(written, it->path());
   }
   std::sort(files.begin(), files.end());
   std::vector<ReceivedMail> out;
