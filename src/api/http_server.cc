@@ -38,6 +38,8 @@ core::Result<std::unique_ptr<HttpServer>> HttpServer::Start(Options options, Rou
 
 uint16_t HttpServer::port() const { return impl_->port(); }
 
+size_t HttpServer::max_connections() const { return impl_->max_connections(); }
+
 std::string HttpServer::base_url() const { return impl_->base_url(); }
 
 void HttpServer::Stop() { impl_->Stop(); }

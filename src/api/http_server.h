@@ -81,6 +81,15 @@ class HttpServer {
     /// trusted proxy are not counted (they carry many clients, whose addresses are known only
     /// per request: the proxy caps its clients). 0: no cap.
     size_t max_connections_per_source = 256;
+    /// The most connections open at once in all, so that a flood cannot take every file
+    /// descriptor (accept failing with EMFILE, and with it the store, mail and logs). One more
+    /// is answered 503 problem JSON "server_busy" (`Retry-After: 1`) and closed before anything
+    /// is read; a slot comes back when a connection closes. 0: automatic, from the process's
+    /// open-file limit at Start (core::DefaultMaxConnections: the limit less a quarter, keeping
+    /// at least 128 descriptors spare). Should accept fail all the same (descriptors taken
+    /// elsewhere), the server waits and retries with a growing back-off (at most 1 s) instead of
+    /// spinning, and logs once when that starts and once when accepting works again.
+    size_t max_connections = 0;
   };
 
   /// Binds, listens and starts the I/O threads.
@@ -98,6 +107,8 @@ class HttpServer {
 
   /// The bound TCP port (the chosen one when `listen` asked for port 0).
   uint16_t port() const;
+  /// The cap on open connections in force: Options::max_connections, or its automatic value.
+  size_t max_connections() const;
   /// "http://<host>:<port>" reaching this server; a wildcard bind address (0.0.0.0, ::) is given
   /// as the loopback address of its family. No trailing slash.
   std::string base_url() const;

@@ -24,6 +24,7 @@
 #include "app/store_relay_access.h"
 #include "auth/account_service.h"
 #include "auth/password_hasher.h"
+#include "core/open_files.h"
 #include "keys/ssh_key_registry.h"
 #include "keys/ssh_key_table.h"
 #include "mail/mail_transport.h"
@@ -91,6 +92,11 @@ struct ServerApp::Parts {
 };
 
 namespace {
+
+/// A file-descriptor limit as people read it.
+std::string Shown(uint64_t limit) {
+  return limit == UINT64_MAX ? std::string("unlimited") : std::to_string(limit);
+}
 
 auth::HashCost CostFromName(const std::string& name) {
   if (name == "moderate") return auth::HashCost::kModerate;
@@ -196,6 +202,18 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   http_options.idle_timeout = std::chrono::seconds(config.idle_timeout_seconds);
   http_options.threads = config.http_threads;
   http_options.max_connections_per_source = static_cast<size_t>(config.http_connections_per_source);
+  http_options.max_connections = static_cast<size_t>(config.http_max_connections);
+  // Connections are file descriptors: take what the operator's hard limit allows, so that the
+  // connection cap, not EMFILE, is what a flood meets.
+  if (auto fds = core::RaiseOpenFileLimit(); !fds) {
+    spdlog::warn("server: {}", fds.error().message);
+  } else if (fds->soft != fds->soft_before) {
+    spdlog::info("server: open-file limit raised from {} to {} (the hard limit {})",
+                 fds->soft_before, fds->soft, Shown(fds->hard));
+  } else {
+    spdlog::info("server: open-file limit {} (the hard limit {})", Shown(fds->soft),
+                 Shown(fds->hard));
+  }
   GPUWERK_ASSIGN_OR_RETURN(http_options.trusted_proxies,
                            api::TrustedProxies::Parse(config.trusted_proxies));
   if (!http_options.trusted_proxies.empty()) {

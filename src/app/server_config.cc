@@ -69,6 +69,13 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .help = "HTTP connections open at once from one IPv4 address or IPv6 /64; one more gets "
                "503 too_many_connections; 0: no cap; a trusted proxy's connections are not "
                "counted (the proxy caps its clients)"},
+      {.key = "http_max_connections",
+       .field = &C::http_max_connections,
+       .help = "HTTP connections open at once in all; one more gets 503 server_busy "
+               "(Retry-After: 1) and is closed unread, until one closes",
+       .shown_default = "0 (automatic)",
+       .details = "0: the open-file limit (raised to its hard limit at start; both logged) less "
+                  "a quarter, keeping at least 128 descriptors spare, e.g. 49152 for 65536."},
       {.key = "trusted_proxies",
        .field = &C::trusted_proxies,
        .help = "a reverse proxy (an IPv4/IPv6 CIDR or address, e.g. 10.0.0.0/8, ::1) whose "
@@ -176,6 +183,10 @@ core::Result<void> Validate(const ServerConfig& c) {
   }
   if (c.http_connections_per_source < 0 || c.http_connections_per_source > 1'000'000) {
     return std::unexpected(ConfigError("http_connections_per_source must be from 0 to 1000000"));
+  }
+  if (c.http_max_connections < 0 || c.http_max_connections > 100'000'000) {
+    return std::unexpected(
+        ConfigError("http_max_connections must be from 0 (automatic) to 100000000"));
   }
   GPUWERK_TRY(api::TrustedProxies::Parse(c.trusted_proxies));
   if (c.body_limit_bytes < 1024) {

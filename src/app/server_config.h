@@ -31,6 +31,7 @@ struct ServerConfig {
   int read_timeout_seconds = 30;
   int idle_timeout_seconds = 60;
   int http_connections_per_source = 256;  ///< 0: no cap
+  int64_t http_max_connections = 0;       ///< 0: automatic, from the open-file limit
   /// CIDRs of the reverse proxies whose X-Forwarded-For is believed (api::TrustedProxies)
   std::vector<std::string> trusted_proxies;
   int sign_in_failures_per_account = 5;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <sys/resource.h>
 
 #include <sstream>
 
@@ -7,6 +8,7 @@
 #include "core/error.h"
 #include "core/host_address.h"
 #include "core/logging.h"
+#include "core/open_files.h"
 #include "core/random.h"
 #include "core/strings.h"
 #include "core/time_format.h"
@@ -139,6 +141,50 @@ TEST(HostAddressTest, AcceptsIpLiteralsAndDnsNamesOnly) {
   }
   EXPECT_FALSE(IsHostAddress(std::string(64, 'a') + ".example"));  // a label over 63
   EXPECT_FALSE(IsHostAddress(std::string(254, 'a')));
+}
+
+// Issue 12 finding 8 (a flood made accept() fail with EMFILE): the HTTP cap's default leaves a
+// quarter of the descriptors, at least 128, to everything else.
+TEST(OpenFileLimitTest, DefaultCapLeavesAQuarterAndAtLeast128Spare) {
+  EXPECT_EQ(DefaultMaxConnections(1024), 768u);
+  EXPECT_EQ(DefaultMaxConnections(65536), 49152u);
+  EXPECT_EQ(DefaultMaxConnections(1048576), 786432u);
+  EXPECT_EQ(DefaultMaxConnections(400), 272u);  // 128 spare, more than a quarter
+  EXPECT_EQ(DefaultMaxConnections(257), 129u);
+  EXPECT_EQ(DefaultMaxConnections(256), 128u);
+  EXPECT_EQ(DefaultMaxConnections(100), 50u);
+  EXPECT_EQ(DefaultMaxConnections(1), 1u);
+  EXPECT_EQ(DefaultMaxConnections(UINT64_MAX), 786432u);
+  for (uint64_t limit = 2; limit < 5000; ++limit) {
+    EXPECT_LT(DefaultMaxConnections(limit), limit);
+    EXPECT_LE(DefaultMaxConnections(limit - 1), DefaultMaxConnections(limit)) << limit;
+  }
+}
+
+TEST(OpenFileLimitTest, RaiseSetsTheSoftLimitToTheHardLimit) {
+  rlimit original{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &original), 0);
+  if (original.rlim_max != RLIM_INFINITY && original.rlim_max < 512) {
+    GTEST_SKIP() << "hard limit " << original.rlim_max << " too low to test";
+  }
+  rlimit lowered = original;
+  lowered.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  auto raised = RaiseOpenFileLimit();
+  ASSERT_TRUE(raised) << raised.error().message;
+  EXPECT_EQ(raised->soft_before, 256u);
+  EXPECT_GT(raised->soft, 256u);
+  if (original.rlim_max != RLIM_INFINITY) {
+    EXPECT_EQ(raised->hard, static_cast<uint64_t>(original.rlim_max));
+    EXPECT_LE(raised->soft, raised->hard);
+  }
+  EXPECT_EQ(OpenFileSoftLimit(), raised->soft);
+  // Again: nothing to raise, nothing lowered.
+  auto again = RaiseOpenFileLimit();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->soft_before, raised->soft);
+  EXPECT_EQ(again->soft, raised->soft);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "api/internal/connection.h"
+#include "core/open_files.h"
 
 namespace gpuwerk::api::internal {
 namespace {
@@ -46,6 +47,11 @@ std::optional<std::pair<std::string, uint16_t>> SplitHostPort(std::string_view l
 }  // namespace
 
 thread_local const ServerCore* ServerCore::current_ = nullptr;
+
+std::atomic<int>& AcceptFaultForTests() {
+  static std::atomic<int> fault{0};
+  return fault;
+}
 
 core::Result<void> ServerCore::Listen() {
   auto fail = [&](const std::string& why) {
@@ -99,6 +105,15 @@ core::Result<void> ServerCore::Listen() {
 }
 
 void ServerCore::Run() {
+  const uint64_t fd_limit = core::OpenFileSoftLimit();
+  max_connections_ = options_.max_connections != 0 ? options_.max_connections
+                                                   : core::DefaultMaxConnections(fd_limit);
+  if (fd_limit != UINT64_MAX && max_connections_ + 64 > fd_limit) {
+    spdlog::warn(
+        "http: max_connections {} leaves fewer than 64 of the {} file descriptors the process may "
+        "open: accepts may fail with EMFILE before the cap answers 503",
+        max_connections_, fd_limit);
+  }
   asio::dispatch(acceptor_.get_executor(), [this] { DoAccept(); });
   threads_.reserve(options_.threads);
   for (int i = 0; i < options_.threads; ++i) {
@@ -114,20 +129,29 @@ void ServerCore::Run() {
       }
     });
   }
-  spdlog::info("http: listening on {}", base_url_);
+  spdlog::info("http: listening on {} (at most {} connections; open-file limit {})", base_url_,
+               max_connections_,
+               fd_limit == UINT64_MAX ? std::string("unlimited") : std::to_string(fd_limit));
 }
 
 void ServerCore::DoAccept() {
+  if (const int fault = AcceptFaultForTests().load(); fault != 0) {
+    asio::post(acceptor_.get_executor(), [this, fault] {
+      if (acceptor_.is_open()) {
+        BackOffAccept(beast::error_code(fault, boost::system::system_category()));
+      }
+    });
+    return;
+  }
   acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor_.is_open() || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      // E.g. out of file descriptors: wait a little instead of spinning.
-      spdlog::warn("http: accept failed: {}", ec.message());
-      accept_retry_.expires_after(std::chrono::milliseconds(100));
-      accept_retry_.async_wait([this](beast::error_code wait_ec) {
-        if (!wait_ec && acceptor_.is_open()) DoAccept();
-      });
-      return;
+    if (ec) return BackOffAccept(ec);
+    if (accept_failures_ > 0) {
+      spdlog::info("http: accepting again after {} failed accept(s) ({})", accept_failures_,
+                   accept_error_.message());
+      accept_failures_ = 0;
+      accept_error_ = {};
+      accept_backoff_ = std::chrono::milliseconds(0);
     }
     if (!stopping_) {
       beast::error_code peer_ec;
@@ -136,13 +160,38 @@ void ServerCore::DoAccept() {
       const bool uncounted =
           peer_ec || options_.trusted_proxies.Contains(peer.address().to_string());
       const std::string source = uncounted ? "" : SourceKey(peer.address());
-      if (Admit(source)) {
+      if (const Admission admission = Admit(source); admission == Admission::kAdmitted) {
         std::make_shared<Connection>(*this, std::move(socket), source)->Start();
       } else {
-        Refuse(std::move(socket), source);
+        Refuse(std::move(socket), admission, source);
       }
     }
     DoAccept();
+  });
+}
+
+void ServerCore::BackOffAccept(const boost::system::error_code& ec) {
+  // Out of file descriptors (EMFILE, ENFILE) or kernel memory: the pending connection stays in
+  // the backlog and accepting again at once would fail again, so wait, longer each time.
+  if (accept_failures_ == 0 || ec != accept_error_) {
+    size_t open = 0;
+    {
+      std::lock_guard lock(connections_mu_);
+      open = open_;
+    }
+    spdlog::warn(
+        "http: accept failed: {}; retrying with back-off up to 1 s ({} connections open, "
+        "max_connections {}, open-file limit {})",
+        ec.message(), open, max_connections_, core::OpenFileSoftLimit());
+  }
+  ++accept_failures_;
+  accept_failures_total_.Increment();
+  accept_error_ = ec;
+  accept_backoff_ = std::clamp(accept_backoff_ * 2, std::chrono::milliseconds(10),
+                               std::chrono::milliseconds(1000));
+  accept_retry_.expires_after(accept_backoff_);
+  accept_retry_.async_wait([this](beast::error_code wait_ec) {
+    if (!wait_ec && acceptor_.is_open()) DoAccept();
   });
 }
 
@@ -151,19 +200,36 @@ void ServerCore::Register(const std::shared_ptr<Connection>& connection) {
   connections_.emplace(connection.get(), connection);
 }
 
-bool ServerCore::Admit(const std::string& source) {
-  if (source.empty() || options_.max_connections_per_source == 0) {
-    return true;
-  }
+ServerCore::Admission ServerCore::Admit(const std::string& source) {
   std::lock_guard lock(connections_mu_);
-  size_t& open = per_source_[source];
-  if (open >= options_.max_connections_per_source) return false;
-  ++open;
-  return true;
+  if (open_ >= max_connections_) {
+    if (!busy_) {
+      busy_ = true;
+      busy_refused_ = 0;
+      spdlog::warn(
+          "http: {} connections open: refusing new ones with 503 server_busy until one closes "
+          "(max_connections)",
+          open_);
+    }
+    ++busy_refused_;
+    server_busy_.Increment();
+    return Admission::kServerBusy;
+  }
+  if (!source.empty() && options_.max_connections_per_source != 0) {
+    size_t& from_source = per_source_[source];
+    if (from_source >= options_.max_connections_per_source) {
+      source_busy_.Increment();
+      return Admission::kSourceBusy;
+    }
+    ++from_source;
+  }
+  ++open_;
+  open_gauge_.Set(static_cast<double>(open_));
+  return Admission::kAdmitted;
 }
 
-void ServerCore::Refuse(tcp::socket socket, const std::string& source) {
-  {
+void ServerCore::Refuse(tcp::socket socket, Admission why, const std::string& source) {
+  if (why == Admission::kSourceBusy) {
     std::lock_guard lock(connections_mu_);
     const auto now = std::chrono::steady_clock::now();
     if (now - last_refusal_log_ >= std::chrono::minutes(1)) {
@@ -172,25 +238,32 @@ void ServerCore::Refuse(tcp::socket socket, const std::string& source) {
                    source, options_.max_connections_per_source);
     }
   }
-  // Written before anything is read: a client that already sent its request may see the
-  // connection reset instead, which says the same.
-  static const std::string kAnswer = [] {
+  const auto answer = [](std::string_view code, std::string_view detail) {
     const std::string body =
-        R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
-        R"("code":"too_many_connections","detail":"Too many connections are open from your )"
-        R"(address; close some and try again.","retry_after_seconds":1})";
+        fmt::format(R"({{"type":"about:blank","title":"Service Unavailable","status":503,)"
+                    R"("code":"{}","detail":"{}","retry_after_seconds":1}})",
+                    code, detail);
     return fmt::format(
         "HTTP/1.1 503 Service Unavailable\r\nServer: gpuwerk\r\nContent-Type: "
         "application/problem+json\r\nX-Content-Type-Options: nosniff\r\nRetry-After: "
         "1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
         body.size(), body);
-  }();
-  auto held = std::make_shared<tcp::socket>(std::move(socket));
-  asio::async_write(*held, asio::buffer(kAnswer), [held](beast::error_code, size_t) {
-    beast::error_code ignored;
-    held->shutdown(tcp::socket::shutdown_send, ignored);
-    held->close(ignored);
-  });
+  };
+  static const std::string kSourceBusy =
+      answer("too_many_connections",
+             "Too many connections are open from your address; close some and try again.");
+  static const std::string kServerBusy =
+      answer("server_busy", "The server has too many connections open; try again in a moment.");
+  // Written at once, without waiting and before anything is read, so that a flood of refused
+  // connections holds no descriptor: a fresh socket's send buffer takes these few hundred bytes.
+  // A client that already sent its request may see the connection reset instead, which says the
+  // same.
+  beast::error_code ignored;
+  socket.non_blocking(true, ignored);
+  socket.write_some(asio::buffer(why == Admission::kServerBusy ? kServerBusy : kSourceBusy),
+                    ignored);
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
 }
 
 std::string SourceKey(const asio::ip::address& address) {
@@ -207,6 +280,13 @@ void ServerCore::Unregister(Connection* connection, const std::string& source) {
   if (!source.empty()) {
     auto it = per_source_.find(source);
     if (it != per_source_.end() && --it->second == 0) per_source_.erase(it);
+  }
+  if (open_ > 0) --open_;
+  open_gauge_.Set(static_cast<double>(open_));
+  if (busy_ && open_ < max_connections_) {
+    busy_ = false;
+    spdlog::info("http: accepting connections again ({} refused with server_busy meanwhile)",
+                 busy_refused_);
   }
   connections_.erase(connection);
   if (connections_.empty()) connections_cv_.notify_all();
