@@ -39,6 +39,32 @@ struct RelayOptions {
   /// connections from it are dropped at accept until the window has passed.
   int max_auth_failures_per_source = 30;
   std::chrono::seconds auth_failure_window{60};
+
+  // What one authenticated connection may make the relay hold (docs/ssh.md "Limits"; issue 12
+  // finding 3). Each limit bounds memory that the client, or the instance's sshd (which the
+  // tenant controls), could otherwise grow without end.
+
+  /// Channels one connection holds at once, whoever opened them (session and direct-tcpip from
+  /// the client; forwarded-tcpip and agent channels from the instance), counting those whose
+  /// close the peer has not confirmed yet. Further opens are refused with
+  /// SSH_OPEN_ADMINISTRATIVELY_PROHIBITED (RFC 4254 §5.1). The instance's sshd allows 10 session
+  /// channels (`MaxSessions`); the rest leaves room for `-L`/`-D` tunnels.
+  int max_channels_per_connection = 16;
+  /// Channel requests (pty, env, exec, …, signals) queued on one channel while the relay waits
+  /// for the instance's answer to an earlier one. One more ends the connection: answering it out
+  /// of turn would break RFC 4254 §5.4's order. OpenSSH sends one per `SendEnv` variable, plus
+  /// pty, agent and the command.
+  int max_queued_requests_per_channel = 32;
+  /// `tcpip-forward` / `cancel-tcpip-forward` requests waiting for the instance's answer (RFC
+  /// 4254 §7.1). One more ends the connection (global replies are ordered too, §4).
+  int max_pending_global_requests = 8;
+  /// Bytes one channel may hold in libssh for one direction (and stream) that the relay has not
+  /// taken yet. A peer that keeps to the window the relay granted never holds more than that
+  /// window (1,280,000 bytes with libssh 0.10, 2 MiB from 0.11); libssh 0.10 buffers whatever a
+  /// peer sends beyond it (up to 256 MiB a channel), so past this limit the connection ends with
+  /// "… sent more than its channel window allows". 0: that window plus one maximal packet
+  /// (256 KiB), i.e. 1,542,144 bytes with libssh 0.10.
+  size_t max_channel_buffer_bytes = 0;
 };
 
 /// Counts of what the relay holds now (for /metrics and tests).

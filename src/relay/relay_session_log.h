@@ -24,7 +24,10 @@ struct RelaySessionRecord {
   std::chrono::system_clock::time_point ended_at;  ///< unset (epoch) in OnStart
   uint64_t bytes_from_client = 0;                  ///< client → instance
   uint64_t bytes_to_client = 0;                    ///< instance → client
-  std::string end_reason;  ///< "client closed", "instance closed", "revoked: …", "relay stopping"
+  /// "client closed", "instance closed", "revoked: …", "relay stopping", or a bound the client
+  /// or instance went past ("the client sent more than its channel window allows (…)", "the
+  /// client queued more than N requests on one channel"; docs/ssh.md "Memory").
+  std::string end_reason;
 };
 
 /// A login the relay refused after the client proved its key, or could not carry upstream

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -744,6 +745,299 @@ TEST_F(RelayTest, StopEndsOpenRelaySessionsAndTellsThePerson) {
   ::close(idle);
   ASSERT_EQ(log_.Ended().size(), 1u);
   EXPECT_EQ(log_.Ended()[0].end_reason, "relay stopping");
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+// <sanitizer/allocator_interface.h>, which GCC 12 does not install.
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
+/// The heap this process holds now: what AddressSanitizer counts as allocated and not freed
+/// (its quarantine excluded) in a sanitized build, else the resident set (VmRSS), in bytes.
+size_t HeapInUse() {
+#if defined(__SANITIZE_ADDRESS__)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      size_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(1 << 16, '\n');
+  }
+  return 0;
+#endif
+}
+
+/// The most HeapInUse() grew above where it started, sampled every 2 ms while alive.
+class PeakGrowth {
+ public:
+  PeakGrowth() : base_(HeapInUse()) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        const size_t now = HeapInUse();
+        if (now > base_ && now - base_ > peak_) peak_ = now - base_;
+        std::this_thread::sleep_for(2ms);
+      }
+    });
+  }
+  ~PeakGrowth() { Stop(); }
+  size_t Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return peak_;
+  }
+
+ private:
+  const size_t base_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> peak_{0};
+  std::thread thread_;
+};
+
+/// A flooding client (python3-paramiko): logs in, opens 8 session channels running `sleep 30`
+/// (which never reads its stdin, so the instance's window closes) and 8 direct-tcpip channels to
+/// `tcp_port`, tries a 17th channel, then sends raw SSH_MSG_CHANNEL_DATA packets round-robin on
+/// the 8 session channels, ignoring every window, up to `per_channel` bytes each or until the
+/// relay hangs up. Prints what happened as JSON.
+constexpr const char* kParamikoFlood = R"py(
+import json, socket, sys, time
+import paramiko
+from paramiko.common import cMSG_CHANNEL_DATA
+port, key_path, user, tcp_port, per_channel = (int(sys.argv[1]), sys.argv[2], sys.argv[3],
+                                               int(sys.argv[4]), int(sys.argv[5]))
+key = paramiko.Ed25519Key.from_private_key_file(key_path)
+t = paramiko.Transport(socket.create_connection(("127.0.0.1", port)))
+t.start_client(timeout=10)
+t.auth_publickey(user, key)
+out = {}
+sessions = []
+for i in range(8):
+    ch = t.open_session(timeout=10)
+    ch.exec_command("sleep 30")
+    sessions.append(ch)
+tunnels = [t.open_channel("direct-tcpip", ("127.0.0.1", tcp_port), ("127.0.0.1", 40000 + i),
+                          timeout=10) for i in range(8)]
+out["open"] = len(sessions) + len(tunnels)
+try:
+    t.open_session(timeout=10)
+    out["seventeenth"] = "opened"
+except paramiko.ChannelException as e:
+    out["seventeenth"] = "refused"
+    out["code"] = e.code
+chunk = b"\0" * 32768
+sent = 0
+t0 = time.monotonic()
+try:
+    while sent < per_channel and t.is_active():
+        for ch in sessions:
+            m = paramiko.Message()
+            m.add_byte(cMSG_CHANNEL_DATA)
+            m.add_int(ch.remote_chanid)
+            m.add_string(chunk)
+            t._send_user_message(m)
+        sent += len(chunk)
+except (EOFError, OSError, paramiko.SSHException) as e:
+    out["send_error"] = type(e).__name__
+deadline = time.monotonic() + 10
+while t.is_active() and time.monotonic() < deadline:
+    time.sleep(0.05)
+out["sent_per_channel"] = sent
+out["seconds"] = time.monotonic() - t0
+out["closed_by_relay"] = not t.is_active()
+t.close()
+print(json.dumps(out))
+)py";
+
+/// Issue 12 finding 3: a relay that bounds what one connection makes it hold.
+class RelayBoundsTest : public RelayTest {};
+
+TEST_F(RelayBoundsTest, EightChannelsFloodedPastTheirWindowsStayWithinTheMemoryBound) {
+  if (RunCommand(dir_.path(), "/usr/bin/python3 -c 'import paramiko'").exit_code != 0) {
+    GTEST_SKIP() << "python3-paramiko is not installed (scripts/setup.sh test installs it)";
+  }
+  // A port on the instance side that takes connections (the kernel's backlog) and never reads.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 64), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+
+  // 64 MiB a channel, 512 MiB in all: libssh 0.10 alone would hold all of it (the finding: 8
+  // channels took the relay to 2 GiB). The bound: 8 channels × (libssh's buffer, cut off past
+  // max_channel_buffer_bytes = 1,542,144 bytes, in a buffer of at most 2 MiB, + the relay's own
+  // copy of at most one window, 1,280,000 bytes) ≈ 27 MiB, plus slack for the login and libssh's
+  // sessions.
+  constexpr size_t kPerChannel = 64u << 20;
+  constexpr size_t kBound = 48u << 20;
+  const fs::path script = dir_.path() / "paramiko_flood.py";
+  std::ofstream(script) << kParamikoFlood;
+  PeakGrowth growth;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunCommand(dir_.path(),
+                      "/usr/bin/python3 " + script.string() + " " + std::to_string(relay_->port()) +
+                          " " + alice_.private_path.string() + " alpha-aaaaa " +
+                          std::to_string(ntohs(a.sin_port)) + " " + std::to_string(kPerChannel));
+  const size_t peak = growth.Stop();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(listener);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(out.is_object()) << r.out;
+  std::printf(
+      "[ info ] 8 channels flooded past their windows: heap peak +%.1f MiB (bound %zu MiB), "
+      "%.1f MiB sent a channel before the relay hung up, %.2f s; %s\n",
+      static_cast<double>(peak) / (1 << 20), kBound >> 20,
+      out.value("sent_per_channel", 0.0) / (1 << 20), secs, out.dump().c_str());
+
+  EXPECT_EQ(out["open"], 16);
+  // The 17th channel of one connection is refused: SSH_OPEN_ADMINISTRATIVELY_PROHIBITED (1).
+  EXPECT_EQ(out["seventeenth"], "refused") << out;
+  EXPECT_EQ(out.value("code", 0), 1) << out;
+  // The relay ended the connection long before the client had sent what it meant to.
+  EXPECT_TRUE(out["closed_by_relay"].get<bool>()) << out;
+  EXPECT_LT(out["sent_per_channel"].get<double>(), static_cast<double>(kPerChannel)) << out;
+  EXPECT_LT(peak, kBound) << "the relay held " << peak << " bytes more";
+  // The relay session record says why.
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 1; }));
+  const std::string reason = log_.Ended()[0].end_reason;
+  EXPECT_TRUE(reason.starts_with("the client sent more than its channel window allows ("))
+      << reason;
+  EXPECT_TRUE(reason.ends_with(" bytes held on one channel, limit 1542144)")) << reason;
+  // And the relay serves the next login as before.
+  auto ok = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo ok'");
+  EXPECT_EQ(ok.out, "ok\n") << ok.err;
+}
+
+/// A client (python3-paramiko) that opens a session channel with the largest window SSH allows
+/// (RFC 4254 §5.2: 2^32 - 1 bytes), runs `cat /dev/zero`, prints "ready" and waits to be
+/// stopped: the relay may write that much before the window closes, but the client's socket
+/// takes nothing once the client stops.
+constexpr const char* kParamikoHugeWindow = R"py(
+import socket, sys, time
+import paramiko
+port, key_path, user = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+key = paramiko.Ed25519Key.from_private_key_file(key_path)
+t = paramiko.Transport(socket.create_connection(("127.0.0.1", port)))
+t.start_client(timeout=10)
+t.auth_publickey(user, key)
+ch = t.open_session(window_size=2**32 - 1, timeout=10)
+ch.exec_command("cat /dev/zero")
+print("ready", flush=True)
+time.sleep(60)
+)py";
+
+TEST_F(RelayBoundsTest, AClientThatGrantsAHugeWindowAndStopsReadingStaysWithinTheMemoryBound) {
+  if (RunCommand(dir_.path(), "/usr/bin/python3 -c 'import paramiko'").exit_code != 0) {
+    GTEST_SKIP() << "python3-paramiko is not installed (scripts/setup.sh test installs it)";
+  }
+  const fs::path script = dir_.path() / "paramiko_huge_window.py";
+  std::ofstream(script) << kParamikoHugeWindow;
+  const std::string port = std::to_string(relay_->port());
+  const std::string key = alice_.private_path.string();
+  PeakGrowth growth;
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t client = ::fork();
+  if (client == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(), key.c_str(), "alpha-aaaaa",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string ready;
+  char ch;
+  while (ready.find('\n') == std::string::npos && ::read(out[0], &ch, 1) == 1) ready += ch;
+  ASSERT_EQ(ready, "ready\n");
+  // Let the data flow, then stop the client: its socket fills, and the relay holds what it has.
+  std::this_thread::sleep_for(200ms);
+  ::kill(client, SIGSTOP);
+  std::this_thread::sleep_for(3s);
+  const size_t peak = growth.Stop();
+  ::kill(client, SIGKILL);
+  ::waitpid(client, nullptr, 0);
+  ::close(out[0]);
+  // The relay's share: its own copy of one window, libssh's buffer of the instance's side (one
+  // window), and one chunk queued for the client's socket; 2^32 - 1 bytes without the bound.
+  constexpr size_t kBound = 16u << 20;
+  std::printf(
+      "[ info ] a client that stopped reading with a 4 GiB window: heap peak +%.1f MiB in "
+      "3 s (bound %zu MiB)\n",
+      static_cast<double>(peak) / (1 << 20), kBound >> 20);
+  EXPECT_LT(peak, kBound);
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 1; }));
+  EXPECT_EQ(log_.Ended()[0].end_reason, "client closed");
+}
+
+/// A client that queues requests without waiting for answers (python3-paramiko): in mode `env`,
+/// `count` env requests on one session channel; in mode `forward`, `count` tcpip-forward
+/// requests. Prints {"closed_by_relay": …} once the relay hung up or 10 s passed.
+constexpr const char* kParamikoBurst = R"py(
+import json, socket, sys, time
+import paramiko
+port, key_path, user, mode, count = (int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4],
+                                     int(sys.argv[5]))
+key = paramiko.Ed25519Key.from_private_key_file(key_path)
+t = paramiko.Transport(socket.create_connection(("127.0.0.1", port)))
+t.start_client(timeout=10)
+t.auth_publickey(user, key)
+try:
+    if mode == "env":
+        ch = t.open_session(timeout=10)
+        for i in range(count):
+            ch.set_environment_variable("GPUWERK_V%d" % i, "x")  # want_reply false
+    else:
+        for i in range(count):
+            t.global_request("tcpip-forward", ("127.0.0.1", 0), wait=False)
+except (EOFError, OSError, paramiko.SSHException):
+    pass
+deadline = time.monotonic() + 10
+while t.is_active() and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(json.dumps({"closed_by_relay": not t.is_active()}))
+t.close()
+)py";
+
+TEST_F(RelayBoundsTest, RequestsQueuedPastTheirCapsEndTheConnection) {
+  if (RunCommand(dir_.path(), "/usr/bin/python3 -c 'import paramiko'").exit_code != 0) {
+    GTEST_SKIP() << "python3-paramiko is not installed (scripts/setup.sh test installs it)";
+  }
+  relay_.reset();
+  RelayOptions o = BaseOptions();
+  // Small caps, so that a burst overruns them whatever the instance's sshd answers meanwhile
+  // (the relay forwards one request at a time and waits for its answer).
+  o.max_queued_requests_per_channel = 4;
+  o.max_pending_global_requests = 2;
+  ASSERT_NO_FATAL_FAILURE(StartRelay(o));
+  const fs::path script = dir_.path() / "paramiko_burst.py";
+  std::ofstream(script) << kParamikoBurst;
+  auto burst = [&](const std::string& mode) {
+    auto r = RunCommand(
+        dir_.path(), "/usr/bin/python3 " + script.string() + " " + std::to_string(relay_->port()) +
+                         " " + alice_.private_path.string() + " alpha-aaaaa " + mode + " 200");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto out = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(out.is_object() && out["closed_by_relay"].get<bool>()) << mode << ": " << r.out;
+  };
+  burst("env");
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 1; }));
+  EXPECT_EQ(log_.Ended()[0].end_reason, "the client queued more than 4 requests on one channel");
+  burst("forward");
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 2; }));
+  EXPECT_EQ(log_.Ended()[1].end_reason, "the client queued more than 2 port-forwarding requests");
+  // Within the caps, the same requests go through: env (SendEnv) and a -R forward.
+  auto env = RunCommand(dir_.path(), "GPUWERK_X=forty-two " +
+                                         Ssh(alice_, "alpha-aaaaa", "-o SendEnv=GPUWERK_X") +
+                                         " 'echo $GPUWERK_X'");
+  EXPECT_EQ(env.out, "forty-two\n") << env.err;
 }
 
 /// The process's log lines, as gpuwerk formats them (core::MakeLogFormatter), one entry per line

@@ -1,24 +1,47 @@
 #include "relay/internal/channel_forwarding.h"
 
+#include <spdlog/spdlog.h>
+
 #include <utility>
 
 namespace gpuwerk::relay::internal {
 
+bool ChannelForwarding::RoomForChannel(const char* kind) {
+  if (pairs_.size() < limits_.max_channels) return true;
+  if (!refusal_logged_) {
+    refusal_logged_ = true;
+    spdlog::warn(
+        "relay: {} refused a {} channel: it holds {} channels, the most one connection may hold "
+        "(max_channels_per_connection); further refusals on it are not logged",
+        name_, kind, pairs_.size());
+  }
+  return false;
+}
+
 void ChannelForwarding::OnClientMessage(SshMessagePtr msg) {
+  if (!violation_.empty()) return;  // the connection is ending
   const int type = ssh_message_type(msg.get());
   const int subtype = ssh_message_subtype(msg.get());
-  if (type == SSH_REQUEST_CHANNEL_OPEN && subtype == SSH_CHANNEL_SESSION) {
-    AddPair(ChannelPair::Kind::kSession, std::move(msg));
-    return;
-  }
-  if (type == SSH_REQUEST_CHANNEL_OPEN && subtype == SSH_CHANNEL_DIRECT_TCPIP) {
-    AddPair(ChannelPair::Kind::kDirectTcpip, std::move(msg));
+  if (type == SSH_REQUEST_CHANNEL_OPEN &&
+      (subtype == SSH_CHANNEL_SESSION || subtype == SSH_CHANNEL_DIRECT_TCPIP)) {
+    const bool session = subtype == SSH_CHANNEL_SESSION;
+    if (!RoomForChannel(session ? "session" : "direct-tcpip")) {
+      ssh_message_reply_default(msg.get());  // SSH_OPEN_ADMINISTRATIVELY_PROHIBITED (§5.1)
+      return;
+    }
+    AddPair(session ? ChannelPair::Kind::kSession : ChannelPair::Kind::kDirectTcpip,
+            std::move(msg));
     return;
   }
   if (type == SSH_REQUEST_CHANNEL) {
     ssh_channel ch = ssh_message_channel_request_channel(msg.get());
     for (auto& p : pairs_) {
       if (p->client.get() == ch && !p->done) {
+        if (p->requests.size() + p->signals.size() >= limits_.max_queued_requests) {
+          violation_ = "the client queued more than " +
+                       std::to_string(limits_.max_queued_requests) + " requests on one channel";
+          return;
+        }
         p->requests.push_back(std::move(msg));
         Advance(*p);
         return;
@@ -27,6 +50,11 @@ void ChannelForwarding::OnClientMessage(SshMessagePtr msg) {
   }
   if (type == SSH_REQUEST_GLOBAL && (subtype == SSH_GLOBAL_REQUEST_TCPIP_FORWARD ||
                                      subtype == SSH_GLOBAL_REQUEST_CANCEL_TCPIP_FORWARD)) {
+    if (globals_.size() >= limits_.max_pending_globals) {
+      violation_ = "the client queued more than " + std::to_string(limits_.max_pending_globals) +
+                   " port-forwarding requests";
+      return;
+    }
     globals_.push_back(std::move(msg));  // §7.1, forwarded in order by GlobalProgress
     return;
   }
@@ -36,13 +64,14 @@ void ChannelForwarding::OnClientMessage(SshMessagePtr msg) {
 }
 
 void ChannelForwarding::OnUpstreamMessage(SshMessagePtr msg) {
+  if (!violation_.empty()) return;  // the connection is ending
   const int type = ssh_message_type(msg.get());
   const int subtype = ssh_message_subtype(msg.get());
   if (type == SSH_REQUEST_CHANNEL_OPEN && subtype == SSH_CHANNEL_FORWARDED_TCPIP &&
-      remote_forwards_ > 0) {
+      remote_forwards_ > 0 && RoomForChannel("forwarded-tcpip")) {
     AddPair(ChannelPair::Kind::kForwardedTcpip, std::move(msg));
   } else if (type == SSH_REQUEST_CHANNEL_OPEN && subtype == SSH_CHANNEL_AUTH_AGENT &&
-             agent_forwarded_) {
+             agent_forwarded_ && RoomForChannel("agent")) {
     AddPair(ChannelPair::Kind::kAgent, std::move(msg));
   } else {
     ssh_message_reply_default(msg.get());
@@ -77,8 +106,10 @@ void ChannelForwarding::AddPair(ChannelPair::Kind kind, SshMessagePtr open) {
 }
 
 bool ChannelForwarding::Advance(ChannelPair& pair) {
-  const bool work = pair.Progress(bytes_);
+  if (!violation_.empty()) return false;
+  const bool work = pair.Progress(bytes_, limits_);
   if (pair.agent_forwarded) agent_forwarded_ = true;
+  if (!pair.violation.empty()) violation_ = pair.violation;
   return work;
 }
 
@@ -110,13 +141,14 @@ bool ChannelForwarding::GlobalProgress() {
 }
 
 bool ChannelForwarding::Progress() {
+  if (!violation_.empty()) return false;
   bool work = GlobalProgress();
   for (auto& p : pairs_) work |= Advance(*p);
   return work;
 }
 
 void ChannelForwarding::RemoveFinished() {
-  std::erase_if(pairs_, [](const std::unique_ptr<ChannelPair>& p) { return p->done; });
+  std::erase_if(pairs_, [](const std::unique_ptr<ChannelPair>& p) { return p->Settled(); });
 }
 
 void ChannelForwarding::NotifyClient(const std::string& text) {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "relay/internal/channel_pair.h"
@@ -18,10 +19,16 @@ namespace gpuwerk::relay::internal {
 /// auth-agent@openssh.com for `ssh -A`), which are carried only when the client asked for them.
 /// Holds the channel pairs; the two sessions must outlive them (CloseAll frees them). Driven by
 /// the connection's thread; every call is non-blocking.
+///
+/// Bounds (`ChannelLimits`, from RelayOptions): opens past `max_channels` are refused; a peer
+/// that sends past its window, or a client that queues more requests than allowed, sets
+/// `violation()`, after which nothing more moves and the connection must end.
 class ChannelForwarding {
  public:
-  ChannelForwarding(ssh_session client, ssh_session upstream)
-      : client_(client), upstream_(upstream) {}
+  /// `name` introduces the connection in log lines ("relay session 3 (rls_…) from 192.0.2.7").
+  ChannelForwarding(ssh_session client, ssh_session upstream, ChannelLimits limits,
+                    std::string name)
+      : client_(client), upstream_(upstream), limits_(limits), name_(std::move(name)) {}
   ChannelForwarding(const ChannelForwarding&) = delete;
   ChannelForwarding& operator=(const ChannelForwarding&) = delete;
 
@@ -37,8 +44,11 @@ class ChannelForwarding {
   /// One pass over the tcpip-forward requests and every channel pair; true when something moved.
   bool Progress();
 
-  /// Frees the channel pairs that have finished.
+  /// Frees the channel pairs that have finished and whose channels the peers have closed.
   void RemoveFinished();
+
+  /// Why the connection must end (a peer went past a limit); empty while none did.
+  const std::string& violation() const { return violation_; }
 
   /// Writes `text` on the stderr of every open session channel (the person sees why their relay
   /// session ends).
@@ -54,14 +64,20 @@ class ChannelForwarding {
  private:
   /// Starts a pair for a channel open (`kind` says which side asked) and advances it.
   void AddPair(ChannelPair::Kind kind, SshMessagePtr open);
-  /// Advances one pair; notes agent forwarding.
+  /// Advances one pair; notes agent forwarding and a violation.
   bool Advance(ChannelPair& pair);
+  /// Whether one more channel may open; logs the first refusal of the connection.
+  bool RoomForChannel(const char* kind);
   /// Forwards the client's tcpip-forward / cancel-tcpip-forward requests to the instance, one at
   /// a time, and answers with the instance's answer (and bound port).
   bool GlobalProgress();
 
   ssh_session client_;
   ssh_session upstream_;
+  ChannelLimits limits_;
+  std::string name_;
+  std::string violation_;
+  bool refusal_logged_ = false;  ///< a channel open was refused for the cap (logged once)
   std::vector<std::unique_ptr<ChannelPair>> pairs_;
   std::deque<SshMessagePtr> globals_;  ///< the client's tcpip-forward requests, in order
   int remote_forwards_ = 0;       ///< tcpip-forward listeners the instance holds for the client

@@ -1,7 +1,8 @@
 #include "relay/internal/channel_pair.h"
 
 #include <algorithm>
-#include <array>
+#include <string>
+#include <vector>
 
 // libssh 0.10 marks the pty getters deprecated in favour of the callback API, but the message API
 // is the one that lets the relay answer a client's request after the upstream has answered (see
@@ -102,12 +103,13 @@ void ChannelPair::OpenProgress() {
   }
   SshChannelPtr accepted(ssh_message_channel_request_open_reply_accept(open_msg.get()));
   open_msg.reset();
-  const bool opened = accepted != nullptr;
+  const bool accepted_ok = accepted != nullptr;
   (reverse ? upstream : client) = std::move(accepted);
-  if (!opened) {
+  if (!accepted_ok) {
     done = true;
     return;
   }
+  opened = true;
   ssh_callbacks_init(&client_cb_);
   client_cb_.userdata = this;
   client_cb_.channel_signal_function = &OnClientSignal;
@@ -143,8 +145,87 @@ bool ChannelPair::RequestProgress() {
   return true;
 }
 
-bool ChannelPair::Progress(ForwardedBytes& bytes) {
-  if (done) return false;
+void HeldBytes::Consume(size_t n) {
+  offset += n;
+  if (offset < data.size()) return;
+  offset = 0;
+  if (data.capacity() > kChunk) {
+    std::vector<char>().swap(data);  // up to a window; an idle channel keeps nothing
+  } else {
+    data.clear();
+  }
+}
+
+size_t ChannelPair::Held(ssh_channel channel, int is_stderr, bool from_client,
+                         const ChannelLimits& limits) {
+  if (channel == nullptr) return 0;
+  const int n = ssh_channel_poll(channel, is_stderr);  // SSH_EOF, SSH_ERROR: nothing held
+  if (n <= 0) return 0;
+  const auto held = static_cast<size_t>(n);
+  if (held > limits.max_buffered && violation.empty()) {
+    violation = std::string(from_client ? "the client" : "the instance") +
+                " sent more than its channel window allows (" + std::to_string(held) +
+                " bytes held on one channel, limit " + std::to_string(limits.max_buffered) + ")";
+  }
+  return held;
+}
+
+bool ChannelPair::CheckHeld(const ChannelLimits& limits, bool client_side, bool upstream_side) {
+  if (!opened) return true;
+  if (client_side && !client_closed) {
+    Held(client.get(), 0, true, limits);
+    Held(client.get(), 1, true, limits);
+  }
+  if (upstream_side && !upstream_closed) {
+    Held(upstream.get(), 0, false, limits);
+    Held(upstream.get(), 1, false, limits);
+  }
+  if (signals.size() > limits.max_queued_requests && violation.empty()) {
+    violation = "the client queued more than " + std::to_string(limits.max_queued_requests) +
+                " requests on one channel";
+  }
+  return violation.empty();
+}
+
+void ChannelPair::Take(ssh_channel channel, int is_stderr, size_t n, HeldBytes& into) {
+  into.data.resize(into.offset + n);
+  const int got = ssh_channel_read_nonblocking(channel, into.data.data() + into.offset,
+                                               static_cast<uint32_t>(n), is_stderr);
+  into.data.resize(into.offset + static_cast<size_t>(std::max(got, 0)));
+}
+
+bool ChannelPair::WriteHeld(HeldBytes& from, ssh_channel to, bool is_stderr, uint64_t& counter) {
+  bool work = false;
+  ssh_session session = ssh_channel_get_session(to);
+  while (!from.empty()) {
+    // SSH_OK only once libssh's output buffer for that socket is empty (it tries one
+    // non-blocking write first): a peer that does not read its socket gets nothing more.
+    if (ssh_blocking_flush(session, 0) != SSH_OK) break;
+    const uint32_t win = ssh_channel_window_size(to);
+    if (win == 0) break;
+    const auto n = static_cast<uint32_t>(std::min<size_t>({from.size(), win, kChunk}));
+    const char* p = from.data.data() + from.offset;
+    const int w = is_stderr ? ssh_channel_write_stderr(to, p, n) : ssh_channel_write(to, p, n);
+    if (w <= 0) break;
+    from.Consume(static_cast<size_t>(w));
+    counter += static_cast<uint64_t>(w);
+    work = true;
+  }
+  return work;
+}
+
+bool ChannelPair::Settled() const {
+  if (!done) return false;
+  if (!opened) return true;
+  return client_closed && upstream_closed;
+}
+
+bool ChannelPair::Progress(ForwardedBytes& bytes, const ChannelLimits& limits) {
+  if (!violation.empty()) return false;
+  if (done) {
+    CheckHeld(limits, true, true);
+    return false;
+  }
   bool work = false;
   if (open_msg != nullptr) {
     OpenProgress();
@@ -153,6 +234,10 @@ bool ChannelPair::Progress(ForwardedBytes& bytes) {
     if (done) return true;
   }
   if (client == nullptr || upstream == nullptr) return work;
+  // Each stream libssh holds is looked at once a pass (ssh_channel_poll may read the socket):
+  // by the copying below when it takes data, else by CheckHeld at the end.
+  bool client_checked = false;
+  bool upstream_checked = false;
   // Requests without a reply go only when none with a reply is outstanding on the upstream
   // channel (libssh tracks one request per channel). The agent request goes first: it
   // precedes the shell or exec on the wire, and sshd sets SSH_AUTH_SOCK when it starts those.
@@ -171,51 +256,58 @@ bool ChannelPair::Progress(ForwardedBytes& bytes) {
   const size_t pending = requests.size();
   const bool requests_idle = RequestProgress();
   work |= requests.size() != pending;
-  std::array<char, kChunk> buf;
   // Client → upstream. Held back while a request (shell, exec, …) is still on its way: sshd drops
   // data for a session channel that has no program yet.
   if (requests_idle && !eof_sent_upstream && !upstream_closed) {
-    while (true) {
-      uint32_t win = ssh_channel_window_size(upstream.get());
-      if (win == 0) break;
-      int n = ssh_channel_read_nonblocking(client.get(), buf.data(),
-                                           std::min<uint32_t>(win, buf.size()), 0);
-      if (n <= 0) break;
-      ssh_channel_write(upstream.get(), buf.data(), static_cast<uint32_t>(n));
-      bytes.from_client += static_cast<uint64_t>(n);
-      work = true;
+    work |= WriteHeld(to_upstream_, upstream.get(), false, bytes.from_client);
+    if (to_upstream_.empty()) {
+      client_checked = true;
+      if (const size_t n = Held(client.get(), 0, true, limits); n > 0 && violation.empty()) {
+        Take(client.get(), 0, n, to_upstream_);
+        work = true;
+        WriteHeld(to_upstream_, upstream.get(), false, bytes.from_client);
+      }
+      // Extended data from a client has no meaning on any channel the relay carries (§5.2;
+      // sshd drops it too): taken and dropped, so it neither piles up nor holds back the EOF.
+      if (const size_t n = Held(client.get(), 1, true, limits); n > 0 && violation.empty()) {
+        HeldBytes dropped;
+        Take(client.get(), 1, n, dropped);
+        work = true;
+      }
     }
-    if (ssh_channel_is_eof(client.get())) {  // §5.3: half-close
+    if (!violation.empty()) return work;
+    if (to_upstream_.empty() && ssh_channel_is_eof(client.get())) {  // §5.3: half-close
       ssh_channel_send_eof(upstream.get());
       eof_sent_upstream = true;
       work = true;
     }
   }
-  // Upstream → client, stdout then stderr (§5.2 extended data).
+  // Upstream → client, stdout and stderr (§5.2 extended data).
   if (!eof_sent_client && !client_closed) {
-    for (int is_stderr = 0; is_stderr <= 1; ++is_stderr) {
-      while (true) {
-        uint32_t win = ssh_channel_window_size(client.get());
-        if (win == 0) break;
-        int n = ssh_channel_read_nonblocking(upstream.get(), buf.data(),
-                                             std::min<uint32_t>(win, buf.size()), is_stderr);
-        if (n <= 0) break;
-        if (is_stderr) {
-          ssh_channel_write_stderr(client.get(), buf.data(), static_cast<uint32_t>(n));
-        } else {
-          ssh_channel_write(client.get(), buf.data(), static_cast<uint32_t>(n));
-        }
-        bytes.to_client += static_cast<uint64_t>(n);
+    work |= WriteHeld(to_client_, client.get(), false, bytes.to_client);
+    work |= WriteHeld(to_client_stderr_, client.get(), true, bytes.to_client);
+    // Both streams share one window: both are taken together, once both are written.
+    if (to_client_.empty() && to_client_stderr_.empty()) {
+      upstream_checked = true;
+      const size_t out = Held(upstream.get(), 0, false, limits);
+      const size_t err = Held(upstream.get(), 1, false, limits);
+      if (!violation.empty()) return work;
+      if (out > 0) Take(upstream.get(), 0, out, to_client_);
+      if (err > 0) Take(upstream.get(), 1, err, to_client_stderr_);
+      if (out > 0 || err > 0) {
         work = true;
+        WriteHeld(to_client_, client.get(), false, bytes.to_client);
+        WriteHeld(to_client_stderr_, client.get(), true, bytes.to_client);
       }
     }
-    if (ssh_channel_is_eof(upstream.get())) {
+    if (to_client_.empty() && to_client_stderr_.empty() && ssh_channel_is_eof(upstream.get())) {
       ForwardExit();
       ssh_channel_send_eof(client.get());
       eof_sent_client = true;
       work = true;
     }
   }
+  if (!CheckHeld(limits, !client_checked, !upstream_checked)) return work;
   if (upstream_closed && eof_sent_client) {
     // §6.10: exit-status / exit-signal before CHANNEL_CLOSE.
     ForwardExit();

@@ -37,6 +37,23 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+/// The window libssh grants a channel (libssh 0.10 channels.c WINDOWBASE; 0.11 WINDOW_DEFAULT).
+constexpr size_t kLibsshWindow =
+    LIBSSH_VERSION_INT >= SSH_VERSION_INT(0, 11, 0) ? 64 * 32'768 : 1'280'000;
+/// The largest packet libssh accepts (its MAX_PACKET_LEN).
+constexpr size_t kLibsshMaxPacket = 256 * 1024;
+
+/// RelayOptions' per-connection bounds as the forwarding takes them.
+ChannelLimits LimitsOf(const RelayOptions& o) {
+  ChannelLimits l;
+  l.max_channels = static_cast<size_t>(std::max(o.max_channels_per_connection, 0));
+  l.max_queued_requests = static_cast<size_t>(std::max(o.max_queued_requests_per_channel, 0));
+  l.max_pending_globals = static_cast<size_t>(std::max(o.max_pending_global_requests, 0));
+  l.max_buffered = o.max_channel_buffer_bytes > 0 ? o.max_channel_buffer_bytes
+                                                  : kLibsshWindow + kLibsshMaxPacket;
+  return l;
+}
+
 int OnWake(socket_t fd, int /*revents*/, void* /*userdata*/) {
   uint64_t v = 0;
   [[maybe_unused]] auto n = ::read(fd, &v, sizeof v);
@@ -111,7 +128,10 @@ class Connection {
     ssh_event_add_session(handles_.event.get(), upstream);
     handles_.upstream_polled = true;
     StartRecord();
-    ChannelForwarding& forwarding = forwarding_.emplace(client, upstream);
+    ChannelForwarding& forwarding =
+        forwarding_.emplace(client, upstream, LimitsOf(opts_),
+                            "relay session " + std::to_string(control_.id) + " (" +
+                                control_.record_id + ") from " + control_.source_address);
 
     int errors = 0;
     last_authorized_ = SteadyClock::now();
@@ -153,7 +173,7 @@ class Connection {
       // Reading one channel may pull in packets for the others (libssh polls the whole event
       // while reading), so go round until a pass finds nothing to do.
       bool work = true;
-      for (int pass = 0; work && pass < 64; ++pass) {
+      for (int pass = 0; work && pass < 64 && forwarding.violation().empty(); ++pass) {
         work = false;
         while (SshMessagePtr msg{ssh_message_get(client)}) {
           forwarding.OnClientMessage(std::move(msg));
@@ -164,6 +184,16 @@ class Connection {
           work = true;
         }
         work |= forwarding.Progress();
+      }
+      if (!forwarding.violation().empty()) {
+        // A peer went past a bound (RelayOptions): the connection ends before libssh holds more.
+        end_reason_ = forwarding.violation();
+        spdlog::warn("relay: relay session {} ({}) from {} to instance {} ended: {}", control_.id,
+                     control_.record_id, control_.source_address, target_.instance_id, end_reason_);
+        const std::string notice = CloseNotice(end_reason_);
+        forwarding.NotifyClient(notice);
+        ssh_session_set_disconnect_message(client, notice.c_str());
+        break;
       }
       forwarding.RemoveFinished();
       if (!IsConnected(client)) {
