@@ -33,11 +33,20 @@ using core::Fail;
 
 struct Relay::Impl {
   Impl(RelayOptions o, RelayAuthorizer& a, RelaySessionLog& l)
-      : options(std::move(o)),
-        authorizer(a),
-        log(l),
-        limiter(options.max_connections, options.max_connections_per_source,
-                options.max_auth_failures_per_source, options.auth_failure_window) {}
+      : options(std::move(o)), authorizer(a), log(l), limiter(AdmissionLimitsOf(options)) {}
+
+  static internal::AdmissionLimits AdmissionLimitsOf(const RelayOptions& o) {
+    internal::AdmissionLimits l;
+    l.max_total = o.max_connections;
+    l.max_unauthenticated_per_source = o.max_unauthenticated_per_source;
+    l.startups_begin = o.max_startups_begin;
+    l.startups_rate = o.max_startups_rate;
+    l.startups_full = o.max_startups_full;
+    l.max_failures_per_source = o.max_auth_failures_per_source;
+    l.failure_window = o.auth_failure_window;
+    l.max_sessions_per_person = o.max_sessions_per_person;
+    return l;
+  }
 
   RelayOptions options;
   RelayAuthorizer& authorizer;
@@ -52,7 +61,8 @@ struct Relay::Impl {
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
-  core::SodiumRng rng;  ///< relay session ids (RelaySessionRecord::id)
+  std::atomic<uint64_t> dropped{0};  ///< connections closed at accept by a limit
+  core::SodiumRng rng;               ///< relay session ids (RelaySessionRecord::id)
 
   struct Entry {
     std::shared_ptr<internal::ConnectionControl> control;
@@ -66,6 +76,9 @@ struct Relay::Impl {
   void AcceptLoop();
   void Reap(bool all);
   void Serve(int fd, std::string source);
+  /// Logs a connection closed at accept, at most once per source prefix (or once for the random
+  /// early drop) a minute, with the count since the last line.
+  void LogDrop(const std::string& source, internal::SourceLimiter::Admission why);
   template <class Pred>
   int CloseWhere(Pred pred, const std::string& reason);
 };
@@ -108,9 +121,46 @@ void Relay::Impl::Reap(bool all) {
   }
 }
 
+void Relay::Impl::LogDrop(const std::string& source, internal::SourceLimiter::Admission why) {
+  using Admission = internal::SourceLimiter::Admission;
+  const std::string prefix = internal::SourcePrefix(source);
+  std::string what;
+  switch (why) {
+    case Admission::kTotalFull:
+      what = std::to_string(options.max_connections) + " connections are open (max_connections)";
+      break;
+    case Admission::kSourceFull:
+      what = std::to_string(options.max_unauthenticated_per_source) +
+             " connections from it have not logged in yet (max_unauthenticated_per_source)";
+      break;
+    case Admission::kSourceFailures:
+      what = "too many failed logins from it (max_auth_failures_per_source)";
+      break;
+    case Admission::kStartupsDrop:
+      what = "random early drop: " + std::to_string(limiter.unauthenticated()) +
+             " connections have not logged in yet (max_startups " +
+             std::to_string(options.max_startups_begin) + ":" +
+             std::to_string(options.max_startups_rate) + ":" +
+             std::to_string(options.max_startups_full) + ")";
+      break;
+    case Admission::kAdmitted:
+      return;
+  }
+  // One line per source and minute (the startups drop hits every source: one line for all).
+  const std::string key = why == Admission::kStartupsDrop ? "(max_startups)" : prefix;
+  if (auto n = limiter.RefusalToLog(key)) {
+    spdlog::warn(
+        "relay: closed {} connection{} from {} at accept: {} (one line a minute per source at "
+        "most)",
+        *n, *n == 1 ? "" : "s", why == Admission::kStartupsDrop ? "all sources" : prefix, what);
+  }
+}
+
 void Relay::Impl::Serve(int fd, std::string source) {
-  if (!limiter.TryAcquire(source)) {
-    spdlog::warn("relay: dropped a connection from {} (connection or failed-login limit)", source);
+  if (const auto admission = limiter.TryAdmit(source);
+      admission != internal::SourceLimiter::Admission::kAdmitted) {
+    ++dropped;
+    LogDrop(source, admission);
     ::close(fd);
     return;
   }
@@ -120,7 +170,7 @@ void Relay::Impl::Serve(int fd, std::string source) {
                   session ? ssh_get_error(bind.get()) : "out of memory");
     session.reset();
     ::close(fd);
-    limiter.Release(source);
+    limiter.Release(source, "");
     return;
   }
   int one = 1;  // small packets (window adjusts, keystrokes) must not wait for Nagle
@@ -148,7 +198,12 @@ void Relay::Impl::Serve(int fd, std::string source) {
   e.control = control;
   e.thread = std::thread([this, session = std::move(session), ctx, control]() mutable {
     internal::RunConnection(std::move(session), ctx, *control);
-    limiter.Release(control->source_address);
+    std::string person;
+    if (control->authenticated) {
+      std::lock_guard lock(control->mu);
+      person = control->person_id;
+    }
+    limiter.Release(control->source_address, person);
     control->finished = true;
     const uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(stop_fd, &one, sizeof one);  // let the accept loop reap
@@ -299,6 +354,7 @@ int Relay::CloseRelaySessionsForPerson(const std::string& person_id, const std::
 
 RelayStats Relay::Stats() const {
   RelayStats s;
+  s.dropped_at_accept = impl_->dropped;
   std::lock_guard lock(impl_->mu);
   for (auto& [id, e] : impl_->connections) {
     if (e.control->finished) continue;

@@ -20,6 +20,9 @@ struct RelayOptions {
   std::filesystem::path
       relay_key_path;  ///< the credential the relay logs in upstream with (created once)
 
+  /// From TCP accept to the client's identification string ("SSH-2.0-…", RFC 4253 §4.2), which
+  /// every client sends at once: a connection that sends none is dropped (issue 12 finding 4).
+  std::chrono::milliseconds banner_timeout{5'000};
   /// From TCP accept to the end of key exchange (RFC 4253 §7); a client that stalls is dropped.
   std::chrono::milliseconds handshake_timeout{10'000};
   /// From TCP accept to a successful login (like sshd's LoginGraceTime).
@@ -32,10 +35,25 @@ struct RelayOptions {
   /// immediate path). An authorizer error keeps the relay session open. Zero: never.
   std::chrono::milliseconds reauthorize_interval{60'000};
 
-  int max_connections = 1000;           ///< open TCP connections, all sources together
-  int max_connections_per_source = 20;  ///< open TCP connections from one IP address
-  int max_auth_tries = 6;               ///< failed authentication requests per connection
-  /// Failed authentications from one IP address within `auth_failure_window` after which new
+  // Admission (docs/ssh.md "Limits"; issue 12 finding 4). A "source" is the client address's
+  // IPv4 /24 or IPv6 /64 (one attacker usually holds a whole one; one person rarely does).
+
+  int max_connections = 1000;  ///< open TCP connections, logged in or not, all together
+  /// Connections from one source that have not logged in yet; more are closed at accept. Once a
+  /// connection has logged in it counts for its person instead (max_sessions_per_person), so an
+  /// office behind one NAT address can hold many relay sessions.
+  int max_unauthenticated_per_source = 20;
+  /// Like sshd's `MaxStartups begin:rate:full`: with `begin` or more connections (from all
+  /// sources) not logged in yet, a new connection is closed at accept with probability `rate`%,
+  /// rising linearly to 100% at `full`.
+  int max_startups_begin = 100;
+  int max_startups_rate = 30;
+  int max_startups_full = 300;
+  /// Relay sessions (logged-in connections) one person holds at once; a login past it is refused
+  /// with the code `too_many_sessions`.
+  int max_sessions_per_person = 50;
+  int max_auth_tries = 6;  ///< failed authentication requests per connection
+  /// Failed authentications from one source within `auth_failure_window` after which new
   /// connections from it are dropped at accept until the window has passed.
   int max_auth_failures_per_source = 30;
   std::chrono::seconds auth_failure_window{60};
@@ -71,6 +89,8 @@ struct RelayOptions {
 struct RelayStats {
   int open_connections = 0;     ///< TCP connections being served, authenticated or not
   int open_relay_sessions = 0;  ///< authenticated and connected upstream
+  /// Connections closed at accept by an admission limit since the relay started.
+  uint64_t dropped_at_accept = 0;
 };
 
 /// The SSH front door (DESIGN.md; docs/ssh.md): an SSH server (libssh 0.10) that takes

@@ -33,7 +33,7 @@ struct RelaySessionRecord {
 /// A login the relay refused after the client proved its key, or could not carry upstream
 /// (case C07). `code` is stable: `not_authorized` (the authorizer refused),
 /// `authorizer_unavailable`, `upstream_unreachable`, `upstream_auth_failed`,
-/// `upstream_host_key_mismatch`.
+/// `upstream_host_key_mismatch`, `too_many_sessions` (the person holds max_sessions_per_person).
 struct RelayRefusalRecord {
   std::string code;
   std::string message;  ///< what the person was told (the banner)

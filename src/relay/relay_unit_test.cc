@@ -114,19 +114,143 @@ TEST(RelaySshKeyFileTest, RefusesAKeyReadableByOthersAndGarbage) {
 
 TEST(RelaySourceLimiterTest, PerSourceAndFailureLimits) {
   using namespace std::chrono_literals;
-  internal::SourceLimiter l(3, 2, 2, 60s);
+  using Admission = internal::SourceLimiter::Admission;
+  internal::AdmissionLimits limits;
+  limits.max_total = 3;
+  limits.max_unauthenticated_per_source = 2;
+  limits.max_failures_per_source = 2;
+  limits.failure_window = 60s;
+  internal::SourceLimiter l(limits);
   const auto t0 = internal::SourceLimiter::Clock::now();
-  EXPECT_TRUE(l.TryAcquire("a", t0));
-  EXPECT_TRUE(l.TryAcquire("a", t0));
-  EXPECT_FALSE(l.TryAcquire("a", t0));  // per source
-  EXPECT_TRUE(l.TryAcquire("b", t0));
-  EXPECT_FALSE(l.TryAcquire("c", t0));  // total
-  l.Release("a");
-  l.Release("a");
+  EXPECT_EQ(l.TryAdmit("a", t0), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("a", t0), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("a", t0), Admission::kSourceFull);  // per source
+  EXPECT_EQ(l.TryAdmit("b", t0), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("c", t0), Admission::kTotalFull);  // total
+  l.Release("a", "");
+  l.Release("a", "");
   l.RecordAuthFailure("a", t0);
   l.RecordAuthFailure("a", t0);
-  EXPECT_FALSE(l.TryAcquire("a", t0 + 1s));  // too many failures
-  EXPECT_TRUE(l.TryAcquire("a", t0 + 61s));  // window passed
+  EXPECT_EQ(l.TryAdmit("a", t0 + 1s), Admission::kSourceFailures);  // too many failures
+  EXPECT_EQ(l.TryAdmit("a", t0 + 61s), Admission::kAdmitted);       // window passed
+}
+
+// Issue 12 finding 4: one attacker holds a /24 or a /64; one address is often many people.
+TEST(RelaySourceLimiterTest, SourcesAreCountedPerIpv4Slash24AndIpv6Slash64) {
+  EXPECT_EQ(internal::SourcePrefix("192.0.2.77"), "192.0.2.0/24");
+  EXPECT_EQ(internal::SourcePrefix("127.0.0.1"), "127.0.0.0/24");
+  EXPECT_EQ(internal::SourcePrefix("::ffff:198.51.100.9"), "198.51.100.0/24");
+  EXPECT_EQ(internal::SourcePrefix("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
+  EXPECT_EQ(internal::SourcePrefix("2001:db8::1"), "2001:db8::/64");
+  EXPECT_EQ(internal::SourcePrefix("not an address"), "not an address");
+
+  using Admission = internal::SourceLimiter::Admission;
+  internal::AdmissionLimits limits;
+  limits.max_unauthenticated_per_source = 2;
+  limits.max_failures_per_source = 2;
+  internal::SourceLimiter l(limits);
+  EXPECT_EQ(l.TryAdmit("192.0.2.1"), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("192.0.2.200"), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("192.0.2.3"), Admission::kSourceFull);  // the same /24
+  EXPECT_EQ(l.TryAdmit("192.0.3.1"), Admission::kAdmitted);    // the next /24
+  EXPECT_EQ(l.TryAdmit("2001:db8:1:2::1"), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("2001:db8:1:2:ffff::9"), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("2001:db8:1:2::77"), Admission::kSourceFull);  // the same /64
+  EXPECT_EQ(l.TryAdmit("2001:db8:1:3::1"), Admission::kAdmitted);     // the next /64
+  // Failed logins count per prefix too.
+  l.RecordAuthFailure("198.51.100.1");
+  l.RecordAuthFailure("198.51.100.2");
+  EXPECT_EQ(l.TryAdmit("198.51.100.3"), Admission::kSourceFailures);
+}
+
+TEST(RelaySourceLimiterTest, MaxStartupsDropsRandomlyPastBeginAndAlwaysAtFull) {
+  using Admission = internal::SourceLimiter::Admission;
+  internal::AdmissionLimits limits;
+  limits.startups_begin = 2;
+  limits.startups_rate = 30;
+  limits.startups_full = 6;
+  internal::SourceLimiter l(limits, /*seed=*/7);
+  // Each from its own /24; below `begin` nothing is drawn.
+  EXPECT_EQ(l.TryAdmit("10.0.1.1", {}, 0), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("10.0.2.1", {}, 0), Admission::kAdmitted);
+  // 2 not logged in: drop below 30%.
+  EXPECT_EQ(l.TryAdmit("10.0.3.1", {}, 29), Admission::kStartupsDrop);
+  EXPECT_EQ(l.TryAdmit("10.0.3.1", {}, 30), Admission::kAdmitted);
+  // 3: 30 + 70 × 1/4 = 47%.
+  EXPECT_EQ(l.TryAdmit("10.0.4.1", {}, 46), Admission::kStartupsDrop);
+  EXPECT_EQ(l.TryAdmit("10.0.4.1", {}, 47), Admission::kAdmitted);
+  // 4: 65%; 5: 82%.
+  EXPECT_EQ(l.TryAdmit("10.0.5.1", {}, 64), Admission::kStartupsDrop);
+  EXPECT_EQ(l.TryAdmit("10.0.5.1", {}, 65), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit("10.0.6.1", {}, 81), Admission::kStartupsDrop);
+  EXPECT_EQ(l.TryAdmit("10.0.6.1", {}, 82), Admission::kAdmitted);
+  // 6 = full: always.
+  EXPECT_EQ(l.unauthenticated(), 6);
+  EXPECT_EQ(l.TryAdmit("10.0.7.1", {}, 99), Admission::kStartupsDrop);
+  // Logged-in connections do not count: a login frees a startup slot.
+  ASSERT_TRUE(l.TryAuthenticate("10.0.6.1", "alice"));
+  EXPECT_EQ(l.TryAdmit("10.0.7.1", {}, 82), Admission::kAdmitted);
+
+  // The real draw: at `begin`, about 30% of new connections are dropped.
+  internal::SourceLimiter r(limits, /*seed=*/11);
+  ASSERT_EQ(r.TryAdmit("10.0.1.1", {}, 0), Admission::kAdmitted);
+  ASSERT_EQ(r.TryAdmit("10.0.2.1", {}, 0), Admission::kAdmitted);
+  int dropped = 0;
+  for (int i = 0; i < 4000; ++i) {
+    if (r.TryAdmit("10.0.9.1") == Admission::kStartupsDrop) {
+      ++dropped;
+    } else {
+      r.Release("10.0.9.1", "");
+    }
+  }
+  EXPECT_GT(dropped, 4000 * 25 / 100);
+  EXPECT_LT(dropped, 4000 * 35 / 100);
+}
+
+TEST(RelaySourceLimiterTest, LoggedInConnectionsCountPerPersonNotPerSource) {
+  using Admission = internal::SourceLimiter::Admission;
+  internal::AdmissionLimits limits;
+  limits.max_unauthenticated_per_source = 2;
+  limits.max_sessions_per_person = 3;
+  internal::SourceLimiter l(limits);
+  const std::string office = "203.0.113.5";  // one NAT address
+  ASSERT_EQ(l.TryAdmit(office), Admission::kAdmitted);
+  ASSERT_EQ(l.TryAdmit(office), Admission::kAdmitted);
+  EXPECT_EQ(l.TryAdmit(office), Admission::kSourceFull);
+  // Logging in frees the source's slot: the same address goes on opening relay sessions.
+  EXPECT_TRUE(l.TryAuthenticate(office, "alice"));
+  EXPECT_TRUE(l.TryAuthenticate(office, "alice"));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(l.TryAdmit(office), Admission::kAdmitted) << i;
+    if (i < 1) {
+      EXPECT_TRUE(l.TryAuthenticate(office, "alice"));
+    } else {
+      EXPECT_FALSE(l.TryAuthenticate(office, "alice")) << i;              // alice holds 3
+      EXPECT_TRUE(l.TryAuthenticate(office, "bob" + std::to_string(i)));  // others do not
+    }
+  }
+  EXPECT_EQ(l.sessions_of("alice"), 3);
+  EXPECT_EQ(l.unauthenticated(), 0);
+  // A login that failed after all goes back to counting for its source.
+  l.Unauthenticate(office, "bob2");
+  EXPECT_EQ(l.unauthenticated(), 1);
+  l.Release(office, "");
+  l.Release(office, "alice");
+  EXPECT_EQ(l.sessions_of("alice"), 2);
+  EXPECT_EQ(l.open_total(), 3);  // 5 admitted, 2 ended
+}
+
+TEST(RelaySourceLimiterTest, RefusalsAreLoggedOncePerSourceAndInterval) {
+  using namespace std::chrono_literals;
+  internal::SourceLimiter l(internal::AdmissionLimits{});
+  const auto t0 = internal::SourceLimiter::Clock::now();
+  EXPECT_EQ(l.RefusalToLog("127.0.0.0/24", t0, 60s), 1u);
+  for (int i = 0; i < 999; ++i) EXPECT_FALSE(l.RefusalToLog("127.0.0.0/24", t0 + 1s, 60s));
+  EXPECT_EQ(l.RefusalToLog("127.0.1.0/24", t0 + 1s, 60s), 1u);      // another source: its own line
+  EXPECT_EQ(l.RefusalToLog("127.0.0.0/24", t0 + 61s, 60s), 1000u);  // the count since
+  // However many sources, the bookkeeping stays bounded.
+  for (int i = 0; i < 20'000; ++i) l.RefusalToLog("src" + std::to_string(i), t0 + 62s, 60s);
+  EXPECT_LE(l.refusal_log_keys(), 4097u);
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ class ClientAuthentication {
   /// `detail` for the operator), tells the person `message` as a banner, and fails the attempt.
   void Refuse(ssh_message msg, const std::string& code, const std::string& message,
               const std::string& user, const std::string& fingerprint, const RelayTarget* target,
-              const std::string& detail = "") {
+              const std::string& detail = "", bool count = true) {
     RelayRefusalRecord r;
     r.code = code;
     r.message = message;
@@ -201,7 +201,7 @@ class ClientAuthentication {
                  control_.source_address, fingerprint, code, detail.empty() ? "" : ": ",
                  core::BoundedPrintable(detail));
     SendBanner(message);
-    Deny(msg, /*count=*/true);
+    Deny(msg, count);
   }
 
   void AuthorizeAndConnect(ssh_message msg, const std::string& user, ssh_key key) {
@@ -232,8 +232,21 @@ class ClientAuthentication {
       return;
     }
     const RelayTarget& t = *decision->target;
+    // From here the connection counts for its person, not as one more unauthenticated
+    // connection from its source (an office behind one address holds many relay sessions).
+    if (!ctx_.limiter->TryAuthenticate(control_.source_address, t.person_id)) {
+      const std::string most = std::to_string(ctx_.options->max_sessions_per_person);
+      // Not a failed login: nothing counts against the source.
+      Refuse(msg, "too_many_sessions",
+             "gpuwerk: you have " + most +
+                 " relay sessions open, the most one person may have at once. Close one (or "
+                 "share one connection with ControlMaster) and try again.",
+             user, req.key_fingerprint, &t, "max_sessions_per_person " + most, /*count=*/false);
+      return;
+    }
     auto upstream = LogInUpstream(t, *ctx_.relay_key_private, ctx_.options->upstream_timeout);
     if (!upstream) {
+      ctx_.limiter->Unauthenticate(control_.source_address, t.person_id);
       Refuse(msg, RefusalCode(upstream.error()), RefusalMessage(upstream.error(), t), user,
              req.key_fingerprint, &t);
       return;

@@ -80,11 +80,7 @@ class Connection {
     ssh_session client = handles_.client.get();
     SetTimeout(client, opts_.handshake_timeout);
     ssh_set_auth_methods(client, SSH_AUTH_METHOD_PUBLICKEY);
-    if (ssh_handle_key_exchange(client) != SSH_OK) {
-      spdlog::debug("relay: key exchange with {} failed: {}", control_.source_address,
-                    core::BoundedPrintable(ssh_get_error(client)));
-      return;
-    }
+    if (!KeyExchange(client, accepted_at)) return;
     handles_.event.reset(ssh_event_new());
     if (handles_.event == nullptr) return;
     ssh_set_blocking(client, 0);
@@ -100,6 +96,51 @@ class Connection {
   }
 
  private:
+  /// The key exchange (RFC 4253 §4.2, §7), driven without blocking so that two deadlines hold:
+  /// `banner_timeout` for the client's identification string and `handshake_timeout` for the
+  /// whole exchange. False when it failed, timed out or the relay asked the connection to end.
+  bool KeyExchange(ssh_session client, SteadyClock::time_point accepted_at) {
+    const auto banner_deadline = accepted_at + opts_.banner_timeout;
+    const auto deadline = accepted_at + opts_.handshake_timeout;
+    const int fd = ssh_get_fd(client);
+    ssh_set_blocking(client, 0);
+    while (true) {
+      const int rc = ssh_handle_key_exchange(client);  // one non-blocking round
+      if (rc == SSH_OK) return true;
+      if (rc == SSH_ERROR) {
+        spdlog::debug("relay: key exchange with {} failed: {}", control_.source_address,
+                      core::BoundedPrintable(ssh_get_error(client)));
+        return false;
+      }
+      if (control_.close_requested) return false;
+      const bool banner = ssh_get_clientbanner(client) != nullptr;
+      const auto now = SteadyClock::now();
+      if (!banner && now >= banner_deadline) {
+        spdlog::debug(
+            "relay: closed the connection from {}: no SSH identification string within "
+            "{} ms (banner_timeout)",
+            control_.source_address, opts_.banner_timeout.count());
+        return false;
+      }
+      if (now >= deadline) {
+        spdlog::debug(
+            "relay: closed the connection from {}: key exchange not done within {} ms "
+            "(handshake_timeout)",
+            control_.source_address, opts_.handshake_timeout.count());
+        return false;
+      }
+      const auto next = banner ? deadline : std::min(banner_deadline, deadline);
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+      pollfd fds[2] = {
+          {fd,
+           static_cast<short>(POLLIN |
+                              ((ssh_get_poll_flags(client) & SSH_WRITE_PENDING) ? POLLOUT : 0)),
+           0},
+          {control_.wake_fd, POLLIN, 0}};
+      ::poll(fds, 2, static_cast<int>(std::clamp<int64_t>(wait, 1, 1000)));
+    }
+  }
+
   void StartRecord() {
     record_.id = control_.record_id;
     record_.relay_session_id = control_.id;
