@@ -31,6 +31,24 @@ TEST(UnsafeTextTest, RefusesControlsBidiAndLineSeparators) {
   EXPECT_TRUE(HasUnsafeText("tab\there"));
 }
 
+// A break test found key comments and GPU type descriptions keeping U+061C (a Bidi_Control
+// character), U+FEFF, U+00AD, U+3164 and tag characters while other fields refused them: every
+// Bidi_Control and every character that shows as nothing is refused alike, variation selectors
+// (emoji) are not (issue 11, strict input).
+TEST(UnsafeTextTest, EveryBidiControlAndInvisibleCharacterIsRefusedAlike) {
+  for (char32_t cp :
+       {0xadu, 0x61cu, 0x115fu, 0x1160u, 0x180eu, 0x200cu, 0x200du, 0x2060u, 0x2064u, 0x206au,
+        0x206fu, 0x3164u, 0xfeffu, 0xffa0u, 0xfff9u, 0xfffbu, 0xe0001u, 0xe0041u, 0xe007fu}) {
+    EXPECT_TRUE(IsUnsafeTextCodePoint(cp)) << std::hex << static_cast<uint32_t>(cp);
+  }
+  for (char32_t cp : {0x600u, 0x2065u, 0xfe0fu, 0xfffcu, 0xe0080u, 0xe0100u, 0x1f44du}) {
+    EXPECT_FALSE(IsUnsafeTextCodePoint(cp)) << std::hex << static_cast<uint32_t>(cp);
+  }
+  EXPECT_TRUE(HasUnsafeText("com\u061cment"));
+  EXPECT_TRUE(HasUnsafeText("soft\u00adhyphen"));
+  EXPECT_FALSE(HasUnsafeText("thumbs \U0001f44d\ufe0f up"));
+}
+
 TEST(BoundedPrintableTest, EscapesControlsBidiQuotesAndBadBytes) {
   EXPECT_EQ(BoundedPrintable("alpha-k3x7q"), "alpha-k3x7q");
   EXPECT_EQ(BoundedPrintable("caf\u00e9 \u2713"), "caf\u00e9 \u2713");  // printable UTF-8 kept

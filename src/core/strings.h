@@ -27,14 +27,24 @@ constexpr std::string_view TrimEnd(std::string_view s, std::string_view chars = 
 
 /// Whether a person-supplied text field (a name, a description, a key comment) may not hold code
 /// point `cp`: C0 and C1 controls and DEL (U+0000–U+001F, U+007F–U+009F, NEL U+0085 among them),
-/// zero-width and direction marks (U+200B–U+200F), bidi embeddings, overrides and isolates
-/// (U+202A–U+202E, U+2066–U+2069) and the line and paragraph separators (U+2028, U+2029). They
-/// would make a listing, a log line or an authorized_keys line show other text than it holds.
-/// The one check for this; callers refuse or replace what it finds.
+/// every Bidi_Control character (the Arabic letter mark U+061C, the marks U+200E–U+200F,
+/// embeddings and overrides U+202A–U+202E, isolates U+2066–U+2069), the line and paragraph
+/// separators (U+2028, U+2029), and the characters that show as nothing: the soft hyphen U+00AD,
+/// the Mongolian vowel separator U+180E, zero-width space and joiners U+200B–U+200D, the word
+/// joiner and invisible operators U+2060–U+2064, the deprecated format characters U+206A–U+206F,
+/// the Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the zero-width no-break space (byte-order
+/// mark) U+FEFF, the interlinear annotation marks U+FFF9–U+FFFB and the tag characters
+/// U+E0000–U+E007F (Unicode 15, UAX #9 and the Default_Ignorable_Code_Point property). They would
+/// make a listing, a log line or an authorized_keys line show other text than it holds. Variation
+/// selectors stay allowed (emoji need them). The one check for this; callers refuse or replace
+/// what it finds.
 constexpr bool IsUnsafeTextCodePoint(char32_t cp) {
-  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x200b && cp <= 0x200f) ||
-         (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x2028 ||
-         cp == 0x2029;
+  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0xad || cp == 0x61c || cp == 0x115f ||
+         cp == 0x1160 || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
+         (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) ||
+         (cp >= 0x2066 && cp <= 0x206f) || cp == 0x2028 || cp == 0x2029 || cp == 0x3164 ||
+         cp == 0xfeff || cp == 0xffa0 || (cp >= 0xfff9 && cp <= 0xfffb) ||
+         (cp >= 0xe0000 && cp <= 0xe007f);
 }
 
 /// Whether UTF-8 `text` holds a code point IsUnsafeTextCodePoint refuses. Bytes that do not

@@ -861,6 +861,10 @@ TEST(SshKeyParse, CommentsAreMadeSafe) {
            {"iso\u2066late\u2069", "iso late"},
            {"line\u2028sep\u2029para", "line sep para"},
            {"next\u0085line", "next line"},
+           // The Arabic letter mark (a Bidi_Control) and characters that show as nothing.
+           {"com\u061Cment", "com ment"},
+           {"soft\u00ADhyphen\uFEFFbom", "soft hyphen bom"},
+           {"fill\u3164er\U000E0041tag", "fill er tag"},
        }) {
     auto key = ParsePublicKey(start + " " + c.comment);
     ASSERT_TRUE(key.has_value());

@@ -569,8 +569,9 @@ TEST_F(SchedTest, GpuTypesAreOperatorData) {
     EXPECT_EQ(code("spark-1x", {.currency = bad}), "invalid_currency") << bad;
   }
   EXPECT_EQ(code("spark-1x", {.description = "two\nlines"}), "invalid_description");
-  for (const char* bad : {"evil \u202e txet", "line\u2028sep", "para\u2029sep", "next\u0085line",
-                          "iso\u2066late", "zero\u200bwidth", "del\x7f"}) {
+  for (const char* bad :
+       {"evil \u202e txet", "line\u2028sep", "para\u2029sep", "next\u0085line", "iso\u2066late",
+        "zero\u200bwidth", "del\x7f", "alm\u061cmark", "soft\u00adhyphen", "zw\ufeffnbsp"}) {
     EXPECT_EQ(code("spark-1x", {.description = bad}), "invalid_description") << bad;
   }
   EXPECT_EQ(code("spark-1x", {.description = std::string(201, 'x')}), "invalid_description");
