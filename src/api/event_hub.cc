@@ -327,6 +327,14 @@ void EventHub::Core::Update(Stream& s, const PersonItems& items, Clock::time_poi
     }
   }
   if (out.empty()) return;
+  // Nothing new goes out on credentials that no longer admit the person (a claim of the
+  // address, a reset, a password change, a sign-out): asked again right before each write that
+  // carries events, besides every reauth_interval for streams that only get keep-alives.
+  if (s.still_allowed && !s.still_allowed()) {
+    spdlog::info("events: ending a stream of person {}: its sign-in ended", s.person_id);
+    s.out->End();  // its OnEnd releases it
+    return;
+  }
   s.out->Write(std::move(out));  // false: the stream ended; its OnEnd releases it
   s.last_write = now;
 }

@@ -81,7 +81,8 @@ class EventHub {
     std::chrono::milliseconds min_pass_interval = std::chrono::milliseconds(50);
     /// The `retry:` a stream starts with: how long a client waits before reconnecting.
     std::chrono::milliseconds retry = std::chrono::seconds(3);
-    /// How often a stream's StillAllowed is asked (at the first pass after it is due).
+    /// How often a stream's StillAllowed is asked while the stream gets only keep-alives (at the
+    /// first pass after it is due); a write that carries events always asks first.
     std::chrono::milliseconds reauth_interval = std::chrono::seconds(10);
   };
 
@@ -110,8 +111,9 @@ class EventHub {
   /// Reserves a stream for `person_id` (whose address is proven or not: `email_proven`, which
   /// picks the limits that apply) and returns the Producer that fills it once the server
   /// hands it a ResponseStream; the reservation is released if the Producer is dropped uncalled
-  /// (e.g. HEAD), and the stream when it ends. `still_allowed` (optional) is asked every
-  /// `reauth_interval`; once it says no, the stream ends without another event. Errors:
+  /// (e.g. HEAD), and the stream when it ends. `still_allowed` (optional) is asked before every
+  /// write that carries events and every `reauth_interval`; once it says no, the stream ends
+  /// without another event. Errors:
   /// kResourceExhausted "rate_limited" (429, `retry_after_seconds`) over max_streams_per_person
   /// (max_streams_per_unproven_person); kUnavailable "too_many_streams" (503,
   /// `retry_after_seconds`) over max_streams, or for an unproven person over

@@ -390,5 +390,30 @@ TEST(EventHubTest, AStreamWhoseSignInEndedIsEnded) {
   EXPECT_EQ(hub.open_streams(), 0u);
 }
 
+// Break test of issue 11: a squatter's stream, opened before the mailbox owner claimed the
+// address, went on carrying the owner's events until the next reauth (up to 10 s). Credentials
+// are asked again before any write that carries events, however long the reauth interval.
+TEST(EventHubTest, NoEventGoesOutOnCredentialsThatEndedBeforeTheReauthIsDue) {
+  World world;
+  world.SetLive("p1", "instance", "ins_1", {{"status", "running"}});
+  EventHub::Options o = SlowOptions();  // passes only on Wake()
+  o.reauth_interval = std::chrono::hours(1);
+  EventHub hub(world.Reader(), o);
+  std::atomic<bool> allowed{true};
+  auto producer = hub.Open("p1", true, [&] { return allowed.load(); });
+  ASSERT_TRUE(producer);
+  auto s = std::make_shared<FakeStream>();
+  (*producer)(s);
+  ASSERT_NE(s->WaitFor("snapshot"), std::string::npos);
+
+  allowed = false;  // e.g. the owner proved the address: the squatter's sign-in is gone
+  world.SetLive("p1", "queue_entry", "qen_owner", {{"name", "owners-secret-name"}});
+  hub.Wake();
+  for (int i = 0; i < 200 && !s->ended(); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(s->ended());
+  EXPECT_EQ(s->data().find("owners-secret-name"), std::string::npos) << s->data();
+  EXPECT_EQ(hub.open_streams(), 0u);
+}
+
 }  // namespace
 }  // namespace gpuwerk::api
