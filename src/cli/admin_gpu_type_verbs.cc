@@ -56,7 +56,7 @@ core::Result<void> AdminGpuTypesSetVerb(VerbContext& ctx, const AdminGpuTypeOpti
 
 void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   auto opt = std::make_shared<AdminGpuTypeOptions>();
-  CLI::App* types = VerbRegistry::AddGroup(admin, "gpu-types", "Manage GPU types (R-7)");
+  CLI::App* types = VerbRegistry::AddGroup(admin, "gpu-types", "Manage GPU types");
   verbs.AddVerb(*types, "ls", "List GPU types with hosts and capacity", &AdminGpuTypesLsVerb)
       ->alias("list");
   CLI::App* set =

@@ -700,6 +700,21 @@ TEST_F(CommandsTest, SignupAndAdminInviteHelpSayWhatTheyDoAndWhenTheLinkExpires)
   EXPECT_NE(invite.out.find("voids the older one"), std::string::npos) << invite.out;
 }
 
+// New-user trial: `gpuwerk admin --help` showed "Manage GPU types (R-7)", an internal rule number.
+TEST_F(CommandsTest, HelpShowsNoInternalRuleNumbers) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"},
+                                               {"admin", "--help"},
+                                               {"admin", "gpu-types", "--help"},
+                                               {"keys", "--help"},
+                                               {"instances", "--help"},
+                                               {"queue", "--help"}}) {
+    CliResult help = Run(args);
+    EXPECT_FALSE(help.out.empty()) << args.front();
+    EXPECT_EQ(help.out.find("(R-"), std::string::npos) << help.out;
+  }
+  EXPECT_NE(Run({"admin", "--help"}).out.find("Manage GPU types\n"), std::string::npos);
+}
+
 TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
   EXPECT_EQ(EditDistance("", ""), 0u);
   EXPECT_EQ(EditDistance("instance", "instances"), 1u);
