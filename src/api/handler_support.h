@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -25,6 +26,11 @@ nlohmann::json PersonJson(const auth::Person& person);
 nlohmann::json QueueEntryJson(const sched::QueueEntry& entry);
 /// An instance as the API shows it (docs/api.md; instance_handlers.cc).
 nlohmann::json InstanceJson(const sched::Instance& instance, const SshCommandFormat& ssh);
+
+/// The bound the instance and queue routes read their "name" field with: none beyond the request
+/// body's size limit, so that the service's own rule (sched::ValidateDnsLabel: 1 to 63 characters,
+/// 400 invalid_name) answers every too-long name rather than the generic field bound.
+inline constexpr size_t kInstanceNameReadLimit = std::numeric_limits<size_t>::max();
 
 /// The 1-based `?page=` query parameter. Errors: invalid_page.
 core::Result<int> PageParam(const Request& req);

@@ -39,7 +39,7 @@ Answer ListQueueEntries(ApiContext& ctx, Call& call) {
 Answer JoinQueue(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body,
                            ParseJsonObject(call.req, {"name", "ssh_key_id", "gpu_type"}));
-  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", kInstanceNameReadLimit, 0));
   GPUWERK_ASSIGN_OR_RETURN(auto key, RequireString(body, "ssh_key_id", 256));
   GPUWERK_ASSIGN_OR_RETURN(auto type, OptionalString(body, "gpu_type", 256));
   return IdempotentCreate(ctx, call, [&](const RecordAnswer& record) -> Answer {

@@ -15,7 +15,9 @@ std::unexpected<core::Error> KeyTaken() {
   return core::Fail(core::ErrorCode::kAlreadyExists, "key_taken",
                     "This public key is already registered to another gpuwerk account, and a key "
                     "can belong to one account only. Create a new key pair for this account "
-                    "(e.g. ssh-keygen -t ed25519) and add its .pub file.");
+                    "(e.g. ssh-keygen -t ed25519) and add its .pub file. If the key is really "
+                    "yours, an operator can release it from the other account (gpuwerk admin "
+                    "release-key FILE), then add it again.");
 }
 
 /// R-4's uniqueness, checked before the insert: the person's own name (`name_taken`) or key
@@ -143,9 +145,20 @@ core::Result<void> SshKeyRegistry::DeleteIn(store::Transaction& tx, const SshKey
       list += (list.empty() ? "" : ", ") + std::string("queue entry ") + q.name + " (" +
               q.gpu_type + ")";
     }
-    return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "key_in_use",
-                                  "This key is attached to " + list +
-                                      "; delete the instances and leave the queue first.")
+    // The owner is told to clear them; an operator releasing another account's key cannot, so
+    // is told whose they are and who can (no admin verb deletes another person's instance).
+    const bool owner = actor_id == key.person_id;
+    std::string message =
+        owner ? "This key is attached to " + list +
+                    "; delete the instances and leave the queue first."
+              : "This key is attached to " + list + " of account " + key.person_id +
+                    ", the account that registered it. Only that account can delete them "
+                    "(gpuwerk instances rm NAME) and leave the queue (gpuwerk queue leave NAME): "
+                    "no admin verb deletes another person's instance. Ask its owner to, then "
+                    "release the key again.";
+    core::Error error(core::ErrorCode::kFailedPrecondition, "key_in_use", std::move(message));
+    if (!owner) error.details["owner_id"] = key.person_id;
+    return core::Fail(std::move(error)
                           .WithDetail("instances", std::move(names))
                           .WithDetail("queue_entries", std::move(entries)));
   }

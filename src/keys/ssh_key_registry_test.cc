@@ -126,6 +126,11 @@ TEST_F(SshKeyRegistryTest, AnotherAccountsKeyIsRefusedAsKeyTakenWithoutSayingWho
   EXPECT_EQ(taken.error().code, core::ErrorCode::kAlreadyExists);
   EXPECT_EQ(taken.error().api_code, "key_taken");
   EXPECT_NE(taken.error().message.find("another gpuwerk account"), std::string::npos);
+  // New-user trial: if the key is really theirs, an operator can release it.
+  EXPECT_NE(taken.error().message.find("an operator can release it from the other account "
+                                       "(gpuwerk admin release-key FILE)"),
+            std::string::npos)
+      << taken.error().message;
   for (const std::string& secret : {std::string("per_0"), std::string("a-laptop"),
                                     std::string("per_0@x.test"), std::string("a2@test")}) {
     EXPECT_EQ(taken.error().message.find(secret), std::string::npos) << secret;
@@ -170,6 +175,14 @@ TEST_F(SshKeyRegistryTest, ReleaseDeletesAsDeleteDoesAndAuditsTheFormerOwner) {
   ASSERT_FALSE(in_use);
   EXPECT_EQ(in_use.error().api_code, "key_in_use");
   EXPECT_EQ(in_use.error().details["instances"], nlohmann::json::array({"web"}));
+  // New-user trial: the operator cannot "delete the instances" of another account; the message
+  // names the instances and their account and says who can clear them.
+  EXPECT_EQ(in_use.error().details["owner_id"], "per_1");
+  EXPECT_EQ(in_use.error().message,
+            "This key is attached to instance web of account per_1, the account that registered "
+            "it. Only that account can delete them (gpuwerk instances rm NAME) and leave the "
+            "queue (gpuwerk queue leave NAME): no admin verb deletes another person's instance. "
+            "Ask its owner to, then release the key again.");
   EXPECT_EQ(KeysOf("per_1"), 1);
 
   auto pasted = registry.Release("per_7", key_.private_text, "192.0.2.7");

@@ -173,6 +173,14 @@ TEST_F(InstancesApiTest, BadInputGetsClearCodesAndCreatesNothing) {
   SignUp(*bob, "bob@example.test");
   const std::string bobs_key = AddKey(*bob, "bobs", "bob");
   ExpectProblem(Create(*alice_, "Not_A_Label", key_id_), 400, "invalid_name");
+  // New-user trial: a name longer than the generic 256-character field bound still gets the
+  // instance-name rule's message (1 to 63 characters), not "must be at most 256 characters".
+  for (size_t length : {64u, 100u, 300u}) {
+    auto too_long = Create(*alice_, std::string(length, 'a'), key_id_);
+    ExpectProblem(too_long, 400, "invalid_name");
+    EXPECT_THAT(too_long.Json()["detail"].get<std::string>(), ::testing::HasSubstr("1 to 63"))
+        << length;
+  }
   ExpectProblem(Create(*alice_, "alpha", bobs_key), 404, "not_found");
   ExpectProblem(Create(*alice_, "alpha", key_id_, "spark-9x"), 400, "unknown_gpu_type");
   ExpectProblem(alice_->PostJson("/api/v1/instances", {{"name", "alpha"}}), 400, "invalid_field");

@@ -146,6 +146,9 @@ TEST_F(QueueApiTest, OneOpenEntryPerTypeAndClearErrors) {
   EXPECT_EQ(again.Json()["queue_entry_id"], first.Json()["id"]);
   ExpectProblem(Join(alice, "two", "spark-9x"), 400, "unknown_gpu_type");
   ExpectProblem(Join(alice, "Not_A_Label", "spark-2x"), 400, "invalid_name");
+  auto too_long = Join(alice, std::string(300, 'a'), "spark-2x");
+  ExpectProblem(too_long, 400, "invalid_name");
+  EXPECT_THAT(too_long.Json()["detail"].get<std::string>(), ::testing::HasSubstr("1 to 63"));
   ExpectProblem(
       alice.browser->PostJson("/api/v1/queue-entries", {{"name", "x"}, {"ssh_key_id", bob.key_id}}),
       404, "not_found");
