@@ -65,7 +65,9 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io);
 /// code for it (0 for --help and --version, which print as CLI11 does). A word where a verb
 /// belongs that is none gets one line naming it and the closest verb path, e.g.
 /// "gpuwerk: 'instance' is not a command of `gpuwerk`; did you mean `gpuwerk instances ls`?"
-/// (EditDistance over the names and aliases at that level). With `--json` among `args` the error
+/// (EditDistance over the names and aliases at that level). ssh's own options given to `gpuwerk
+/// ssh` before `--` get one line saying they go after `--`, with the command reordered (e.g.
+/// "`gpuwerk ssh alpha -- -i KEY hostname`"). With `--json` among `args` the error
 /// is one line of problem JSON on `err` (code "unknown_command" or "usage_error"). Anything
 /// else is CLI11's own message (App::exit). `args` are the arguments without the program name.
 int ReportUsageError(CLI::App& app, const CLI::ParseError& error,

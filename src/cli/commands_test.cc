@@ -404,13 +404,18 @@ TEST_F(CommandsTest, KeysAddRefusesAPrivateKeyWithoutSendingOrPrintingIt) {
 
   CliResult r = Run({"keys", "add", "laptop", priv.string()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(r.err.starts_with("gpuwerk: This is a PRIVATE key: treat it as exposed")) << r.err;
+  // New-user trial: refused before sending, the key is not exposed; the message says it was not
+  // sent and names the .pub file to pass instead (the server's message says "treat it as exposed").
+  EXPECT_TRUE(r.err.starts_with("gpuwerk: This is a PRIVATE key. Nothing was sent")) << r.err;
   EXPECT_NE(r.err.find("the matching .pub file instead (" + priv.string() + ".pub)."),
             std::string::npos)
       << r.err;
-  EXPECT_TRUE(r.err.ends_with(
-      "Nothing was sent: the key did not leave this machine. (private_key_pasted)\n"))
+  EXPECT_TRUE(
+      r.err.ends_with("Nothing was sent: the key did not leave this machine. Pass the "
+                      "matching .pub file instead (" +
+                      priv.string() + ".pub). (private_key_pasted)\n"))
       << r.err;
+  EXPECT_EQ(r.err.find("exposed"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(secret_body), std::string::npos);
   EXPECT_EQ(r.out, "");
 
@@ -418,12 +423,31 @@ TEST_F(CommandsTest, KeysAddRefusesAPrivateKeyWithoutSendingOrPrintingIt) {
       Run({"keys", "add", "laptop"}, "-----BEGIN RSA PRIVATE KEY-----\nMIIE" + secret_body + "\n");
   EXPECT_EQ(piped.exit_code, 1);
   EXPECT_EQ(piped.err,
-            "gpuwerk: This is a PRIVATE key: treat it as exposed and replace it (generate a new "
-            "key pair), and paste the contents of the matching .pub file instead, e.g. "
-            "~/.ssh/id_ed25519.pub. Nothing was sent: the key did not leave this machine. "
-            "(private_key_pasted)\n");
+            "gpuwerk: This is a PRIVATE key. Nothing was sent: the key did not leave this "
+            "machine. Paste the contents of the matching .pub file instead, e.g. "
+            "~/.ssh/id_ed25519.pub. (private_key_pasted)\n");
   EXPECT_EQ(server_.requests().size(), before);
   EXPECT_EQ(api_.key_count(), 0u);
+}
+
+// New-user trial: `keys add ~/.ssh/id_ed25519.pub` (NAME forgotten) took the path as the name,
+// asked for a key on standard input and then failed with invalid_name.
+TEST_F(CommandsTest, KeysAddSaysAForgottenNameBeforeAskingForAKey) {
+  LogIn();
+  const fs::path pub = tmp_.path() / "id_ed25519.pub";
+  std::ofstream(pub) << kPublicKey;
+  const size_t before = server_.requests().size();
+  CliResult r = Run({"keys", "add", pub.string()}, kPublicKey);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "gpuwerk: '" + pub.string() +
+                       "' is a file, not a key name: give the key a name first, `gpuwerk keys "
+                       "add NAME FILE`, e.g. `gpuwerk keys add laptop " +
+                       pub.string() + "` (invalid_name)\n");
+  EXPECT_EQ(server_.requests().size(), before);
+  EXPECT_EQ(api_.key_count(), 0u);
+  // A name that is no file is still a name.
+  CliResult named = Run({"keys", "add", "id_ed25519.pub"}, kPublicKey);
+  EXPECT_EQ(named.exit_code, 0) << named.err;
 }
 
 TEST_F(CommandsTest, KeysAddReportsAMissingFile) {
@@ -698,6 +722,31 @@ TEST_F(CommandsTest, SignupAndAdminInviteHelpSayWhatTheyDoAndWhenTheLinkExpires)
   CliResult invite = Run({"admin", "invite", "--help"});
   EXPECT_NE(invite.out.find("valid 7 days"), std::string::npos) << invite.out;
   EXPECT_NE(invite.out.find("voids the older one"), std::string::npos) << invite.out;
+}
+
+// New-user trial: ssh's own options before `--` got CLI11's "The following argument was not
+// expected: -i"; the message now says they go after `--` and shows the command reordered.
+TEST_F(CommandsTest, SshOptionsBeforeDashesAreShownAfterThem) {
+  const std::string expected =
+      "gpuwerk: ssh's own options (-i) go after `--`, which ends gpuwerk's options: `gpuwerk ssh "
+      "alpha -- -i KEY hostname`\n";
+  CliResult before_name = Run({"ssh", "-i", "KEY", "alpha", "hostname"});
+  EXPECT_EQ(before_name.exit_code, 2);
+  EXPECT_EQ(before_name.err, expected);
+  CliResult after_name = Run({"ssh", "alpha", "-i", "KEY", "hostname"});
+  EXPECT_EQ(after_name.exit_code, 2);
+  EXPECT_EQ(after_name.err, expected);
+  CliResult flags = Run({"ssh", "alpha", "-v", "hostname", "--", "-x"});
+  EXPECT_EQ(flags.err,
+            "gpuwerk: ssh's own options (-v) go after `--`, which ends gpuwerk's options: "
+            "`gpuwerk ssh alpha -- -v hostname -x`\n");
+  CliResult as_json = Run({"ssh", "alpha", "-i", "KEY", "--json"});
+  EXPECT_EQ(as_json.exit_code, 2);
+  json problem = json::parse(as_json.err);
+  EXPECT_EQ(problem["code"], "usage_error");
+  EXPECT_NE(problem["detail"].get<std::string>().find("`gpuwerk ssh alpha --json -- -i KEY`"),
+            std::string::npos)
+      << as_json.err;
 }
 
 // New-user trial: `gpuwerk admin --help` showed "Manage GPU types (R-7)", an internal rule number.

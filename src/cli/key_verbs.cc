@@ -1,5 +1,8 @@
 // keys ls|add|rm: the person's SSH public keys. `keys add` refuses a private key before anything
-// is sent.
+// is sent (private keys never leave the person's machine).
+#include <filesystem>
+#include <system_error>
+
 #include "cli/internal/key_file.h"
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
@@ -33,7 +36,24 @@ core::Result<void> KeysLsVerb(VerbContext& ctx) {
   return {};
 }
 
+/// Whether `name` (the NAME of `keys add`) looks like the path of an existing file: it holds a
+/// '/' (no key name does) or ends in ".pub", and a regular file is there. Then NAME was forgotten
+/// (`gpuwerk keys add ~/.ssh/id_ed25519.pub`), and the file would be taken as the key's name.
+bool LooksLikeAKeyFile(const std::string& name) {
+  if (name.find('/') == std::string::npos && !name.ends_with(".pub")) return false;
+  std::error_code ec;
+  return std::filesystem::is_regular_file(name, ec);
+}
+
 core::Result<void> KeysAddVerb(VerbContext& ctx, const KeyOptions& opt) {
+  // Before prompting for a key on standard input: a forgotten NAME is said at once.
+  if (LooksLikeAKeyFile(opt.name)) {
+    return core::InvalidArgument(
+        "invalid_name", "'" + SafeText(opt.name) +
+                            "' is a file, not a key name: give the key a name first, "
+                            "`gpuwerk keys add NAME FILE`, e.g. `gpuwerk keys add laptop " +
+                            SafeText(opt.name) + "`");
+  }
   GPUWERK_ASSIGN_OR_RETURN(std::string text, ReadPublicKeyFile(ctx, opt.file));
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   const json body = {{"name", opt.name}, {"public_key", text}};

@@ -106,6 +106,61 @@ std::string MistypedVerbMessage(const CLI::App& root, const std::vector<std::str
   return "";
 }
 
+/// Whether `word` is one of ssh's own options that take the next argument as their value
+/// (ssh(1): -B -b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w), written alone.
+bool SshOptionTakesValue(std::string_view word) {
+  constexpr std::string_view kWithValue = "BbcDEeFIiJLlmOopQRSWw";
+  return word.size() == 2 && word[0] == '-' && kWithValue.find(word[1]) != std::string_view::npos;
+}
+
+/// For `args` of `gpuwerk ssh` that put ssh's own options (e.g. `-i KEY`) before `--`, where
+/// CLI11 answers "The following argument was not expected: -i", the message that says ssh options
+/// go after `--`, with the command reordered: "gpuwerk ssh alpha -- -i KEY hostname". "" when the
+/// verb is not `ssh` or no such option is there.
+std::string SshOptionsMessage(const CLI::App& root, const std::vector<std::string>& args) {
+  const CLI::App* ssh = SubcommandNamed(root, "ssh");
+  if (ssh == nullptr) return "";
+  size_t i = 0;
+  while (i < args.size() && args[i].starts_with("-") && args[i] != "--") {
+    i += TakesValue(root, args[i]) ? 2 : 1;  // options before the verb
+  }
+  if (i >= args.size() || !ssh->check_name(args[i])) return "";
+  std::vector<std::string> own, ssh_options, rest;
+  std::string name;
+  bool after_dashes = false;
+  for (++i; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (after_dashes) {
+      rest.push_back(a);
+    } else if (a == "--") {
+      after_dashes = true;
+    } else if (!a.starts_with("-") || a == "-") {
+      if (name.empty()) {
+        name = a;
+      } else {
+        rest.push_back(a);
+      }
+    } else if (ssh->get_option_no_throw(a.substr(0, a.find('='))) != nullptr ||
+               root.get_option_no_throw(a.substr(0, a.find('='))) != nullptr) {
+      own.push_back(a);  // gpuwerk's own option (--json, --url URL): stays before `--`
+      if (TakesValue(*ssh, a) || TakesValue(root, a)) {
+        if (i + 1 < args.size()) own.push_back(args[++i]);
+      }
+    } else {
+      ssh_options.push_back(a);
+      if (SshOptionTakesValue(a) && i + 1 < args.size()) ssh_options.push_back(args[++i]);
+    }
+  }
+  if (ssh_options.empty()) return "";
+  std::string command = "gpuwerk ssh " + (name.empty() ? std::string("NAME") : SafeText(name));
+  for (const auto& a : own) command += " " + SafeText(a);
+  command += " --";
+  for (const auto& a : ssh_options) command += " " + SafeText(a);
+  for (const auto& a : rest) command += " " + SafeText(a);
+  return "ssh's own options (" + SafeText(ssh_options.front()) +
+         ") go after `--`, which ends gpuwerk's options: `" + command + "`";
+}
+
 }  // namespace
 
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -127,10 +182,12 @@ int ReportUsageError(CLI::App& app, const CLI::ParseError& error,
                      const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (error.get_exit_code() == 0) return app.exit(error, out, err);  // --help, --version
   const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
-  std::string message = MistypedVerbMessage(app, args);
-  const bool mistyped = !message.empty();
-  if (!mistyped && !json) return app.exit(error, out, err);
-  if (!mistyped) message = error.what();
+  std::string message = SshOptionsMessage(app, args);
+  const bool ssh_options = !message.empty();
+  if (!ssh_options) message = MistypedVerbMessage(app, args);
+  const bool mistyped = !ssh_options && !message.empty();
+  if (message.empty() && !json) return app.exit(error, out, err);
+  if (message.empty()) message = error.what();
   if (json) {
     const core::Error problem(core::ErrorCode::kInvalidArgument,
                               mistyped ? "unknown_command" : "usage_error", message);

@@ -166,6 +166,11 @@ TEST_F(CliAdminTest, AdminReleaseKeyFreesAKeyForItsHolder) {
   auto pasted = Gpuwerk("admin release-key " + key.private_path.string());
   ExpectFailure(pasted, "private_key_pasted");
   EXPECT_NE(pasted.err.find("Nothing was sent"), std::string::npos) << pasted.err;
+  EXPECT_NE(pasted.err.find("Pass the matching .pub file instead (" + key.private_path.string() +
+                            ".pub)"),
+            std::string::npos)
+      << pasted.err;
+  EXPECT_EQ(pasted.err.find("exposed"), std::string::npos) << pasted.err;
   ExpectFailure(Gpuwerk("admin release-key " +
                         GenerateKey(dir_.path(), "nobody").private_path.string() + ".pub"),
                 "not_found");

@@ -41,20 +41,23 @@ core::Result<std::string> ReadPublicKeyFile(VerbContext& ctx, const std::string&
     GPUWERK_ASSIGN_OR_RETURN(text, ReadAll(in, kMaxPublicKeyFileBytes, file));
   }
 
-  // Refuse before sending: a private key must not leave this machine. Never echo it.
-  if (auto refused = keys::FindPrivateKey(text)) {
-    std::string message = refused->message;
+  // Refuse before sending: a private key must not leave this machine (the project's design
+  // rules: private keys never leave the person's machine). Never echo it. The server's message
+  // for a key pasted over the API says to treat it as exposed; here it was not sent, so the
+  // message says so and only asks for the matching .pub file.
+  if (keys::FindPrivateKey(text)) {
+    const bool from_file = !file.empty() && file != "-";
     std::error_code ec;
-    if (!file.empty() && file != "-" && !file.ends_with(".pub") && fs::exists(file + ".pub", ec)) {
-      const std::string example = ", e.g. ~/.ssh/id_ed25519.pub";
-      if (auto at = message.find(example); at != std::string::npos) {
-        message.replace(at, example.size(), " (" + file + ".pub)");
-      }
+    std::string instead = ", e.g. ~/.ssh/id_ed25519.pub.";
+    if (from_file && !file.ends_with(".pub") && fs::exists(file + ".pub", ec)) {
+      instead = " (" + file + ".pub).";
     }
-    // Said outright: someone who just pasted a private key wants to know whether it went out.
     return core::InvalidArgument(
         "private_key_pasted",
-        std::move(message) + " Nothing was sent: the key did not leave this machine.");
+        "This is a PRIVATE key. Nothing was sent: the key did not leave this machine. " +
+            std::string(from_file ? "Pass the matching .pub file instead"
+                                  : "Paste the contents of the matching .pub file instead") +
+            instead);
   }
   if (text.find('\0') != std::string::npos || !core::IsValidUtf8(text)) {
     return core::InvalidArgument("invalid_encoding",
