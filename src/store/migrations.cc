@@ -304,6 +304,51 @@ ALTER TABLE instances ADD COLUMN drift_count BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE instances ADD COLUMN drift_in_status BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE instances ADD COLUMN drift_mailed_at BIGINT;
 )sql",
+      // 12: teams (R-15, issue 13 item 5; docs/teams.md), owned by teams/: a team, its
+      // memberships (kept after a member leaves or is removed, for usage and the audit; one active
+      // membership per person by the partial unique index) and its email invitations (one
+      // pending per team and address; the mailed link's secret stored only as SHA-256). Person
+      // ids are not foreign keys, so a removed member's or a deleted account's rows stay. The
+      // audit log's reads (GET /api/v1/admin/audit) filter by actor and by target.
+      R"sql(
+CREATE TABLE teams (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  name_norm TEXT NOT NULL UNIQUE,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE team_members (
+  id TEXT PRIMARY KEY,
+  team_id TEXT NOT NULL REFERENCES teams(id),
+  person_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  joined_at BIGINT NOT NULL,
+  ended_at BIGINT,
+  ended_how TEXT NOT NULL DEFAULT '',
+  ended_by TEXT NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX team_members_one_active ON team_members(person_id) WHERE ended_at IS NULL;
+CREATE INDEX team_members_by_team ON team_members(team_id, joined_at, id);
+CREATE TABLE team_invites (
+  id TEXT PRIMARY KEY,
+  team_id TEXT NOT NULL REFERENCES teams(id),
+  email TEXT NOT NULL,
+  email_norm TEXT NOT NULL,
+  token_hash TEXT NOT NULL UNIQUE,
+  invited_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  sent_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  ended_at BIGINT,
+  accepted_by TEXT NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX team_invites_one_pending ON team_invites(team_id, email_norm)
+  WHERE state = 'pending';
+CREATE INDEX audit_events_by_actor ON audit_events(actor_id, at, id);
+CREATE INDEX audit_events_by_target ON audit_events(target, at, id);
+)sql",
   };
   return kMigrations;
 }
