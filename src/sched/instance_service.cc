@@ -1,10 +1,10 @@
 #include "sched/instance_service.h"
 
 #include "audit/audit_log.h"
+#include "billing/billing_session_table.h"
 #include "core/fault_point.h"
 #include "sched/host_registry.h"
 #include "sched/instance_table.h"
-#include "sched/internal/billing_session_table.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/host_table.h"
 #include "sched/internal/instance_rows.h"
@@ -212,7 +212,7 @@ core::Result<Instance> InstanceService::Delete(const std::string& person_id,
         if (row.desired == DesiredState::kDeleted) return {};  // asked already
         GPUWERK_TRY(InstanceTable::MarkDeleting(tx, row.id));
         // the session ends when the delete is asked for, not when the container is gone.
-        GPUWERK_TRY(internal::BillingSessionTable::End(tx, row.billing_session_id, now));
+        GPUWERK_TRY(billing::BillingSessionTable::End(tx, row.billing_session_id, now));
         GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                        {.actor_id = person_id,
                                         .action = "instance.delete",

@@ -349,6 +349,58 @@ CREATE UNIQUE INDEX team_invites_one_pending ON team_invites(team_id, email_norm
 CREATE INDEX audit_events_by_actor ON audit_events(actor_id, at, id);
 CREATE INDEX audit_events_by_target ON audit_events(target, at, id);
 )sql",
+      // 13: billing (issue 13, docs/billing.md): who pays for a session (a person's own account
+      // is its person id; teams move sessions to theirs), the evidence that metering bills on
+      // (last sighting of the instance's node 0 host, and its container's start time then), the
+      // unbilled gaps of silent hosts, and the monthly invoices with one line per session and
+      // month; UNIQUE (billing_account_id, month, currency) makes closing a month twice make one
+      // invoice.
+      R"sql(
+ALTER TABLE billing_sessions ADD COLUMN billing_account_id TEXT NOT NULL DEFAULT '';
+UPDATE billing_sessions SET billing_account_id = person_id;
+ALTER TABLE billing_sessions ADD COLUMN evidence_at BIGINT NOT NULL DEFAULT 0;
+UPDATE billing_sessions SET evidence_at = COALESCE(ended_at, (
+  SELECT MAX(h.last_seen_at) FROM instances i
+  JOIN placements p ON p.instance_id = i.id AND p.node_index = 0
+  JOIN hosts h ON h.id = p.host_id
+  WHERE i.billing_session_id = billing_sessions.id), started_at);
+ALTER TABLE billing_sessions ADD COLUMN evidence_container_started TEXT NOT NULL DEFAULT '';
+CREATE INDEX billing_sessions_by_account ON billing_sessions(billing_account_id, started_at, id);
+CREATE INDEX billing_sessions_by_end ON billing_sessions(ended_at);
+CREATE TABLE billing_gaps (
+  session_id TEXT NOT NULL REFERENCES billing_sessions(id),
+  from_at BIGINT NOT NULL,
+  to_at BIGINT NOT NULL,
+  PRIMARY KEY (session_id, from_at)
+);
+CREATE TABLE invoices (
+  id TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
+  month TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  total_minor BIGINT NOT NULL,
+  created_at BIGINT NOT NULL,
+  UNIQUE (billing_account_id, month, currency)
+);
+CREATE INDEX invoices_by_month ON invoices(month, billing_account_id);
+CREATE TABLE invoice_lines (
+  invoice_id TEXT NOT NULL REFERENCES invoices(id),
+  session_id TEXT NOT NULL REFERENCES billing_sessions(id),
+  instance_id TEXT NOT NULL,
+  instance_name TEXT NOT NULL,
+  gpu_type TEXT NOT NULL,
+  person_id TEXT NOT NULL,
+  minutes BIGINT NOT NULL,
+  price_minor_per_hour BIGINT NOT NULL,
+  amount_minor BIGINT NOT NULL,
+  PRIMARY KEY (invoice_id, session_id)
+);
+CREATE TABLE invoice_months_closed (
+  month TEXT PRIMARY KEY,
+  closed_at BIGINT NOT NULL,
+  invoices BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }

@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "audit/audit_log.h"
+#include "billing/billing_session_table.h"
 #include "keys/ssh_key_table.h"
 #include "sched/instance_table.h"
-#include "sched/internal/billing_session_table.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/queue_entry_table.h"
@@ -113,7 +113,8 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
     in.ssh_key_name = key->name;
     in.ssh_key_fingerprint = key->fingerprint;
   }
-  GPUWERK_ASSIGN_OR_RETURN(auto started, BillingSessionTable::StartedAt(tx, r.billing_session_id));
+  GPUWERK_ASSIGN_OR_RETURN(auto started,
+                           billing::BillingSessionTable::StartedAt(tx, r.billing_session_id));
   in.billing_started_at = started.value_or(0);
   GPUWERK_ASSIGN_OR_RETURN(auto node_rows, PlacementTable::NodesOf(tx, id));
   for (const auto& n : node_rows) {

@@ -1,9 +1,10 @@
 #include "sched/internal/launch.h"
 
 #include "audit/audit_log.h"
+#include "billing/billing_account_id.h"
+#include "billing/billing_session_table.h"
 #include "keys/ssh_key_table.h"
 #include "sched/instance_table.h"
-#include "sched/internal/billing_session_table.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/queue_entry_table.h"
@@ -93,14 +94,18 @@ core::Result<std::string> InsertInstance(store::Transaction& tx, core::Clock& cl
   for (size_t node = 0; node < spec.host_ids.size(); ++node) {
     GPUWERK_TRY(PlacementTable::Insert(tx, id, spec.host_ids[node], static_cast<int64_t>(node)));
   }
-  GPUWERK_TRY(BillingSessionTable::Insert(tx, {.id = session_id,
-                                               .instance_id = id,
-                                               .person_id = spec.person_id,
-                                               .instance_name = spec.name,
-                                               .gpu_type = spec.gpu_type,
-                                               .price_minor_per_hour = type.price_minor_per_hour,
-                                               .currency = type.currency,
-                                               .started_at = now}));
+  // the GPU type's price and currency are locked into the session at launch; a solo
+  // person's billing account is their own (teams move it).
+  GPUWERK_TRY(billing::BillingSessionTable::Insert(
+      tx, {.id = session_id,
+           .instance_id = id,
+           .person_id = spec.person_id,
+           .billing_account_id = billing::SoloBillingAccountId(spec.person_id),
+           .instance_name = spec.name,
+           .gpu_type = spec.gpu_type,
+           .price_minor_per_hour = type.price_minor_per_hour,
+           .currency = type.currency,
+           .started_at = now}));
   nlohmann::json detail = {{"name", spec.name},
                            {"gpu_type", spec.gpu_type},
                            {"hostname", hostname},

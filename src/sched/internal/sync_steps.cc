@@ -4,10 +4,10 @@
 
 #include "audit/audit_log.h"
 #include "auth/person_table.h"
+#include "billing/billing_session_table.h"
 #include "core/strings.h"
 #include "sched/instance_mails.h"
 #include "sched/instance_table.h"
-#include "sched/internal/billing_session_table.h"
 #include "sched/internal/instance_rows.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/queue_entry_table.h"
@@ -296,7 +296,7 @@ core::Result<void> ApplyFailures(SyncContext& ctx, const std::vector<CreateFailu
     const std::string reason = Clip(code + ": " + f.message);
     GPUWERK_TRY(PlacementTable::DeleteOf(ctx.tx, id));
     GPUWERK_TRY(ObservedContainerTable::DeleteOf(ctx.tx, id));
-    GPUWERK_TRY(BillingSessionTable::End(ctx.tx, row->billing_session_id, ctx.now));
+    GPUWERK_TRY(billing::BillingSessionTable::End(ctx.tx, row->billing_session_id, ctx.now));
     if (row->desired == DesiredState::kDeleted) {
       GPUWERK_TRY(FinalizeIfGone(ctx.tx, ctx.clock, ctx.rng, id));
     } else {

@@ -1,0 +1,76 @@
+#pragma once
+
+// The minute and money arithmetic of billing (R-13, docs/billing.md), pure: no store, no clock
+// (callers pass Unix seconds, so a test controls time completely). Thread-safe.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gpuwerk::billing {
+
+/// The ISO 4217 minor-unit exponent of `currency` (case-insensitive alphabetic code): 0 for JPY
+/// and KRW, 2 for USD and EUR, 3 for KWD, BHD, JOD, OMR, TND, LYD, IQD, 4 for CLF, … (the table in
+/// money.cc). nullopt for a code that is not in the table. Amounts are always integer minor units
+/// of their currency; the exponent only says where the decimal point goes.
+std::optional<int> CurrencyExponent(std::string_view currency);
+
+/// Billed minutes of `seconds` of billed time: ceil(seconds / 60), at least 1 (a session of 0 s
+/// is one minute; negative seconds count as 0).
+int64_t BilledMinutes(int64_t seconds);
+
+/// The amount of one invoice line in minor units: `price_minor_per_hour` × `minutes` / 60,
+/// rounded once, half up (…,5 goes up). Both arguments ≥ 0 (negative ones count as 0); the
+/// result saturates at INT64_MAX instead of overflowing.
+int64_t LineAmountMinor(int64_t price_minor_per_hour, int64_t minutes);
+
+/// `amount_minor` in major units with the currency's exponent and its upper-case code, e.g.
+/// (1234, "usd") → "12.34 USD", (1234, "JPY") → "1234 JPY", (1234, "kwd") → "1.234 KWD"; a
+/// negative amount gets a leading "-". An unknown currency shows its minor units: "1234 (minor
+/// units) XYZ".
+std::string FormatAmount(int64_t amount_minor, std::string_view currency);
+
+/// The UTC calendar month holding `unix_seconds`: its first second (Unix seconds).
+int64_t MonthStart(int64_t unix_seconds);
+/// The first second of the UTC month after the one holding `unix_seconds`.
+int64_t NextMonthStart(int64_t unix_seconds);
+/// "YYYY-MM" of the UTC month holding `unix_seconds`.
+std::string MonthLabel(int64_t unix_seconds);
+/// The first second of month `label` ("YYYY-MM", 1970-01 … 9999-12). Errors: kInvalidArgument
+/// invalid_month.
+core::Result<int64_t> ParseMonth(std::string_view label);
+
+/// A stretch of wall time that is billed, [from, to) in Unix seconds.
+struct Segment {
+  int64_t from = 0;
+  int64_t to = 0;
+  bool operator==(const Segment&) const = default;
+};
+
+/// Billed minutes in one UTC month.
+struct MonthMinutes {
+  int64_t month_start = 0;  ///< first second of the month (Unix seconds)
+  int64_t minutes = 0;
+  bool operator==(const MonthMinutes&) const = default;
+};
+
+/// How a session's billed minutes fall into UTC months (R-13). `segments`: the billed wall time,
+/// sorted, not overlapping (empty or reversed ones are ignored). Minutes are counted along the
+/// billed time from the first segment's start: minute k begins where 60·k billed seconds have
+/// passed, and belongs to the month in which that wall-clock instant lies. So the total is
+/// exactly BilledMinutes(billed seconds), every minute is in one month, none is negative. When no
+/// second is billed the one minimum minute belongs to the month of `session_start`. Months with
+/// no minute are left out; the result is in month order.
+std::vector<MonthMinutes> SplitByMonth(int64_t session_start, std::span<const Segment> segments);
+
+/// A container time as the engine reports it (RFC 3339 in UTC, "Z" or "+00:00", an optional
+/// fraction that is dropped) in Unix seconds; nullopt for anything else, and for Docker's "never"
+/// (year 1).
+std::optional<int64_t> ParseEngineTime(std::string_view text);
+
+}  // namespace gpuwerk::billing
