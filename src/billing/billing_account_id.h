@@ -7,8 +7,11 @@
 
 namespace gpuwerk::billing {
 
-/// The billing account id of person `person_id` billed alone: the person id itself (`per_…`,
-/// stable for the person's life, never reused). A team's account is its team id (teams/).
-inline std::string SoloBillingAccountId(const std::string& person_id) { return person_id; }
+/// The billing account id of person `person_id` billed alone: "solo_" + the person id (stable
+/// for the person's life, never reused; the same as the payment methods' solo account id). A
+/// team's account is its team id (teams/).
+inline std::string SoloBillingAccountId(const std::string& person_id) {
+  return "solo_" + person_id;
+}
 
 }  // namespace gpuwerk::billing
