@@ -1,6 +1,6 @@
 #pragma once
 
-// The `billing_sessions` table (migrations 2 and 14, R-13) and its unbilled gaps
+// The `billing_sessions` table (migrations 2 and 13, R-13) and its unbilled gaps
 // (`billing_gaps`): one instance's metered life, from launch to delete. The billing component
 // owns both; the scheduler opens and ends sessions through this class inside its own
 // transactions (docs/billing.md).

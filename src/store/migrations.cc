@@ -350,11 +350,11 @@ CREATE INDEX audit_events_by_actor ON audit_events(actor_id, at, id);
 CREATE INDEX audit_events_by_target ON audit_events(target, at, id);
 )sql",
       // 13: billing (issue 13, docs/billing.md): who pays for a session (a person's own account
-      // is 'solo_' + its person id; teams move sessions to theirs), the evidence that metering bills on
-      // (last sighting of the instance's node 0 host, and its container's start time then), the
-      // unbilled gaps of silent hosts, and the monthly invoices with one line per session and
-      // month; UNIQUE (billing_account_id, month, currency) makes closing a month twice make one
-      // invoice.
+      // is 'solo_' + its person id; teams move sessions to theirs), the evidence that metering
+      // bills on (last sighting of the instance's node 0 host, and its container's start time
+      // then), the unbilled gaps of silent hosts, and the monthly invoices with one line per
+      // session and month; UNIQUE (billing_account_id, month, currency) makes closing a month
+      // twice make one invoice.
       R"sql(
 ALTER TABLE billing_sessions ADD COLUMN billing_account_id TEXT NOT NULL DEFAULT '';
 UPDATE billing_sessions SET billing_account_id = 'solo_' || person_id;
