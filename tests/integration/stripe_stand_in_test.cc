@@ -1,0 +1,306 @@
+// The Stripe stand-in (tests/support/stripe_stand_in.py) answers as Stripe's published OpenAPI
+// description and documentation say, so that tests of the stripe provider against it do not
+// share our own misreadings: unknown parameters refused, idempotency keys as Stripe checks
+// them, deleted customers, Checkout in setup mode completed by the test, invoices with pending
+// items, and webhooks signed so that our own verifier (billing/stripe_signature.h) accepts them.
+#include "tests/support/stripe_stand_in.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "billing/stripe_signature.h"
+#include "tests/support/http_client.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+constexpr const char* kKey = "sk_test_stand_in_key";
+constexpr const char* kSecret = "whsec_stand_in_secret";
+constexpr const char* kForm = "application/x-www-form-urlencoded";
+
+class StripeStandInTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = StripeStandIn::Unavailable()) GTEST_SKIP() << *why;
+    std::string error;
+    ASSERT_TRUE(stand_in_.Start(kKey, "", kSecret, &error)) << error;
+    api_ = std::make_unique<HttpClient>(stand_in_.base_url());
+    api_->SetBearer(kKey);
+    hooks_ = std::make_unique<HttpClient>(stand_in_.base_url());
+  }
+
+  HttpResult Post(const std::string& path, const std::string& form,
+                  std::vector<std::string> headers = {}) {
+    return api_->Post(path, form, kForm, std::move(headers));
+  }
+
+  std::string NewCustomer() {
+    const HttpResult r = Post("/v1/customers", "email=ada%40example.com&metadata[gw]=solo_1");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().value("id", "");
+  }
+
+  StripeStandIn stand_in_;
+  std::unique_ptr<HttpClient> api_;
+  std::unique_ptr<HttpClient> hooks_;
+};
+
+TEST_F(StripeStandInTest, AnswersWithStripesErrorShapeForUnknownParametersAndBadKeys) {
+  HttpResult r = Post("/v1/customers", "email=a%40b.c&colour=red");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(r.Json()["error"]["code"], "parameter_unknown");
+  EXPECT_EQ(r.Json()["error"]["param"], "colour");
+  r = Post("/v1/checkout/sessions", "mode=setup&payment_method_types[0]=card");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["code"], "parameter_missing");  // success_url, as the spec says
+  r = Post("/v1/checkout/sessions",
+           "mode=sideways&success_url=https%3A%2F%2Fx&payment_method_types[0]=card");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["param"], "mode");
+  // The requests log says which requests broke the description.
+  const auto log = hooks_->Get("/_test/requests").Json()["data"];
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_FALSE(log[0]["violations"].empty());
+
+  HttpClient wrong(stand_in_.base_url());
+  wrong.SetBearer("sk_test_wrong");
+  r = wrong.Post("/v1/customers", "", kForm);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.Json()["error"]["type"], "invalid_request_error");
+  r = api_->Get("/v1/customers/cus_nope");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.Json()["error"]["code"], "resource_missing");
+  r = api_->Get("/v1/customers/x", {"Stripe-Version: 2020-08-27"});
+  EXPECT_EQ(r.status, 400) << "the stand-in speaks only " << StripeStandIn::kApiVersion;
+}
+
+TEST_F(StripeStandInTest, IdempotencyKeysAreCheckedAsStripeDoes) {
+  const std::string body = "email=ada%40example.com&metadata[gw]=solo_1";
+  const HttpResult first = Post("/v1/customers", body, {"Idempotency-Key: k-1"});
+  ASSERT_EQ(first.status, 200) << first.body;
+  // Same key, same body: the stored answer again, no second customer.
+  const HttpResult again = Post("/v1/customers", body, {"Idempotency-Key: k-1"});
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.Header("idempotent-replayed"), "true");
+  EXPECT_EQ(again.Json()["id"], first.Json()["id"]);
+  // Same key, another body, or another endpoint: idempotency_error.
+  HttpResult r = Post("/v1/customers", "email=bob%40example.com", {"Idempotency-Key: k-1"});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["type"], "idempotency_error");
+  r = Post("/v1/invoiceitems",
+           "customer=" + first.Json()["id"].get<std::string>() + "&amount=5&currency=usd",
+           {"Idempotency-Key: k-1"});
+  EXPECT_EQ(r.Json()["error"]["type"], "idempotency_error");
+  // A validation error is not stored: the key stays usable.
+  r = Post("/v1/invoiceitems", "amount=5&currency=usd", {"Idempotency-Key: k-2"});
+  EXPECT_EQ(r.Json()["error"]["code"], "parameter_missing");
+  r = Post("/v1/invoiceitems",
+           "customer=" + first.Json()["id"].get<std::string>() + "&amount=5&currency=usd",
+           {"Idempotency-Key: k-2"});
+  EXPECT_EQ(r.status, 200) << r.body;
+  // After Stripe forgets keys (24 h), the same request makes a new object.
+  ASSERT_EQ(hooks_->Post("/_test/idempotency/expire", "{}", "application/json").status, 200);
+  const HttpResult later = Post("/v1/customers", body, {"Idempotency-Key: k-1"});
+  EXPECT_NE(later.Json()["id"], first.Json()["id"]);
+  EXPECT_EQ(hooks_->Get("/_test/objects/customers").Json()["data"].size(), 2u);
+}
+
+TEST_F(StripeStandInTest, ADeletedCustomerReadsAsDeletedAndIsMissingEverywhereElse) {
+  const std::string cus = NewCustomer();
+  ASSERT_EQ(api_->Delete("/v1/customers/" + cus).status, 200);
+  HttpResult r = api_->Get("/v1/customers/" + cus);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Json(), (nlohmann::json{{"id", cus}, {"object", "customer"}, {"deleted", true}}));
+  r = Post(
+      "/v1/checkout/sessions",
+      "mode=setup&customer=" + cus + "&success_url=https%3A%2F%2Fx&payment_method_types[0]=card");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["code"], "resource_missing");
+  EXPECT_EQ(r.Json()["error"]["param"], "customer");
+}
+
+TEST_F(StripeStandInTest, CheckoutInSetupModePaidByTheTestThenAnInvoiceWithItsPendingItems) {
+  const std::string cus = NewCustomer();
+  HttpResult r = Post("/v1/checkout/sessions", "mode=setup&customer=" + cus +
+                                                   "&success_url=https%3A%2F%2Fx%2Fok"
+                                                   "&cancel_url=https%3A%2F%2Fx%2Fno"
+                                                   "&payment_method_types[0]=card"
+                                                   "&client_reference_id=solo_1");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const nlohmann::json session = r.Json();
+  EXPECT_EQ(session["object"], "checkout.session");
+  EXPECT_EQ(session["mode"], "setup");
+  EXPECT_EQ(session["status"], "open");
+  EXPECT_TRUE(session["url"].get<std::string>().starts_with(stand_in_.base_url()));
+  const std::string seti = session["setup_intent"];
+  r = hooks_->PostJson(
+      "/_test/checkout/sessions/" + session["id"].get<std::string>() + "/complete",
+      {{"card", {{"brand", "visa"}, {"last4", "1881"}, {"exp_month", 7}, {"exp_year", 2031}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["events"].size(), 3u);
+  r = api_->Get("/v1/setup_intents/" + seti);
+  EXPECT_EQ(r.Json()["status"], "succeeded");
+  const std::string pm = r.Json()["payment_method"];
+  r = api_->Get("/v1/payment_methods/" + pm);
+  EXPECT_EQ(r.Json()["card"]["last4"], "1881");
+  EXPECT_EQ(r.Json()["customer"], cus);
+  // Setup mode does not make it the default: the customer still has none.
+  EXPECT_TRUE(api_->Get("/v1/customers/" + cus)
+                  .Json()["invoice_settings"]["default_payment_method"]
+                  .is_null());
+  r = Post("/v1/customers/" + cus, "invoice_settings[default_payment_method]=" + pm);
+  EXPECT_EQ(r.Json()["invoice_settings"]["default_payment_method"], pm);
+  r = Post("/v1/customers/" + cus, "invoice_settings[default_payment_method]=pm_other");
+  EXPECT_EQ(r.Json()["error"]["param"], "invoice_settings[default_payment_method]");
+
+  ASSERT_EQ(Post("/v1/invoiceitems", "customer=" + cus + "&amount=65&currency=usd").status, 200);
+  ASSERT_EQ(Post("/v1/invoiceitems", "customer=" + cus + "&amount=150&currency=usd").status, 200);
+  r = Post("/v1/invoices", "customer=" + cus + "&pending_invoice_items_behavior=include");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["status"], "draft");
+  EXPECT_EQ(r.Json()["total"], 215);
+  EXPECT_EQ(r.Json()["lines"]["data"].size(), 2u);
+  const std::string in = r.Json()["id"];
+  // Without include, Stripe (since 2022-08-01) leaves pending items out: nothing left anyway.
+  r = Post("/v1/invoices", "customer=" + cus);
+  EXPECT_EQ(r.Json()["total"], 0);
+  r = Post("/v1/invoices/" + in + "/finalize", "");
+  EXPECT_EQ(r.Json()["status"], "open");
+  r = Post("/v1/invoices/" + in + "/pay", "");
+  EXPECT_EQ(r.Json()["status"], "paid");
+  EXPECT_EQ(r.Json()["amount_paid"], 215);
+}
+
+// A one-shot HTTP receiver: accepts connections on a loopback port and keeps each request's
+// Stripe-Signature header and body; answers 200.
+class Receiver {
+ public:
+  Receiver() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    ::listen(fd_, 8);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~Receiver() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::vector<std::pair<std::string, std::string>> received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string data;
+      char buf[4096];
+      size_t need = std::string::npos;
+      while (need == std::string::npos || data.size() < need) {
+        const ssize_t n = ::read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        data.append(buf, static_cast<size_t>(n));
+        const size_t end = data.find("\r\n\r\n");
+        if (end != std::string::npos && need == std::string::npos) {
+          const size_t cl = data.find("Content-Length: ");
+          need = end + 4 + std::stoul(data.substr(cl + 16));
+        }
+      }
+      const size_t end = data.find("\r\n\r\n");
+      const size_t sig = data.find("Stripe-Signature: ");
+      std::string header = data.substr(sig + 18, data.find("\r\n", sig) - sig - 18);
+      {
+        std::lock_guard lock(mu_);
+        received_.emplace_back(header, data.substr(end + 4));
+      }
+      const std::string answer =
+          "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      (void)!::write(c, answer.data(), answer.size());
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::pair<std::string, std::string>> received_;
+};
+
+TEST_F(StripeStandInTest, WebhooksAreSignedSoThatOurVerifierAcceptsThemAndOnlyWithTheRightSecret) {
+  Receiver receiver;
+  ASSERT_EQ(hooks_
+                ->PostJson("/_test/webhook",
+                           {{"url", "http://127.0.0.1:" + std::to_string(receiver.port()) + "/"}})
+                .status,
+            200);
+  const std::string cus = NewCustomer();
+  HttpResult r = Post("/v1/checkout/sessions", "mode=setup&customer=" + cus +
+                                                   "&success_url=https%3A%2F%2Fx"
+                                                   "&payment_method_types[0]=card");
+  r = hooks_->PostJson(
+      "/_test/checkout/sessions/" + r.Json()["id"].get<std::string>() + "/complete",
+      {{"card", {{"brand", "visa"}, {"last4", "4242"}, {"exp_month", 1}, {"exp_year", 2030}}},
+       {"deliver", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string completed = r.Json()["events"][2];
+  // Redelivered: twice concurrently, then signed with two secrets (old first), then stale.
+  r = hooks_->PostJson("/_test/events/" + completed + "/deliver",
+                       {{"times", 2}, {"concurrent", true}});
+  r = hooks_->PostJson("/_test/events/" + completed + "/deliver",
+                       {{"secrets", {"whsec_old", kSecret}}});
+  r = hooks_->PostJson("/_test/events/" + completed + "/deliver", {{"timestamp_offset", -400}});
+  const auto got = receiver.received();
+  ASSERT_EQ(got.size(), 7u);
+  const std::vector<std::string> secrets = {kSecret};
+  const int64_t now = ::time(nullptr);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_TRUE(billing::VerifyStripeSignature(got[i].first, got[i].second, secrets, now))
+        << got[i].first;
+  }
+  EXPECT_EQ(nlohmann::json::parse(got[2].second)["type"], "checkout.session.completed");
+  EXPECT_EQ(nlohmann::json::parse(got[2].second)["api_version"], StripeStandIn::kApiVersion);
+  EXPECT_FALSE(billing::VerifyStripeSignature(got[6].first, got[6].second, secrets, now));
+  EXPECT_FALSE(billing::VerifyStripeSignature(got[0].first, got[0].second,
+                                              std::vector<std::string>{"whsec_other"}, now));
+}
+
+TEST_F(StripeStandInTest, ALostAnswerIsDroppedAfterTheRequestRanAndItsKeyReplaysIt) {
+  const std::string cus = NewCustomer();
+  ASSERT_EQ(hooks_
+                ->PostJson("/_test/faults",
+                           {{"method", "POST"}, {"path", "/v1/invoices"}, {"action", "drop"}})
+                .status,
+            200);
+  const std::string body = "customer=" + cus + "&pending_invoice_items_behavior=include";
+  // A fresh connection: libcurl silently resends a request whose reused connection died.
+  HttpClient fresh(stand_in_.base_url());
+  fresh.SetBearer(kKey);
+  HttpResult r = fresh.Post("/v1/invoices", body, kForm, {"Idempotency-Key: inv-1"});
+  EXPECT_EQ(r.status, -1) << "the connection closes without an answer";
+  r = Post("/v1/invoices", body, {"Idempotency-Key: inv-1"});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("idempotent-replayed"), "true");
+  EXPECT_EQ(hooks_->Get("/_test/objects/invoices").Json()["data"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
