@@ -69,6 +69,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"PUT", "/api/v1/admin/gpu-types/{name}", kOperator, h::AdminPutGpuType},
     {"GET", "/api/v1/admin/hosts", kOperator, h::ListHosts},
     {"POST", "/api/v1/admin/hosts", kOperator, h::AddHost},
+    {"PUT", "/api/v1/admin/hosts/{name}/ssh", kOperator, h::SetHostSsh},
     {"POST", "/api/v1/admin/hosts/{name}/drain", kOperator, h::DrainHost},
     {"POST", "/api/v1/admin/hosts/{name}/undrain", kOperator, h::UndrainHost},
     {"DELETE", "/api/v1/admin/hosts/{name}", kOperator, h::RemoveHost},

@@ -22,8 +22,14 @@ nlohmann::json HostJson(const sched::Host& h) {
                       {"inventory", h.inventory},
                       {"engine_error", h.engine_error},
                       {"degraded_reason", h.degraded_reason},
+                      {"ssh_address", nullptr},
+                      {"ssh_ports", nullptr},
                       {"instance_id", nullptr}};
   if (h.last_seen_at) j["last_seen_at"] = core::FormatRfc3339(*h.last_seen_at);
+  if (!h.ssh_address.empty()) {
+    j["ssh_address"] = h.ssh_address;
+    j["ssh_ports"] = {{"low", h.ssh_port_low}, {"high", h.ssh_port_high}};
+  }
   if (!h.instance_id.empty()) j["instance_id"] = h.instance_id;
   j["pair"] = nullptr;
   if (!h.pair_id.empty()) {
@@ -85,6 +91,53 @@ core::Result<std::vector<sched::PairNode>> PairNodesFrom(const nlohmann::json& b
   return out;
 }
 
+/// The `ssh_address` and `ssh_ports` (`{low, high}`, default kDefaultSshPortLow..High) of a host
+/// body: where the relay reaches the host's instances (docs/ssh.md "Upstream address"); nullopt
+/// when neither is given and `required` is false. The values are checked by the registry
+/// (sched::CheckSshRegistration). Errors: invalid_field (ssh_address not a string; an unknown
+/// member of ssh_ports), invalid_ssh_address (missing while required or while ssh_ports is
+/// given), invalid_ssh_ports (not an object of two integers).
+core::Result<std::optional<sched::SshRegistration>> SshFrom(const nlohmann::json& body,
+                                                            bool required) {
+  GPUWERK_ASSIGN_OR_RETURN(auto address, OptionalString(body, "ssh_address", 1024));
+  const auto ports = body.find("ssh_ports");
+  const bool has_ports = ports != body.end() && !ports->is_null();
+  if (!address && !has_ports && !required) return std::optional<sched::SshRegistration>();
+  if (!address) {
+    return core::InvalidArgument("invalid_ssh_address",
+                                 "ssh_address is required: the IP address or DNS name the host's "
+                                 "agent publishes sshd ports on.");
+  }
+  sched::SshRegistration ssh{.address = *address};
+  if (has_ports) {
+    auto bad = [] {
+      return core::InvalidArgument(
+          "invalid_ssh_ports",
+          "ssh_ports must be {\"low\": LOW, \"high\": HIGH}, integers with 1 <= LOW <= HIGH <= "
+          "65535.");
+    };
+    if (!ports->is_object()) return bad();
+    GPUWERK_TRY(RefuseUnknownFields(*ports, {"low", "high"}, "ssh_ports."));
+    const auto low = ports->find("low");
+    const auto high = ports->find("high");
+    if (low == ports->end() || high == ports->end() || !low->is_number_integer() ||
+        !high->is_number_integer()) {
+      return bad();
+    }
+    // Out-of-range integers (0, 70000, 2^64-1) are the registry's invalid_ssh_ports.
+    auto clamp = [](const nlohmann::json& v) -> int64_t {
+      if (v.is_number_unsigned()) {
+        const uint64_t u = v.get<uint64_t>();
+        return u > 1000000 ? int64_t{1000000} : static_cast<int64_t>(u);
+      }
+      return v.get<int64_t>();
+    };
+    ssh.port_low = clamp(*low);
+    ssh.port_high = clamp(*high);
+  }
+  return std::optional<sched::SshRegistration>(std::move(ssh));
+}
+
 /// Drains (`drain`) or undrains the host named in the path and answers it.
 core::Result<Response> SetDrained(ApiContext& ctx, Call& call, bool drain) {
   const std::string name = call.req.PathParam("name");
@@ -100,16 +153,17 @@ core::Result<Response> SetDrained(ApiContext& ctx, Call& call, bool drain) {
 namespace handlers {
 
 Answer AddHost(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto body,
-                           ParseJsonObject(call.req, {"name", "gpu_type", "gpu_required"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"name", "gpu_type", "gpu_required",
+                                                                 "ssh_address", "ssh_ports"}));
   GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
   GPUWERK_ASSIGN_OR_RETURN(auto type, RequireString(body, "gpu_type", 256));
   bool gpu_required = true;
   if (body.contains("gpu_required") && !body["gpu_required"].is_null()) {
     GPUWERK_ASSIGN_OR_RETURN(gpu_required, RequireBool(body, "gpu_required"));
   }
+  GPUWERK_ASSIGN_OR_RETURN(auto ssh, SshFrom(body, /*required=*/false));
   GPUWERK_ASSIGN_OR_RETURN(auto added, ctx.hosts.Add(call.who.person_id, name, type, gpu_required,
-                                                     call.req.remote_address));
+                                                     call.req.remote_address, ssh));
   DrainType(ctx, added.host.gpu_type);
   nlohmann::json j = HostJson(added.host);
   j["token"] = added.token;  // shown once
@@ -125,6 +179,17 @@ Answer ListHosts(ApiContext& ctx, Call& call) {
                               {"page", hosts.page},
                               {"pages", hosts.pages},
                               {"total", hosts.total}});
+}
+
+// Where the relay reaches the host's instances (docs/ssh.md "Upstream address"): `{ssh_address,
+// ssh_ports?}`, audited `host.set_ssh`; answers the host.
+Answer SetHostSsh(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"ssh_address", "ssh_ports"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto ssh, SshFrom(body, /*required=*/true));
+  GPUWERK_ASSIGN_OR_RETURN(auto host,
+                           ctx.hosts.SetSsh(call.who.person_id, call.req.PathParam("name"), *ssh,
+                                            call.req.remote_address));
+  return Response::Json(200, HostJson(host));
 }
 
 // Drain: the host gets no new instances (those on it keep running). Undrain: it takes new ones

@@ -243,8 +243,8 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
     relay_options.host_key_path = relay_dir / "host_key";
     relay_options.relay_key_path = relay_dir / "relay_key";
     relay_options.reauthorize_interval = std::chrono::seconds(1);
-    p.relay_authorizer =
-        std::make_unique<StoreRelayAuthorizer>(server.database(), server.instances());
+    p.relay_authorizer = std::make_unique<StoreRelayAuthorizer>(
+        server.database(), server.instances(), server.clock(), server.rng());
     p.relay_log =
         std::make_unique<AuditRelaySessionLog>(server.database(), server.clock(), server.rng());
     // Rows the last run's relay left open (killed before their end): closed as "relay restarted".
@@ -258,12 +258,18 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   agent::Inventory inventory = agent::DiscoverInventory();
   p.has_gpu = !inventory.gpus.empty();
   p.host_name = options.host_name;
-  GPUWERK_ASSIGN_OR_RETURN(std::string token,
-                           server.RegisterLocalHost(options.host_name, options.gpu_type,
-                                                    /*gpu_required=*/p.has_gpu));
+  // The relay reaches the local agent's containers where it publishes their sshd: on 127.0.0.1,
+  // on a port the engine picks (every unprivileged port: the default range).
+  const std::string ssh_bind = "127.0.0.1";
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::string token,
+      server.RegisterLocalHost(options.host_name, options.gpu_type, /*gpu_required=*/p.has_gpu,
+                               sched::SshRegistration{.address = ssh_bind,
+                                                      .port_low = sched::kDefaultSshPortLow,
+                                                      .port_high = sched::kDefaultSshPortHigh}));
   p.client = std::make_unique<agent::AgentClient>(server.base_url(), token);
   agent::AgentOptions agent_options;
-  agent_options.ssh_bind_address = "127.0.0.1";
+  agent_options.ssh_bind_address = ssh_bind;
   agent_options.state_dir = (fs::absolute(options.data_dir) / "agent").lexically_normal();
   if (p.relay) agent_options.relay_authorized_keys = {p.relay->relay_key_public_line()};
   // The agent's default limits: the reserve they leave covers this process (server, relay) too.

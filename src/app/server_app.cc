@@ -272,7 +272,8 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->events =
       std::make_unique<api::EventHub>(api::PersonEventReader(*p->person_state, *p->ssh_command));
   p->events->ListenTo(*p->desired_state);
-  p->relay_access = std::make_unique<access::RelayAccess>(*p->db, *p->instances);
+  p->relay_access =
+      std::make_unique<access::RelayAccess>(*p->db, *p->instances, *p->clock, *p->rng);
   p->api_context = std::make_unique<api::ApiContext>(
       api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
                       *p->agent_sync, *p->desired_state, *p->queue, *p->idempotency,
@@ -336,9 +337,11 @@ core::Result<bool> ServerApp::PasswordMatches(const std::string& email,
 
 core::Result<std::string> ServerApp::RegisterLocalHost(const std::string& name,
                                                        const std::string& gpu_type,
-                                                       bool gpu_required) {
-  GPUWERK_ASSIGN_OR_RETURN(auto host, parts_->hosts->AddOrRotateToken(
-                                          /*actor_id=*/"", name, gpu_type, gpu_required, "local"));
+                                                       bool gpu_required,
+                                                       const sched::SshRegistration& ssh) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto host,
+      parts_->hosts->AddOrRotateToken(/*actor_id=*/"", name, gpu_type, gpu_required, "local", ssh));
   return host.token;
 }
 

@@ -36,9 +36,11 @@ class ServerApp {
   core::Result<bool> PasswordMatches(const std::string& email, const std::string& password);
   /// Registers this machine as host `name` for `gpuwerk up`'s own agent, or gives its
   /// registration a fresh token (sched::HostRegistry::AddOrRotateToken, audited with the system
-  /// as actor), and returns the agent token. Errors: the registry's.
+  /// as actor), with `ssh` as where the relay reaches its instances (the address the agent
+  /// publishes sshd ports on and their range), and returns the agent token. Errors: the
+  /// registry's.
   core::Result<std::string> RegisterLocalHost(const std::string& name, const std::string& gpu_type,
-                                              bool gpu_required);
+                                              bool gpu_required, const sched::SshRegistration& ssh);
   /// Replaces who may launch from the queue (sched::QueueService::CanLaunch; called inside the
   /// drain's transaction, must be quick). Until billing lands everyone may; billing will install
   /// "has a payment method" here, and tests install their own rule. Thread-safe.

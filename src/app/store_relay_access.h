@@ -17,8 +17,9 @@ namespace gpuwerk::app {
 /// Errors: the store's (the relay then refuses with "try again"). Thread-safe.
 class StoreRelayAuthorizer final : public relay::RelayAuthorizer {
  public:
-  StoreRelayAuthorizer(store::Database& db, sched::InstanceService& instances)
-      : access_(db, instances) {}
+  StoreRelayAuthorizer(store::Database& db, sched::InstanceService& instances, core::Clock& clock,
+                       core::Rng& rng)
+      : access_(db, instances, clock, rng) {}
   core::Result<relay::AuthorizeDecision> Authorize(const relay::AuthorizeRequest& request) override;
 
  private:

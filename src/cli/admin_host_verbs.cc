@@ -1,4 +1,5 @@
-// admin hosts add|ls|drain|undrain|rm|link|unlink: the operator's GPU hosts and host pairs.
+// admin hosts add|ls|set-ssh|drain|undrain|rm|link|unlink: the operator's GPU hosts and host
+// pairs.
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
 
@@ -13,17 +14,77 @@ struct AdminHostOptions {
   std::string name;               ///< the host's name (unlink: or the pair's id)
   std::string gpu_type;           ///< add
   bool no_gpu = false;            ///< add
+  std::string ssh_address;        ///< add, set-ssh: where the relay reaches its instances' sshd
+  std::string ssh_ports;          ///< add, set-ssh: LOW-HIGH (or one port), "" for the default
   std::vector<std::string> args;  ///< link: two HOST=RAIL_ADDRESS
 };
 
+/// `--ssh-ports` as the API's `{low, high}`: `LOW-HIGH` or a single port, decimal. The range
+/// itself is checked by the server (1 <= LOW <= HIGH <= 65535). Errors: invalid_ssh_ports.
+core::Result<json> SshPortsArg(std::string_view arg) {
+  auto number = [](std::string_view digits) -> std::optional<int64_t> {
+    if (digits.empty() || digits.size() > 6) return std::nullopt;
+    int64_t n = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  };
+  const size_t dash = arg.find('-');
+  const auto low = number(arg.substr(0, dash));
+  const auto high = dash == std::string_view::npos ? low : number(arg.substr(dash + 1));
+  if (!low || !high) {
+    return core::Fail(ErrorCode::kInvalidArgument, "invalid_ssh_ports",
+                      "--ssh-ports must be LOW-HIGH (e.g. 32768-60999) or one port");
+  }
+  return json{{"low", *low}, {"high", *high}};
+}
+
+/// The `ssh_address` and `ssh_ports` members of a host body, as the options give them.
+core::Result<void> AddSshMembers(const AdminHostOptions& opt, json& body) {
+  if (!opt.ssh_address.empty()) body["ssh_address"] = opt.ssh_address;
+  if (!opt.ssh_ports.empty()) {
+    GPUWERK_ASSIGN_OR_RETURN(body["ssh_ports"], SshPortsArg(opt.ssh_ports));
+  }
+  return {};
+}
+
+/// "10.0.0.5 ports 32768-60999", or "none registered".
+std::string SshText(const json& host) {
+  const json& ports = Field(host, "ssh_ports");
+  if (Str(host, "ssh_address").empty() || !ports.is_object()) return "none registered";
+  return Str(host, "ssh_address") + " ports " + CellText(Field(ports, "low")) + "-" +
+         CellText(Field(ports, "high"));
+}
+
 core::Result<void> AdminHostsAddVerb(VerbContext& ctx, const AdminHostOptions& opt) {
+  json body = {{"name", opt.name}, {"gpu_type", opt.gpu_type}, {"gpu_required", !opt.no_gpu}};
+  GPUWERK_TRY(AddSshMembers(opt, body));
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  const json body = {{"name", opt.name}, {"gpu_type", opt.gpu_type}, {"gpu_required", !opt.no_gpu}};
   GPUWERK_ASSIGN_OR_RETURN(json host, server.Ok("POST", "/api/v1/admin/hosts", &body));
   if (PrintJsonIfAsked(ctx, host)) return {};
   Print(ctx, "Registered host " + SafeText(Str(host, "name")) + " (" +
-                 SafeText(Str(host, "gpu_type")) + "). Its agent token, shown only now:\n" +
-                 SafeText(Str(host, "token")) + "\n");
+                 SafeText(Str(host, "gpu_type")) + ", sshd " + SafeText(SshText(host)) +
+                 "). Its agent token, shown only now:\n" + SafeText(Str(host, "token")) + "\n");
+  if (Str(host, "ssh_address").empty()) {
+    Warn(ctx,
+         "no --ssh-address: the relay refuses this host's instances until 'gpuwerk admin hosts "
+         "set-ssh " +
+             SafeText(Str(host, "name")) + " --ssh-address ADDR' registers one");
+  }
+  return {};
+}
+
+core::Result<void> AdminHostsSetSshVerb(VerbContext& ctx, const AdminHostOptions& opt) {
+  json body = json::object();
+  GPUWERK_TRY(AddSshMembers(opt, body));
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(
+      json host, server.Ok("PUT", "/api/v1/admin/hosts/" + PathEscape(opt.name) + "/ssh", &body));
+  if (PrintJsonIfAsked(ctx, host)) return {};
+  Print(ctx, "Host " + SafeText(Str(host, "name")) + ": the relay reaches its instances' sshd at " +
+                 SafeText(SshText(host)) + ".\n");
   return {};
 }
 
@@ -43,7 +104,8 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/admin/hosts"));  // every page
   if (PrintJsonIfAsked(ctx, items)) return {};
-  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "PROBLEM"});
+  Table table(
+      {"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD", "PROBLEM"});
   for (const auto& h : items) {
     // The engine being away, else why the host is degraded (C13), else nothing.
     std::string problem = Str(h, "engine_error");
@@ -58,7 +120,7 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
     table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
                   CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
                   CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
-                  SafeText(pair_text), SafeText(problem)});
+                  SafeText(pair_text), SafeText(SshText(h)), SafeText(problem)});
   }
   Print(ctx, table.Render());
   return {};
@@ -137,7 +199,22 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   add->add_option("NAME", opt->name, "the host's name (a DNS label)")->required();
   add->add_option("--gpu-type", opt->gpu_type, "the GPU type it serves")->required();
   add->add_flag("--no-gpu", opt->no_gpu, "the host has no GPU (instances say so)");
+  add->add_option("--ssh-address", opt->ssh_address,
+                  "the IP address or DNS name its agent publishes sshd ports on (--ssh-bind); "
+                  "the relay connects there, never where the agent says");
+  add->add_option("--ssh-ports", opt->ssh_ports,
+                  "LOW-HIGH: the ports its published sshd ports may use (default 1024-65535)");
   verbs.AddVerb(*hosts, "ls", "List hosts", &AdminHostsLsVerb)->alias("list");
+  CLI::App* set_ssh = verbs.AddVerb(
+      *hosts, "set-ssh", "Set where the relay reaches a host's instances' sshd (audited)", opt,
+      &AdminHostsSetSshVerb);
+  set_ssh->add_option("NAME", opt->name, "the host's name")->required();
+  set_ssh
+      ->add_option("--ssh-address", opt->ssh_address,
+                   "the IP address or DNS name its agent publishes sshd ports on")
+      ->required();
+  set_ssh->add_option("--ssh-ports", opt->ssh_ports,
+                      "LOW-HIGH: the ports its published sshd ports may use (default 1024-65535)");
   for (const bool drain : {true, false}) {
     verbs
         .AddVerb(*hosts, drain ? "drain" : "undrain",

@@ -2,6 +2,7 @@
 
 #include "audit/audit_log.h"
 #include "core/encoding.h"
+#include "core/host_address.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/host_pair_table.h"
 #include "sched/internal/host_table.h"
@@ -31,10 +32,40 @@ core::Result<void> ValidateDnsLabel(std::string_view name, std::string_view what
   return {};
 }
 
+core::Result<void> CheckSshRegistration(const SshRegistration& ssh) {
+  if (!core::IsHostAddress(ssh.address)) {
+    return core::InvalidArgument(
+        "invalid_ssh_address",
+        "The SSH address must be an IP address (IPv6 without brackets) or a DNS name, such as "
+        "10.0.0.5 or spark-a.internal: the address the host's agent publishes sshd ports on. It "
+        "cannot start with '-' or hold blanks, '@', '/' or control characters.");
+  }
+  if (ssh.port_low < 1 || ssh.port_high > 65535 || ssh.port_low > ssh.port_high) {
+    return core::InvalidArgument(
+        "invalid_ssh_ports",
+        "The SSH port range must be LOW-HIGH with 1 <= LOW <= HIGH <= 65535 (e.g. 32768-60999): "
+        "the ports the host's published sshd ports may use.");
+  }
+  return {};
+}
+
+namespace {
+
+/// A host's registration as an audit detail: {"address", "ports": "LOW-HIGH"}, or null.
+nlohmann::json SshDetail(const std::string& address, int64_t low, int64_t high) {
+  if (address.empty()) return nullptr;
+  return {{"address", address}, {"ports", std::to_string(low) + "-" + std::to_string(high)}};
+}
+
+}  // namespace
+
 core::Result<NewHost> HostRegistry::Add(const std::string& actor_id, std::string_view name,
                                         std::string_view gpu_type, bool gpu_required,
-                                        const std::string& source_address) {
+                                        const std::string& source_address,
+                                        const std::optional<SshRegistration>& ssh) {
   GPUWERK_TRY(ValidateDnsLabel(name, "A host name"));
+  if (ssh) GPUWERK_TRY(CheckSshRegistration(*ssh));
+  const std::optional<SshRegistration>& checked = ssh;
   NewHost out;
   out.token = "gwh_" + core::RandomToken(rng_);
   out.host = Host{.id = core::NewId(rng_, "hst"),
@@ -42,6 +73,11 @@ core::Result<NewHost> HostRegistry::Add(const std::string& actor_id, std::string
                   .gpu_type = std::string(gpu_type),
                   .gpu_required = gpu_required,
                   .created_at = clock_.NowUnix()};
+  if (checked) {
+    out.host.ssh_address = checked->address;
+    out.host.ssh_port_low = checked->port_low;
+    out.host.ssh_port_high = checked->port_high;
+  }
   GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(auto type, internal::GpuTypeTable::Find(tx, out.host.gpu_type));
     if (!type) {
@@ -55,14 +91,17 @@ core::Result<NewHost> HostRegistry::Add(const std::string& actor_id, std::string
                         "A host named '" + out.host.name + "' is already registered.");
     }
     GPUWERK_TRY(HostTable::Insert(tx, out.host, HostTokenHash(out.token)));
-    return audit::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = actor_id,
-                               .action = "host.add",
-                               .target = out.host.id,
-                               .source_address = source_address,
-                               .detail = {{"name", out.host.name},
-                                          {"gpu_type", out.host.gpu_type},
-                                          {"gpu_required", gpu_required}}});
+    return audit::RecordAudit(
+        tx, clock_, rng_,
+        {.actor_id = actor_id,
+         .action = "host.add",
+         .target = out.host.id,
+         .source_address = source_address,
+         .detail = {{"name", out.host.name},
+                    {"gpu_type", out.host.gpu_type},
+                    {"gpu_required", gpu_required},
+                    {"ssh", SshDetail(out.host.ssh_address, out.host.ssh_port_low,
+                                      out.host.ssh_port_high)}}});
   }));
   return out;
 }
@@ -70,11 +109,14 @@ core::Result<NewHost> HostRegistry::Add(const std::string& actor_id, std::string
 core::Result<NewHost> HostRegistry::AddOrRotateToken(const std::string& actor_id,
                                                      std::string_view name,
                                                      std::string_view gpu_type, bool gpu_required,
-                                                     const std::string& source_address) {
+                                                     const std::string& source_address,
+                                                     const std::optional<SshRegistration>& ssh) {
+  if (ssh) GPUWERK_TRY(CheckSshRegistration(*ssh));
+  const std::optional<SshRegistration>& checked = ssh;
   GPUWERK_ASSIGN_OR_RETURN(auto existing, db_.Read([&](store::Transaction& tx) {
     return HostTable::FindByName(tx, std::string(name));
   }));
-  if (!existing) return Add(actor_id, name, gpu_type, gpu_required, source_address);
+  if (!existing) return Add(actor_id, name, gpu_type, gpu_required, source_address, checked);
   NewHost out;
   out.host = std::move(*existing);
   if (out.host.gpu_type != gpu_type) {
@@ -86,15 +128,45 @@ core::Result<NewHost> HostRegistry::AddOrRotateToken(const std::string& actor_id
   out.host.gpu_required = gpu_required;
   GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_TRY(HostTable::SetToken(tx, out.host.id, HostTokenHash(out.token), gpu_required));
+    nlohmann::json detail = {{"name", out.host.name}, {"gpu_required", gpu_required}};
+    if (checked) {
+      GPUWERK_TRY(HostTable::SetSsh(tx, out.host.id, *checked));
+      out.host.ssh_address = checked->address;
+      out.host.ssh_port_low = checked->port_low;
+      out.host.ssh_port_high = checked->port_high;
+      detail["ssh"] = SshDetail(checked->address, checked->port_low, checked->port_high);
+    }
+    return audit::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = actor_id,
+                               .action = "host.token_rotated",
+                               .target = out.host.id,
+                               .source_address = source_address,
+                               .detail = std::move(detail)});
+  }));
+  return out;
+}
+
+core::Result<Host> HostRegistry::SetSsh(const std::string& actor_id, std::string_view name,
+                                        const SshRegistration& ssh,
+                                        const std::string& source_address) {
+  GPUWERK_TRY(CheckSshRegistration(ssh));
+  const SshRegistration& checked = ssh;
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(auto host, HostTable::FindByName(tx, std::string(name)));
+    if (!host) return core::NotFound("Host");
+    GPUWERK_TRY(HostTable::SetSsh(tx, host->id, checked));
     return audit::RecordAudit(
         tx, clock_, rng_,
         {.actor_id = actor_id,
-         .action = "host.token_rotated",
-         .target = out.host.id,
+         .action = "host.set_ssh",
+         .target = host->id,
          .source_address = source_address,
-         .detail = {{"name", out.host.name}, {"gpu_required", gpu_required}}});
+         .detail = {
+             {"name", host->name},
+             {"before", SshDetail(host->ssh_address, host->ssh_port_low, host->ssh_port_high)},
+             {"after", SshDetail(checked.address, checked.port_low, checked.port_high)}}});
   }));
-  return out;
+  return Get(name);
 }
 
 core::Result<HostPage> HostRegistry::List(int page) {

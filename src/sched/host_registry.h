@@ -30,6 +30,16 @@ struct Host {
   /// visible, or the engine's NVIDIA runtime failed a create. "" when healthy. A runtime failure
   /// stays until the operator undrains the host (SetDrained false) after fixing it.
   std::string degraded_reason;
+  /// Where the relay connects for this host's instances (issue 12 finding 1), as the operator
+  /// registered it, never as the agent reports it: the address its sshd ports are published on
+  /// (an IP literal or DNS name, core::IsHostAddress); "" while none is registered, and the relay
+  /// then refuses this host's instances.
+  std::string ssh_address;
+  /// The range of TCP ports (inclusive, 1..65535) its published sshd ports may use; a container
+  /// reported on another port is not reachable through the relay. 0 and 0 while none is
+  /// registered.
+  int64_t ssh_port_low = 0;
+  int64_t ssh_port_high = 0;
   std::string instance_id;  ///< the instance placed here, "" when free (List and Get only)
   /// The linked pair this host belongs to; "" when unpaired (List and Get only).
   std::string pair_id;
@@ -86,6 +96,26 @@ struct GpuTypeConfig {
   std::string currency;
 };
 
+/// The port range a registration gets when none is given: every unprivileged port, which holds
+/// the ports Docker and podman choose when they publish a container's port (the kernel's
+/// ephemeral range, 32768–60999 by default).
+inline constexpr int64_t kDefaultSshPortLow = 1024;
+inline constexpr int64_t kDefaultSshPortHigh = 65535;
+
+/// Where the relay reaches a host's instances, as the operator registers it (`gpuwerk admin hosts
+/// add --ssh-address ADDR --ssh-ports LOW-HIGH`, `set-ssh`; docs/ssh.md "Upstream address").
+struct SshRegistration {
+  std::string address;                    ///< an IP literal (IPv6 without brackets) or DNS name
+  int64_t port_low = kDefaultSshPortLow;  ///< the range of its published sshd ports, inclusive
+  int64_t port_high = kDefaultSshPortHigh;
+};
+
+/// Checks a registration: `address` must be an IP literal or DNS name (core::IsHostAddress:
+/// nothing that starts with '-', no blank, '@' or '/'); the range must be
+/// 1 ≤ port_low ≤ port_high ≤ 65535. Errors: kInvalidArgument invalid_ssh_address,
+/// invalid_ssh_ports. Pure.
+core::Result<void> CheckSshRegistration(const SshRegistration& ssh);
+
 /// A host just registered, with its agent token. The token is shown once and stored hashed.
 struct NewHost {
   Host host;
@@ -103,19 +133,31 @@ class HostRegistry {
       : db_(db), clock_(clock), rng_(rng) {}
 
   /// Registers a host. `name` is a DNS label (1–63 of [a-z0-9-], not starting or ending in '-').
-  /// Errors: invalid_name; kInvalidArgument unknown_gpu_type; kAlreadyExists name_taken.
+  /// `ssh` (CheckSshRegistration), when given, is where the relay reaches its instances; without
+  /// it the relay refuses them until SetSsh. Audited `host.add`. Errors: invalid_name;
+  /// kInvalidArgument unknown_gpu_type, invalid_ssh_address, invalid_ssh_ports; kAlreadyExists
+  /// name_taken. Nothing is stored on an error.
   core::Result<NewHost> Add(const std::string& actor_id, std::string_view name,
                             std::string_view gpu_type, bool gpu_required,
-                            const std::string& source_address);
-  /// Registers host `name` (gpu_type, gpu_required) if absent, or gives the registered one a new
-  /// agent token (the old one stops working at once) and the given `gpu_required`; returns the
-  /// host and its new token. Used by `gpuwerk up` for the machine's own agent, which gets a fresh
-  /// token on every start so that no token is kept on disk. Audited as `host.add` or
+                            const std::string& source_address,
+                            const std::optional<SshRegistration>& ssh = std::nullopt);
+  /// Registers host `name` (gpu_type, gpu_required, ssh) if absent, or gives the registered one a
+  /// new agent token (the old one stops working at once), the given `gpu_required` and `ssh`;
+  /// returns the host and its new token. Used by `gpuwerk up` for the machine's own agent, which
+  /// gets a fresh token on every start so that no token is kept on disk. Audited as `host.add` or
   /// `host.token_rotated`. Errors: as Add (a registered host of another GPU type:
   /// kFailedPrecondition "gpu_type_mismatch").
   core::Result<NewHost> AddOrRotateToken(const std::string& actor_id, std::string_view name,
                                          std::string_view gpu_type, bool gpu_required,
-                                         const std::string& source_address);
+                                         const std::string& source_address,
+                                         const std::optional<SshRegistration>& ssh = std::nullopt);
+  /// Registers (or changes) where the relay reaches host `name`'s instances (CheckSshRegistration).
+  /// Open relay sessions to its instances end at their next re-authorization when their address
+  /// or port no longer holds. Audited `host.set_ssh` with the values before and after. Returns the
+  /// host as Get shows it. Errors: invalid_ssh_address, invalid_ssh_ports; not_found. Nothing is
+  /// changed on an error.
+  core::Result<Host> SetSsh(const std::string& actor_id, std::string_view name,
+                            const SshRegistration& ssh, const std::string& source_address);
   /// The hosts by name, 15 a page (1-based), each with its instance and pair fields.
   /// Errors: invalid_page.
   core::Result<HostPage> List(int page);

@@ -38,8 +38,12 @@ struct Instance {
   std::string ssh_key_fingerprint;  ///< "" when the key row is gone
   std::vector<std::string> hosts;   ///< host names, by node index
   bool gpu_attached = true;         ///< false when a host was registered without a GPU
-  std::string ssh_address;          ///< node 0's host address for sshd; "" when not placed
-  int64_t ssh_port = 0;             ///< node 0's sshd port on that address; 0 until known
+  /// Node 0's host's sshd address as the operator registered it (Host::ssh_address, never the
+  /// agent's report); "" when not placed or none is registered.
+  std::string ssh_address;
+  /// Node 0's sshd port as its agent reported it, only when inside the host's registered range;
+  /// 0 until known, and while outside that range or none is registered.
+  int64_t ssh_port = 0;
   std::string billing_session_id;
   int64_t billing_started_at = 0;  ///< Unix seconds
   int64_t created_at = 0;          ///< Unix seconds

@@ -36,9 +36,11 @@ class SchedTest : public SchedStoreTest {
     AddKey("alice", "key_alice");
     AddKey("bob", "key_bob");
   }
-  /// Registers a host and has its agent sync once (so it counts as online).
+  /// Registers a host (its sshd on 10.0.0.5, the default ports) and has its agent sync once (so
+  /// it counts as online).
   Host AddHost(const std::string& name, const std::string& type = "spark-1x", bool gpu = true) {
-    auto h = hosts_->Add("op", name, type, gpu, "127.0.0.1");
+    auto h =
+        hosts_->Add("op", name, type, gpu, "127.0.0.1", SshRegistration{.address = "10.0.0.5"});
     EXPECT_TRUE(h) << h.error().message;
     auto authed = hosts_->AuthenticateAgent(h->token);
     EXPECT_TRUE(authed);
@@ -757,6 +759,115 @@ TEST_F(SchedTest, AddOrRotateTokenKeepsTheHostAndReplacesTheToken) {
   EXPECT_EQ(hosts_->AddOrRotateToken("", "local", "spark-2x", true, "x").error().api_code,
             "gpu_type_mismatch");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.token_rotated'"), 1);
+  // With the address and ports its agent publishes sshd on (issue 12 finding 1).
+  auto third = hosts_->AddOrRotateToken("", "local", "spark-1x", true, "local",
+                                        SshRegistration{.address = "127.0.0.1"});
+  ASSERT_TRUE(third) << third.error().message;
+  EXPECT_EQ(Fresh(*hosts_, "local").ssh_address, "127.0.0.1");
+  EXPECT_EQ(Fresh(*hosts_, "local").ssh_port_low, kDefaultSshPortLow);
+  EXPECT_EQ(Fresh(*hosts_, "local").ssh_port_high, kDefaultSshPortHigh);
+  EXPECT_EQ(hosts_
+                ->AddOrRotateToken("", "local", "spark-1x", true, "local",
+                                   SshRegistration{.address = "-x"})
+                .error()
+                .api_code,
+            "invalid_ssh_address");
+  EXPECT_EQ(Fresh(*hosts_, "local").ssh_address, "127.0.0.1");
+}
+
+// Issue 12 finding 1: where sshd is reached comes from the host's registration. The agent's
+// `inventory.ssh_address` is not used, and a port outside the registered range is not stored
+// (the status says why; one warning and one audit event per change).
+TEST_F(SchedTest, SshUpstreamComesFromTheRegistrationNeverFromTheAgent) {
+  auto added =
+      hosts_->Add("op", "spark-a", "spark-1x", true, "127.0.0.1",
+                  SshRegistration{.address = "10.0.0.7", .port_low = 40000, .port_high = 40099});
+  ASSERT_TRUE(added) << added.error().message;
+  EXPECT_EQ(added->host.ssh_address, "10.0.0.7");
+  Host host = *hosts_->AuthenticateAgent(added->token);
+  EXPECT_EQ(host.ssh_port_low, 40000);
+  EXPECT_EQ(host.ssh_port_high, 40099);
+  Sync(host);
+  Instance in = MustCreate("alpha");
+  // The agent says another address (its inventory holds 10.0.0.5): the registered one counts.
+  json c = Container(in, "running", true);
+  c["ssh_port"] = 40050;
+  Sync(host, json::array({c}));
+  auto shown = instances_->Get("alice", "alpha");
+  ASSERT_TRUE(shown);
+  EXPECT_EQ(shown->ssh_address, "10.0.0.7");
+  EXPECT_EQ(shown->ssh_port, 40050);
+  EXPECT_EQ(Status(in.id), "running");
+
+  // A port outside the range: not stored, the instance not reachable and says why, audited once.
+  c["ssh_port"] = 38135;
+  for (int round = 0; round < 3; ++round) Sync(host, json::array({c}));
+  shown = instances_->Get("alice", "alpha");
+  EXPECT_EQ(shown->ssh_port, 0);
+  EXPECT_EQ(Status(in.id), "provisioning");
+  EXPECT_NE(shown->status_reason.find("port 38135, outside the ports registered for it "
+                                      "(40000-40099)"),
+            std::string::npos)
+      << shown->status_reason;
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM observed_containers WHERE ssh_port = 38135"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.ssh_port_refused'"), 1);
+  c["ssh_port"] = 40051;
+  Sync(host, json::array({c}));
+  EXPECT_EQ(instances_->Get("alice", "alpha")->ssh_port, 40051);
+  EXPECT_EQ(Status(in.id), "running");
+
+  // The operator narrows the range: the stored port no longer counts, at once.
+  auto set = hosts_->SetSsh("op", "spark-a",
+                            {.address = "spark-a.internal", .port_low = 40000, .port_high = 40050},
+                            "127.0.0.1");
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(set->ssh_address, "spark-a.internal");
+  shown = instances_->Get("alice", "alpha");
+  EXPECT_EQ(shown->ssh_address, "spark-a.internal");
+  EXPECT_EQ(shown->ssh_port, 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.set_ssh'"), 1);
+
+  // A host registered without an address: nothing to connect to.
+  auto bare = hosts_->Add("op", "spark-b", "spark-1x", true, "127.0.0.1");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->host.ssh_address, "");
+  EXPECT_EQ(Fresh(*hosts_, "spark-b").ssh_port_high, 0);
+}
+
+TEST_F(SchedTest, SshRegistrationIsCheckedAndNothingIsStoredOnARefusal) {
+  for (const char* address : {"-oProxyCommand=x", "10.0.0.5 -oProxyCommand=x", "", "a b",
+                              "root@10.0.0.5", "10.0.0.5/24", "[::1]", "host\n", "-host"}) {
+    EXPECT_EQ(CheckSshRegistration({.address = address}).error().api_code, "invalid_ssh_address")
+        << address;
+    EXPECT_EQ(hosts_->Add("op", "h1", "spark-1x", true, "x", SshRegistration{.address = address})
+                  .error()
+                  .api_code,
+              "invalid_ssh_address")
+        << address;
+  }
+  for (const auto& [low, high] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 100}, {1, 70000}, {0, 0}, {5000, 4000}, {-1, 10}, {65536, 65536}}) {
+    EXPECT_EQ(CheckSshRegistration({.address = "10.0.0.5", .port_low = low, .port_high = high})
+                  .error()
+                  .api_code,
+              "invalid_ssh_ports")
+        << low << "-" << high;
+  }
+  for (const char* address : {"10.0.0.5", "fd00::5", "spark-a.internal", "spark-a"}) {
+    EXPECT_TRUE(CheckSshRegistration({.address = address})) << address;
+  }
+  EXPECT_TRUE(CheckSshRegistration({.address = "10.0.0.5", .port_low = 22, .port_high = 22}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts"), 0);
+  Host host = AddHost("spark-a");
+  EXPECT_EQ(hosts_->SetSsh("op", "spark-a", {.address = "-oProxyCommand=x"}, "x").error().api_code,
+            "invalid_ssh_address");
+  EXPECT_EQ(
+      hosts_->SetSsh("op", "spark-a", {.address = "10.0.0.6", .port_low = 0}, "x").error().api_code,
+      "invalid_ssh_ports");
+  EXPECT_EQ(hosts_->SetSsh("op", "nope", {.address = "10.0.0.6"}, "x").error().api_code,
+            "not_found");
+  EXPECT_EQ(Fresh(*hosts_, "spark-a").ssh_address, "10.0.0.5");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.set_ssh'"), 0);
 }
 
 TEST(DesiredStateNotifierTest, WaitReturnsOnNotifyOrDeadlineOrShutdown) {

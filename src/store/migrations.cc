@@ -401,6 +401,17 @@ CREATE TABLE invoice_months_closed (
   invoices BIGINT NOT NULL
 );
 )sql",
+      // 14: where the relay connects for a host's instances, as the operator registered it (issue
+      // 12 finding 1: never the agent's own report): the address of its published sshd ports (an
+      // IP literal or DNS name; '' until registered, and the relay refuses such a host's instances)
+      // and the range those ports may use (1..65535; 0 and 0 while none is registered). Hosts made
+      // before this migration have none: the operator registers them (`gpuwerk admin hosts
+      // set-ssh`), `gpuwerk up` does at its next start (docs/ssh.md "Upstream address").
+      R"sql(
+ALTER TABLE hosts ADD COLUMN ssh_address TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN ssh_port_low BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE hosts ADD COLUMN ssh_port_high BIGINT NOT NULL DEFAULT 0;
+)sql",
   };
   return kMigrations;
 }

@@ -68,7 +68,7 @@ curl -sf -c "$jar" -H 'Content-Type: application/json' \
 token=$(curl -sf -b "$jar" -H 'Content-Type: application/json' -d '{"name":"bench"}' \
   "$url/api/v1/tokens" | jq -r .token)
 api() { curl -sf -H "Authorization: Bearer $token" -H 'Content-Type: application/json' "$@"; }
-host_token=$(api -d '{"name":"bench-host","gpu_type":"spark-1x","gpu_required":false}' \
+host_token=$(api -d '{"name":"bench-host","gpu_type":"spark-1x","gpu_required":false,"ssh_address":"127.0.0.1"}' \
   "$url/api/v1/admin/hosts" | jq -r .token)
 host_id=$(api "$url/api/v1/admin/hosts" | jq -r '.items[0].id')
 GPUWERK_HOST_TOKEN=$host_token "$gpuwerk" agent --server "$url" --engine "$engine" \

@@ -195,9 +195,10 @@ class CapacityRaceE2eTest : public ::testing::Test {
 
   /// Registers the host (spark-1x, no GPU: this machine has none) and starts its agent.
   void AddHostWithAgent(RaceHost& h) {
-    auto added =
-        op_->PostJson("/api/v1/admin/hosts",
-                      {{"name", h.name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    auto added = op_->PostJson("/api/v1/admin/hosts", {{"name", h.name},
+                                                       {"gpu_type", "spark-1x"},
+                                                       {"gpu_required", false},
+                                                       {"ssh_address", "127.0.0.1"}});
     ASSERT_EQ(added.status, 201) << added.body;
     h.id = added.Json().value("id", "");
     const std::string token = added.Json().value("token", "");

@@ -167,10 +167,13 @@ class InstancesE2eTest : public ::testing::Test {
     return op;
   }
 
-  /// Registers a spark-1x host without a GPU (this machine has none) and returns its token.
+  /// Registers a spark-1x host without a GPU (this machine has none), its sshd ports published on
+  /// 127.0.0.1 (the agent's default --ssh-bind), and returns its token.
   std::string AddHost(HttpClient& op, const std::string& name = "spark-e2e") {
-    auto r = op.PostJson("/api/v1/admin/hosts",
-                         {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    auto r = op.PostJson("/api/v1/admin/hosts", {{"name", name},
+                                                 {"gpu_type", "spark-1x"},
+                                                 {"gpu_required", false},
+                                                 {"ssh_address", "127.0.0.1"}});
     EXPECT_EQ(r.status, 201) << r.body;
     const json j = r.Json();
     return j.is_object() && j.contains("token") ? j["token"].get<std::string>() : "";

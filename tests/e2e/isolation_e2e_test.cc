@@ -270,7 +270,8 @@ class IsolationE2eTest : public ::testing::Test {
   void StartAgent(int index) {
     auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-iso-" + std::to_string(index)},
                                                    {"gpu_type", "spark-1x"},
-                                                   {"gpu_required", false}});
+                                                   {"gpu_required", false},
+                                                   {"ssh_address", "127.0.0.1"}});
     ASSERT_EQ(r.status, 201) << r.body;
     auto agent = std::make_unique<ChildProcess>();
     const std::string n = std::to_string(index);

@@ -221,9 +221,10 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   StartServer(fault_point);
   ASSERT_FALSE(HasFatalFailure());
   op_ = SignIn(kOperatorEmail, kOperatorPassword);
-  auto added =
-      op_->PostJson("/api/v1/admin/hosts",
-                    {{"name", "spark-qcrash"}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+  auto added = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-qcrash"},
+                                                     {"gpu_type", "spark-1x"},
+                                                     {"gpu_required", false},
+                                                     {"ssh_address", "127.0.0.1"}});
   ASSERT_EQ(added.status, 201) << added.body;
   host_id_ = added.Json().value("id", "");
   const std::string token = added.Json().value("token", "");
@@ -389,9 +390,10 @@ class QueueMailE2eTest : public QueueCrashE2eTest {
 
   /// Adds one spark-1x host and starts its `gpuwerk agent`; waits for its first sync.
   void AddHostWithAgent() {
-    auto added =
-        op_->PostJson("/api/v1/admin/hosts",
-                      {{"name", "spark-qmail"}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    auto added = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-qmail"},
+                                                       {"gpu_type", "spark-1x"},
+                                                       {"gpu_required", false},
+                                                       {"ssh_address", "127.0.0.1"}});
     ASSERT_EQ(added.status, 201) << added.body;
     host_id_ = added.Json().value("id", "");
     ASSERT_FALSE(host_id_.empty());

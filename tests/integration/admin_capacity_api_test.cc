@@ -318,6 +318,86 @@ TEST_F(AdminCapacityApiTest, AddingUndrainingAndLinkingDrainTheQueue) {
 }
 
 // The 202 of a create that was queued is what an Idempotency-Key replays.
+// Issue 12 finding 1: where the relay reaches a host's instances is the operator's registration
+// (`ssh_address`, `ssh_ports`), checked on add and on PUT …/ssh; a refusal has a stable code and
+// stores nothing; a change is audited.
+TEST_F(AdminCapacityApiTest, HostSshRegistrationIsCheckedAndAuditedAndNothingIsStoredOnRefusal) {
+  auto add = [&](const json& extra) {
+    json body = {{"name", "spark-s"}, {"gpu_type", "spark-1x"}};
+    body.update(extra);
+    return op_->PostJson("/api/v1/admin/hosts", body);
+  };
+  const int64_t hosts_before = Count("SELECT COUNT(*) FROM hosts");
+  for (const char* bad : {"-oProxyCommand=x", "10.0.0.5 -oProxyCommand=touch${IFS}x", "a b", "",
+                          "root@10.0.0.5", "10.0.0.5;id", "[fd00::5]", "x\ny", "-10.0.0.5"}) {
+    ExpectProblem(add({{"ssh_address", bad}}), 400, "invalid_ssh_address");
+  }
+  ExpectProblem(add({{"ssh_address", 5}}), 400, "invalid_field");
+  ExpectProblem(add({{"ssh_ports", {{"low", 40000}, {"high", 40100}}}}), 400,
+                "invalid_ssh_address");  // ports need the address
+  for (const json& ports :
+       {json{{"low", 0}, {"high", 100}}, json{{"low", 1}, {"high", 70000}},
+        json{{"low", 0}, {"high", 0}}, json{{"low", 5000}, {"high", 4000}},
+        json{{"low", -1}, {"high", 10}}, json{{"low", 1}}, json{{"low", "1"}, {"high", "2"}},
+        json{{"low", 1.5}, {"high", 2}}, json("1024-65535"), json::array({1024, 65535}),
+        json{{"low", 18446744073709551615u}, {"high", 2}}}) {
+    ExpectProblem(add({{"ssh_address", "10.0.0.5"}, {"ssh_ports", ports}}), 400,
+                  "invalid_ssh_ports");
+  }
+  ExpectProblem(
+      add({{"ssh_address", "10.0.0.5"}, {"ssh_ports", {{"low", 1}, {"high", 2}, {"step", 1}}}}),
+      400, "invalid_field");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts"), hosts_before);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.add' AND "
+                  "target NOT IN (SELECT id FROM hosts)"),
+            0);
+
+  auto added = add({{"ssh_address", "10.0.0.5"}, {"ssh_ports", {{"low", 32768}, {"high", 60999}}}});
+  ASSERT_EQ(added.status, 201) << added.body;
+  EXPECT_EQ(added.Json()["ssh_address"], "10.0.0.5");
+  EXPECT_EQ(added.Json()["ssh_ports"], json({{"low", 32768}, {"high", 60999}}));
+  auto plain = op_->PostJson(
+      "/api/v1/admin/hosts",
+      {{"name", "spark-t"}, {"gpu_type", "spark-1x"}, {"ssh_address", "spark-t.internal"}});
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  EXPECT_EQ(plain.Json()["ssh_ports"], json({{"low", 1024}, {"high", 65535}}));  // the default
+
+  auto put = [&](HttpClient& who, const std::string& name, const json& body) {
+    return who.Send("PUT", "/api/v1/admin/hosts/" + name + "/ssh", body.dump(),
+                    {"Content-Type: application/json"});
+  };
+  ExpectProblem(put(*op_, "spark-s", {{"ssh_address", "-oProxyCommand=x"}}), 400,
+                "invalid_ssh_address");
+  ExpectProblem(put(*op_, "spark-s", json::object()), 400, "invalid_ssh_address");
+  ExpectProblem(
+      put(*op_, "spark-s", {{"ssh_address", "10.0.0.6"}, {"ssh_ports", {{"low", 0}, {"high", 9}}}}),
+      400, "invalid_ssh_ports");
+  ExpectProblem(put(*op_, "spark-s", {{"ssh_address", "10.0.0.6"}, {"gpu_type", "x"}}), 400,
+                "invalid_field");
+  ExpectProblem(put(*op_, "nope", {{"ssh_address", "10.0.0.6"}}), 404, "not_found");
+  Person alice = NewPerson("alice@example.test");
+  ExpectProblem(put(*alice.browser, "spark-s", {{"ssh_address", "10.0.0.6"}}), 403, "forbidden");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.set_ssh'"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM hosts WHERE name = 'spark-s' AND ssh_address = "
+                  "'10.0.0.5' AND ssh_port_low = 32768 AND ssh_port_high = 60999"),
+            1);
+
+  auto changed = put(*op_, "spark-s",
+                     {{"ssh_address", "fd00::6"}, {"ssh_ports", {{"low", 2200}, {"high", 2299}}}});
+  ASSERT_EQ(changed.status, 200) << changed.body;
+  EXPECT_EQ(changed.Json()["ssh_address"], "fd00::6");
+  EXPECT_EQ(changed.Json()["ssh_ports"], json({{"low", 2200}, {"high", 2299}}));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'host.set_ssh'"), 1);
+  auto listed = op_->Get("/api/v1/admin/hosts").Json()["items"];
+  bool seen = false;
+  for (const auto& h : listed) {
+    if (h["name"] != "spark-s") continue;
+    seen = true;
+    EXPECT_EQ(h["ssh_address"], "fd00::6");
+  }
+  EXPECT_TRUE(seen) << listed;
+}
+
 TEST_F(AdminCapacityApiTest, QueuedCreateIsIdempotent) {
   Person alice = NewPerson("alice@example.test");
   auto first = Create(alice, "alpha", {"Idempotency-Key: k-1"});

@@ -1,5 +1,5 @@
 // The operator's verbs as an operator runs them against a real server: `gpuwerk admin
-// gpu-types ls|set`, `gpuwerk admin hosts rm|link|unlink|ls` (pairs), `gpuwerk gpu-types`, a
+// gpu-types ls|set`, `gpuwerk admin hosts add|set-ssh|rm|link|unlink|ls`, `gpuwerk gpu-types`, a
 // create of a type that is not online entering the queue, `admin invite` and `admin release-key`.
 #include <gtest/gtest.h>
 
@@ -113,6 +113,58 @@ TEST_F(CliAdminTest, PairsLinkListUnlinkAndHostRemoval) {
   EXPECT_NE(rm.out.find("Removed host node-a"), std::string::npos) << rm.out;
   ExpectFailure(Gpuwerk("admin hosts rm node-a"), "not_found");
   EXPECT_EQ(json::parse(Gpuwerk("admin hosts ls --json").out).size(), 1u);
+}
+
+// Issue 12 finding 1: `admin hosts add --ssh-address ADDR --ssh-ports LOW-HIGH` and `admin hosts
+// set-ssh`: the relay's upstream is what the operator registers. Bad values fail with the
+// server's stable code and register nothing.
+TEST_F(CliAdminTest, HostsAddAndSetSshTakeTheRelaysUpstreamAndRefuseBadValues) {
+  ExpectFailure(Gpuwerk("admin hosts add h1 --gpu-type spark-1x --ssh-address=-oProxyCommand=x"),
+                "invalid_ssh_address");
+  ExpectFailure(
+      Gpuwerk("admin hosts add h1 --gpu-type spark-1x --ssh-address '10.0.0.5 -oProxyCommand=x'"),
+      "invalid_ssh_address");
+  ExpectFailure(Gpuwerk("admin hosts add h1 --gpu-type spark-1x --ssh-address 10.0.0.5 "
+                        "--ssh-ports 0-100"),
+                "invalid_ssh_ports");
+  ExpectFailure(Gpuwerk("admin hosts add h1 --gpu-type spark-1x --ssh-address 10.0.0.5 "
+                        "--ssh-ports 1-70000"),
+                "invalid_ssh_ports");
+  ExpectFailure(Gpuwerk("admin hosts add h1 --gpu-type spark-1x --ssh-address 10.0.0.5 "
+                        "--ssh-ports 2000-1000"),
+                "invalid_ssh_ports");
+  ExpectFailure(Gpuwerk("admin hosts add h1 --gpu-type spark-1x --ssh-address 10.0.0.5 "
+                        "--ssh-ports lots"),
+                "invalid_ssh_ports");
+  EXPECT_EQ(json::parse(Gpuwerk("admin hosts ls --json").out).size(), 0u);
+
+  auto add = Gpuwerk(
+      "admin hosts add h1 --gpu-type spark-1x --ssh-address 10.0.0.5 --ssh-ports 32768-60999");
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  EXPECT_NE(add.out.find("sshd 10.0.0.5 ports 32768-60999"), std::string::npos) << add.out;
+  EXPECT_EQ(add.err, "");
+  auto bare = Gpuwerk("admin hosts add h2 --gpu-type spark-1x");
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  EXPECT_NE(bare.err.find("the relay refuses this host's instances until 'gpuwerk admin hosts "
+                          "set-ssh h2 --ssh-address ADDR'"),
+            std::string::npos)
+      << bare.err;
+
+  ExpectFailure(Gpuwerk("admin hosts set-ssh h2 --ssh-address=-x"), "invalid_ssh_address");
+  ExpectFailure(Gpuwerk("admin hosts set-ssh nope --ssh-address 10.0.0.7"), "not_found");
+  EXPECT_EQ(Gpuwerk("admin hosts set-ssh h2").exit_code, 2);  // --ssh-address is required
+  auto set = Gpuwerk("admin hosts set-ssh h2 --ssh-address spark-h2.internal --ssh-ports 2222");
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out,
+            "Host h2: the relay reaches its instances' sshd at spark-h2.internal ports "
+            "2222-2222.\n");
+  auto hosts = json::parse(Gpuwerk("admin hosts ls --json").out);
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[0]["ssh_address"], "10.0.0.5");
+  EXPECT_EQ(hosts[1]["ssh_ports"], json({{"low", 2222}, {"high", 2222}}));
+  auto table = Gpuwerk("admin hosts ls");
+  EXPECT_NE(table.out.find("SSHD"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("10.0.0.5 ports 32768-60999"), std::string::npos) << table.out;
 }
 
 TEST_F(CliAdminTest, HostsLsFollowsPages) {

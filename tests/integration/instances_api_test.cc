@@ -33,10 +33,12 @@ class InstancesApiTest : public ServerTest {
     EXPECT_EQ(r.status, 201) << r.body;
     return r.Json()["id"];
   }
-  /// Registers a host as the operator and returns its agent token.
+  /// Registers a host as the operator (its sshd on 127.0.0.1) and returns its agent token.
   std::string AddHost(const std::string& name, bool gpu = true) {
-    auto r = op_->PostJson("/api/v1/admin/hosts",
-                           {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", gpu}});
+    auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", name},
+                                                   {"gpu_type", "spark-1x"},
+                                                   {"gpu_required", gpu},
+                                                   {"ssh_address", "127.0.0.1"}});
     EXPECT_EQ(r.status, 201) << r.body;
     return r.Json()["token"];
   }

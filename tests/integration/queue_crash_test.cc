@@ -104,7 +104,8 @@ class QueueCrashTest : public ::testing::Test {
     StartServer();
     auto op = Login("op@example.test", "operator password 1");
     auto host =
-        op->PostJson("/api/v1/admin/hosts", {{"name", "spark-a"}, {"gpu_type", "spark-1x"}});
+        op->PostJson("/api/v1/admin/hosts",
+                     {{"name", "spark-a"}, {"gpu_type", "spark-1x"}, {"ssh_address", "127.0.0.1"}});
     EXPECT_EQ(host.status, 201) << host.body;
     HttpClient alice(url_);
     EXPECT_TRUE(SignUpAndProve(alice, dir_.path() / "data" / "mail", "alice@example.test",

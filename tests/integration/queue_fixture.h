@@ -47,9 +47,11 @@ class QueueFixture : public ServerTest {
     return p;
   }
 
-  /// Registers a host of `type` as the operator and brings it online with one sync.
+  /// Registers a host of `type` (its sshd on 127.0.0.1) as the operator and brings it online
+  /// with one sync.
   std::string AddHost(const std::string& name, const std::string& type = "spark-1x") {
-    auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", name}, {"gpu_type", type}});
+    auto r = op_->PostJson("/api/v1/admin/hosts",
+                           {{"name", name}, {"gpu_type", type}, {"ssh_address", "127.0.0.1"}});
     EXPECT_EQ(r.status, 201) << r.body;
     std::string token = r.Json().value("token", "");
     tokens_[name] = token;

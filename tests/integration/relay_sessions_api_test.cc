@@ -65,13 +65,42 @@ class RelaySessionsApiTest : public ServerTest {
     host_token_ = AddHost("spark-a");
   }
 
-  std::string AddHost(const std::string& name) {
-    auto r = op_->PostJson("/api/v1/admin/hosts",
-                           {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+  /// Registers host `name` (its sshd on 127.0.0.1, the default ports, unless `ssh` is false:
+  /// none registered) and syncs it once.
+  std::string AddHost(const std::string& name, bool ssh = true) {
+    json body = {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}};
+    if (ssh) body["ssh_address"] = "127.0.0.1";
+    auto r = op_->PostJson("/api/v1/admin/hosts", body);
     EXPECT_EQ(r.status, 201) << r.body;
     std::string token = r.Json().value("token", "");
     EXPECT_EQ(Sync(token).status, 200);
     return token;
+  }
+  /// PUT /api/v1/admin/hosts/{name}/ssh as the operator.
+  HttpResult SetSsh(const std::string& name, const json& body) {
+    return op_->Send("PUT", "/api/v1/admin/hosts/" + name + "/ssh", body.dump(),
+                     {"Content-Type: application/json"});
+  }
+  /// Counts audit events of `action` (straight from the store: there is no audit route yet).
+  int64_t AuditCount(const std::string& action) {
+    auto n = app_->database().Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto row,
+          tx.QueryOne("SELECT COUNT(*) AS n FROM audit_events WHERE action = ?", {action}));
+      return row->Int("n");
+    });
+    return n ? *n : -1;
+  }
+  /// `ssh -p PORT -i KEY USER@127.0.0.1 COMMAND` with the stock client, through a relay.
+  CommandResult SshThrough(uint16_t relay_port, const GeneratedKey& key, const std::string& user,
+                           const std::string& command) {
+    return RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string(relay_port) + " -i " +
+                                       key.private_path.string() +
+                                       " -o IdentitiesOnly=yes -o IdentityAgent=none"
+                                       " -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
+                                       " -o UserKnownHostsFile=" +
+                                       (dir_.path() / "known_hosts").string() + " " + user +
+                                       "@127.0.0.1 '" + command + "'");
   }
   HttpResult Sync(const std::string& token, json containers = json::array()) {
     HttpClient agent(app_->base_url());
@@ -556,7 +585,8 @@ TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpe
   ASSERT_TRUE(closed) << closed.error().message;
   EXPECT_EQ(*closed, 1);
 
-  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances());
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
+                                       app_->rng());
   relay::RelayOptions options;
   options.listen_address = "127.0.0.1";
   options.listen_port = 0;
@@ -616,7 +646,8 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
   const std::string hostname = in["hostname"];
 
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
-  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances());
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
+                                       app_->rng());
   relay::RelayOptions options;
   options.listen_address = "127.0.0.1";
   options.listen_port = 0;
@@ -658,6 +689,171 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
   auto all = op_->Get("/api/v1/admin/relay-sessions?instance_id=" + id).Json();
   ASSERT_EQ(all["total"], 1) << all;
   EXPECT_EQ(all["items"][0]["email"], "alice@example.test");
+}
+
+/// Issue 12 finding 1: with one host's agent token, a forged sync cannot send a login into
+/// another host's container. The relay connects to the address the operator registered for the
+/// attacker's host, never to the one its agent reports, and a reported port outside that host's
+/// registered range is not stored. Bob (the attacker) holds host spark-b's token and an instance
+/// on it; alice's instance runs on spark-a. Both containers accept the relay key, as every
+/// container does; each sshd names itself in GPUWERK_TEST_SSHD. The relay asks the server over
+/// HTTP, as `gpuwerk relay` does.
+TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHostsContainer) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd victim(dir_.path() / "victim", relay_key->public_line,
+              {.listen_address = "127.0.0.2", .name = "victim"});
+  Sshd own(dir_.path() / "attacker", relay_key->public_line,
+           {.listen_address = "127.0.0.2", .name = "attacker"});
+  // Both hosts publish on 127.0.0.2, each in its own registered range (one port each).
+  const uint16_t vp = victim.port(), mp = own.port();
+  ASSERT_EQ(
+      SetSsh("spark-a", {{"ssh_address", "127.0.0.2"}, {"ssh_ports", {{"low", vp}, {"high", vp}}}})
+          .status,
+      200);
+  auto alpha = alice_->PostJson(
+      "/api/v1/instances",
+      {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(alpha.status, 201) << alpha.body;
+  const std::string alpha_id = alpha.Json()["id"], alpha_host = alpha.Json()["hostname"];
+  ASSERT_EQ(Sync(host_token_, json::array({Container(alpha_id, vp)})).status, 200);
+
+  const std::string b_token = AddHost("spark-b");
+  ASSERT_EQ(
+      SetSsh("spark-b", {{"ssh_address", "127.0.0.2"}, {"ssh_ports", {{"low", mp}, {"high", mp}}}})
+          .status,
+      200);
+  const GeneratedKey bob_key = GenerateKey(dir_.path(), "bob");
+  auto bob_key_row =
+      bob_->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", bob_key.public_line}});
+  ASSERT_EQ(bob_key_row.status, 201) << bob_key_row.body;
+  auto mal = bob_->PostJson(
+      "/api/v1/instances",
+      {{"name", "mal"}, {"ssh_key_id", bob_key_row.Json()["id"]}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(mal.status, 201) << mal.body;
+  const std::string mal_id = mal.Json()["id"], mal_host = mal.Json()["hostname"];
+  EXPECT_EQ(mal.Json()["hosts"], json::array({"spark-b"}));
+  ASSERT_EQ(Sync(b_token, json::array({Container(mal_id, mp)})).status, 200);
+
+  app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
+  relay::HttpRelayAuthorizer authorizer(app_->base_url(), op_token_);
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  const uint16_t port = (*relay)->port();
+  const std::string who = "echo \"in $GPUWERK_TEST_SSHD\"";
+
+  // Honest rounds: each lands in its own container.
+  auto honest = SshThrough(port, bob_key, mal_host, who);
+  ASSERT_EQ(honest.exit_code, 0) << honest.err;
+  EXPECT_EQ(honest.out, "in attacker\n");
+  auto alice_own = SshThrough(port, alice_key_, alpha_host, who);
+  ASSERT_EQ(alice_own.exit_code, 0) << alice_own.err;
+  EXPECT_EQ(alice_own.out, "in victim\n");
+
+  // 1. Same address, the victim's port: outside spark-b's range, so not stored; the instance says
+  //    why, the operator is told once, and the relay goes nowhere.
+  auto forged_port = Sync(b_token, json::array({Container(mal_id, vp)}));
+  ASSERT_EQ(forged_port.status, 200) << forged_port.body;
+  EXPECT_EQ(Sync(b_token, json::array({Container(mal_id, vp)})).status, 200);
+  const json mal_shown = bob_->Get("/api/v1/instances/" + mal_id).Json();
+  EXPECT_EQ(mal_shown["status"], "provisioning") << mal_shown;
+  EXPECT_NE(mal_shown["status_reason"].get<std::string>().find("outside the ports registered"),
+            std::string::npos)
+      << mal_shown;
+  EXPECT_TRUE(mal_shown["ssh"].is_null()) << mal_shown;
+  EXPECT_EQ(AuditCount("host.ssh_port_refused"), 1);
+  auto by_port = SshThrough(port, bob_key, mal_host, who);
+  EXPECT_EQ(by_port.exit_code, 255) << by_port.out;
+  EXPECT_EQ(by_port.out.find("victim"), std::string::npos) << by_port.out;
+  EXPECT_NE(by_port.err.find("is not reachable yet"), std::string::npos) << by_port.err;
+
+  // 2. The victim's address and port in the agent's own words: spark-b is registered on
+  //    127.0.0.1 now, with every port allowed. The agent reports 127.0.0.2 and the victim's port;
+  //    the relay still connects to 127.0.0.1, where nothing answers on that port.
+  ASSERT_EQ(SetSsh("spark-b", {{"ssh_address", "127.0.0.1"}}).status, 200);
+  HttpClient agent(app_->base_url());
+  agent.SetBearer(b_token);
+  auto forged_address = agent.PostJson(
+      "/api/v1/agent/sync",
+      {{"agent_version", "0.1.0"},
+       {"inventory", {{"addresses", json::array({"127.0.0.2"})}, {"ssh_address", "127.0.0.2"}}},
+       {"engine", {{"ok", true}, {"error", ""}}},
+       {"containers", json::array({Container(mal_id, vp)})},
+       {"failures", json::array()}});
+  ASSERT_EQ(forged_address.status, 200) << forged_address.body;
+  const json shown = bob_->Get("/api/v1/instances/" + mal_id).Json();
+  EXPECT_EQ(shown["status"], "running") << shown;
+  EXPECT_EQ(shown["ssh"], json({{"host", "127.0.0.1"}, {"port", vp}, {"user", "root"}})) << shown;
+  auto by_address = SshThrough(port, bob_key, mal_host, who);
+  EXPECT_EQ(by_address.exit_code, 255) << by_address.out;
+  EXPECT_EQ(by_address.out.find("victim"), std::string::npos) << by_address.out;
+  EXPECT_NE(by_address.err.find("is not accepting connections yet"), std::string::npos)
+      << by_address.err;
+
+  // The victim's own login still lands, and no relay session ever named her instance but hers.
+  auto alice_again = SshThrough(port, alice_key_, alpha_host, who);
+  EXPECT_EQ(alice_again.out, "in victim\n") << alice_again.err;
+  (*relay)->Stop();
+  auto mal_sessions = bob_->Get("/api/v1/instances/" + mal_id + "/relay-sessions").Json();
+  EXPECT_EQ(mal_sessions["total"], 1) << mal_sessions;  // the honest one only
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + alpha_id + "/relay-sessions").Json()["total"], 2);
+}
+
+/// A host registered without an SSH address: the relay refuses its instances with a banner that
+/// says they are not reachable yet, and the operator is told by an audit event; once the operator
+/// registers the address, the same login lands.
+TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd sshd(dir_.path() / "instance", relay_key->public_line, {.name = "alpha"});
+  ASSERT_EQ(op_->PostJson("/api/v1/admin/hosts/spark-a/drain", json::object()).status, 200);
+  const std::string token = AddHost("spark-n", /*ssh=*/false);
+  const json listed = op_->Get("/api/v1/admin/hosts").Json();
+  ASSERT_EQ(listed["items"][1]["name"], "spark-n") << listed;
+  EXPECT_TRUE(listed["items"][1]["ssh_address"].is_null()) << listed;
+  EXPECT_TRUE(listed["items"][1]["ssh_ports"].is_null()) << listed;
+  EXPECT_EQ(listed["items"][0]["ssh_address"], "127.0.0.1") << listed;
+  EXPECT_EQ(listed["items"][0]["ssh_ports"], json({{"low", 1024}, {"high", 65535}})) << listed;
+  auto created = alice_->PostJson(
+      "/api/v1/instances",
+      {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"], hostname = created.Json()["hostname"];
+  ASSERT_EQ(Sync(token, json::array({Container(id, sshd.port())})).status, 200);
+
+  app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
+                                       app_->rng());
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  auto refused = SshThrough((*relay)->port(), alice_key_, hostname, "echo $GPUWERK_TEST_SSHD");
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("instance alpha (" + hostname +
+                             ") is not reachable yet: the operator has not registered the SSH "
+                             "address of its host"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(AuditCount("relay.upstream_unregistered"), 1);
+
+  ASSERT_EQ(SetSsh("spark-n", {{"ssh_address", "127.0.0.1"}}).status, 200);
+  EXPECT_EQ(AuditCount("host.set_ssh"), 1);
+  auto landed = SshThrough((*relay)->port(), alice_key_, hostname, "echo $GPUWERK_TEST_SSHD");
+  EXPECT_EQ(landed.exit_code, 0) << landed.err;
+  EXPECT_EQ(landed.out, "alpha\n");
+  (*relay)->Stop();
 }
 
 /// The real `gpuwerk relay` binary: reports under --name, a killed relay's open row is closed

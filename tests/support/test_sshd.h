@@ -26,12 +26,12 @@
 
 namespace gpuwerk::testing {
 
-/// A blocking TCP connection to 127.0.0.1:`port`; -1 when refused.
-inline int Connect(uint16_t port) {
+/// A blocking TCP connection to `address`:`port` (IPv4, default 127.0.0.1); -1 when refused.
+inline int Connect(uint16_t port, const char* address = "127.0.0.1") {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, address, &a.sin_addr);
   a.sin_port = htons(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
@@ -40,6 +40,14 @@ inline int Connect(uint16_t port) {
   return fd;
 }
 
+/// Where a test sshd listens and what it tells the sessions it serves.
+struct SshdOptions {
+  std::string listen_address = "127.0.0.1";  ///< an IPv4 loopback address (127.0.0.0/8)
+  /// Set as GPUWERK_TEST_SSHD in every session (sshd's SetEnv), so a test can tell which sshd it
+  /// landed in; "" sets nothing.
+  std::string name;
+};
+
 /// A real OpenSSH sshd on a free loopback port, its own host key, and an authorized_keys file in
 /// `dir` (the instance's sshd as the relay sees it). Logins as the test's user (root here).
 /// `SetEnv SHLVL=1` keeps bash from reading the login user's ~/.bashrc for commands run over SSH
@@ -47,7 +55,9 @@ inline int Connect(uint16_t port) {
 /// slow and leaves a stale lock behind when a test kills the session mid-way.
 class Sshd {
  public:
-  Sshd(const std::filesystem::path& dir, const std::string& authorized_keys) : dir_(dir) {
+  Sshd(const std::filesystem::path& dir, const std::string& authorized_keys,
+       const SshdOptions& options = {})
+      : dir_(dir), address_(options.listen_address) {
     std::filesystem::create_directories(dir_);
     std::filesystem::permissions(dir_, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace);
@@ -62,13 +72,17 @@ class Sshd {
         std::filesystem::perm_options::replace);
     port_ = FreePort();
     const std::filesystem::path config = dir_ / "sshd_config";
-    std::ofstream(config) << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey "
+    const std::string set_env =
+        options.name.empty() ? "SHLVL=1" : "SHLVL=1 GPUWERK_TEST_SSHD=" + options.name;
+    std::ofstream(config) << "Port " << port_ << "\nListenAddress " << address_ << "\nHostKey "
                           << (dir_ / "host_key").string() << "\nAuthorizedKeysFile "
                           << (dir_ / "authorized_keys").string()
                           << "\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
                              "UsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
                              "PidFile none\nAllowTcpForwarding yes\nAcceptEnv LANG "
-                             "GPUWERK_*\nMaxStartups 100\nSetEnv SHLVL=1\n"
+                             "GPUWERK_*\nMaxStartups 100\nSetEnv "
+                          << set_env
+                          << "\n"
                              "Subsystem sftp /usr/lib/openssh/sftp-server\nLogLevel ERROR\n";
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -79,7 +93,7 @@ class Sshd {
       ::_exit(127);
     }
     for (int i = 0; i < 200; ++i) {
-      int fd = Connect(port_);
+      int fd = Connect(port_, address_.c_str());
       if (fd >= 0) {
         ::close(fd);
         return;
@@ -95,9 +109,12 @@ class Sshd {
     }
   }
   uint16_t port() const { return port_; }
+  /// Its ed25519 host key (the private key file; the public one is beside it, `.pub`).
+  std::string host_key_path() const { return (dir_ / "host_key").string(); }
 
  private:
   std::filesystem::path dir_;
+  std::string address_;
   uint16_t port_ = 0;
   pid_t pid_ = -1;
 };

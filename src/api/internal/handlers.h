@@ -67,6 +67,7 @@ Answer QueueHistory(ApiContext& ctx, Call& call);
 // host_handlers.cc: /api/v1/admin/hosts, /api/v1/admin/host-pairs, /api/v1/agent/*.
 Answer AddHost(ApiContext& ctx, Call& call);
 Answer ListHosts(ApiContext& ctx, Call& call);
+Answer SetHostSsh(ApiContext& ctx, Call& call);
 Answer DrainHost(ApiContext& ctx, Call& call);
 Answer UndrainHost(ApiContext& ctx, Call& call);
 Answer RemoveHost(ApiContext& ctx, Call& call);

@@ -7,7 +7,8 @@ namespace {
 
 constexpr std::string_view kHostColumns =
     "h.id, h.name, h.gpu_type, h.gpu_required, h.drained, h.created_at, h.last_seen_at, "
-    "h.inventory, h.engine_error, h.degraded_reason";
+    "h.inventory, h.engine_error, h.degraded_reason, h.ssh_address, h.ssh_port_low, "
+    "h.ssh_port_high";
 
 Host HostOf(const store::Row& r) {
   Host h{.id = r.Text("id"),
@@ -19,7 +20,10 @@ Host HostOf(const store::Row& r) {
          .last_seen_at = r.OptInt("last_seen_at"),
          .inventory = nlohmann::json::parse(r.Text("inventory"), nullptr, false),
          .engine_error = r.Text("engine_error"),
-         .degraded_reason = r.Text("degraded_reason")};
+         .degraded_reason = r.Text("degraded_reason"),
+         .ssh_address = r.Text("ssh_address"),
+         .ssh_port_low = r.Int("ssh_port_low"),
+         .ssh_port_high = r.Int("ssh_port_high")};
   if (!h.inventory.is_object()) h.inventory = nlohmann::json::object();
   return h;
 }
@@ -122,9 +126,18 @@ core::Result<void> HostTable::Insert(store::Transaction& tx, const Host& host,
                                      const std::string& token_hash) {
   GPUWERK_TRY(tx.Exec(
       "INSERT INTO hosts (id, name, gpu_type, token_hash, gpu_required, drained, created_at, "
-      "inventory, engine_error) VALUES (?, ?, ?, ?, ?, 0, ?, '{}', '')",
+      "inventory, engine_error, ssh_address, ssh_port_low, ssh_port_high) VALUES (?, ?, ?, ?, ?, "
+      "0, ?, '{}', '', ?, ?, ?)",
       {host.id, host.name, host.gpu_type, token_hash, int64_t{host.gpu_required ? 1 : 0},
-       host.created_at}));
+       host.created_at, host.ssh_address, host.ssh_port_low, host.ssh_port_high}));
+  return {};
+}
+
+core::Result<void> HostTable::SetSsh(store::Transaction& tx, const std::string& id,
+                                     const SshRegistration& ssh) {
+  GPUWERK_TRY(
+      tx.Exec("UPDATE hosts SET ssh_address = ?, ssh_port_low = ?, ssh_port_high = ? WHERE id = ?",
+              {ssh.address, ssh.port_low, ssh.port_high, id}));
   return {};
 }
 

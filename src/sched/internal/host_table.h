@@ -1,7 +1,7 @@
 #pragma once
 
-// The `hosts` table (migrations 2, 3): registered GPU hosts, and the capacity questions asked of
-// them (free slots, online). Not for use outside src/sched/.
+// The `hosts` table (migrations 2, 3, 12): registered GPU hosts, and the capacity questions asked
+// of them (free slots, online). Not for use outside src/sched/.
 
 #include <optional>
 #include <string>
@@ -66,6 +66,9 @@ class HostTable {
   /// A new agent token (its hash) and `gpu_required`.
   static core::Result<void> SetToken(store::Transaction& tx, const std::string& id,
                                      const std::string& token_hash, bool gpu_required);
+  /// Where the relay reaches host `id`'s instances (already checked: CheckSshRegistration).
+  static core::Result<void> SetSsh(store::Transaction& tx, const std::string& id,
+                                   const SshRegistration& ssh);
   /// Drains; or undrains and clears `degraded_reason` (the operator says it is fixed).
   static core::Result<void> SetDrained(store::Transaction& tx, const std::string& id, bool drained);
   /// What an agent sync learnt about host `id`.

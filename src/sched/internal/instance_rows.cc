@@ -29,23 +29,6 @@ InstanceStatus NodeStatus(const NodeRow& n, int64_t restart_generation) {
   return restart_pending ? InstanceStatus::kRestarting : InstanceStatus::kProvisioning;
 }
 
-/// The address the agent publishes sshd ports on, from its inventory JSON; older agents: their
-/// first address; "127.0.0.1" when the inventory says neither.
-std::string SshAddress(const std::string& inventory_text) {
-  auto inventory = nlohmann::json::parse(inventory_text, nullptr, false);
-  if (inventory.is_object() && inventory.contains("ssh_address") &&
-      inventory["ssh_address"].is_string() &&
-      !inventory["ssh_address"].get<std::string>().empty()) {
-    return inventory["ssh_address"].get<std::string>();
-  }
-  if (inventory.is_object() && inventory.contains("addresses") &&
-      inventory["addresses"].is_array() && !inventory["addresses"].empty() &&
-      inventory["addresses"][0].is_string()) {
-    return inventory["addresses"][0].get<std::string>();
-  }
-  return "127.0.0.1";
-}
-
 }  // namespace
 
 std::pair<InstanceStatus, std::string> DeriveStatus(
@@ -121,8 +104,13 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
     in.hosts.push_back(n.host_name);
     if (!n.host_gpu_required) in.gpu_attached = false;
     if (n.node_index == 0) {
-      in.ssh_address = SshAddress(n.host_inventory);
-      in.ssh_port = n.observed ? n.ssh_port : 0;
+      // Where sshd is reached: the address the operator registered for the host, never the one
+      // its agent reports, and the reported port only inside the registered range (issue 12
+      // finding 1; docs/ssh.md "Upstream address").
+      in.ssh_address = n.host_ssh_address;
+      const bool in_range =
+          n.ssh_port >= n.host_ssh_port_low && n.ssh_port <= n.host_ssh_port_high && n.ssh_port > 0;
+      in.ssh_port = n.observed && in_range ? n.ssh_port : 0;
     }
   }
   if (!in.deleted_at) {

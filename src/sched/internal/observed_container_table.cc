@@ -16,6 +16,16 @@ core::Result<void> ObservedContainerTable::Replace(store::Transaction& tx, const
   return {};
 }
 
+core::Result<std::optional<std::string>> ObservedContainerTable::ErrorOf(
+    store::Transaction& tx, const std::string& instance_id, int64_t node_index) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT error FROM observed_containers WHERE instance_id = ? AND "
+                            "node_index = ?",
+                            {instance_id, node_index}));
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(row->Text("error"));
+}
+
 core::Result<void> ObservedContainerTable::DeleteOf(store::Transaction& tx,
                                                     const std::string& instance_id) {
   GPUWERK_TRY(tx.Exec("DELETE FROM observed_containers WHERE instance_id = ?", {instance_id}));

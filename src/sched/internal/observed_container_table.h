@@ -3,6 +3,7 @@
 // The `observed_containers` table (migration 2): what each host's agent last reported for each
 // node it runs. Not for use outside src/sched/.
 
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -21,6 +22,10 @@ class ObservedContainerTable {
   /// was observed for its node before.
   static core::Result<void> Replace(store::Transaction& tx, const ContainerReport& c,
                                     const std::string& host_id, int64_t observed_at);
+  /// The `error` last stored for node `node_index` of `instance_id`; nullopt when none is.
+  static core::Result<std::optional<std::string>> ErrorOf(store::Transaction& tx,
+                                                          const std::string& instance_id,
+                                                          int64_t node_index);
   /// Forgets every node of the instance.
   static core::Result<void> DeleteOf(store::Transaction& tx, const std::string& instance_id);
   /// Forgets one node as host `host_id` reported it.

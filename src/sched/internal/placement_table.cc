@@ -69,7 +69,8 @@ core::Result<std::vector<NodeRow>> PlacementTable::NodesOf(store::Transaction& t
   GPUWERK_ASSIGN_OR_RETURN(
       auto rows,
       tx.Query("SELECT p.node_index, h.name AS host_name, h.last_seen_at, h.engine_error, "
-               "h.gpu_required, h.inventory, o.state, o.ssh_ready, o.restart_generation, o.error, "
+               "h.gpu_required, h.inventory, h.ssh_address, h.ssh_port_low, h.ssh_port_high, "
+               "o.state, o.ssh_ready, o.restart_generation, o.error, "
                "o.ssh_port, o.container_id FROM placements p JOIN hosts h ON h.id = p.host_id "
                "LEFT JOIN observed_containers o ON o.instance_id = p.instance_id AND "
                "o.node_index = p.node_index WHERE p.instance_id = ? ORDER BY p.node_index",
@@ -82,6 +83,9 @@ core::Result<std::vector<NodeRow>> PlacementTable::NodesOf(store::Transaction& t
                           .host_engine_error = r.Text("engine_error"),
                           .host_gpu_required = r.Int("gpu_required") != 0,
                           .host_inventory = r.Text("inventory"),
+                          .host_ssh_address = r.Text("ssh_address"),
+                          .host_ssh_port_low = r.Int("ssh_port_low"),
+                          .host_ssh_port_high = r.Int("ssh_port_high"),
                           .observed = !r.IsNull("container_id"),
                           .state = r.Text("state"),
                           .ssh_ready = r.Int("ssh_ready") != 0,

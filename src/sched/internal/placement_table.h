@@ -28,7 +28,11 @@ struct NodeRow {
   std::string host_engine_error;
   bool host_gpu_required = true;
   std::string host_inventory;  ///< the agent's inventory JSON text
-  bool observed = false;       ///< a container was reported for this node
+  /// The host's registered sshd address and port range (Host::ssh_address, ssh_port_low/high).
+  std::string host_ssh_address;
+  int64_t host_ssh_port_low = 0;
+  int64_t host_ssh_port_high = 0;
+  bool observed = false;  ///< a container was reported for this node
   std::string state;
   bool ssh_ready = false;
   int64_t restart_generation = 0;

@@ -1,5 +1,7 @@
 #include "sched/internal/sync_steps.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cctype>
 
 #include "audit/audit_log.h"
@@ -312,11 +314,48 @@ core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
                                                    const std::vector<ContainerReport>& containers,
                                                    const NodesHere& here) {
   std::set<NodeKey> reported;
+  const Host& host = ctx.host;
   for (const auto& c : containers) {
     NodeKey key{c.instance_id, c.node_index};
     if (!here.nodes.contains(key) || reported.contains(key)) continue;
     reported.insert(key);
-    GPUWERK_TRY(ObservedContainerTable::Replace(ctx.tx, c, ctx.host.id, ctx.now));
+    const bool range_registered = host.ssh_port_high > 0;
+    if (c.ssh_port != 0 && range_registered &&
+        (c.ssh_port < host.ssh_port_low || c.ssh_port > host.ssh_port_high)) {
+      // The relay must never be sent to a port the operator did not give this host: another
+      // host's container may answer there (issue 12 finding 1). The port is not stored.
+      ContainerReport refused = c;
+      refused.ssh_port = 0;
+      refused.ssh_ready = false;
+      refused.error = "host " + host.name + " reported this instance's sshd on port " +
+                      std::to_string(c.ssh_port) + ", outside the ports registered for it (" +
+                      std::to_string(host.ssh_port_low) + "-" + std::to_string(host.ssh_port_high) +
+                      "); it cannot be reached until the operator checks the host";
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto before, ObservedContainerTable::ErrorOf(ctx.tx, c.instance_id, c.node_index));
+      if (before != refused.error) {
+        spdlog::warn(
+            "sched: host {} reported instance {} node {} sshd on port {}, outside its "
+            "registered ports {}-{}: not stored",
+            host.name, core::BoundedPrintable(c.instance_id), c.node_index, c.ssh_port,
+            host.ssh_port_low, host.ssh_port_high);
+        GPUWERK_TRY(
+            audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
+                               {.actor_id = "",
+                                .action = "host.ssh_port_refused",
+                                .target = host.id,
+                                .source_address = "system",
+                                .detail = {{"name", host.name},
+                                           {"instance_id", c.instance_id},
+                                           {"node_index", c.node_index},
+                                           {"port", c.ssh_port},
+                                           {"ports", std::to_string(host.ssh_port_low) + "-" +
+                                                         std::to_string(host.ssh_port_high)}}}));
+      }
+      GPUWERK_TRY(ObservedContainerTable::Replace(ctx.tx, refused, host.id, ctx.now));
+      continue;
+    }
+    GPUWERK_TRY(ObservedContainerTable::Replace(ctx.tx, c, host.id, ctx.now));
   }
   for (const auto& key : here.nodes) {
     if (reported.contains(key)) continue;

@@ -97,8 +97,11 @@ core::Result<void> ApplyFailures(SyncContext& ctx, const std::vector<CreateFailu
                                  NodesHere& here);
 
 /// Step 2, observations: stores each reported container of a node placed here (the first
-/// report of a node counts) and forgets the nodes placed here that were not reported. Returns
-/// the nodes reported.
+/// report of a node counts) and forgets the nodes placed here that were not reported. A reported
+/// sshd port outside the range registered for the host (Host::ssh_port_low/high; issue 12
+/// finding 1) is not stored: the container is stored with port 0, not ready, and an error that
+/// says why (its instance's status reason), and the first round that reports it logs a warning
+/// and records the audit event `host.ssh_port_refused`. Returns the nodes reported.
 core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
                                                    const std::vector<ContainerReport>& containers,
                                                    const NodesHere& here);
