@@ -165,9 +165,10 @@ class RelayCredentialTest : public ServerTest {
                             {{"email", "op@example.test"}, {"password", "operator password 1"}})
                   .status,
               200);
-    auto host =
-        op_->PostJson("/api/v1/admin/hosts",
-                      {{"name", "spark-a"}, {"gpu_type", "spark-1x"}, {"gpu_required", false}});
+    auto host = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-a"},
+                                                      {"gpu_type", "spark-1x"},
+                                                      {"gpu_required", false},
+                                                      {"ssh_address", "127.0.0.1"}});
     ASSERT_EQ(host.status, 201) << host.body;
     host_token_ = host.Json()["token"].get<std::string>();
     alice_ = Browser();
@@ -297,7 +298,8 @@ TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUnti
 
   // Through the relay: alice is told the relay credential is missing, not that her key is wrong,
   // and the refusal is audited.
-  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances());
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
+                                       app_->rng());
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
   relay::RelayOptions options;
   options.listen_address = "127.0.0.1";
