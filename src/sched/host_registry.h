@@ -152,10 +152,10 @@ class HostRegistry {
                                          const std::string& source_address,
                                          const std::optional<SshRegistration>& ssh = std::nullopt);
   /// Registers (or changes) where the relay reaches host `name`'s instances (CheckSshRegistration).
-  /// Open relay sessions to its instances end at their next re-authorization when their address
-  /// or port no longer holds. Audited `host.set_ssh` with the values before and after. Returns the
-  /// host as Get shows it. Errors: invalid_ssh_address, invalid_ssh_ports; not_found. Nothing is
-  /// changed on an error.
+  /// An open relay session whose instance's port falls outside the new range ends at its next
+  /// re-authorization; others keep their connection. Audited `host.set_ssh` with the values before
+  /// and after. Returns the host as Get shows it. Errors: invalid_ssh_address, invalid_ssh_ports;
+  /// not_found. Nothing is changed on an error.
   core::Result<Host> SetSsh(const std::string& actor_id, std::string_view name,
                             const SshRegistration& ssh, const std::string& source_address);
   /// The hosts by name, 15 a page (1-based), each with its instance and pair fields.
