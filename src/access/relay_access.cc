@@ -44,7 +44,8 @@ core::Result<protocol::RelayAuthorizeDecision> RelayAccess::Authorize(
                          .upstream_host = in->ssh_address,
                          .upstream_port = in->ssh_port > 0 && in->ssh_port <= 65535
                                               ? static_cast<uint16_t>(in->ssh_port)
-                                              : static_cast<uint16_t>(0)});
+                                              : static_cast<uint16_t>(0),
+                         .upstream_host_key_fingerprint = in->ssh_host_key_fingerprint});
   }
   protocol::RelayAuthorizeDecision decision =
       protocol::DecideRelayLogin(request, std::move(reachable));

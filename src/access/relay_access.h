@@ -26,7 +26,9 @@ namespace gpuwerk::access {
 /// with a banner saying it is not reachable yet, and the audit event
 /// `relay.upstream_unregistered` (actor the person, target the instance, detail host and
 /// hostname) tells the operator; one whose port is not known (or not in the range) is refused
-/// with a banner that says to try again in a minute.
+/// with a banner that says to try again in a minute. The target carries node 0's pinned sshd host
+/// key (sched::Instance::ssh_host_key_fingerprint; docs/ssh.md "Host key pinning"), which the
+/// relay requires of the sshd it reaches.
 ///
 /// Errors: the store's (the relay then refuses with "try again"). Thread-safe.
 class RelayAccess {

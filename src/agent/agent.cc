@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "agent/authorized_keys.h"
+#include "agent/host_key.h"
 #include "agent/login_probe.h"
 #include "agent/network_isolation.h"
 #include "core/encoding.h"
@@ -384,6 +385,22 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   record.relay_error = kRelayKeyMissing;
 }
 
+void Agent::ReadHostKey(const ContainerInfo& c) {
+  ContainerRecord& record = records_[c.id];
+  if (!record.host_key.empty() || record.host_key_tries >= kHostKeyTries) return;
+  auto key = ReadSshHostKey(engine_, c.id, options_.engine_timeout);
+  if (key) {
+    record.host_key = std::move(*key);
+    return;
+  }
+  if (++record.host_key_tries >= kHostKeyTries) {
+    // The relay then logs in without checking this container's host key (docs/ssh.md "Host key
+    // pinning").
+    spdlog::warn("agent: cannot read the sshd host key of {} ({}): {}; it is not reported", c.name,
+                 kSshHostKeyPath, Describe(key.error()));
+  }
+}
+
 bool Agent::ContainerReady(const ContainerInfo& c) {
   auto label = [&](std::string_view name) {
     auto it = c.labels.find(std::string(name));
@@ -394,6 +411,7 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
     const bool up =
         SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
     if (up) CheckRelayKey(c, /*force=*/false);
+    if (up) ReadHostKey(c);  // when the first read failed
     return up;
   }
   const std::string instance = label(kInstanceLabel);
@@ -413,6 +431,7 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
                    instance);
       records_[c.id].proven_start = c.started_at;
       CheckRelayKey(c, /*force=*/true);
+      ReadHostKey(c);
       return true;
     case LoginProbe::kRefused:
       records_[c.id].login_error =
@@ -719,6 +738,7 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
     const ContainerRecord& r = record != records_.end() ? record->second : none;
     ContainerReport report =
         ReportContainer(c, AppliedGeneration(c, applied), r.ssh_ready, engine_ok_, engine_error_);
+    report.ssh_host_key = r.host_key;
     if (!r.login_error.empty() && report.error.empty()) report.error = r.login_error;
     if (!r.relay_error.empty() && report.error.empty()) report.error = r.relay_error;
     if (r.start_backoff.starts_in_a_row() >= 3 && c.state != ContainerState::kRunning &&

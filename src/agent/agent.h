@@ -158,6 +158,11 @@ class Agent {
   /// with options, present in the file). A check that gets no answer, or cannot read the file,
   /// changes nothing. Checked at most every `relay_check_interval`.
   void CheckRelayKey(const ContainerInfo& c, bool force);
+  /// Reads the container's sshd ed25519 host key through the engine (ReadSshHostKey: an archive
+  /// download, nothing runs in the container) into its record, once; a failed read is tried
+  /// again while the container is proven, at most kHostKeyTries times in all, then logged.
+  void ReadHostKey(const ContainerInfo& c);
+  static constexpr int kHostKeyTries = 3;
   /// Whether the container's authorized_keys was last written with its desired entry's current
   /// key lines (KeyLines); false without a desired entry or a record of a write.
   bool KeysCurrent(const ContainerInfo& c) const;
@@ -238,6 +243,12 @@ class Agent {
     /// fault vanish): only CheckRelayKey finding the relay key accepted clears it, or the
     /// container's removal. Reported in the container's `error` after `login_error`.
     std::string relay_error;
+    /// Its sshd's ed25519 host key ("ssh-ed25519 BASE64"), read once its login is proven
+    /// (ReadSshHostKey, through the engine's archive download) and reported in every sync
+    /// (docs/agent-protocol.md "Host key"); "" until read. A container keeps its keys for its
+    /// life (the image makes them at its first start), so one read per container is enough.
+    std::string host_key;
+    int host_key_tries = 0;  ///< failed reads; the agent gives up after kHostKeyTries
   };
 
   /// Drift (docs/agent-protocol.md "Drift"): what the last observation saw, the containers the

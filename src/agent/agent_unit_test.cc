@@ -22,9 +22,14 @@
 #include "agent/agent_client.h"
 #include "agent/container_engine.h"
 #include "agent/docker_engine.h"
+#include "agent/host_key.h"
 #include "agent/reconciler.h"
+#include "agent/testing/one_entry_tar.h"
 #include "agent/testing/stand_in_engine.h"
 #include "cli/fake_api_server.h"
+#include "tests/support/ssh_keygen.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_sshd.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -225,6 +230,20 @@ class RecordingEngine : public ContainerEngine {
     Log("put_archive " + std::string(id));
     return {};
   }
+  core::Result<std::string> GetArchive(std::string_view id, std::string_view path,
+                                       Timeout) override {
+    std::lock_guard lock(mu_);
+    auto it = files_.find(std::string(id) + ":" + std::string(path));
+    if (it == files_.end()) {
+      return core::Fail(core::ErrorCode::kNotFound, "container_not_found", "no such file");
+    }
+    return it->second;
+  }
+  /// What GetArchive(id, path) answers (a tar archive); nothing set: not found.
+  void SetArchive(const std::string& id, const std::string& path, std::string tar) {
+    std::lock_guard lock(mu_);
+    files_[id + ":" + path] = std::move(tar);
+  }
   core::Result<void> StartContainer(std::string_view id, Timeout) override {
     Log("start " + std::string(id));
     std::lock_guard lock(mu_);
@@ -324,6 +343,7 @@ class RecordingEngine : public ContainerEngine {
   }
   mutable std::mutex mu_;
   std::vector<ContainerInfo> containers_;
+  std::map<std::string, std::string> files_;  // "id:path" → GetArchive's answer
   std::vector<std::string> calls_;
   std::set<std::string> unlisted_once_;
   bool allow_creates_ = false;
@@ -571,6 +591,35 @@ TEST(AgentTest, AContainerMadeButNeverStartedGetsItsKeysByArchiveBeforeItsStart)
       << ::testing::PrintToString(calls);
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "put_archive c1"), 1)
       << ::testing::PrintToString(calls);
+}
+
+// docs/agent-protocol.md "Host key": once a real sshd accepted the person's key, the agent reads
+// the container's ed25519 host key through the engine's archive download (nothing runs in the
+// container) and reports it with the container, every round.
+TEST(AgentTest, AProvenContainersSshdHostKeyIsReadByArchiveAndReported) {
+  ::gpuwerk::testing::TempDir dir;
+  const auto person = ::gpuwerk::testing::GenerateKey(dir.path(), "alice");
+  ::gpuwerk::testing::Sshd sshd(dir.path() / "sshd", person.public_line);
+  nlohmann::json desired = Desired();
+  desired["desired"][0]["authorized_keys"] = nlohmann::json::array({person.public_line});
+  FakeApiServer server([&](const FakeRequest&) { return FakeResponse::Json(200, desired); });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.Add(OwnedRunning("c1", sshd.port()));
+  engine.SetArchive(
+      "c1", std::string(kSshHostKeyPath),
+      testing::OneEntryTar("ssh_host_ed25519_key.pub", AE_IFREG, sshd.HostKeyLine() + " root@a\n"));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(3000);
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // proves the login, reads the key
+  nlohmann::json body = server.requests().back().Json();
+  ASSERT_EQ(body["containers"][0]["ssh_ready"], true) << server.requests().back().body;
+  EXPECT_EQ(body["containers"][0]["ssh_host_key"], sshd.HostKeyLine());
+  ASSERT_TRUE(agent.RunOnce());
+  body = server.requests().back().Json();
+  EXPECT_EQ(body["containers"][0]["ssh_host_key"], sshd.HostKeyLine());
 }
 
 // C15 (seen as a flake under load): a create timed out on the agent's side, the engine carried it

@@ -214,6 +214,14 @@ class ContainerEngine {
   virtual core::Result<void> PutArchive(std::string_view id, std::string_view path,
                                         std::string_view tar_bytes, Timeout timeout) = 0;
 
+  /// `GET /containers/{id}/archive?path=…`: the file or directory `path` of the container's
+  /// filesystem as an uncompressed tar archive (the engine reads it from the container's root,
+  /// nothing runs inside the container). Works on created and stopped containers too. The answer
+  /// is bounded like every answer (32 MiB for DockerEngine). Errors: kNotFound
+  /// "container_not_found" (no such container, or `path` does not exist in it).
+  virtual core::Result<std::string> GetArchive(std::string_view id, std::string_view path,
+                                               Timeout timeout) = 0;
+
   /// `POST /containers/{id}/start`. Starting a running container succeeds (304). Errors:
   /// kNotFound "container_not_found"; kFailedPrecondition "container_conflict" (e.g. being
   /// removed); "engine_error" when the runtime fails (e.g. "unknown runtime specified nvidia").

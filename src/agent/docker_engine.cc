@@ -397,6 +397,19 @@ core::Result<void> DockerEngine::PutArchive(std::string_view id, std::string_vie
   return core::Fail(StatusError(r.status, r.body, request, Where()));
 }
 
+core::Result<std::string> DockerEngine::GetArchive(std::string_view id, std::string_view path,
+                                                   Timeout timeout) {
+  if (id.empty()) return core::InvalidArgument("invalid_container_id", "container id is empty");
+  if (path.empty()) return core::InvalidArgument("invalid_argument", "archive path is empty");
+  const std::string request = fmt::format("GET /containers/{}/archive", Printable(id, 80));
+  GPUWERK_ASSIGN_OR_RETURN(Response r, Call("GET",
+                                            fmt::format("/containers/{}/archive?path={}",
+                                                        PercentEncode(id), PercentEncode(path)),
+                                            "", "", timeout));
+  if (r.status == 200) return std::move(r.body);
+  return core::Fail(StatusError(r.status, r.body, request, Where()));
+}
+
 core::Result<void> DockerEngine::StartContainer(std::string_view id, Timeout timeout) {
   if (id.empty()) return core::InvalidArgument("invalid_container_id", "container id is empty");
   const std::string request = fmt::format("POST /containers/{}/start", Printable(id, 80));

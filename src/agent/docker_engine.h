@@ -48,6 +48,8 @@ class DockerEngine final : public ContainerEngine {
   core::Result<std::string> CreateContainer(const ContainerSpec& spec, Timeout timeout) override;
   core::Result<void> PutArchive(std::string_view id, std::string_view path,
                                 std::string_view tar_bytes, Timeout timeout) override;
+  core::Result<std::string> GetArchive(std::string_view id, std::string_view path,
+                                       Timeout timeout) override;
   core::Result<void> StartContainer(std::string_view id, Timeout timeout) override;
   core::Result<void> RestartContainer(std::string_view id, int stop_timeout_seconds,
                                       Timeout timeout) override;

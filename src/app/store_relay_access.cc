@@ -86,6 +86,22 @@ void AuditRelaySessionLog::OnRefused(const relay::RelayRefusalRecord& r) {
          .detail = {{"code", r.code}, {"user", r.user}, {"key_fingerprint", r.key_fingerprint}}});
   });
   if (!done) spdlog::error("relay: cannot record relay_session.refused: {}", done.error().message);
+  if (r.code != "upstream_host_key_mismatch") return;
+  // The instance's sshd is not the one pinned: the operator must look (docs/ssh.md "Host key
+  // pinning").
+  auto mismatch = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    return audit::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = r.person_id,
+                               .action = "relay.host_key_mismatch",
+                               .target = r.instance_id,
+                               .source_address = r.source_address,
+                               .detail = {{"expected", r.expected_host_key},
+                                          {"presented", r.presented_host_key},
+                                          {"key_fingerprint", r.key_fingerprint}}});
+  });
+  if (!mismatch) {
+    spdlog::error("relay: cannot record relay.host_key_mismatch: {}", mismatch.error().message);
+  }
 }
 
 }  // namespace gpuwerk::app

@@ -70,16 +70,19 @@ nlohmann::json ToJson(const Inventory& inv) {
 nlohmann::json ToJson(const EngineHealth& e) { return {{"ok", e.ok}, {"error", e.error}}; }
 
 nlohmann::json ToJson(const ContainerReport& r) {
-  return {{"instance_id", r.instance_id},
-          {"node_index", r.node_index},
-          {"container_id", r.container_id},
-          {"state", r.state},
-          {"exit_code", r.exit_code},
-          {"started_at", r.started_at},
-          {"ssh_port", r.ssh_port},
-          {"ssh_ready", r.ssh_ready},
-          {"restart_generation", r.restart_generation},
-          {"error", r.error}};
+  nlohmann::json j = {{"instance_id", r.instance_id},
+                      {"node_index", r.node_index},
+                      {"container_id", r.container_id},
+                      {"state", r.state},
+                      {"exit_code", r.exit_code},
+                      {"started_at", r.started_at},
+                      {"ssh_port", r.ssh_port},
+                      {"ssh_ready", r.ssh_ready},
+                      {"restart_generation", r.restart_generation},
+                      {"error", r.error}};
+  // Only when known: a server from before host keys refuses the member.
+  if (!r.ssh_host_key.empty()) j["ssh_host_key"] = r.ssh_host_key;
+  return j;
 }
 
 nlohmann::json ToJson(const CreateFailure& f) {
@@ -188,8 +191,9 @@ core::Result<EngineHealth> EngineHealthFromJson(const nlohmann::json& json,
 core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json,
                                                       const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
-  GPUWERK_TRY(r.Only({"instance_id", "node_index", "container_id", "state", "exit_code",
-                      "started_at", "ssh_port", "ssh_ready", "restart_generation", "error"}));
+  GPUWERK_TRY(
+      r.Only({"instance_id", "node_index", "container_id", "state", "exit_code", "started_at",
+              "ssh_port", "ssh_ready", "restart_generation", "error", "ssh_host_key"}));
   ContainerReport c;
   GPUWERK_ASSIGN_OR_RETURN(c.instance_id, r.String("instance_id"));
   GPUWERK_ASSIGN_OR_RETURN(c.node_index, IntField(r, "node_index"));
@@ -202,6 +206,12 @@ core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json
   GPUWERK_ASSIGN_OR_RETURN(c.ssh_ready, r.Bool("ssh_ready"));
   GPUWERK_ASSIGN_OR_RETURN(c.restart_generation, r.Int("restart_generation"));
   GPUWERK_ASSIGN_OR_RETURN(c.error, r.String("error"));
+  if (json.contains("ssh_host_key")) {
+    GPUWERK_ASSIGN_OR_RETURN(c.ssh_host_key, r.String("ssh_host_key"));
+    if (c.ssh_host_key.size() > 512) {
+      return core::Fail(FieldError(r.Path("ssh_host_key"), "must be at most 512 characters"));
+    }
+  }
   return c;
 }
 

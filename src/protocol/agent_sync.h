@@ -79,6 +79,10 @@ struct ContainerReport {
   bool ssh_ready = false;  ///< sshd accepted the person's key (docs/agent-protocol.md, Readiness)
   int64_t restart_generation = 0;  ///< the generation last applied to this container
   std::string error;
+  /// Its sshd's ed25519 host key, "ssh-ed25519 BASE64", read from the container's filesystem
+  /// once its login was proven; "" until then (sent only when set; docs/agent-protocol.md "Host
+  /// key"). At most 512 characters.
+  std::string ssh_host_key;
 
   bool operator==(const ContainerReport&) const = default;
 };

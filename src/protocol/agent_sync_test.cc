@@ -80,6 +80,23 @@ TEST(AgentSyncRequestTest, RefusesEveryMissingOrMistypedField) {
   ExpectStrict(j, AgentSyncRequestFromJson, {"observed", "inventory.limits"});
 }
 
+// Host key (docs/agent-protocol.md "Host key"): written only when known (an older server refuses
+// members it does not know), read back, a string of at most 512 characters.
+TEST(AgentSyncRequestTest, SshHostKeyIsOptionalAndBounded) {
+  EXPECT_FALSE(ToJson(SampleRequest())["containers"][0].contains("ssh_host_key"));
+  AgentSyncRequest r = SampleRequest();
+  r.containers[0].ssh_host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMq";
+  json j = ToJson(r);
+  EXPECT_EQ(j["containers"][0]["ssh_host_key"], "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMq");
+  EXPECT_EQ(AgentSyncRequestFromJson(j).value(), r);
+  j["containers"][0]["ssh_host_key"] = 5;
+  EXPECT_EQ(AgentSyncRequestFromJson(j).error().api_code, "invalid_field");
+  j["containers"][0]["ssh_host_key"] = std::string(513, 'A');
+  auto long_key = AgentSyncRequestFromJson(j);
+  ASSERT_FALSE(long_key);
+  EXPECT_EQ(long_key.error().details.value("field", ""), "containers[0].ssh_host_key");
+}
+
 DriftReport SampleDrift() {
   return {.instance_id = "ins_a",
           .node_index = 0,

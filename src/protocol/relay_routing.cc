@@ -40,6 +40,7 @@ RelayTarget TargetFor(const RelayCandidate& in, std::string login) {
   t.hostname = in.hostname;
   t.upstream_host = in.upstream_host;
   t.upstream_port = in.upstream_port;
+  t.upstream_host_key_fingerprint = in.upstream_host_key_fingerprint;
   t.login = std::move(login);
   t.person_id = in.person_id;
   return t;

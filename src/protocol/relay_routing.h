@@ -52,6 +52,8 @@ struct RelayCandidate {
   std::string person_id;
   std::string upstream_host = "127.0.0.1";
   uint16_t upstream_port = 22;
+  /// The sshd host key the relay must find there ("SHA256:…"); "" when none is pinned.
+  std::string upstream_host_key_fingerprint;
 };
 
 /// The routing rule: a hostname must be among `reachable` (the live instances the request's key

@@ -43,6 +43,10 @@ struct RelayRefusalRecord {
   std::string key_fingerprint;
   std::string person_id;    ///< empty unless the authorizer had let it through
   std::string instance_id;  ///< empty unless the authorizer had let it through
+  /// upstream_host_key_mismatch only: the host key the instance's sshd was pinned with, and the
+  /// one it presented ("SHA256:…").
+  std::string expected_host_key;
+  std::string presented_host_key;
   std::string source_address;
   std::chrono::system_clock::time_point at;
 };

@@ -155,10 +155,11 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
     }
   }
   for (size_t i = 0; i < containers->size(); ++i) {
-    GPUWERK_TRY(OnlyMembers((*containers)[i],
-                            {"instance_id", "node_index", "container_id", "state", "exit_code",
-                             "started_at", "ssh_port", "ssh_ready", "restart_generation", "error"},
-                            "containers[" + std::to_string(i) + "]."));
+    GPUWERK_TRY(OnlyMembers(
+        (*containers)[i],
+        {"instance_id", "node_index", "container_id", "state", "exit_code", "started_at",
+         "ssh_port", "ssh_ready", "restart_generation", "error", "ssh_host_key"},
+        "containers[" + std::to_string(i) + "]."));
     if (auto p = (*containers)[i].find("ssh_port");
         p != (*containers)[i].end() && !p->is_null() &&
         (!p->is_number_integer() || p->get<int64_t>() < 0 || p->get<int64_t>() > 65535)) {
@@ -192,7 +193,8 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
          .ssh_port = Int(c, "ssh_port"),
          .ssh_ready = ready != c.end() && ready->is_boolean() && ready->get<bool>(),
          .restart_generation = Int(c, "restart_generation"),
-         .error = Clip(Str(c, "error"))});
+         .error = Clip(Str(c, "error")),
+         .ssh_host_key = Clip(Str(c, "ssh_host_key"), 512)});
   }
   for (const auto& f : *failures) {
     if (!f.is_object()) continue;
@@ -254,6 +256,9 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
                              internal::RecordObservations(ctx, report.containers, here));
     GPUWERK_TRY(internal::FinishDeletions(ctx, reported, here));
     GPUWERK_ASSIGN_OR_RETURN(mailed, internal::RecordDrift(ctx, report.drift, here));
+    GPUWERK_ASSIGN_OR_RETURN(const bool key_mailed,
+                             internal::PinHostKeys(ctx, report.containers, here));
+    mailed = mailed || key_mailed;
     GPUWERK_TRY(internal::StoreStatuses(ctx, here));
     GPUWERK_ASSIGN_OR_RETURN(int64_t holding, internal::PlacementTable::CountOnHost(tx, host.id));
     host_free = holding == 0;

@@ -27,6 +27,9 @@ struct ContainerReport {
   bool ssh_ready = false;
   int64_t restart_generation = 0;  ///< the generation applied to the container
   std::string error;               ///< at most 1000 bytes
+  /// Its sshd's host key as the agent read it ("ssh-ed25519 BASE64"); "" when not reported. At
+  /// most 512 bytes; checked (keys::ParsePublicKey) before it is pinned.
+  std::string ssh_host_key;
 };
 
 /// A container create that failed on the host, as its agent reports it (unbounded: the sync

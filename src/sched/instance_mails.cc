@@ -30,4 +30,29 @@ mail::Mail InstanceDriftMail(std::string_view to, std::string_view name, std::st
   return m;
 }
 
+mail::Mail InstanceHostKeyMail(std::string_view to, std::string_view name, int64_t node,
+                               std::string_view old_fingerprint, std::string_view new_fingerprint) {
+  mail::Mail m;
+  m.to = std::string(to);
+  m.subject = fmt::format("gpuwerk: your instance {} has a new container and SSH host key", name);
+  m.text_body = fmt::format(
+      "The container of your instance {} (node {}) was made again on its host, from the image: "
+      "files written outside your volumes are gone, and its sshd has a new host key.\n\n"
+      "    before: {}\n    now:    {}\n\n"
+      "The relay now requires the new key of this container. Your own SSH client keeps seeing "
+      "the relay's key, which does not change. If you did not expect this, tell the operator; "
+      "the audit log has it. Its status:\n\n    gpuwerk instances show {}\n\n-- gpuwerk\n",
+      name, node, old_fingerprint, new_fingerprint, name);
+  m.html_body = fmt::format(
+      "<p>The container of your instance <b>{}</b> (node {}) was made again on its host, from the "
+      "image: files written outside your volumes are gone, and its sshd has a new host key.</p>"
+      "<pre>before: {}\nnow:    {}</pre><p>The relay now requires the new key of this container. "
+      "Your own SSH client keeps seeing the relay's key, which does not change. If you did not "
+      "expect this, tell the operator; the audit log has it. Its status:</p>"
+      "<pre>gpuwerk instances show {}</pre><p>-- gpuwerk</p>",
+      core::HtmlEscape(name), node, core::HtmlEscape(old_fingerprint),
+      core::HtmlEscape(new_fingerprint), core::HtmlEscape(name));
+  return m;
+}
+
 }  // namespace gpuwerk::sched

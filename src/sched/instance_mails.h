@@ -13,4 +13,10 @@ namespace gpuwerk::sched {
 mail::Mail InstanceDriftMail(std::string_view to, std::string_view name, std::string_view reason,
                              int64_t quiet_minutes);
 
+/// The mail to an instance's owner when the sshd host key the relay requires of it changed
+/// because its container was made again (docs/ssh.md "Host key pinning"): `node` is the node
+/// index, the fingerprints are "SHA256:…".
+mail::Mail InstanceHostKeyMail(std::string_view to, std::string_view name, int64_t node,
+                               std::string_view old_fingerprint, std::string_view new_fingerprint);
+
 }  // namespace gpuwerk::sched

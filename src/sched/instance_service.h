@@ -44,6 +44,10 @@ struct Instance {
   /// Node 0's sshd port as its agent reported it, only when inside the host's registered range;
   /// 0 until known, and while outside that range or none is registered.
   int64_t ssh_port = 0;
+  /// The SHA256 fingerprint of node 0's sshd host key as pinned at its agent's first report (""
+  /// while none is): the relay refuses an sshd that presents another (docs/ssh.md "Host key
+  /// pinning").
+  std::string ssh_host_key_fingerprint;
   std::string billing_session_id;
   int64_t billing_started_at = 0;  ///< Unix seconds
   int64_t created_at = 0;          ///< Unix seconds

@@ -412,6 +412,14 @@ ALTER TABLE hosts ADD COLUMN ssh_address TEXT NOT NULL DEFAULT '';
 ALTER TABLE hosts ADD COLUMN ssh_port_low BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE hosts ADD COLUMN ssh_port_high BIGINT NOT NULL DEFAULT 0;
 )sql",
+      // 15: each placed node's sshd host key as pinned at its agent's first report of it (R-9,
+      // R-22, issue 12 finding 1): the SHA256 fingerprint the relay requires of that node's sshd,
+      // and the container it was read from (a new container is pinned again, and its owner told);
+      // '' until reported (docs/ssh.md "Host key pinning").
+      R"sql(
+ALTER TABLE placements ADD COLUMN host_key_fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE placements ADD COLUMN host_key_container_id TEXT NOT NULL DEFAULT '';
+)sql",
   };
   return kMigrations;
 }

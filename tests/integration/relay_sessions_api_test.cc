@@ -118,6 +118,14 @@ class RelaySessionsApiTest : public ServerTest {
             {"ssh_port", ssh_port}, {"ssh_ready", true}, {"restart_generation", 0},
             {"error", ""}};
   }
+  /// Container() of container `container_id` whose agent read its sshd's host key `key_line`.
+  static json ContainerWithKey(const std::string& id, uint16_t ssh_port,
+                               const std::string& container_id, const std::string& key_line) {
+    json c = Container(id, ssh_port);
+    c["container_id"] = container_id;
+    if (!key_line.empty()) c["ssh_host_key"] = key_line;
+    return c;
+  }
   /// Alice's instance `name`, running with its sshd on `ssh_port`.
   json RunningInstance(const std::string& name, uint16_t ssh_port = 40001) {
     auto created =
@@ -853,6 +861,94 @@ TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited
   auto landed = SshThrough((*relay)->port(), alice_key_, hostname, "echo $GPUWERK_TEST_SSHD");
   EXPECT_EQ(landed.exit_code, 0) << landed.err;
   EXPECT_EQ(landed.out, "alpha\n");
+  (*relay)->Stop();
+}
+
+/// Host key pinning (R-9, R-22; docs/ssh.md "Host key pinning"): the first host key the agent
+/// reports for a container is pinned, and the relay requires it of the sshd it reaches. A host key
+/// changed behind the agent's back is refused with a banner and the audit event
+/// `relay.host_key_mismatch`, and the agent's word for another key of the same container changes
+/// nothing; a container made again is pinned again deliberately, and its owner is mailed.
+TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinnedAgain) {
+  const auto relay_key =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+  ASSERT_TRUE(relay_key) << relay_key.error().message;
+  Sshd sshd(dir_.path() / "instance", relay_key->public_line, {.name = "alpha"});
+  const std::string first_key = sshd.HostKeyLine();
+  auto created = alice_->PostJson(
+      "/api/v1/instances",
+      {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"], hostname = created.Json()["hostname"];
+  ASSERT_EQ(
+      Sync(host_token_, json::array({ContainerWithKey(id, sshd.port(), "c0", first_key)})).status,
+      200);
+  EXPECT_EQ(AuditCount("instance.host_key_pinned"), 1);
+  // Reported again each round: pinned once.
+  ASSERT_EQ(
+      Sync(host_token_, json::array({ContainerWithKey(id, sshd.port(), "c0", first_key)})).status,
+      200);
+  EXPECT_EQ(AuditCount("instance.host_key_pinned"), 1);
+
+  app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
+  app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
+                                       app_->rng());
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_.path() / "relay" / "host_key";
+  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  auto relay = relay::Relay::Start(options, authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  const uint16_t port = (*relay)->port();
+  const std::string who = "echo \"in $GPUWERK_TEST_SSHD\"";
+  auto pinned = SshThrough(port, alice_key_, hostname, who);
+  ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
+  EXPECT_EQ(pinned.out, "in alpha\n");
+
+  // The host key changes behind the agent's back: refused, said, recorded.
+  sshd.ReplaceHostKey();
+  const std::string second_key = sshd.HostKeyLine();
+  ASSERT_NE(second_key, first_key);
+  auto changed = SshThrough(port, alice_key_, hostname, who);
+  EXPECT_EQ(changed.exit_code, 255);
+  EXPECT_EQ(changed.out, "");
+  EXPECT_NE(changed.err.find("instance alpha (" + hostname +
+                             ") answered with an unexpected host key; the relay did not log in"),
+            std::string::npos)
+      << changed.err;
+  EXPECT_EQ(AuditCount("relay.host_key_mismatch"), 1);
+  // The agent's word for another key of the same container is not taken.
+  ASSERT_EQ(
+      Sync(host_token_, json::array({ContainerWithKey(id, sshd.port(), "c0", second_key)})).status,
+      200);
+  auto still = SshThrough(port, alice_key_, hostname, who);
+  EXPECT_EQ(still.exit_code, 255);
+  EXPECT_EQ(still.out, "");
+  EXPECT_EQ(AuditCount("relay.host_key_mismatch"), 2);
+  EXPECT_EQ(AuditCount("instance.host_key_repinned"), 0);
+
+  // A container made again, its key not read yet: not reachable until it is.
+  ASSERT_EQ(Sync(host_token_, json::array({ContainerWithKey(id, sshd.port(), "c1", "")})).status,
+            200);
+  auto unread = SshThrough(port, alice_key_, hostname, who);
+  EXPECT_EQ(unread.exit_code, 255);
+  EXPECT_NE(unread.err.find("is not reachable yet"), std::string::npos) << unread.err;
+  EXPECT_EQ(AuditCount("relay.host_key_mismatch"), 2);
+  // Its key read: pinned again on purpose, the owner told, and the login lands.
+  ASSERT_EQ(
+      Sync(host_token_, json::array({ContainerWithKey(id, sshd.port(), "c1", second_key)})).status,
+      200);
+  EXPECT_EQ(AuditCount("instance.host_key_repinned"), 1);
+  const auto mails = Mails("alice@example.test", 2);  // the address proof, this one
+  bool told = false;
+  for (const auto& m : mails) {
+    if (m.subject.find("has a new container and SSH host key") != std::string::npos) told = true;
+  }
+  EXPECT_TRUE(told);
+  auto again = SshThrough(port, alice_key_, hostname, who);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "in alpha\n");
   (*relay)->Stop();
 }
 

@@ -109,8 +109,33 @@ class Sshd {
     }
   }
   uint16_t port() const { return port_; }
-  /// Its ed25519 host key (the private key file; the public one is beside it, `.pub`).
-  std::string host_key_path() const { return (dir_ / "host_key").string(); }
+  /// Its ed25519 host key as an agent reports it: "ssh-ed25519 BASE64" (no comment).
+  std::string HostKeyLine() const {
+    std::ifstream in(dir_ / "host_key.pub");
+    std::string type, blob;
+    in >> type >> blob;
+    return type + " " + blob;
+  }
+  /// Gives it a new host key behind everyone's back: a new key file, then SIGHUP (sshd executes
+  /// itself again and reads its host keys); returns once it listens again.
+  void ReplaceHostKey() {
+    std::filesystem::remove(dir_ / "host_key");
+    std::filesystem::remove(dir_ / "host_key.pub");
+    std::system(("ssh-keygen -q -N '' -t ed25519 -f '" + (dir_ / "host_key").string() +
+                 "' </dev/null >/dev/null 2>&1")
+                    .c_str());
+    ::kill(pid_, SIGHUP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 200; ++i) {
+      int fd = Connect(port_, address_.c_str());
+      if (fd >= 0) {
+        ::close(fd);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "sshd did not listen again after SIGHUP: " << ReadFile(dir_ / "sshd.log");
+  }
 
  private:
   std::filesystem::path dir_;

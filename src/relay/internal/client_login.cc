@@ -184,7 +184,8 @@ class ClientAuthentication {
   /// `detail` for the operator), tells the person `message` as a banner, and fails the attempt.
   void Refuse(ssh_message msg, const std::string& code, const std::string& message,
               const std::string& user, const std::string& fingerprint, const RelayTarget* target,
-              const std::string& detail = "", bool count = true) {
+              const std::string& detail = "", bool count = true,
+              const std::string& presented_host_key = "") {
     RelayRefusalRecord r;
     r.code = code;
     r.message = message;
@@ -195,6 +196,10 @@ class ClientAuthentication {
     if (target != nullptr) {
       r.person_id = target->person_id;
       r.instance_id = target->instance_id;
+      if (code == "upstream_host_key_mismatch") {
+        r.expected_host_key = target->upstream_host_key_fingerprint;
+        r.presented_host_key = presented_host_key;
+      }
     }
     ctx_.log->OnRefused(r);
     spdlog::info("relay: refused user \"{}\" from {} key {}: {}{}{}", r.user,
@@ -244,11 +249,13 @@ class ClientAuthentication {
              user, req.key_fingerprint, &t, "max_sessions_per_person " + most, /*count=*/false);
       return;
     }
-    auto upstream = LogInUpstream(t, *ctx_.relay_key_private, ctx_.options->upstream_timeout);
+    std::string presented;
+    auto upstream =
+        LogInUpstream(t, *ctx_.relay_key_private, ctx_.options->upstream_timeout, &presented);
     if (!upstream) {
       ctx_.limiter->Unauthenticate(control_.source_address, t.person_id);
       Refuse(msg, RefusalCode(upstream.error()), RefusalMessage(upstream.error(), t), user,
-             req.key_fingerprint, &t);
+             req.key_fingerprint, &t, "", /*count=*/true, presented);
       return;
     }
     ssh_message_auth_reply_success(msg, 0);

@@ -50,7 +50,8 @@ std::string RefusalMessage(UpstreamLoginFailure failure, const RelayTarget& t) {
 }
 
 std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
-    const RelayTarget& t, const std::string& relay_key_private, std::chrono::milliseconds timeout) {
+    const RelayTarget& t, const std::string& relay_key_private, std::chrono::milliseconds timeout,
+    std::string* presented_host_key) {
   SshSessionPtr upstream(ssh_new());
   if (upstream == nullptr) return std::unexpected(UpstreamLoginFailure::kUnreachable);
   ssh_session s = upstream.get();
@@ -81,8 +82,12 @@ std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
       fp = Sha256Fingerprint(server_key.get());
     }
     if (fp != t.upstream_host_key_fingerprint) {
-      spdlog::error("relay: instance {} sshd presented host key {} (expected {})", t.instance_id,
-                    fp, t.upstream_host_key_fingerprint);
+      spdlog::error(
+          "relay: instance {} sshd at {}:{} presented host key {} (pinned: {}); not "
+          "logging in",
+          t.instance_id, core::BoundedPrintable(t.upstream_host), t.upstream_port,
+          fp.empty() ? "none" : fp, t.upstream_host_key_fingerprint);
+      if (presented_host_key != nullptr) *presented_host_key = fp;
       return std::unexpected(UpstreamLoginFailure::kHostKeyMismatch);
     }
   }

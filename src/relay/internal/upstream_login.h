@@ -30,9 +30,10 @@ std::string RefusalMessage(UpstreamLoginFailure failure, const RelayTarget& targ
 /// Connects to `target`'s sshd (blocking, each step bounded by `timeout`), checks its host key
 /// when the target carries one, and logs in as `target.login` with the relay key
 /// (`relay_key_private`: unencrypted OpenSSH private key text). Returns the logged-in session,
-/// still in blocking mode; logs the cause of a failure.
+/// still in blocking mode; logs the cause of a failure. On kHostKeyMismatch `presented_host_key`
+/// (when given) gets the fingerprint the sshd presented ("" when it presented none).
 std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
     const RelayTarget& target, const std::string& relay_key_private,
-    std::chrono::milliseconds timeout);
+    std::chrono::milliseconds timeout, std::string* presented_host_key = nullptr);
 
 }  // namespace gpuwerk::relay::internal

@@ -111,6 +111,12 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
       const bool in_range =
           n.ssh_port >= n.host_ssh_port_low && n.ssh_port <= n.host_ssh_port_high && n.ssh_port > 0;
       in.ssh_port = n.observed && in_range ? n.ssh_port : 0;
+      in.ssh_host_key_fingerprint = n.host_key_fingerprint;
+      // A container made again whose host key is not reported yet: nothing to check its sshd
+      // against, so it is not reachable until then (docs/ssh.md "Host key pinning").
+      if (!n.host_key_fingerprint.empty() && n.container_id != n.host_key_container_id) {
+        in.ssh_port = 0;
+      }
     }
   }
   if (!in.deleted_at) {

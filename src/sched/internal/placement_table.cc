@@ -9,6 +9,28 @@ core::Result<void> PlacementTable::Insert(store::Transaction& tx, const std::str
   return {};
 }
 
+core::Result<HostKeyPin> PlacementTable::HostKeyPinOf(store::Transaction& tx,
+                                                      const std::string& instance_id,
+                                                      int64_t node_index) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT host_key_fingerprint, host_key_container_id FROM placements "
+                            "WHERE instance_id = ? AND node_index = ?",
+                            {instance_id, node_index}));
+  if (!row) return HostKeyPin{};
+  return HostKeyPin{.fingerprint = row->Text("host_key_fingerprint"),
+                    .container_id = row->Text("host_key_container_id")};
+}
+
+core::Result<void> PlacementTable::PinHostKey(store::Transaction& tx,
+                                              const std::string& instance_id, int64_t node_index,
+                                              const HostKeyPin& pin) {
+  GPUWERK_TRY(
+      tx.Exec("UPDATE placements SET host_key_fingerprint = ?, host_key_container_id = ? WHERE "
+              "instance_id = ? AND node_index = ?",
+              {pin.fingerprint, pin.container_id, instance_id, node_index}));
+  return {};
+}
+
 core::Result<void> PlacementTable::DeleteOf(store::Transaction& tx,
                                             const std::string& instance_id) {
   GPUWERK_TRY(tx.Exec("DELETE FROM placements WHERE instance_id = ?", {instance_id}));
@@ -68,7 +90,8 @@ core::Result<std::vector<NodeRow>> PlacementTable::NodesOf(store::Transaction& t
                                                            const std::string& instance_id) {
   GPUWERK_ASSIGN_OR_RETURN(
       auto rows,
-      tx.Query("SELECT p.node_index, h.name AS host_name, h.last_seen_at, h.engine_error, "
+      tx.Query("SELECT p.node_index, p.host_key_fingerprint, p.host_key_container_id, "
+               "h.name AS host_name, h.last_seen_at, h.engine_error, "
                "h.gpu_required, h.inventory, h.ssh_address, h.ssh_port_low, h.ssh_port_high, "
                "o.state, o.ssh_ready, o.restart_generation, o.error, "
                "o.ssh_port, o.container_id FROM placements p JOIN hosts h ON h.id = p.host_id "
@@ -91,7 +114,10 @@ core::Result<std::vector<NodeRow>> PlacementTable::NodesOf(store::Transaction& t
                           .ssh_ready = r.Int("ssh_ready") != 0,
                           .restart_generation = r.Int("restart_generation"),
                           .error = r.Text("error"),
-                          .ssh_port = r.Int("ssh_port")});
+                          .ssh_port = r.Int("ssh_port"),
+                          .host_key_fingerprint = r.Text("host_key_fingerprint"),
+                          .host_key_container_id = r.Text("host_key_container_id"),
+                          .container_id = r.Text("container_id")});
   }
   return out;
 }

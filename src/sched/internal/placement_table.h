@@ -38,6 +38,18 @@ struct NodeRow {
   int64_t restart_generation = 0;
   std::string error;
   int64_t ssh_port = 0;
+  /// The SHA256 fingerprint of its sshd's host key as pinned (PlacementTable::PinHostKey); ""
+  /// while none is.
+  std::string host_key_fingerprint;
+  std::string host_key_container_id;  ///< the container it was read from
+  std::string container_id;           ///< the observed container; "" when none
+};
+
+/// A placed node's pinned sshd host key: its fingerprint and the container it was read from; both
+/// "" while none is pinned.
+struct HostKeyPin {
+  std::string fingerprint;
+  std::string container_id;
 };
 
 /// What a host's agent must run for one placed node of a live instance with desired `running`.
@@ -59,6 +71,12 @@ class PlacementTable {
 
   static core::Result<void> Insert(store::Transaction& tx, const std::string& instance_id,
                                    const std::string& host_id, int64_t node_index);
+  /// The host key pinned for node `node_index` of `instance_id` (empty when none, or not placed).
+  static core::Result<HostKeyPin> HostKeyPinOf(store::Transaction& tx,
+                                               const std::string& instance_id, int64_t node_index);
+  /// Pins `pin` for node `node_index` of `instance_id` (in place of what was pinned).
+  static core::Result<void> PinHostKey(store::Transaction& tx, const std::string& instance_id,
+                                       int64_t node_index, const HostKeyPin& pin);
   /// Frees every host of the instance.
   static core::Result<void> DeleteOf(store::Transaction& tx, const std::string& instance_id);
   /// Frees the host of one node.

@@ -8,6 +8,7 @@
 #include "auth/person_table.h"
 #include "billing/billing_session_table.h"
 #include "core/strings.h"
+#include "keys/public_key.h"
 #include "sched/instance_mails.h"
 #include "sched/instance_table.h"
 #include "sched/internal/instance_rows.h"
@@ -387,6 +388,68 @@ core::Result<void> StoreStatuses(SyncContext& ctx, const NodesHere& here) {
     GPUWERK_TRY(InstanceTable::SetStatus(ctx.tx, id, in->status, in->status_reason));
   }
   return {};
+}
+
+core::Result<bool> PinHostKeys(SyncContext& ctx, const std::vector<ContainerReport>& containers,
+                               const NodesHere& here) {
+  bool mailed = false;
+  std::set<NodeKey> seen;
+  for (const auto& c : containers) {
+    const NodeKey key{c.instance_id, c.node_index};
+    if (!here.nodes.contains(key) || !seen.insert(key).second || c.ssh_host_key.empty()) continue;
+    auto parsed = keys::ParsePublicKey(c.ssh_host_key);
+    if (!parsed || parsed->type != "ssh-ed25519") continue;  // only what the agent reads
+    const std::string fingerprint = parsed->Fingerprint();
+    GPUWERK_ASSIGN_OR_RETURN(HostKeyPin pin,
+                             PlacementTable::HostKeyPinOf(ctx.tx, c.instance_id, c.node_index));
+    if (pin.fingerprint == fingerprint && pin.container_id == c.container_id) continue;
+    if (!pin.fingerprint.empty() && pin.container_id == c.container_id) {
+      // The same container with another key: never taken from the agent's word. The relay keeps
+      // requiring the pinned key, and refuses (and records) an sshd that presents another.
+      continue;
+    }
+    GPUWERK_TRY(
+        PlacementTable::PinHostKey(ctx.tx, c.instance_id, c.node_index,
+                                   {.fingerprint = fingerprint, .container_id = c.container_id}));
+    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(ctx.tx, c.instance_id));
+    if (!row) continue;
+    nlohmann::json detail = {
+        {"name", row->name},    {"owner", row->person_id},        {"host", ctx.host.name},
+        {"node", c.node_index}, {"container_id", c.container_id}, {"fingerprint", fingerprint}};
+    std::string action = "instance.host_key_pinned";
+    if (!pin.fingerprint.empty()) {
+      action = "instance.host_key_repinned";
+      detail["old_fingerprint"] = pin.fingerprint;
+      detail["old_container_id"] = pin.container_id;
+      bool mail = false;
+      const bool mail_due =
+          ctx.outbox != nullptr &&
+          (!row->drift_mailed_at || ctx.now - *row->drift_mailed_at >= kDriftMailIntervalSeconds);
+      if (mail_due && pin.fingerprint != fingerprint) {
+        GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(ctx.tx, row->person_id));
+        if (email) {
+          GPUWERK_TRY(ctx.outbox->Enqueue(
+              ctx.tx,
+              InstanceHostKeyMail(*email, row->name, c.node_index, pin.fingerprint, fingerprint)));
+          GPUWERK_TRY(InstanceTable::MarkDriftMailed(ctx.tx, row->id, ctx.now));
+          mail = true;
+          mailed = true;
+        }
+      }
+      detail["mailed"] = mail;
+      spdlog::info(
+          "sched: instance {} node {} on host {} has a new container; its sshd host key "
+          "is pinned again: {} (was {})",
+          row->id, c.node_index, ctx.host.name, fingerprint, pin.fingerprint);
+    }
+    GPUWERK_TRY(audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
+                                   {.actor_id = "",
+                                    .action = action,
+                                    .target = row->id,
+                                    .source_address = "system",
+                                    .detail = std::move(detail)}));
+  }
+  return mailed;
 }
 
 core::Result<nlohmann::json> DesiredAnswer(SyncContext& ctx) {

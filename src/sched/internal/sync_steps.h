@@ -126,6 +126,16 @@ std::string DriftReason(const DriftItem& item, int64_t nodes);
 /// Step 4, statuses: stores the derived status of every live instance still on the host.
 core::Result<void> StoreStatuses(SyncContext& ctx, const NodesHere& here);
 
+/// Step, host keys (docs/ssh.md "Host key pinning"): for each reported container of a node placed
+/// here (the first report of a node) with an `ssh_host_key` that is an ssh-ed25519 public key: the
+/// node's first key is pinned (audit `instance.host_key_pinned`); a key reported for another
+/// container than the pinned one (the container was made again) is pinned in its place, audited
+/// `instance.host_key_repinned` with both fingerprints, and the owner is mailed (at most once an
+/// hour per instance, shared with the drift mail); another key for the pinned container is not
+/// taken (the relay keeps requiring the pinned one). Returns whether a mail was stored.
+core::Result<bool> PinHostKeys(SyncContext& ctx, const std::vector<ContainerReport>& containers,
+                               const NodesHere& here);
+
 /// The answer: host id, sync interval and the host's desired list.
 core::Result<nlohmann::json> DesiredAnswer(SyncContext& ctx);
 
