@@ -389,7 +389,7 @@ void Agent::ReadHostKey(const ContainerInfo& c) {
   ContainerRecord& record = records_[c.id];
   if (!record.host_key.empty() || record.host_key_tries >= kHostKeyTries) return;
   auto key = ReadSshHostKey(engine_, c.id, options_.engine_timeout);
-  if (key) {
+  if (key && *key == record.presented_host_key) {
     record.host_key = std::move(*key);
     return;
   }
@@ -397,7 +397,10 @@ void Agent::ReadHostKey(const ContainerInfo& c) {
     // The relay then logs in without checking this container's host key (docs/ssh.md "Host key
     // pinning").
     spdlog::warn("agent: cannot read the sshd host key of {} ({}): {}; it is not reported", c.name,
-                 kSshHostKeyPath, Describe(key.error()));
+                 kSshHostKeyPath,
+                 key ? "the engine's copy of the file is not the key its sshd presents (" +
+                           core::BoundedPrintable(record.presented_host_key) + ")"
+                     : Describe(key.error()));
   }
 }
 
@@ -423,13 +426,16 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
   if (desired == nullptr || desired->authorized_keys.empty() || c.ssh_port == 0) {
     return SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
   }
-  const LoginProbe probe = ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root",
-                                      desired->authorized_keys.front(), options_.ssh_probe_timeout);
+  std::string presented;
+  const LoginProbe probe =
+      ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root", desired->authorized_keys.front(),
+                 options_.ssh_probe_timeout, &presented);
   switch (probe) {
     case LoginProbe::kAccepted:
       spdlog::info("agent: login to {} (instance {}) proven with the person's key", c.name,
                    instance);
       records_[c.id].proven_start = c.started_at;
+      records_[c.id].presented_host_key = presented;
       CheckRelayKey(c, /*force=*/true);
       ReadHostKey(c);
       return true;

@@ -159,8 +159,10 @@ class Agent {
   /// changes nothing. Checked at most every `relay_check_interval`.
   void CheckRelayKey(const ContainerInfo& c, bool force);
   /// Reads the container's sshd ed25519 host key through the engine (ReadSshHostKey: an archive
-  /// download, nothing runs in the container) into its record, once; a failed read is tried
-  /// again while the container is proven, at most kHostKeyTries times in all, then logged.
+  /// download, nothing runs in the container) into its record, once, when it is the key its sshd
+  /// presented to the login probe (an engine that reads another filesystem, as some CI roots'
+  /// podman does for archives, must not pin a wrong key); a failed read or a key that differs is
+  /// tried again while the container is proven, at most kHostKeyTries times in all, then logged.
   void ReadHostKey(const ContainerInfo& c);
   static constexpr int kHostKeyTries = 3;
   /// Whether the container's authorized_keys was last written with its desired entry's current
@@ -249,6 +251,9 @@ class Agent {
     /// life (the image makes them at its first start), so one read per container is enough.
     std::string host_key;
     int host_key_tries = 0;  ///< failed reads; the agent gives up after kHostKeyTries
+    /// The host key its sshd presented to the login probe that proved this start ("TYPE BASE64");
+    /// the key read from the container must be this one to be reported.
+    std::string presented_host_key;
   };
 
   /// Drift (docs/agent-protocol.md "Drift"): what the last observation saw, the containers the

@@ -622,6 +622,31 @@ TEST(AgentTest, AProvenContainersSshdHostKeyIsReadByArchiveAndReported) {
   EXPECT_EQ(body["containers"][0]["ssh_host_key"], sshd.HostKeyLine());
 }
 
+// An engine that reads another filesystem for archives (some CI roots' podman does, see
+// docs/agent-protocol.md "The guard") must not pin a wrong key: the key read must be the one the
+// sshd presented to the login probe, else nothing is reported (and the relay does not check).
+TEST(AgentTest, AHostKeyThatIsNotTheOneSshdPresentsIsNotReported) {
+  ::gpuwerk::testing::TempDir dir;
+  const auto person = ::gpuwerk::testing::GenerateKey(dir.path(), "alice");
+  const auto other = ::gpuwerk::testing::GenerateKey(dir.path(), "elsewhere");
+  ::gpuwerk::testing::Sshd sshd(dir.path() / "sshd", person.public_line);
+  nlohmann::json desired = Desired();
+  desired["desired"][0]["authorized_keys"] = nlohmann::json::array({person.public_line});
+  FakeApiServer server([&](const FakeRequest&) { return FakeResponse::Json(200, desired); });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.Add(OwnedRunning("c1", sshd.port()));
+  engine.SetArchive("c1", std::string(kSshHostKeyPath),
+                    testing::OneEntryTar("ssh_host_ed25519_key.pub", AE_IFREG, other.public_line));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(3000);
+  Agent agent(options, engine, client, Inventory{});
+  for (int round = 0; round < 5; ++round) ASSERT_TRUE(agent.RunOnce());
+  const nlohmann::json body = server.requests().back().Json();
+  EXPECT_EQ(body["containers"][0]["ssh_ready"], true) << server.requests().back().body;
+  EXPECT_FALSE(body["containers"][0].contains("ssh_host_key")) << server.requests().back().body;
+}
+
 // C15 (seen as a flake under load): a create timed out on the agent's side, the engine carried it
 // out after the next round's listing, and that round's create got "container_exists". The
 // container is this instance's own (its labels say so): the agent takes it over the round after,

@@ -18,8 +18,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/authorized_keys.h"
+#include "agent/host_key.h"
 #include "agent/instance_limits.h"
 #include "agent/network_isolation.h"
 #include "core/strings.h"
@@ -416,6 +418,36 @@ TEST_F(DockerEngineTest, EngineGoneIsUnavailableQuickly) {
 // `GET /exec/{id}/json`) on the real engine: output, exit codes, a program that does not exist,
 // root's authorized_keys rewritten in place (the agent's way for running containers), and a
 // stopped container refused with a clear error (and written by archive instead).
+// docs/agent-protocol.md "Host key": the container's sshd host key read through the archive
+// download (nothing runs inside) is the key its sshd presents (ssh-keyscan), and another
+// container of the same image has its own.
+TEST_F(DockerEngineTest, SshdHostKeyReadByArchiveIsTheKeyItsSshdPresents) {
+  const std::string public_key = NewKey();
+  std::vector<std::string> read;
+  for (const char* suffix : {"hk1", "hk2"}) {
+    const ContainerSpec spec = Spec(suffix);
+    auto id = engine_->CreateContainer(spec, kCallTimeout);
+    ASSERT_TRUE(id) << id.error().message;
+    // No key yet: the image has none; the container makes them at its first start.
+    EXPECT_EQ(ReadSshHostKey(*engine_, *id, kCallTimeout).error().api_code, "container_not_found");
+    ASSERT_TRUE(engine_->PutArchive(*id, kAuthorizedKeysArchiveRoot,
+                                    AuthorizedKeysTar({public_key}), kCallTimeout));
+    ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
+    auto info = engine_->InspectContainer(*id, kCallTimeout);
+    ASSERT_TRUE(info) << info.error().message;
+    std::string last;
+    ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
+    auto key = ReadSshHostKey(*engine_, *id, kCallTimeout);
+    ASSERT_TRUE(key) << key.error().message;
+    Output scan = Shell("ssh-keyscan -t ed25519 -p " + std::to_string(info->ssh_port) +
+                        " 127.0.0.1 2>/dev/null | awk '{print $2\" \"$3}'");
+    ASSERT_EQ(scan.rc, 0) << scan.text;
+    EXPECT_EQ(core::TrimEnd(scan.text, core::kWhitespace), *key);
+    read.push_back(*key);
+  }
+  EXPECT_NE(read[0], read[1]);
+}
+
 TEST_F(DockerEngineTest, ExecRunsCommandsAndRewritesAuthorizedKeysInARunningContainer) {
   const ContainerSpec spec = Spec("exec");
   auto id = engine_->CreateContainer(spec, kCallTimeout);

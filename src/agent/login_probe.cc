@@ -37,7 +37,8 @@ const char* LoginProbeName(LoginProbe p) {
 }
 
 LoginProbe ProbeLogin(const std::string& host, uint16_t port, const std::string& user,
-                      const std::string& authorized_key_line, std::chrono::milliseconds timeout) {
+                      const std::string& authorized_key_line, std::chrono::milliseconds timeout,
+                      std::string* server_host_key) {
   std::istringstream words(authorized_key_line);
   std::string type, base64;
   words >> type >> base64;
@@ -67,6 +68,18 @@ LoginProbe ProbeLogin(const std::string& host, uint16_t port, const std::string&
   ssh_options_set(s, SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
   ssh_options_set(s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
   if (ssh_connect(s) != SSH_OK) return LoginProbe::kNoAnswer;
+  if (server_host_key != nullptr) {
+    ssh_key raw_server = nullptr;
+    if (ssh_get_server_publickey(s, &raw_server) == SSH_OK) {
+      Key server(raw_server);
+      char* b64 = nullptr;
+      if (ssh_pki_export_pubkey_base64(server.get(), &b64) == SSH_OK && b64 != nullptr) {
+        const char* name = ssh_key_type_to_char(ssh_key_type(server.get()));
+        *server_host_key = std::string(name != nullptr ? name : "") + " " + b64;
+        ssh_string_free_char(b64);
+      }
+    }
+  }
   const int rc = ssh_userauth_try_publickey(s, nullptr, key.get());
   if (rc == SSH_AUTH_SUCCESS) return LoginProbe::kAccepted;
   if (rc == SSH_AUTH_ERROR || rc == SSH_AUTH_AGAIN) return LoginProbe::kNoAnswer;

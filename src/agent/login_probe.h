@@ -23,9 +23,12 @@ enum class LoginProbe {
 /// before it reports an instance ready (case C05). The host key is not verified: the probe talks
 /// to a container on this host's internal address and sends nothing secret. Uses libssh 0.10;
 /// waits at most `timeout` in all (rounded up to whole seconds for libssh's connect).
-/// Thread-safe (each call has its own libssh session).
+/// Thread-safe (each call has its own libssh session). When `server_host_key` is given and the
+/// sshd answered, it gets the host key the sshd presented as "TYPE BASE64" (e.g. "ssh-ed25519
+/// AAAA…"), which the agent compares with the key it read from the container (ReadSshHostKey).
 LoginProbe ProbeLogin(const std::string& host, uint16_t port, const std::string& user,
-                      const std::string& authorized_key_line, std::chrono::milliseconds timeout);
+                      const std::string& authorized_key_line, std::chrono::milliseconds timeout,
+                      std::string* server_host_key = nullptr);
 
 /// The name of a LoginProbe value, for logs ("accepted", "refused", "no_answer", "unsupported").
 const char* LoginProbeName(LoginProbe p);
