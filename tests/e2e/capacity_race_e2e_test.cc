@@ -35,6 +35,7 @@
 
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
+#include "tests/support/e2e_platform.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
 #include "tests/support/host_waits.h"
@@ -105,15 +106,6 @@ struct Racer {
   std::string key_id;
 };
 
-/// One registered host and its agent.
-struct RaceHost {
-  std::string name;
-  std::string id;
-  fs::path state_dir;
-  fs::path log;
-  ChildProcess agent;
-};
-
 class CapacityRaceE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -122,94 +114,12 @@ class CapacityRaceE2eTest : public ::testing::Test {
     engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
     ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
                                << EngineEnvironment::socket();
-    data_ = dir_.path() / "data";
-    const std::array<const char*, kHosts> names = {"spark-race-a", "spark-race-b", "spark-race-c"};
-    for (int i = 0; i < kHosts; ++i) {
-      hosts_[i].name = names[i];
-      hosts_[i].state_dir = dir_.path() / ("agent-" + hosts_[i].name);
-      hosts_[i].log = dir_.path() / ("agent-" + hosts_[i].name + ".log");
-    }
   }
 
   void TearDown() override {
-    // A stop asked for with SIGTERM must end cleanly (under ASan: no leak report either).
-    for (auto& h : hosts_) StopCleanly(h.agent, "gpuwerk agent " + h.name);
-    StopCleanly(server_, "gpuwerk server");
-    if (HasFailure()) {
-      std::cerr << "---- server log (last lines)\n" << Tail(dir_.path() / "server.log") << "\n";
-      for (auto& h : hosts_) {
-        std::cerr << "---- agent " << h.name << " log (last lines)\n" << Tail(h.log, 30) << "\n";
-      }
-      std::cerr << "----\n";
-    }
-    // Every container of this test's hosts, whatever happened.
-    if (!engine_) return;
-    for (auto& h : hosts_) {
-      if (h.id.empty()) continue;
-      json list = engine_->ContainersWithLabel(kHostLabel, h.id);
-      if (!list.is_array()) continue;
-      for (const auto& c : list) engine_->ForceRemove(c["Id"].get<std::string>());
-    }
-  }
-
-  /// SIGTERM to a child that still runs; expects it to exit 0 within 20 s.
-  static void StopCleanly(ChildProcess& child, const std::string& what) {
-    if (!child.Running()) return;
-    auto status = child.Stop(seconds(20));
-    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-        << what << " did not stop cleanly on SIGTERM: "
-        << (status ? ChildProcess::Describe(*status) : "no status");
-  }
-
-  /// Starts `gpuwerk server` on a free port and waits until /healthz answers.
-  void StartServer() {
-    std::map<std::string, std::string> env = CleanEnv();
-    env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
-    env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
-    env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    env["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
-    env["GPUWERK_LOG_LEVEL"] = "debug";
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      port_ = FreePort();
-      url_ = "http://127.0.0.1:" + std::to_string(port_);
-      ASSERT_TRUE(server_.Start({GpuwerkBinary(), "server", "--data", data_.string(), "--listen",
-                                 "127.0.0.1:" + std::to_string(port_)},
-                                env, dir_.path() / "server.log"))
-          << server_.error();
-      HttpClient probe(url_);
-      const bool up = Eventually(
-          [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60));
-      if (up && server_.Running()) return;
-      if (!server_.Running()) continue;  // e.g. the port was taken meanwhile
-      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log");
-    }
-    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log");
-  }
-
-  std::unique_ptr<HttpClient> SignIn(const std::string& email, const std::string& password) {
-    auto c = std::make_unique<HttpClient>(url_);
-    auto r = c->PostJson("/api/v1/auth/login", {{"email", email}, {"password", password}});
-    EXPECT_EQ(r.status, 200) << email << ": " << r.body;
-    return c;
-  }
-
-  /// Registers the host (spark-1x, no GPU: this machine has none) and starts its agent.
-  void AddHostWithAgent(RaceHost& h) {
-    auto added = op_->PostJson("/api/v1/admin/hosts", {{"name", h.name},
-                                                       {"gpu_type", "spark-1x"},
-                                                       {"gpu_required", false},
-                                                       {"ssh_address", "127.0.0.1"}});
-    ASSERT_EQ(added.status, 201) << added.body;
-    h.id = added.Json().value("id", "");
-    const std::string token = added.Json().value("token", "");
-    ASSERT_FALSE(h.id.empty()) << added.body;
-    ASSERT_FALSE(token.empty()) << added.body;
-    ASSERT_TRUE(h.agent.Start(
-        {GpuwerkBinary(), "agent", "--server", url_, "--engine",
-         "unix://" + EngineEnvironment::socket(), "--ssh-bind", "127.0.0.1", "--state-dir",
-         h.state_dir.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
-        CleanEnvWith("GPUWERK_HOST_TOKEN", token), h.log))
-        << h.agent.error();
+    platform_.Stop();
+    if (HasFailure()) platform_.PrintLogs(30);
+    if (engine_) platform_.RemoveContainers(*engine_);
   }
 
   /// Racer `i`: signs up from 127.0.0.(2 + i / 25), proves the address, signs in, puts an
@@ -219,23 +129,24 @@ class CapacityRaceE2eTest : public ::testing::Test {
     r.email = "racer" + std::to_string(i) + "@example.test";
     const std::string source = "127.0.0." + std::to_string(2 + i / kSignUpsPerAddress);
     std::string body;
-    const long status = SignUpFrom(url_, source, r.email, &body);
+    const long status = SignUpFrom(platform_.url(), source, r.email, &body);
     EXPECT_EQ(status, 202) << r.email << " from " << source << ": " << body;
     // The address is proven with the mailed link (docs/accounts.md "Address proof").
     std::vector<std::string> links;
     EXPECT_TRUE(Eventually(
         [&] {
-          links = AddressProofTokens(data_ / "mail", r.email);
+          links = AddressProofTokens(platform_.data() / "mail", r.email);
           return !links.empty();
         },
         seconds(30)))
         << "no address-proof link for " << r.email;
     if (!links.empty()) {
-      auto proven = HttpClient(url_).PostJson("/api/v1/auth/prove-address/consume",
-                                              {{"token", links.back()}, {"password", kPassword}});
+      auto proven = HttpClient(platform_.url())
+                        .PostJson("/api/v1/auth/prove-address/consume",
+                                  {{"token", links.back()}, {"password", kPassword}});
       EXPECT_EQ(proven.status, 200) << proven.body;
     }
-    r.browser = SignIn(r.email, kPassword);
+    r.browser = platform_.SignIn(r.email, kPassword);
     GeneratedKey key = GenerateKey(dir_.path(), "racer" + std::to_string(i));
     EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
     auto k = r.browser->PostJson("/api/v1/ssh-keys",
@@ -263,7 +174,10 @@ class CapacityRaceE2eTest : public ::testing::Test {
   /// Null entries when the engine did not answer.
   std::map<std::string, json> EngineByHost() {
     std::map<std::string, json> out;
-    for (const auto& h : hosts_) out[h.id] = engine_->ContainersWithLabel(kHostLabel, h.id);
+    for (size_t i = 0; i < platform_.host_count(); ++i) {
+      const std::string& id = platform_.host(i).id;
+      out[id] = engine_->ContainersWithLabel(kHostLabel, id);
+    }
     return out;
   }
 
@@ -289,7 +203,8 @@ class CapacityRaceE2eTest : public ::testing::Test {
     const auto holders = StoreHolders();
     ASSERT_EQ(holders.size(), static_cast<size_t>(kHosts)) << "admin/hosts lists other hosts";
     std::set<std::string> held;
-    for (const auto& h : hosts_) {
+    for (size_t i = 0; i < platform_.host_count(); ++i) {
+      const E2eHost& h = platform_.host(i);
       ASSERT_TRUE(holders.contains(h.name)) << h.name << " missing from admin/hosts";
       const std::string& instance = holders.at(h.name);
       EXPECT_TRUE(instances.contains(instance)) << h.name << " holds '" << instance << "'";
@@ -300,7 +215,8 @@ class CapacityRaceE2eTest : public ::testing::Test {
     const auto by_host = EngineByHost();
     size_t containers = 0;
     std::set<std::string> on_engine;
-    for (const auto& h : hosts_) {
+    for (size_t i = 0; i < platform_.host_count(); ++i) {
+      const E2eHost& h = platform_.host(i);
       const json& list = by_host.at(h.id);
       ASSERT_TRUE(list.is_array()) << "the engine did not answer for " << h.name;
       containers += list.size();
@@ -332,22 +248,20 @@ class CapacityRaceE2eTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  fs::path data_;
-  int port_ = 0;
-  std::string url_;
-  ChildProcess server_;
-  std::array<RaceHost, kHosts> hosts_;
+  E2ePlatform platform_{dir_.path()};
   std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
 };
 
 TEST_F(CapacityRaceE2eTest, C15_FiftyConcurrentCreatesOnThreeRealHosts) {
   const auto t0 = std::chrono::steady_clock::now();
-  StartServer();
+  platform_.StartServer();
   ASSERT_FALSE(HasFatalFailure());
-  op_ = SignIn(kOperatorEmail, kOperatorPassword);
-  for (auto& h : hosts_) {
-    AddHostWithAgent(h);
+  op_ = platform_.Operator();
+  for (const char* name : {"spark-race-a", "spark-race-b", "spark-race-c"}) {
+    E2eHost& h = platform_.AddHost(*op_, name);
+    ASSERT_FALSE(h.id.empty() || h.token.empty());
+    platform_.StartAgent(h, {"--ssh-bind", "127.0.0.1"});
     ASSERT_FALSE(HasFatalFailure());
   }
   ASSERT_TRUE(WaitHostsReady(*op_, static_cast<std::size_t>(kHosts)))

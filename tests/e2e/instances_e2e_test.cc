@@ -30,6 +30,7 @@
 #include "core/strings.h"
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
+#include "tests/support/e2e_platform.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/engine_stand_in.h"
 #include "tests/support/eventually.h"
@@ -81,19 +82,11 @@ class InstancesE2eTest : public ::testing::Test {
     engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
     ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
                                << EngineEnvironment::socket();
-    data_ = dir_.path() / "data";
-    state_ = dir_.path() / "agent";
   }
 
   void TearDown() override {
-    // A stop asked for with SIGTERM must end cleanly (under ASan: no leak report either).
-    StopCleanly(agent_, "gpuwerk agent");
-    StopCleanly(server_, "gpuwerk server");
-    if (HasFailure()) {
-      std::cerr << "---- server log (" << server_.log() << ", last lines)\n"
-                << Tail(dir_.path() / "server.log") << "\n---- agent log (last lines)\n"
-                << Tail(dir_.path() / "agent.log") << "\n----\n";
-    }
+    platform_.Stop();
+    if (HasFailure()) platform_.PrintLogs();
     if (!engine_) return;
     // The engine may have been stopped by a test that failed half-way: bring it back first.
     if (!engine_->Up()) EngineEnvironment::Start();
@@ -104,93 +97,39 @@ class InstancesE2eTest : public ::testing::Test {
     }
   }
 
-  /// SIGTERM to a child that still runs; expects it to exit 0 within 20 s.
-  static void StopCleanly(ChildProcess& child, const std::string& what) {
-    if (!child.Running()) return;  // never started, or killed by the test on purpose
-    auto status = child.Stop(seconds(20));
-    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-        << what << " did not stop cleanly on SIGTERM: "
-        << (status ? ChildProcess::Describe(*status) : "no status");
-  }
-
   // ---- processes ---------------------------------------------------------------------------
 
-  /// Starts `gpuwerk server` on `port_` (a free one the first time) with `env` on top of the
-  /// test settings, and waits until /healthz answers.
+  /// Starts `gpuwerk server` (E2ePlatform::StartServer) with hosts silent for 3 s counted
+  /// unknown and `env` on top; a second call restarts it on the same port and data directory
+  /// (the agent keeps its URL).
   void StartServer(const std::map<std::string, std::string>& env = {}) {
-    std::map<std::string, std::string> all = CleanEnv();
-    all["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
-    all["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
-    all["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    all["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
-    all["GPUWERK_HOST_UNKNOWN_AFTER_SECONDS"] = "3";
-    all["GPUWERK_LOG_LEVEL"] = "debug";
+    std::map<std::string, std::string> all = {{"GPUWERK_HOST_UNKNOWN_AFTER_SECONDS", "3"}};
     for (const auto& [k, v] : env) all[k] = v;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (port_ == 0 || attempt > 0) port_ = FreePort();
-      url_ = "http://127.0.0.1:" + std::to_string(port_);
-      ASSERT_TRUE(server_.Start({GpuwerkBinary(), "server", "--data", data_.string(), "--listen",
-                                 "127.0.0.1:" + std::to_string(port_)},
-                                all, dir_.path() / "server.log"))
-          << server_.error();
-      HttpClient probe(url_);
-      const bool up = Eventually(
-          [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60));
-      if (up && server_.Running()) return;
-      if (!server_.Running() && !restarting_) continue;  // e.g. the port was taken meanwhile
-      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log");
-    }
-    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log");
+    platform_.StartServer(all);
   }
+  void RestartServer(const std::map<std::string, std::string>& env = {}) { StartServer(env); }
 
-  /// Starts the server again on the same port and data dir (the agent keeps its URL).
-  void RestartServer(const std::map<std::string, std::string>& env = {}) {
-    restarting_ = true;
-    StartServer(env);
-    restarting_ = false;
-  }
+  /// (Re)starts the host's agent on its state directory, against `agent_engine_`.
+  void StartAgent() { platform_.StartAgent(platform_.host(0), {}, agent_engine_); }
 
-  void StartAgent(const std::string& token) {
-    ASSERT_TRUE(agent_.Start(
-        {GpuwerkBinary(), "agent", "--server", url_, "--engine",
-         "unix://" + (agent_engine_.empty() ? EngineEnvironment::socket() : agent_engine_),
-         "--state-dir", state_.string(), "--sync-interval-seconds", "1", "--log-level", "debug"},
-        CleanEnvWith("GPUWERK_HOST_TOKEN", token), dir_.path() / "agent.log"))
-        << agent_.error();
-  }
-
-  /// The operator (created from the environment at server start), signed in.
-  std::unique_ptr<HttpClient> Operator() {
-    auto op = std::make_unique<HttpClient>(url_);
-    auto r = op->PostJson("/api/v1/auth/login",
-                          {{"email", kOperatorEmail}, {"password", kOperatorPassword}});
-    EXPECT_EQ(r.status, 200) << "operator sign-in: " << r.body;
-    return op;
-  }
-
-  /// Registers a spark-1x host without a GPU (this machine has none), its sshd ports published on
-  /// 127.0.0.1 (the agent's default --ssh-bind), and returns its token.
-  std::string AddHost(HttpClient& op, const std::string& name = "spark-e2e") {
-    auto r = op.PostJson("/api/v1/admin/hosts", {{"name", name},
-                                                 {"gpu_type", "spark-1x"},
-                                                 {"gpu_required", false},
-                                                 {"ssh_address", "127.0.0.1"}});
-    EXPECT_EQ(r.status, 201) << r.body;
-    const json j = r.Json();
-    return j.is_object() && j.contains("token") ? j["token"].get<std::string>() : "";
-  }
+  ChildProcess& server() { return platform_.server(); }
+  ChildProcess& agent() { return platform_.host(0).agent; }
+  const fs::path& data() const { return platform_.data(); }
+  const std::string& url() const { return platform_.url(); }
+  fs::path agent_log() { return platform_.host(0).log; }
 
   /// Server, operator, one host, its agent; waits until the host has been heard from.
   void StartPlatform(const std::map<std::string, std::string>& env = {}) {
     StartServer(env);
     if (HasFatalFailure()) return;
-    op_ = Operator();
-    token_ = AddHost(*op_);
-    ASSERT_FALSE(token_.empty());
-    StartAgent(token_);
+    op_ = platform_.Operator();
+    E2eHost& host = platform_.AddHost(*op_, "spark-e2e");
+    ASSERT_FALSE(host.token.empty());
+    StartAgent();
+    ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(WaitHostsReady(*op_, 1))
         << "the agent never synced with a working engine; agent log:\n"
-        << Tail(dir_.path() / "agent.log");
+        << Tail(agent_log());
   }
 
   void WaitAgentRounds(int rounds) {
@@ -199,11 +138,7 @@ class InstancesE2eTest : public ::testing::Test {
   }
 
   /// A new person, signed in, whose address is proven through the mailed link.
-  std::unique_ptr<HttpClient> SignUp(const std::string& email) {
-    auto who = std::make_unique<HttpClient>(url_);
-    EXPECT_TRUE(SignUpAndProve(*who, data_ / "mail", email, kPassword));
-    return who;
-  }
+  std::unique_ptr<HttpClient> SignUp(const std::string& email) { return platform_.SignUp(email); }
 
   /// A key made by ssh-keygen, added to `who`'s account; returns its id.
   std::string AddKey(HttpClient& who, const std::string& name, GeneratedKey* key_out) {
@@ -281,7 +216,7 @@ class InstancesE2eTest : public ::testing::Test {
   json AuditEvents(const std::string& target) {
     json out = json::array();
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2((data_.string() + "/gpuwerk.db").c_str(), &db, SQLITE_OPEN_READONLY,
+    if (sqlite3_open_v2((data().string() + "/gpuwerk.db").c_str(), &db, SQLITE_OPEN_READONLY,
                         nullptr) != SQLITE_OK) {
       sqlite3_close(db);
       return nullptr;
@@ -315,15 +250,8 @@ class InstancesE2eTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  fs::path data_;
-  fs::path state_;
-  int port_ = 0;
-  bool restarting_ = false;
-  std::string url_;
-  std::string token_;
+  E2ePlatform platform_{dir_.path()};
   std::string agent_engine_;  ///< the socket the agent talks to; "" for the suite's engine
-  ChildProcess server_;
-  ChildProcess agent_;
   std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
   std::set<std::string> instances_;  ///< every instance id this test created: cleaned up
@@ -522,8 +450,8 @@ TEST_F(InstancesE2eTest,
   json before = OnlyContainer(id);
   ASSERT_TRUE(before.is_object());
 
-  agent_.Kill(SIGKILL);
-  ASSERT_TRUE(agent_.status().has_value());
+  agent().Kill(SIGKILL);
+  ASSERT_TRUE(agent().status().has_value());
   const auto killed_at = std::chrono::steady_clock::now();
   // host_unknown_after_seconds is 3; one-second store resolution and a round's length as slack.
   shown = WaitStatus(*alice, id, "unknown", seconds(3 + 5));
@@ -537,7 +465,7 @@ TEST_F(InstancesE2eTest,
   ASSERT_TRUE(during.is_object());
   EXPECT_EQ(during["State"]["Running"], true);
 
-  StartAgent(token_);
+  StartAgent();
   shown = WaitRunning(*alice, id, seconds(30));
   EXPECT_EQ(shown["status"], "running");
   // A few more rounds: the adopted container must never be restarted.
@@ -670,7 +598,7 @@ TEST_F(InstancesE2eTest, ServerKilledAfterInstanceRowWrittenLeavesOneContainerOr
 
   auto created = Create(*alice, "alpha", key_id);
   EXPECT_EQ(created.status, -1) << "the create should have lost its connection: " << created.body;
-  auto ended = server_.Wait(seconds(10));
+  auto ended = server().Wait(seconds(10));
   ASSERT_TRUE(ended.has_value()) << "the server did not die at the fault point";
   EXPECT_TRUE(WIFSIGNALED(*ended) && WTERMSIG(*ended) == SIGKILL) << "wait status " << *ended;
 
@@ -725,7 +653,7 @@ TEST_F(InstancesE2eTest, C11_EngineGoneIsReportedNeverStaleRunningAndTheAgentRec
   WaitRunning(*alice, id);
   json before = OnlyContainer(id);
   ASSERT_TRUE(before.is_object());
-  const pid_t agent_pid = agent_.pid();
+  const pid_t agent_pid = agent().pid();
 
   CommandResult stopped = EngineEnvironment::Stop();
   ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
@@ -746,7 +674,7 @@ TEST_F(InstancesE2eTest, C11_EngineGoneIsReportedNeverStaleRunningAndTheAgentRec
   EXPECT_EQ(shown["status"], "unknown");
   EXPECT_NE(shown["status_reason"].get<std::string>().find("engine"), std::string::npos)
       << shown.dump();
-  EXPECT_TRUE(agent_.Running()) << "the agent died with its engine";
+  EXPECT_TRUE(agent().Running()) << "the agent died with its engine";
 
   CommandResult again = EngineEnvironment::Start();
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -759,8 +687,8 @@ TEST_F(InstancesE2eTest, C11_EngineGoneIsReportedNeverStaleRunningAndTheAgentRec
                hosts["items"][0]["engine_error"] == "";
       },
       seconds(20)));
-  EXPECT_TRUE(agent_.Running());
-  EXPECT_EQ(agent_.pid(), agent_pid);
+  EXPECT_TRUE(agent().Running());
+  EXPECT_EQ(agent().pid(), agent_pid);
   json after = OnlyContainer(id);
   ASSERT_TRUE(after.is_object());
   EXPECT_EQ(after["Id"], before["Id"]);
@@ -937,7 +865,7 @@ TEST_F(InstancesE2eTest, BadInputAndMissingImageCreateNothingAndSayWhy) {
   auto hosts = op_->Get("/api/v1/admin/hosts").Json();
   ASSERT_EQ(hosts["items"].size(), 1u);
   EXPECT_TRUE(hosts["items"][0]["instance_id"].is_null()) << hosts.dump();
-  EXPECT_EQ(ReadFile(dir_.path() / "agent.log").find("created and started"), std::string::npos);
+  EXPECT_EQ(ReadFile(agent_log()).find("created and started"), std::string::npos);
 
   // An image the engine does not have: the instance fails with a reason naming the image.
   auto created = Create(*alice, "alpha", key_id);
@@ -969,7 +897,7 @@ TEST_F(InstancesE2eTest, BadInputAndMissingImageCreateNothingAndSayWhy) {
                                                "instance.delete", "instance.deleted"}));
 
   // The freed host takes the next instance once the server has a real image.
-  StopCleanly(server_, "gpuwerk server");
+  StopCleanly(server(), "gpuwerk server");
   RestartServer({{"GPUWERK_INSTANCE_IMAGE", kInstanceImage}});
   ASSERT_FALSE(HasFatalFailure());
   auto next = Create(*alice, "alpha", key_id);
@@ -987,7 +915,7 @@ TEST_F(InstancesE2eTest, CliInstanceVerbsAndSsh) {
   GeneratedKey key = GenerateKey(dir_.path(), "laptop");
   ASSERT_FALSE(key.public_line.empty());
 
-  auto login = Cli("login --url " + url_ + " --email alice@example.test --password-stdin",
+  auto login = Cli("login --url " + url() + " --email alice@example.test --password-stdin",
                    std::string(kPassword) + "\n");
   ASSERT_EQ(login.exit_code, 0) << login.err;
   auto added = Cli("keys add laptop " + key.private_path.string() + ".pub");

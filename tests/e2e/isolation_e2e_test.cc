@@ -27,6 +27,7 @@
 
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
+#include "tests/support/e2e_platform.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
 #include "tests/support/host_waits.h"
@@ -143,7 +144,6 @@ class IsolationE2eTest : public ::testing::Test {
     engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
     ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
                                << EngineEnvironment::socket();
-    data_ = dir_.path() / "data";
     Script(std::string("ip link del ") + kOutsideInterface + " 2>/dev/null");
     CommandResult link =
         Script(std::string("ip link add ") + kOutsideInterface + " type veth peer name " +
@@ -156,19 +156,10 @@ class IsolationE2eTest : public ::testing::Test {
   void TearDown() override {
     for (auto& f : forwards_) f->Stop(seconds(5));
     relay_.Stop(seconds(10));
-    for (auto& a : agents_) {
-      if (!a->Running()) continue;
-      auto status = a->Stop(seconds(20));
-      EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-          << "gpuwerk agent did not stop cleanly on SIGTERM";
-    }
-    server_.Stop(seconds(20));
+    platform_.Stop();
     if (HasFailure()) {
-      std::cerr << "---- server log\n"
-                << Tail(dir_.path() / "server.log") << "\n---- agent 0 log\n"
-                << Tail(dir_.path() / "agent0.log") << "\n---- agent 1 log\n"
-                << Tail(dir_.path() / "agent1.log") << "\n---- relay log\n"
-                << Tail(dir_.path() / "relay.log") << "\n----\n";
+      platform_.PrintLogs();
+      std::cerr << "---- relay log\n" << Tail(dir_.path() / "relay.log") << "\n----\n";
     }
     if (engine_ && engine_->Up()) {
       for (const auto& id : instances_) {
@@ -221,26 +212,10 @@ class IsolationE2eTest : public ::testing::Test {
   }
 
   void StartServer() {
-    std::map<std::string, std::string> env = CleanEnv();
-    env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
-    env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
-    env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    env["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
-    env["GPUWERK_LOG_LEVEL"] = "debug";
-    port_ = FreePort();
-    url_ = "http://127.0.0.1:" + std::to_string(port_);
-    ASSERT_TRUE(server_.Start({GpuwerkBinary(), "server", "--data", data_.string(), "--listen",
-                               "127.0.0.1:" + std::to_string(port_)},
-                              env, dir_.path() / "server.log"))
-        << server_.error();
-    HttpClient probe(url_);
-    ASSERT_TRUE(Eventually(
-        [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60)));
-    ASSERT_TRUE(server_.Running()) << Tail(dir_.path() / "server.log");
-    op_ = std::make_unique<HttpClient>(url_);
-    auto r = op_->PostJson("/api/v1/auth/login",
-                           {{"email", kOperatorEmail}, {"password", kOperatorPassword}});
-    ASSERT_EQ(r.status, 200) << r.body;
+    platform_.StartServer();
+    if (HasFatalFailure()) return;
+    op_ = platform_.Operator();
+    ASSERT_FALSE(HasFailure());
   }
 
   /// The relay, logging in to instances with a key made here (its public line goes to the
@@ -254,7 +229,7 @@ class IsolationE2eTest : public ::testing::Test {
     relay_line_ = ReadFile(dir_.path() / "relay_key.pub");
     while (!relay_line_.empty() && relay_line_.back() == '\n') relay_line_.pop_back();
     relay_port_ = FreePort();
-    ASSERT_TRUE(relay_.Start({GpuwerkBinary(), "relay", "--server", url_, "--listen",
+    ASSERT_TRUE(relay_.Start({GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
                               "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
                               (dir_.path() / "relay_host_key").string(), "--relay-key",
                               (dir_.path() / "relay_key").string(), "--name", "isolation-e2e"},
@@ -266,24 +241,13 @@ class IsolationE2eTest : public ::testing::Test {
     ASSERT_TRUE(relay_.Running()) << Tail(dir_.path() / "relay.log");
   }
 
-  /// Registers host `index` (spark-1x, no GPU) and starts its agent on the suite's engine.
+  /// Registers host `index` (spark-1x, no GPU) and starts its agent on the suite's engine,
+  /// logging the relay in with the relay's key, "the outside" allowed.
   void StartAgent(int index) {
-    auto r = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-iso-" + std::to_string(index)},
-                                                   {"gpu_type", "spark-1x"},
-                                                   {"gpu_required", false},
-                                                   {"ssh_address", "127.0.0.1"}});
-    ASSERT_EQ(r.status, 201) << r.body;
-    auto agent = std::make_unique<ChildProcess>();
-    const std::string n = std::to_string(index);
-    ASSERT_TRUE(agent->Start({GpuwerkBinary(), "agent", "--server", url_, "--engine",
-                              "unix://" + EngineEnvironment::socket(), "--state-dir",
-                              (dir_.path() / ("agent" + n)).string(), "--sync-interval-seconds",
-                              "1", "--log-level", "debug", "--relay-key", relay_line_,
-                              "--instance-network-allow", std::string(kOutsideAddress) + "/32"},
-                             CleanEnvWith("GPUWERK_HOST_TOKEN", r.Json()["token"]),
-                             dir_.path() / ("agent" + n + ".log")))
-        << agent->error();
-    agents_.push_back(std::move(agent));
+    E2eHost& host = platform_.AddHost(*op_, "spark-iso-" + std::to_string(index));
+    ASSERT_FALSE(host.token.empty());
+    platform_.StartAgent(host, {"--relay-key", relay_line_, "--instance-network-allow",
+                                std::string(kOutsideAddress) + "/32"});
   }
 
   /// A person with a key and a running instance named `name`.
@@ -299,8 +263,8 @@ class IsolationE2eTest : public ::testing::Test {
   };
 
   void Launch(Tenant& t, const std::string& email, const std::string& name) {
-    t.api = std::make_unique<HttpClient>(url_);
-    ASSERT_TRUE(SignUpAndProve(*t.api, data_ / "mail", email, kPassword));
+    t.api = std::make_unique<HttpClient>(platform_.url());
+    ASSERT_TRUE(SignUpAndProve(*t.api, platform_.data() / "mail", email, kPassword));
     t.key = GenerateKey(dir_.path(), name + "-key");
     auto r = t.api->PostJson("/api/v1/ssh-keys",
                              {{"name", "laptop"}, {"public_key", t.key.public_line}});
@@ -393,14 +357,10 @@ class IsolationE2eTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  fs::path data_;
-  int port_ = 0;
-  std::string url_;
+  E2ePlatform platform_{dir_.path()};
   std::string relay_line_;
   int relay_port_ = 0;
-  ChildProcess server_;
   ChildProcess relay_;
-  std::vector<std::unique_ptr<ChildProcess>> agents_;
   std::vector<std::unique_ptr<ChildProcess>> forwards_;
   std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
@@ -624,15 +584,15 @@ TEST_F(IsolationE2eTest, EngineRulesAddedAtALaunchDoNotGoAboveTheAgents) {
       << "the engine put no jump of its own into FORWARD at the launch:\n"
       << forward;
   EXPECT_EQ(FirstRule("iptables", "FORWARD"), jump) << forward;
-  const std::string agent_log = ReadFile(dir_.path() / "agent0.log");
+  const std::string agent_log = ReadFile(platform_.host(0).log);
   EXPECT_NE(agent_log.find("instance network filter (IPv4): the jump to "
                            "GPUWERK-ISOLATION-FORWARD was rule "),
             std::string::npos)
-      << Tail(dir_.path() / "agent0.log");
+      << Tail(platform_.host(0).log);
   EXPECT_NE(agent_log.find("of FORWARD, below \"-A FORWARD -m comment --comment \\\"CNI "
                            "firewall plugin rules"),
             std::string::npos)
-      << Tail(dir_.path() / "agent0.log");
+      << Tail(platform_.host(0).log);
 
   CommandResult tried =
       In(a, "timeout 4 bash -c 'exec 3<>/dev/tcp/" + std::string(DeniedNetwork::kDeniedAddress) +

@@ -35,6 +35,7 @@
 #include "core/strings.h"
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
+#include "tests/support/e2e_platform.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
 #include "tests/support/host_waits.h"
@@ -87,68 +88,39 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
     ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
                                << EngineEnvironment::socket();
-    data_ = dir_.path() / "data";
   }
 
   void TearDown() override {
-    if (agent_.Running()) agent_.Stop(seconds(20));
-    if (server_.Running()) server_.Stop(seconds(20));
-    if (HasFailure()) {
-      std::cerr << "---- server log (last lines)\n"
-                << Tail(dir_.path() / "server.log", 80) << "\n---- agent log (last lines)\n"
-                << Tail(dir_.path() / "agent.log", 80) << "\n----\n";
-    }
-    // Every container of this test's host, whatever happened.
-    if (engine_ && !host_id_.empty()) {
-      json list = engine_->ContainersWithLabel(kHostLabel, host_id_);
-      if (list.is_array()) {
-        for (const auto& c : list) engine_->ForceRemove(c["Id"].get<std::string>());
-      }
-    }
+    platform_.Stop();
+    if (HasFailure()) platform_.PrintLogs(80);
+    if (engine_) platform_.RemoveContainers(*engine_);
   }
 
-  /// Starts `gpuwerk server` on `port_` (a free one the first time, the same one after) with
-  /// `fault_points` as GPUWERK_FAULT_POINTS, and waits until /healthz answers.
+  /// Starts `gpuwerk server` (E2ePlatform::StartServer: a free port the first time, the same
+  /// one after) with `fault_points` as GPUWERK_FAULT_POINTS and the test's `extra_env_`.
   void StartServer(const std::string& fault_points) {
-    std::map<std::string, std::string> env = CleanEnv();
-    env["GPUWERK_OPERATOR_EMAIL"] = kOperatorEmail;
-    env["GPUWERK_OPERATOR_PASSWORD"] = kOperatorPassword;
-    env["GPUWERK_PASSWORD_HASH_COST"] = "test-only-minimum";
-    env["GPUWERK_INSTANCE_IMAGE"] = kInstanceImage;
-    env["GPUWERK_LOG_LEVEL"] = "debug";
+    std::map<std::string, std::string> env = extra_env_;
     if (!fault_points.empty()) env["GPUWERK_FAULT_POINTS"] = fault_points;
-    for (const auto& [name, value] : extra_env_) env[name] = value;
-    const bool restart = port_ != 0;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (!restart && (port_ == 0 || attempt > 0)) port_ = FreePort();
-      url_ = "http://127.0.0.1:" + std::to_string(port_);
-      ASSERT_TRUE(server_.Start({GpuwerkBinary(), "server", "--data", data_.string(), "--listen",
-                                 "127.0.0.1:" + std::to_string(port_)},
-                                env, dir_.path() / "server.log"))
-          << server_.error();
-      HttpClient probe(url_);
-      const bool up = Eventually(
-          [&] { return !server_.Running() || probe.Get("/healthz").status == 200; }, seconds(60));
-      if (up && server_.Running()) return;
-      if (!server_.Running() && !restart) continue;  // e.g. the port was taken meanwhile
-      FAIL() << "gpuwerk server did not come up; log:\n" << Tail(dir_.path() / "server.log", 80);
-    }
-    FAIL() << "gpuwerk server did not start; log:\n" << Tail(dir_.path() / "server.log", 80);
+    platform_.StartServer(env);
   }
 
-  std::unique_ptr<HttpClient> SignIn(const std::string& email, const std::string& password) {
-    auto c = std::make_unique<HttpClient>(url_);
-    auto r = c->PostJson("/api/v1/auth/login", {{"email", email}, {"password", password}});
-    EXPECT_EQ(r.status, 200) << email << ": " << r.body;
-    return c;
+  /// Adds one spark-1x host called `name` and starts its `gpuwerk agent`; waits for its first
+  /// sync.
+  void AddHostWithAgent(const std::string& name) {
+    E2eHost& host = platform_.AddHost(*op_, name);
+    host_id_ = host.id;
+    ASSERT_FALSE(host_id_.empty());
+    platform_.StartAgent(host);
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
   }
 
   /// Where the server's mail lands: its Maildir outbox, or a test's SMTP sink.
-  virtual fs::path MailDir() const { return data_ / "mail"; }
+  virtual fs::path MailDir() const { return platform_.data() / "mail"; }
 
   /// A new person (address proven) with an ssh-keygen key; returns the client and sets `key_id`.
   std::unique_ptr<HttpClient> Person(const std::string& name, std::string* key_id) {
-    auto who = std::make_unique<HttpClient>(url_);
+    auto who = std::make_unique<HttpClient>(platform_.url());
     EXPECT_TRUE(SignUpAndProve(*who, MailDir(), name + "@example.test", kPassword));
     GeneratedKey key = GenerateKey(dir_.path(), name);
     EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
@@ -188,8 +160,8 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
     auto hosts = op_->Get("/api/v1/admin/hosts").Json();
     ASSERT_EQ(hosts["items"].size(), 1u) << hosts.dump();
     EXPECT_EQ(hosts["items"][0]["instance_id"], instance_id) << when << ": " << hosts.dump();
-    EXPECT_EQ(StoreCount(data_ / "gpuwerk.db", "SELECT COUNT(*) FROM placements WHERE host_id = ?",
-                         {host_id_}),
+    EXPECT_EQ(StoreCount(platform_.data() / "gpuwerk.db",
+                         "SELECT COUNT(*) FROM placements WHERE host_id = ?", {host_id_}),
               1)
         << when;
   }
@@ -200,13 +172,9 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
   }
 
   TempDir dir_;
-  fs::path data_;
+  E2ePlatform platform_{dir_.path()};
   std::map<std::string, std::string> extra_env_;  ///< more server settings (e.g. SMTP); {} here
-  int port_ = 0;
-  std::string url_;
   std::string host_id_;
-  ChildProcess server_;
-  ChildProcess agent_;
   std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
 };
@@ -220,22 +188,9 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   const auto t0 = std::chrono::steady_clock::now();
   StartServer(fault_point);
   ASSERT_FALSE(HasFatalFailure());
-  op_ = SignIn(kOperatorEmail, kOperatorPassword);
-  auto added = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-qcrash"},
-                                                     {"gpu_type", "spark-1x"},
-                                                     {"gpu_required", false},
-                                                     {"ssh_address", "127.0.0.1"}});
-  ASSERT_EQ(added.status, 201) << added.body;
-  host_id_ = added.Json().value("id", "");
-  const std::string token = added.Json().value("token", "");
-  ASSERT_FALSE(host_id_.empty());
-  ASSERT_TRUE(agent_.Start(
-      {GpuwerkBinary(), "agent", "--server", url_, "--engine",
-       "unix://" + EngineEnvironment::socket(), "--state-dir", (dir_.path() / "agent").string(),
-       "--sync-interval-seconds", "1", "--log-level", "debug"},
-      CleanEnvWith("GPUWERK_HOST_TOKEN", token), dir_.path() / "agent.log"))
-      << agent_.error();
-  ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
+  op_ = platform_.Operator();
+  AddHostWithAgent("spark-qcrash");
+  ASSERT_FALSE(HasFatalFailure());
 
   // alice holds the only host.
   std::string alice_key, bob_key, carol_key;
@@ -263,26 +218,26 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
   ASSERT_EQ(carol_joined.status, 201) << carol_joined.body;
   const std::string carol_entry = carol_joined.Json()["id"];
   EXPECT_EQ(carol_joined.Json()["position"], 2) << carol_joined.body;
-  ASSERT_TRUE(server_.Running()) << "the server died before any capacity freed";
+  ASSERT_TRUE(platform_.server().Running()) << "the server died before any capacity freed";
 
   // alice deletes: the agent removes her container, the host frees, the drain launches bob's
   // entry, and the server dies at the fault point.
   auto deleted = alice->Delete("/api/v1/instances/" + alice_instance);
   ASSERT_TRUE(deleted.status == 204 || deleted.status == 202) << deleted.body;
-  auto ended = server_.Wait(seconds(60));
+  auto ended = platform_.server().Wait(seconds(60));
   ASSERT_TRUE(ended.has_value()) << "the server did not die at " << fault_point;
   EXPECT_TRUE(WIFSIGNALED(*ended) && WTERMSIG(*ended) == SIGKILL) << ChildProcess::Describe(*ended);
-  EXPECT_NE(ReadFile(dir_.path() / "server.log").find("fault point " + fault_point + " reached"),
+  EXPECT_NE(ReadFile(platform_.server_log()).find("fault point " + fault_point + " reached"),
             std::string::npos)
       << "the log does not name the fault point";
 
   // Restart on the same data dir and port, without fault points; the agent reconnects by itself.
   StartServer("");
   ASSERT_FALSE(HasFatalFailure());
-  op_ = SignIn(kOperatorEmail, kOperatorPassword);
-  bob = SignIn("bob@example.test", kPassword);
-  carol = SignIn("carol@example.test", kPassword);
-  alice = SignIn("alice@example.test", kPassword);
+  op_ = platform_.Operator();
+  bob = platform_.SignIn("bob@example.test", kPassword);
+  carol = platform_.SignIn("carol@example.test", kPassword);
+  alice = platform_.SignIn("alice@example.test", kPassword);
 
   // bob's entry is launched (at once after queue_drain_committed; by the next drain after
   // queue_instance_written rolled it back) and its container runs.
@@ -313,7 +268,7 @@ TEST_P(QueueCrashE2eTest, ServerKilledInTheDrainLeavesStoreAndEngineAgreeing) {
     EXPECT_EQ(history["items"][0]["instance"]["id"], bob_instance) << history.dump();
     EXPECT_EQ(bob->Get("/api/v1/queue-entries").Json()["total"], 0);
     EXPECT_EQ(bob->Get("/api/v1/instances").Json()["total"], 1);
-    const fs::path db = data_ / "gpuwerk.db";
+    const fs::path db = platform_.data() / "gpuwerk.db";
     EXPECT_EQ(StoreCount(db,
                          "SELECT COUNT(*) FROM audit_events WHERE action = 'queue.launch' AND "
                          "target = ?",
@@ -388,25 +343,6 @@ class QueueMailE2eTest : public QueueCrashE2eTest {
     return out;
   }
 
-  /// Adds one spark-1x host and starts its `gpuwerk agent`; waits for its first sync.
-  void AddHostWithAgent() {
-    auto added = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-qmail"},
-                                                       {"gpu_type", "spark-1x"},
-                                                       {"gpu_required", false},
-                                                       {"ssh_address", "127.0.0.1"}});
-    ASSERT_EQ(added.status, 201) << added.body;
-    host_id_ = added.Json().value("id", "");
-    ASSERT_FALSE(host_id_.empty());
-    ASSERT_TRUE(agent_.Start(
-        {GpuwerkBinary(), "agent", "--server", url_, "--engine",
-         "unix://" + EngineEnvironment::socket(), "--state-dir", (dir_.path() / "agent").string(),
-         "--sync-interval-seconds", "1", "--log-level", "debug"},
-        CleanEnvWith("GPUWERK_HOST_TOKEN", added.Json().value("token", "")),
-        dir_.path() / "agent.log"))
-        << agent_.error();
-    ASSERT_TRUE(WaitHostsReady(*op_, 1)) << "the agent never synced with a working engine";
-  }
-
   /// `gpuwerk ARGS` as a person runs it, with its own login file under the test's directory.
   CommandResult Cli(const std::string& args, const std::string& input = "") {
     return RunCommand(dir_.path(),
@@ -439,8 +375,8 @@ std::string LineStartingWith(const std::string& text, const std::string& prefix)
 TEST_F(QueueMailE2eTest, LaunchMailArrivesOverSmtpAndItsCommandWorks) {
   StartServer("");
   ASSERT_FALSE(HasFatalFailure());
-  op_ = SignIn(kOperatorEmail, kOperatorPassword);
-  AddHostWithAgent();
+  op_ = platform_.Operator();
+  AddHostWithAgent("spark-qmail");
   ASSERT_FALSE(HasFatalFailure());
 
   std::string alice_key, bob_key;
@@ -497,9 +433,9 @@ TEST_F(QueueMailE2eTest, LaunchMailArrivesOverSmtpAndItsCommandWorks) {
   // fresh known_hosts passed on to ssh after `--`.
   const std::string known_hosts = (dir_.path() / "bob_known_hosts").string();
   const std::string remote = "'echo launched-$(hostname)'";
-  auto login =
-      Cli(GpuwerkBinary() + " login --url " + url_ + " --email bob@example.test --password-stdin",
-          std::string(kPassword) + "\n");
+  auto login = Cli(GpuwerkBinary() + " login --url " + platform_.url() +
+                       " --email bob@example.test --password-stdin",
+                   std::string(kPassword) + "\n");
   ASSERT_EQ(login.exit_code, 0) << login.err;
   auto via_cli = Cli(GpuwerkBinary() + mailed.substr(std::string("gpuwerk").size()) + " -- -i " +
                      bob_private.string() + " -o UserKnownHostsFile=" + known_hosts +
