@@ -420,6 +420,22 @@ ALTER TABLE hosts ADD COLUMN ssh_port_high BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE placements ADD COLUMN host_key_fingerprint TEXT NOT NULL DEFAULT '';
 ALTER TABLE placements ADD COLUMN host_key_container_id TEXT NOT NULL DEFAULT '';
 )sql",
+      // 16: payment methods (R-14, docs/billing.md "Payment methods"): at most one per billing
+      // account (a solo account's id is 'solo_' + its person's id; a team's is its id); never a
+      // card number.
+      R"sql(
+CREATE TABLE payment_methods (
+  billing_account_id TEXT PRIMARY KEY,
+  provider TEXT NOT NULL,
+  brand TEXT NOT NULL,
+  last4 TEXT NOT NULL,
+  exp_month BIGINT NOT NULL,
+  exp_year BIGINT NOT NULL,
+  provider_ref TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }

@@ -1,0 +1,238 @@
+#include "billing/payment_methods.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "audit/audit_log.h"
+#include "auth/email_address.h"
+#include "auth/person_table.h"
+#include "billing/manual_provider.h"
+
+namespace gpuwerk::billing {
+namespace {
+
+core::Error FieldError(std::string code, std::string message, std::string_view field) {
+  return core::Error(core::ErrorCode::kInvalidArgument, std::move(code), std::move(message))
+      .WithDetail("field", std::string(field));
+}
+
+core::Error NotManager() {
+  return core::Error(core::ErrorCode::kPermissionDenied, "billing_managed_by_team",
+                     "Your team's owner manages its payment method.");
+}
+
+nlohmann::json CardDetail(const PaymentMethod& m) {
+  return {{"provider", m.provider},
+          {"brand", m.brand},
+          {"last4", m.last4},
+          {"exp_month", m.exp_month},
+          {"exp_year", m.exp_year}};
+}
+
+}  // namespace
+
+core::Result<CardFacts> ValidateCard(CardFacts f, int64_t now) {
+  const bool brand_ok =
+      !f.brand.empty() && f.brand.size() <= 24 &&
+      std::all_of(f.brand.begin(), f.brand.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+  if (!brand_ok) {
+    return core::Fail(FieldError("invalid_brand",
+                                 "brand must be 1 to 24 lowercase letters, e.g. visa, mastercard, "
+                                 "amex.",
+                                 "brand"));
+  }
+  const bool last4_ok =
+      f.last4.size() == 4 &&
+      std::all_of(f.last4.begin(), f.last4.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!last4_ok) {
+    return core::Fail(FieldError(
+        "invalid_last4", "last4 must be the card number's last 4 digits, e.g. 4242.", "last4"));
+  }
+  if (f.exp_month < 1 || f.exp_month > 12) {
+    return core::Fail(
+        FieldError("invalid_exp_month", "exp_month must be a month, 1 to 12.", "exp_month"));
+  }
+  if (f.exp_year < 2000 || f.exp_year > 2199) {
+    return core::Fail(FieldError("invalid_exp_year",
+                                 "exp_year must be the expiry's four-digit year, e.g. 2030.",
+                                 "exp_year"));
+  }
+  // Good through the last day of its expiry month (UTC).
+  using namespace std::chrono;
+  const year_month_day today{floor<days>(sys_seconds{seconds{now}})};
+  const int this_month = static_cast<int>(today.year()) * 12 +
+                         static_cast<int>(static_cast<unsigned>(today.month())) - 1;
+  const int64_t expiry_month = f.exp_year * 12 + f.exp_month - 1;
+  if (expiry_month < this_month) {
+    return core::Fail(FieldError(
+        "card_expired",
+        fmt::format("A card that expired in {:02}/{} cannot be recorded.", f.exp_month, f.exp_year),
+        "exp_year"));
+  }
+  return f;
+}
+
+PaymentMethods::PaymentMethods(store::Database& db, core::Clock& clock, core::Rng& rng,
+                               PaymentProvider& provider, ResolveAccount resolve,
+                               std::function<void()> card_added)
+    : db_(db),
+      clock_(clock),
+      rng_(rng),
+      provider_(provider),
+      resolve_(resolve ? std::move(resolve) : ResolveAccount(&SoloAccountOf)),
+      card_added_(std::move(card_added)) {}
+
+core::Result<BillingAccount> PaymentMethods::AccountOf(store::Transaction& tx,
+                                                       const std::string& person_id) const {
+  return resolve_(tx, person_id);
+}
+
+core::Result<bool> PaymentMethods::HasPaymentMethod(store::Transaction& tx,
+                                                    const std::string& person_id) const {
+  GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
+  return PaymentMethodTable::Exists(tx, account.id);
+}
+
+core::Result<void> PaymentMethods::RequireForLaunch(store::Transaction& tx,
+                                                    const std::string& person_id,
+                                                    std::string_view action) const {
+  GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
+  GPUWERK_ASSIGN_OR_RETURN(bool on_file, PaymentMethodTable::Exists(tx, account.id));
+  if (on_file) return {};
+  const std::string what = action == "restart" ? "Restarting an instance" : "Launching an instance";
+  return core::Fail(
+      core::Error(core::ErrorCode::kPaymentRequired, "payment_method_required",
+                  what + " needs a payment method on your billing account, and it has none. " +
+                      provider_.HowToAddPaymentMethod(account.may_manage))
+          .WithDetail("billing_account", account.id)
+          .WithDetail("provider", std::string(provider_.name())));
+}
+
+core::Result<BillingState> PaymentMethods::State(const std::string& person_id) {
+  return db_.Read([&](store::Transaction& tx) -> core::Result<BillingState> {
+    BillingState out;
+    GPUWERK_ASSIGN_OR_RETURN(out.account, resolve_(tx, person_id));
+    out.provider = std::string(provider_.name());
+    GPUWERK_ASSIGN_OR_RETURN(out.method, PaymentMethodTable::Find(tx, out.account.id));
+    if (out.method) out.method_description = provider_.Describe(*out.method);
+    return out;
+  });
+}
+
+core::Result<CardSetup> PaymentMethods::BeginCardSetup(const std::string& person_id) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      CardSetupRequest request,
+      db_.Read([&](store::Transaction& tx) -> core::Result<CardSetupRequest> {
+        GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
+        GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, person_id));
+        if (!email) return core::NotFound("Person");
+        return CardSetupRequest{
+            .account = std::move(account), .person_id = person_id, .email = std::move(*email)};
+      }));
+  if (!request.account.may_manage) return core::Fail(NotManager());
+  return provider_.BeginCardSetup(request);
+}
+
+core::Result<PaymentMethod> PaymentMethods::Remove(const std::string& person_id,
+                                                   const std::string& source_address) {
+  using Found = std::pair<BillingAccount, PaymentMethod>;
+  GPUWERK_ASSIGN_OR_RETURN(
+      Found found, db_.Read([&](store::Transaction& tx) -> core::Result<Found> {
+        GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
+        if (!account.may_manage) return core::Fail(NotManager());
+        GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, account.id));
+        if (!method) return core::NotFound("Payment method");
+        return Found{std::move(account), std::move(*method)};
+      }));
+  // The provider first (network, outside any transaction): a method still attached there but
+  // forgotten here would go on being charged.
+  GPUWERK_TRY(provider_.Detach(found.first, found.second));
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(auto now_on_file, PaymentMethodTable::Find(tx, found.first.id));
+    // Replaced meanwhile (a new card arrived): the new one stays.
+    if (!now_on_file || now_on_file->updated_at != found.second.updated_at ||
+        now_on_file->provider_ref != found.second.provider_ref) {
+      return core::Fail(core::ErrorCode::kFailedPrecondition, "payment_method_changed",
+                        "Your payment method changed while it was being removed; look at it "
+                        "again ('gpuwerk billing') and try again.");
+    }
+    GPUWERK_TRY(PaymentMethodTable::Delete(tx, found.first.id));
+    return audit::RecordAudit(tx, clock_, rng_,
+                              {.actor_id = person_id,
+                               .action = "billing.payment_method_remove",
+                               .target = found.first.id,
+                               .source_address = source_address,
+                               .detail = CardDetail(found.second)});
+  }));
+  return found.second;
+}
+
+core::Result<std::pair<std::string, BillingAccount>> PaymentMethods::AccountOfEmail(
+    store::Transaction& tx, std::string_view email) const {
+  GPUWERK_ASSIGN_OR_RETURN(auth::EmailAddress address, auth::ParseEmailAddress(email));
+  GPUWERK_ASSIGN_OR_RETURN(auto person, auth::PersonTable::FindByEmail(tx, address.normalised));
+  if (!person) return core::NotFound("Person");
+  GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person->person.id));
+  return std::pair<std::string, BillingAccount>(person->person.id, std::move(account));
+}
+
+core::Result<PaymentMethod> PaymentMethods::SetCard(const std::string& actor_id,
+                                                    std::string_view email, const CardFacts& card,
+                                                    const std::string& source_address) {
+  const int64_t now = clock_.NowUnix();
+  GPUWERK_ASSIGN_OR_RETURN(CardFacts valid, ValidateCard(card, now));
+  GPUWERK_ASSIGN_OR_RETURN(
+      PaymentMethod stored, db_.Write([&](store::Transaction& tx) -> core::Result<PaymentMethod> {
+        GPUWERK_ASSIGN_OR_RETURN(auto who, AccountOfEmail(tx, email));
+        PaymentMethod m{.billing_account_id = who.second.id,
+                        .provider = std::string(ManualProvider::kName),
+                        .brand = valid.brand,
+                        .last4 = valid.last4,
+                        .exp_month = valid.exp_month,
+                        .exp_year = valid.exp_year,
+                        .provider_ref = "",
+                        .created_at = now,
+                        .updated_at = now};
+        GPUWERK_TRY(PaymentMethodTable::Upsert(tx, m));
+        nlohmann::json detail = CardDetail(m);
+        detail["person_id"] = who.first;
+        GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                       {.actor_id = actor_id,
+                                        .action = "billing.set_card",
+                                        .target = who.second.id,
+                                        .source_address = source_address,
+                                        .detail = std::move(detail)}));
+        GPUWERK_ASSIGN_OR_RETURN(auto after, PaymentMethodTable::Find(tx, who.second.id));
+        return std::move(*after);
+      }));
+  NotifyCardAdded();
+  return stored;
+}
+
+core::Result<std::optional<PaymentMethod>> PaymentMethods::ClearCard(
+    const std::string& actor_id, std::string_view email, const std::string& source_address) {
+  return db_.Write([&](store::Transaction& tx) -> core::Result<std::optional<PaymentMethod>> {
+    GPUWERK_ASSIGN_OR_RETURN(auto who, AccountOfEmail(tx, email));
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.second.id));
+    if (!method) return std::optional<PaymentMethod>();
+    GPUWERK_TRY(PaymentMethodTable::Delete(tx, who.second.id));
+    nlohmann::json detail = CardDetail(*method);
+    detail["person_id"] = who.first;
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = actor_id,
+                                    .action = "billing.clear_card",
+                                    .target = who.second.id,
+                                    .source_address = source_address,
+                                    .detail = std::move(detail)}));
+    return method;
+  });
+}
+
+void PaymentMethods::NotifyCardAdded() const {
+  if (card_added_) card_added_();
+}
+
+}  // namespace gpuwerk::billing

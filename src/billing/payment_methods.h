@@ -1,0 +1,123 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "billing/billing_account.h"
+#include "billing/payment_method_table.h"
+#include "billing/payment_provider.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "store/database.h"
+
+namespace gpuwerk::billing {
+
+/// A card as an operator records it under the manual provider (validated: ValidateCard).
+struct CardFacts {
+  std::string brand;      ///< lowercase letters, 1..24, e.g. "visa"
+  std::string last4;      ///< exactly 4 ASCII digits
+  int64_t exp_month = 0;  ///< 1..12
+  int64_t exp_year = 0;   ///< 2000..2199
+};
+
+/// Checks what an operator typed for a card, nothing stored on error. `now` (Unix seconds)
+/// decides whether the expiry is past (a card is good through the last day of its expiry
+/// month, UTC). Errors (kInvalidArgument, details.field names the field): invalid_brand,
+/// invalid_last4, invalid_exp_month, invalid_exp_year; card_expired.
+core::Result<CardFacts> ValidateCard(CardFacts facts, int64_t now);
+
+/// A person's billing as GET /api/v1/billing shows it.
+struct BillingState {
+  BillingAccount account;
+  std::string provider;                 ///< PaymentProvider::name()
+  std::optional<PaymentMethod> method;  ///< nullopt when none is on file
+  std::string method_description;       ///< PaymentProvider::Describe; "" when none
+};
+
+/// Payment methods and the launch gate (R-14, docs/billing.md): which billing account pays for
+/// a person (through the installed ResolveAccount), what is on file for it, the operator's
+/// records under the manual provider, a person's card setup and removal. Every change is audited
+/// in its transaction. Thread-safe (state lives in the store); references outlive it.
+class PaymentMethods {
+ public:
+  /// `resolve` (default SoloAccountOf) says which account pays for a person; `card_added`
+  /// (optional) is called after a commit that put a method on an account, outside any
+  /// transaction (app/ drains the queues: a passed-over entry launches as soon as its owner has
+  /// a card, R-14).
+  PaymentMethods(store::Database& db, core::Clock& clock, core::Rng& rng, PaymentProvider& provider,
+                 ResolveAccount resolve = {}, std::function<void()> card_added = {});
+
+  /// The provider in use.
+  PaymentProvider& provider() { return provider_; }
+
+  /// Which account pays for `person_id`, in the caller's transaction. Errors: the resolver's.
+  core::Result<BillingAccount> AccountOf(store::Transaction& tx,
+                                         const std::string& person_id) const;
+
+  /// Whether `person_id`'s billing account has a payment method now, in the caller's
+  /// transaction (the queue drain's eligibility). Errors: the resolver's; the store's.
+  core::Result<bool> HasPaymentMethod(store::Transaction& tx, const std::string& person_id) const;
+
+  /// The launch and restart gate, in the caller's write transaction: nothing when
+  /// `person_id`'s billing account has a payment method, else kPaymentRequired (402)
+  /// `payment_method_required` whose message says what to do
+  /// (PaymentProvider::HowToAddPaymentMethod); `action` ("launch", "restart") names what was
+  /// refused. Errors: that; the resolver's; the store's.
+  core::Result<void> RequireForLaunch(store::Transaction& tx, const std::string& person_id,
+                                      std::string_view action) const;
+
+  /// `person_id`'s billing: the account, the provider, the method on file. Errors: not_found
+  /// (no such person); the store's.
+  core::Result<BillingState> State(const std::string& person_id);
+
+  /// Starts a card setup for `person_id`'s account (PaymentProvider::BeginCardSetup). Errors:
+  /// kPermissionDenied `billing_managed_by_team` for a person who does not manage the account
+  /// (a team member); the provider's (`manual_provider`); not_found; the store's.
+  core::Result<CardSetup> BeginCardSetup(const std::string& person_id);
+
+  /// Removes the payment method of `person_id`'s account (the provider detaches it first).
+  /// Running instances keep running and billing; new launches and restarts are refused until
+  /// a method is on file again. Audited `billing.payment_method_remove`. Errors:
+  /// kPermissionDenied `billing_managed_by_team`; not_found (no method on file); the provider's;
+  /// the store's.
+  core::Result<PaymentMethod> Remove(const std::string& person_id,
+                                     const std::string& source_address);
+
+  /// The operator records `card` as the manual payment method of the billing account that pays
+  /// for the person with email `email` (replacing one on file), audited `billing.set_card` with
+  /// `actor_id` and `source_address`; wakes `card_added` after the commit. `actor_id` "" is the
+  /// system (`gpuwerk up`). Errors: invalid_email; not_found (no such person);
+  /// ValidateCard's; the store's. Nothing stored on error.
+  core::Result<PaymentMethod> SetCard(const std::string& actor_id, std::string_view email,
+                                      const CardFacts& card, const std::string& source_address);
+
+  /// The operator removes the payment method of the account that pays for `email`'s person,
+  /// audited `billing.clear_card` when one was there. Returns the removed method, nullopt when
+  /// none was on file (nothing changed). Errors: invalid_email; not_found; the store's.
+  core::Result<std::optional<PaymentMethod>> ClearCard(const std::string& actor_id,
+                                                       std::string_view email,
+                                                       const std::string& source_address);
+
+  /// Tells the listener that a method was put on an account outside this class (a provider's
+  /// webhook, after its commit).
+  void NotifyCardAdded() const;
+
+ private:
+  /// The person with email `email` and the account that pays for them. Errors: invalid_email;
+  /// not_found; the store's.
+  core::Result<std::pair<std::string, BillingAccount>> AccountOfEmail(store::Transaction& tx,
+                                                                      std::string_view email) const;
+
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  PaymentProvider& provider_;
+  ResolveAccount resolve_;
+  std::function<void()> card_added_;
+};
+
+}  // namespace gpuwerk::billing
