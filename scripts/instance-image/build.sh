@@ -118,7 +118,8 @@ rm -f "$rootfs"/etc/ssh/ssh_host_*
 # Key-only root login. The drop-in is read before the rest of sshd_config, so it wins.
 mkdir -p "$rootfs/etc/ssh/sshd_config.d"
 cat >"$rootfs/etc/ssh/sshd_config.d/gpuwerk.conf" <<'CONF'
-# gpuwerk instance: the person logs in as root with the key written to /root/.ssh at create.
+# gpuwerk instance: the person logs in as root with the key the agent mounts read-only at
+# /etc/ssh/gpuwerk (its own drop-in, 00-gpuwerk-keys.conf, names the file).
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no

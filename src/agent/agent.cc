@@ -57,17 +57,40 @@ std::string DescribeDrift(const DriftReport& d) {
 std::string Describe(const core::Error& e) { return e.api_code + ": " + e.message; }
 
 /// The status reason of a container whose sshd refused the relay key (case C07), while the
-/// agent writes the file again.
-constexpr const char* kRelayKeyMissing =
-    "the SSH relay cannot log in to this instance: its key (the relay credential) is missing from "
-    "/root/.ssh/authorized_keys; gpuwerk is putting it back";
-
-/// The same when writing the file failed with `code` (an engine's or the exec's; never text
-/// from the container).
-std::string RelayKeyNotPutBack(const std::string& code) {
+/// agent writes the file again: `file` is where the container's keys are (its read-only
+/// kAgentKeysFileInContainer, or /root/.ssh/authorized_keys for a container made before it).
+std::string RelayKeyMissing(std::string_view file) {
   return "the SSH relay cannot log in to this instance: its key (the relay credential) is "
-         "missing from /root/.ssh/authorized_keys, and putting it back failed (" +
-         code + "); gpuwerk tries again every round";
+         "missing from " +
+         std::string(file) + "; gpuwerk is putting it back";
+}
+
+/// The same when writing the file failed with `code` (an engine's or the agent's own; never text
+/// from the container).
+std::string RelayKeyNotPutBack(std::string_view file, const std::string& code) {
+  return "the SSH relay cannot log in to this instance: its key (the relay credential) is "
+         "missing from " +
+         std::string(file) + ", and putting it back failed (" + code +
+         "); gpuwerk tries again every round";
+}
+
+/// The status reason when sshd refuses the relay key although the agent's read-only file holds
+/// it: something in the container changed sshd (its configuration, or another sshd).
+constexpr const char* kRelayKeyRefused =
+    "the SSH relay cannot log in to this instance: its sshd refuses the relay credential, which "
+    "gpuwerk's read-only /etc/ssh/gpuwerk/authorized_keys holds (was sshd's configuration "
+    "changed in the container?); gpuwerk checks again every round";
+
+/// Whether container `c` was created with the agent's read-only keys mount (kKeysLabel).
+bool HasKeysMount(const ContainerInfo& c) {
+  auto it = c.labels.find(std::string(kKeysLabel));
+  return it != c.labels.end() && it->second == "bind";
+}
+
+/// The file in container `c` that holds the keys the agent manages.
+std::string_view KeysFileIn(const ContainerInfo& c) {
+  return HasKeysMount(c) ? kAgentKeysFileInContainer
+                         : std::string_view("/root/.ssh/authorized_keys");
 }
 
 /// The digest of a container's key lines, to tell whether its authorized_keys is current.
@@ -95,7 +118,47 @@ Agent::Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, 
     : options_(std::move(options)),
       engine_(engine),
       client_(client),
-      inventory_(std::move(inventory)) {}
+      inventory_(std::move(inventory)) {
+  keys_root_ = options_.keys_dir;
+  if (keys_root_.empty() && !options_.state_dir.empty()) keys_root_ = options_.state_dir / "keys";
+  if (!keys_root_.empty()) {
+    std::error_code ec;
+    keys_root_ = std::filesystem::absolute(keys_root_, ec).lexically_normal();
+  }
+}
+
+Agent::~Agent() {
+  if (!temporary_keys_root_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(temporary_keys_root_, ec);
+  }
+}
+
+core::Result<AgentKeysPaths> Agent::KeysPaths(std::string_view container_name) {
+  if (keys_root_.empty()) {
+    // No keys_dir and no state_dir (state in memory only): a directory of this agent's own.
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "gpuwerk-agent-keys-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return core::Fail(
+          core::ErrorCode::kUnavailable, "authorized_keys_write_failed",
+          "cannot make a keys directory under " + std::filesystem::temp_directory_path().string());
+    }
+    keys_root_ = temporary_keys_root_ = tmpl;
+    spdlog::info("agent: no state directory: containers' keys are kept in {}", tmpl);
+  }
+  return AgentKeysPathsFor(keys_root_, container_name);
+}
+
+core::Result<void> Agent::WriteKeys(const ContainerInfo& c, const std::vector<std::string>& lines) {
+  if (!HasKeysMount(c)) {
+    // Made by an agent before the read-only mount: the engine's archive upload, nothing run in
+    // the container.
+    return WriteAuthorizedKeysByArchive(engine_, c.id, lines, options_.engine_timeout);
+  }
+  GPUWERK_ASSIGN_OR_RETURN(AgentKeysPaths paths, KeysPaths(c.name));
+  return WriteAgentKeys(paths, lines);
+}
 
 std::map<std::string, std::string> Agent::LabelFilter() const {
   auto filter = options_.extra_labels;
@@ -316,18 +379,6 @@ void Agent::Observe() {
   if (ids_changed) SaveState();  // so that a removal while the agent is down is told too
 }
 
-std::string Agent::DesiredHostname(const ContainerInfo& c) const {
-  auto instance = c.labels.find(std::string(kInstanceLabel));
-  auto node = c.labels.find(std::string(kNodeLabel));
-  if (instance == c.labels.end() || node == c.labels.end()) return "";
-  for (const auto& d : desired_) {
-    if (d.instance_id == instance->second && std::to_string(d.node_index) == node->second) {
-      return d.hostname;
-    }
-  }
-  return "";
-}
-
 bool Agent::KeysCurrent(const ContainerInfo& c) const {
   auto instance = c.labels.find(std::string(kInstanceLabel));
   auto node = c.labels.find(std::string(kNodeLabel));
@@ -366,23 +417,42 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   };
   if (probe == LoginProbe::kAccepted) return accepted();
   if (probe != LoginProbe::kRefused) return;  // no answer: nothing learnt either way
+  // The agent's own read-only file (containers with the keys mount): whether it holds the
+  // relay's line. Nothing in the container is read or run.
+  core::Result<bool> held = false;
+  if (HasKeysMount(c)) {
+    auto paths = KeysPaths(c.name);
+    held = paths ? AgentKeysHold(*paths, options_.relay_authorized_keys)
+                 : core::Result<bool>(core::Fail(paths.error()));
+  }
   if (!relay.options.empty()) {
     // The line's options (from="<relay addresses>") may refuse the agent's own address: sshd
-    // cannot tell us whether the line is there, so look at the file itself.
-    auto held = AuthorizedKeysHold(engine_, c.id, options_.relay_authorized_keys,
-                                   options_.engine_timeout, DesiredHostname(c));
+    // cannot tell us whether the line is there, so look at the file itself: the agent's own
+    // copy. A container made before the read-only mount cannot be checked (its file is read
+    // only through the container), so nothing is learnt.
+    if (!HasKeysMount(c)) return;
     if (!held) {
       spdlog::warn("agent: cannot check the relay key in {}: {}", c.name, Describe(held.error()));
       return;
     }
     if (*held) return accepted();
   }
+  ContainerRecord& record = records_[c.id];
+  record.keys_digest.reset();  // SyncAuthorizedKeys writes the file again this round
+  if (held && *held) {
+    // The file is the agent's and read-only in the container: sshd itself was changed. Writing
+    // the file again changes nothing in the container; the fault stays until sshd accepts.
+    spdlog::warn(
+        "agent: sshd of {} refuses the relay key although its read-only authorized_keys holds "
+        "it (sshd changed in the container?)",
+        c.name);
+    record.relay_error = kRelayKeyRefused;
+    return;
+  }
   spdlog::warn(
       "agent: sshd of {} refuses the relay key (authorized_keys edited?); writing it again",
       c.name);
-  ContainerRecord& record = records_[c.id];
-  record.keys_digest.reset();  // SyncAuthorizedKeys writes the file again this round
-  record.relay_error = kRelayKeyMissing;
+  record.relay_error = RelayKeyMissing(KeysFileIn(c));
 }
 
 void Agent::ReadHostKey(const ContainerInfo& c) {
@@ -474,6 +544,7 @@ void Agent::Create(const DesiredContainer& d) {
   spec.no_new_privileges = true;
   spec.gpu = d.gpu && !inventory_.gpus.empty();
   spec.ssh_bind_address = options_.ssh_bind_address;
+  spec.labels[std::string(kKeysLabel)] = "bind";
   const std::string attempt_key = d.instance_id + "/" + std::to_string(d.node_index);
   auto fail = [&](const core::Error& e, const std::string& step) {
     // An engine that is busy or hiccups (a 5xx, a timeout) gets another try at the next round;
@@ -509,6 +580,14 @@ void Agent::Create(const DesiredContainer& d) {
       return fail(made.error(), "creating the instance network");
     }
   }
+  // The keys first, on the host: the container mounts the agent's directory read-only
+  // (AgentKeysBinds), and sshd reads them from there. Nothing is written into the container.
+  auto keys = KeysPaths(d.container_name);
+  if (!keys) return fail(keys.error(), "writing authorized_keys");
+  if (auto written = WriteAgentKeys(*keys, KeyLines(d)); !written) {
+    return fail(written.error(), "writing authorized_keys");
+  }
+  spec.binds = AgentKeysBinds(*keys);
   auto id = engine_.CreateContainer(spec, options_.engine_timeout);
   if (!id && id.error().api_code == "container_exists" && MadeByAnEarlierTry(spec)) {
     // An earlier create timed out on the agent's side but the engine carried it out after the
@@ -522,12 +601,10 @@ void Agent::Create(const DesiredContainer& d) {
     return;
   }
   if (!id) return fail(id.error(), "create");
-  // The keys go in before the first start (C05); then start. Either failing: nothing left.
-  auto put = engine_.PutArchive(*id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(KeyLines(d)),
-                                options_.engine_timeout);
-  auto started = put ? engine_.StartContainer(*id, options_.engine_timeout) : put;
+  // The keys are in place before the first start (C05); a start that fails leaves nothing.
+  auto started = engine_.StartContainer(*id, options_.engine_timeout);
   if (!started) {
-    fail(started.error(), put ? "start" : "writing authorized_keys");
+    fail(started.error(), "start");
     if (auto removed = engine_.RemoveContainer(*id, true, options_.engine_timeout); !removed) {
       spdlog::error("agent: cannot remove the failed container {}: {}", *id,
                     Describe(removed.error()));
@@ -574,13 +651,10 @@ bool Agent::KeysBeforeStart(const Action& a) {
   if (c == observed_.end() || KeysCurrent(*c)) return true;
   // A stopped container whose file is not known to be current: e.g. one whose create the engine
   // carried out after the agent had given up on its answer (a slow engine just after its start),
-  // so that it never got the archive Create puts in before the first start. It gets the file now,
-  // by archive, while it is stopped: once it runs, only an exec can write it, and an engine that
-  // runs execs outside the container (exec_outside_container) would leave sshd refusing the
-  // person's key for good.
+  // or one adopted after an agent restart that lost its state. It gets the file now, before its
+  // start: the agent's read-only copy on the host, or (made before that mount) by archive.
   const std::vector<std::string> lines = KeyLines(a.desired);
-  auto put = WriteAuthorizedKeys(engine_, c->id, c->state, lines, options_.engine_timeout,
-                                 a.desired.hostname);
+  auto put = WriteKeys(*c, lines);
   if (!put) {
     spdlog::error("agent: writing authorized_keys of {} before its start failed: {}", c->name,
                   Describe(put.error()));
@@ -616,17 +690,16 @@ bool Agent::SyncAuthorizedKeys() {
       const std::string digest = KeysDigest(lines);
       auto record = records_.find(c.id);
       if (record != records_.end() && record->second.keys_digest == digest) break;
-      // A running container's file is rewritten by an exec inside it, a stopped one's by an
-      // archive upload (WriteAuthorizedKeys says why).
-      auto put =
-          WriteAuthorizedKeys(engine_, c.id, c.state, lines, options_.engine_timeout, d.hostname);
+      // The agent's read-only copy on the host (the container sees it at once), or for a
+      // container made before that mount the engine's archive upload; never an exec.
+      auto put = WriteKeys(c, lines);
       if (!put) {
         spdlog::error("agent: rewriting authorized_keys of {} failed: {}", c.name,
                       Describe(put.error()));
         // The relay's key still missing (C07): the fault stays, now saying the write failed.
         if (record != records_.end() && !record->second.relay_error.empty()) {
           record->second.relay_error =
-              RelayKeyNotPutBack(core::BoundedPrintable(put.error().api_code, 64));
+              RelayKeyNotPutBack(KeysFileIn(c), core::BoundedPrintable(put.error().api_code, 64));
         }
         break;
       }
@@ -683,6 +756,11 @@ bool Agent::Apply(const std::vector<Action>& actions) {
         touched_.insert(a.container_id);
         if (auto r = engine_.RemoveContainer(a.container_id, true, options_.engine_timeout); r) {
           spdlog::info("agent: removed {}", a.container_id);
+          // Its keys directory goes with it (a container made again gets it written afresh).
+          for (const auto& c : observed_) {
+            if (c.id != a.container_id || !HasKeysMount(c)) continue;
+            if (auto paths = KeysPaths(c.name); paths) RemoveAgentKeys(*paths);
+          }
           sweep_networks_now_ = true;  // its network may be free now
         } else {
           spdlog::error("agent: removal of {} failed: {}", a.container_id, Describe(r.error()));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/agent_client.h"
+#include "agent/authorized_keys.h"
 #include "agent/container_engine.h"
 #include "agent/drift.h"
 #include "agent/instance_limits.h"
@@ -32,6 +33,12 @@ struct AgentOptions {
   /// Where the agent keeps `agent-state.json` (restart generations applied by restart, so an
   /// agent restart restarts nothing). Empty: in memory only.
   std::filesystem::path state_dir;
+  /// Where the agent keeps each container's authorized_keys, which the container mounts
+  /// read-only at /etc/ssh/gpuwerk (AgentKeysPathsFor, AgentKeysBinds: `keys_dir/containers/
+  /// <container name>/authorized_keys` and the sshd drop-in `keys_dir/sshd-keys.conf`). Must be
+  /// a path the container engine can bind from (the same host). Empty: `state_dir/keys`, or with
+  /// no state_dir a temporary directory of the agent's own (removed with the Agent).
+  std::filesystem::path keys_dir;
   /// The pause between rounds until the server says otherwise (`sync_interval_seconds`).
   std::chrono::milliseconds sync_interval = std::chrono::seconds(2);
   /// The time limit of each engine call (list, inspect, create, …).
@@ -57,8 +64,8 @@ struct AgentOptions {
   /// credential (docs/ssh.md), e.g. `from="10.0.0.2" ssh-ed25519 AAAA… gpuwerk-relay` (build the
   /// restricted line with RestrictRelayKeyLine, authorized_keys.h). The agent checks that sshd
   /// still accepts the first one (its key, without options) and writes the file again when not;
-  /// when that line has options and sshd refuses the agent's own address, it reads the file
-  /// instead (AuthorizedKeysHold).
+  /// when that line has options and sshd refuses the agent's own address, it reads its own copy
+  /// of the file instead (AgentKeysHold).
   std::vector<std::string> relay_authorized_keys;
   /// What every container is given: memory, CPU and pids limits and the capabilities it keeps
   /// (ResolveInstanceLimits; docs/isolation.md). A desired entry's own `memory_bytes` (the
@@ -109,15 +116,19 @@ using CreateFailure = protocol::CreateFailure;
 /// generations applied at create live in the container's kGenerationLabel; those applied by
 /// restart in memory and in `state_dir/agent-state.json`, beside the digest of the
 /// authorized_keys each container was last given: when the desired key lines change (a relay key
-/// added, a person's access removed, C09), the agent rewrites the file in the container without
-/// restarting it (WriteAuthorizedKeys: an exec inside a running container, an archive upload into
-/// a stopped one).
+/// added, a person's access removed, C09), the agent rewrites the file without restarting the
+/// container: its own copy on the host, which the container mounts read-only (WriteAgentKeys;
+/// for a container made before that mount, the engine's archive upload). The agent never runs
+/// anything in a container (issue 12 finding 9).
 ///
 /// Thread-safety: RunOnce and Run must be called from one thread; Stop may be called from any
 /// thread at any time. `engine` and `client` must outlive the Agent.
 class Agent {
  public:
   Agent(AgentOptions options, ContainerEngine& engine, SyncClient& client, Inventory inventory);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
 
   /// Loads the state file (a missing file is empty; an unreadable one is logged and ignored).
   void LoadState();
@@ -168,8 +179,6 @@ class Agent {
   /// Whether the container's authorized_keys was last written with its desired entry's current
   /// key lines (KeyLines); false without a desired entry or a record of a write.
   bool KeysCurrent(const ContainerInfo& c) const;
-  /// The hostname the desired entry of container `c` gives it; "" when none names it.
-  std::string DesiredHostname(const ContainerInfo& c) const;
   void Observe();
   void WatchLoop();
   bool Apply(const std::vector<Action>& actions);
@@ -193,7 +202,7 @@ class Agent {
   /// Returns whether it wrote any.
   bool SyncAuthorizedKeys();
   /// Before the start of a stopped container (action `a`) whose authorized_keys is not known to
-  /// be current (KeysCurrent): writes it by archive (WriteAuthorizedKeys) and records it. Returns
+  /// be current (KeysCurrent): writes it (WriteKeys) and records it. Returns
   /// whether the start may go ahead (false: the write failed, logged; the next round retries).
   bool KeysBeforeStart(const Action& a);
   /// Whether the container named `spec.name` that the engine says already exists (create answered
@@ -201,6 +210,15 @@ class Agent {
   /// create whose answer the agent gave up on (timeout) but the engine carried out after the
   /// round's listing. False when the inspect fails or any label differs (someone else's name).
   bool MadeByAnEarlierTry(const ContainerSpec& spec);
+  /// The host paths of container `container_name`'s keys (under keys_dir; made on first use when
+  /// the agent has none). Errors: AgentKeysPathsFor's, "authorized_keys_write_failed".
+  core::Result<AgentKeysPaths> KeysPaths(std::string_view container_name);
+  /// Writes container `c`'s keys as `lines`: the agent's read-only copy on the host
+  /// (WriteAgentKeys) when `c` has the keys mount (kKeysLabel), else by the engine's archive
+  /// upload (WriteAuthorizedKeysByArchive). Never runs anything in the container.
+  core::Result<void> WriteKeys(const ContainerInfo& c, const std::vector<std::string>& lines);
+  std::filesystem::path keys_root_;
+  std::filesystem::path temporary_keys_root_;  ///< made by KeysPaths; removed by ~Agent
   /// The key lines a container of `d` gets: the desired ones, then the relay's.
   std::vector<std::string> KeyLines(const DesiredContainer& d) const;
   void RecordGeneration(const std::string& id, int64_t generation);

@@ -21,6 +21,7 @@
 #include "agent/docker_engine.h"
 #include "cli/fake_api_server.h"
 #include "core/strings.h"
+#include "tests/support/engine_stand_in.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -150,7 +151,8 @@ class AgentTest : public ::testing::Test {
     ASSERT_TRUE(limits) << limits.error().message;
     options.instance_limits = *limits;
     client_ = std::make_unique<AgentClient>(plane_.url(), "gwh_test", std::chrono::seconds(5));
-    agent_ = std::make_unique<Agent>(options, *engine_, *client_, DiscoverInventory());
+    ContainerEngine& engine = agent_engine_ != nullptr ? *agent_engine_ : *engine_;
+    agent_ = std::make_unique<Agent>(options, engine, *client_, DiscoverInventory());
     thread_ = std::thread([this] { agent_->Run(); });
   }
 
@@ -197,15 +199,6 @@ class AgentTest : public ::testing::Test {
     return nullptr;
   }
 
-  /// Whether the engine runs execs inside container `id` (whose sshd listens on `port`): its
-  /// /etc/hostname read through an exec and through sshd agree. Some roots (CI's freshly made
-  /// ones) run the engine with a /proc that does not match its PID namespace, and execs land
-  /// outside the container; the agent's guard then refuses to write (exec_outside_container).
-  bool ExecRunsInside(const std::string& id, int port) const {
-    auto ran = engine_->RunExec(id, {.cmd = {"cat", "/etc/hostname"}}, std::chrono::seconds(30));
-    return ran && ran->out == Ssh(port, "cat /etc/hostname").text;
-  }
-
   Output Ssh(int port, const std::string& command) const {
     return Shell("ssh -i " + (dir_ / "id_ed25519").string() + " -p " + std::to_string(port) +
                  " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
@@ -224,6 +217,8 @@ class AgentTest : public ::testing::Test {
   std::vector<std::string> relay_lines_;  ///< AgentOptions::relay_authorized_keys of StartAgent
   bool engine_started_ = false;
   std::unique_ptr<DockerEngine> engine_;
+  /// The engine the agent uses when not `engine_` (e.g. one behind an EngineStandIn).
+  ContainerEngine* agent_engine_ = nullptr;
   ControlPlane plane_;
   std::unique_ptr<AgentClient> client_;
   std::unique_ptr<Agent> agent_;
@@ -264,10 +259,6 @@ TEST_F(AgentTest, C09_AuthorizedKeysFollowTheDesiredKeysWithoutARestart) {
   const std::string started = (*c)["started_at"];
   EXPECT_EQ(ssh_with("id_ed25519", port).rc, 0);
   EXPECT_NE(ssh_with("second", port).rc, 0);
-  if (!ExecRunsInside((*c)["container_id"], port)) {
-    GTEST_SKIP() << "this engine runs execs outside the container, so the in-place rewrite "
-                    "cannot be shown here (docs/agent-protocol.md)";
-  }
 
   nlohmann::json both = Entry("ins_k", 0);
   both["authorized_keys"] = {public_key_, second_key};
@@ -276,10 +267,10 @@ TEST_F(AgentTest, C09_AuthorizedKeysFollowTheDesiredKeysWithoutARestart) {
   while (ssh_with("second", port).rc != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(200));
   }
-  // Written by an exec inside the running container (not an archive upload, which some engines
-  // accept without changing a running container's file: docs/agent-protocol.md).
+  // Written on the host into the agent's directory, which the container mounts read-only
+  // (nothing runs in the container: issue 12 finding 9).
   EXPECT_EQ(ssh_with("second", port).rc, 0)
-      << "authorized_keys now: " << Ssh(port, "cat /root/.ssh/authorized_keys").text;
+      << "authorized_keys now: " << Ssh(port, "cat /etc/ssh/gpuwerk/authorized_keys").text;
   EXPECT_EQ(ssh_with("id_ed25519", port).rc, 0);
 
   nlohmann::json only_second = Entry("ins_k", 0);
@@ -298,7 +289,7 @@ TEST_F(AgentTest, C09_AuthorizedKeysFollowTheDesiredKeysWithoutARestart) {
   Output modes = Shell("ssh -i " + (dir_ / "second").string() + " -p " + std::to_string(port) +
                        " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o "
                        "BatchMode=yes -o LogLevel=ERROR root@127.0.0.1 "
-                       "'stat -c %a /root/.ssh /root/.ssh/authorized_keys'");
+                       "'stat -c %a /etc/ssh/gpuwerk /etc/ssh/gpuwerk/authorized_keys'");
   EXPECT_EQ(modes.text, "700\n600\n");
 }
 
@@ -328,10 +319,6 @@ TEST_F(AgentTest, RelayKeyFromPatternsLimitWhereTheRelayKeyLogsInFrom) {
   ASSERT_NE(c, nullptr);
   const int port = (*c)["ssh_port"];
   const std::string started = (*c)["started_at"];
-  if (!ExecRunsInside((*c)["container_id"], port)) {
-    GTEST_SKIP() << "this engine runs execs outside the container, so the agent's file check "
-                    "cannot be shown here (docs/agent-protocol.md)";
-  }
 
   // The source address the container's sshd sees for a connection to 127.0.0.1:PORT.
   Output seen = Ssh(port, "echo $SSH_CONNECTION");
@@ -341,7 +328,7 @@ TEST_F(AgentTest, RelayKeyFromPatternsLimitWhereTheRelayKeyLogsInFrom) {
             << source << "\n";
   ASSERT_FALSE(source.empty());
 
-  EXPECT_EQ(Ssh(port, "cat /root/.ssh/authorized_keys").text,
+  EXPECT_EQ(Ssh(port, "cat /etc/ssh/gpuwerk/authorized_keys").text,
             public_key_ + "\nfrom=\"192.0.2.1\" " + relay_key + "\n");
   Output refused = relay_login(port);
   EXPECT_NE(refused.rc, 0) << "the relay key logged in from " << source << " despite from=";
@@ -354,16 +341,12 @@ TEST_F(AgentTest, RelayKeyFromPatternsLimitWhereTheRelayKeyLogsInFrom) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ((*c)["error"], "") << report.dump();
   EXPECT_EQ((*c)["ssh_ready"], true);
-  // Someone removes the relay's line by hand: sshd cannot say (from= refuses the agent too), so
-  // the agent reads the file, finds the line missing and writes it again.
-  ASSERT_EQ(Ssh(port, "echo \"" + public_key_ + "\" > /root/.ssh/authorized_keys").rc, 0);
+  // Someone in the container tries to remove the relay's line: the file is the agent's,
+  // mounted read-only, so the line stays (issue 12 finding 9), and the agent's check (its own
+  // copy, since from= refuses the agent too) finds it there.
+  EXPECT_NE(Ssh(port, "echo \"" + public_key_ + "\" > /etc/ssh/gpuwerk/authorized_keys").rc, 0);
   const std::string with_relay = public_key_ + "\nfrom=\"192.0.2.1\" " + relay_key + "\n";
-  const auto put_back = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (Ssh(port, "cat /root/.ssh/authorized_keys").text != with_relay &&
-         std::chrono::steady_clock::now() < put_back) {
-    std::this_thread::sleep_for(milliseconds(200));
-  }
-  EXPECT_EQ(Ssh(port, "cat /root/.ssh/authorized_keys").text, with_relay);
+  EXPECT_EQ(Ssh(port, "cat /etc/ssh/gpuwerk/authorized_keys").text, with_relay);
 
   // The agent comes back with patterns that match (a list, one element matching): the running
   // container's file is rewritten without a restart, and the relay key gets in.
@@ -378,12 +361,118 @@ TEST_F(AgentTest, RelayKeyFromPatternsLimitWhereTheRelayKeyLogsInFrom) {
   }
   Output accepted = relay_login(port);
   EXPECT_EQ(accepted.rc, 0) << accepted.text
-                            << "; file: " << Ssh(port, "cat /root/.ssh/authorized_keys").text;
+                            << "; file: " << Ssh(port, "cat /etc/ssh/gpuwerk/authorized_keys").text;
   report = WaitFor(RunningReady("ins_r"));
   c = Container(report, "ins_r");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ((*c)["started_at"], started);
   EXPECT_EQ((*c)["error"], "");
+}
+
+// Issue 12 finding 9: whatever the tenant (root in the container) does to the keys, the agent
+// never runs anything in the container. The agent talks to the real engine through a stand-in
+// socket that records every request: the tenant replaces /root/.ssh with a symlink, tries to
+// remove the relay's line, makes sshd ignore the agent's file (the relay key is refused: C07's
+// fault shows) and puts it back, and the person's keys change meanwhile (C09). Not one exec (nor
+// an archive upload) reaches the engine; the keys follow the desired list, the relay key logs in
+// at the end.
+TEST_F(AgentTest, Finding9_ATenantWhoRemovesTheRelayLineOrSymlinksSshNeverMakesTheAgentExec) {
+  std::mutex mu;
+  std::vector<std::string> requests;
+  const std::string stand_in_socket = (dir_ / "stand-in.sock").string();
+  gpuwerk::testing::EngineStandIn stand_in(
+      stand_in_socket, socket_, [&](const std::string& method, const std::string& target) {
+        std::lock_guard lock(mu);
+        requests.push_back(method + " " + target);
+        return std::string();
+      });
+  ASSERT_TRUE(stand_in.ok());
+  DockerEngine recorded(
+      DockerEngine::Options{.socket_path = stand_in_socket, .timeout = std::chrono::seconds(30)});
+  agent_engine_ = &recorded;
+  Output made =
+      Shell("ssh-keygen -q -t ed25519 -N '' -C gpuwerk-relay -f " + (dir_ / "relay").string());
+  ASSERT_EQ(made.rc, 0) << made.text;
+  std::string relay_key;
+  std::getline(std::ifstream(dir_ / "relay.pub"), relay_key);
+  relay_lines_ = {relay_key};
+  auto login_with = [&](const std::string& key, int port, const std::string& command) {
+    return Shell("ssh -i " + (dir_ / key).string() + " -p " + std::to_string(port) +
+                 " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
+                 " -o ConnectTimeout=5 -o LogLevel=ERROR root@127.0.0.1 '" +
+                 command + "'");
+  };
+  plane_.SetDesired({Entry("ins_t", 0)});
+  StartAgent();
+  nlohmann::json report = WaitFor(RunningReady("ins_t"));
+  const auto* c = Container(report, "ins_t");
+  ASSERT_NE(c, nullptr);
+  const int port = (*c)["ssh_port"];
+  ASSERT_EQ(login_with("relay", port, "true").rc, 0);
+
+  // The tenant: /root/.ssh becomes a symlink, the relay's line cannot be removed.
+  ASSERT_EQ(Ssh(port, "rm -rf /root/.ssh && ln -s /proc/self /root/.ssh").rc, 0);
+  EXPECT_NE(Ssh(port, "sed -i /gpuwerk-relay/d /etc/ssh/gpuwerk/authorized_keys").rc, 0);
+  // sshd made to read only a file of the tenant's (which has the person's key alone): the relay
+  // key is refused, and the agent reports the relay credential's fault (C07).
+  ASSERT_EQ(Ssh(port, "echo \"" + public_key_ +
+                          "\" > /root/own_keys && sed -i \"1i AuthorizedKeysFile /root/own_keys\" "
+                          "/etc/ssh/sshd_config && kill -HUP 1")
+                .rc,
+            0);
+  report = WaitFor([](const nlohmann::json& r) {
+    for (const auto& x : r["containers"]) {
+      if (x["instance_id"] == "ins_t" &&
+          x["error"].get<std::string>().find("relay credential") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  });
+  c = Container(report, "ins_t");
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE((*c)["error"].get<std::string>().find("sshd refuses the relay credential"),
+            std::string::npos)
+      << report.dump();
+  // Several relay checks later (one a second), sshd put back as it was: the fault clears.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_EQ(Ssh(port, "sed -i 1d /etc/ssh/sshd_config && kill -HUP 1").rc, 0);
+  report = WaitFor([](const nlohmann::json& r) {
+    for (const auto& x : r["containers"]) {
+      if (x["instance_id"] == "ins_t" && x["error"] == "" && x["ssh_ready"] == true) return true;
+    }
+    return false;
+  });
+
+  // The person's keys change (C09): the second key gets in, with /root/.ssh still a symlink.
+  Output second =
+      Shell("ssh-keygen -q -t ed25519 -N '' -C second -f " + (dir_ / "second").string());
+  ASSERT_EQ(second.rc, 0) << second.text;
+  std::string second_key;
+  std::getline(std::ifstream(dir_ / "second.pub"), second_key);
+  nlohmann::json both = Entry("ins_t", 0);
+  both["authorized_keys"] = {public_key_, second_key};
+  plane_.SetDesired({both});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (login_with("second", port, "true").rc != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  EXPECT_EQ(login_with("second", port, "true").rc, 0);
+  EXPECT_EQ(login_with("relay", port, "readlink /root/.ssh").text, "/proc/self\n");
+  StopAgent();
+
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(requests.empty());
+  int creates = 0;
+  for (const std::string& r : requests) {
+    EXPECT_EQ(r.find("/exec"), std::string::npos) << "the agent asked the engine: " << r;
+    EXPECT_EQ(r.find("/archive"), std::string::npos) << "the agent asked the engine: " << r;
+    if (r.starts_with("POST ") && r.find("/containers/create") != std::string::npos) ++creates;
+  }
+  EXPECT_EQ(creates, 1);
+  std::cout << "[ measured ] " << requests.size()
+            << " engine requests from the agent, none of them an exec\n";
 }
 
 TEST_F(AgentTest, C05_C12_LifecycleAdoptionAndRemoval) {

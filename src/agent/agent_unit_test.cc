@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -200,8 +202,8 @@ TEST(AgentTest, StopEndsRun) {
 }
 
 /// An engine in memory that keeps an ordered log of the calls that change a container
-/// ("put_archive <id>", "start <id>", "exec <id>", "create <name>") and holds the containers the
-/// test gives it. Starting one makes it running.
+/// ("put_archive <id>", "start <id>", "create <name>"; the engine seam has no exec call at all) and
+/// holds the containers the test gives it. Starting one makes it running.
 class RecordingEngine : public ContainerEngine {
  public:
   core::Result<void> Ping(Timeout) override { return {}; }
@@ -209,6 +211,7 @@ class RecordingEngine : public ContainerEngine {
   core::Result<std::string> CreateContainer(const ContainerSpec& spec, Timeout) override {
     Log("create " + spec.name);
     std::lock_guard lock(mu_);
+    specs_.push_back(spec);
     if (!allow_creates_) {
       return core::Fail(core::ErrorCode::kFailedPrecondition, "not_in_this_test", "no creates");
     }
@@ -290,18 +293,6 @@ class RecordingEngine : public ContainerEngine {
                                                       Timeout) override {
     return std::vector<NetworkInfo>{};
   }
-  core::Result<std::string> CreateExec(std::string_view id, const ExecSpec&, Timeout) override {
-    Log("exec " + std::string(id));
-    // As an engine that runs execs outside the container does: the guard refuses to write.
-    return std::string("exec_1");
-  }
-  core::Result<ExecOutput> StartExec(std::string_view, Timeout) override {
-    return ExecOutput{.out = "", .err = "this exec does not run inside the container"};
-  }
-  core::Result<ExecInfo> InspectExec(std::string_view, Timeout) override {
-    return ExecInfo{.running = false, .exit_code = 97};
-  }
-
   void Add(ContainerInfo c) {
     std::lock_guard lock(mu_);
     containers_.push_back(std::move(c));
@@ -335,6 +326,11 @@ class RecordingEngine : public ContainerEngine {
     std::lock_guard lock(mu_);
     return calls_;
   }
+  /// Every spec CreateContainer was given, in order.
+  std::vector<ContainerSpec> specs() const {
+    std::lock_guard lock(mu_);
+    return specs_;
+  }
 
  private:
   void Log(std::string call) {
@@ -345,6 +341,7 @@ class RecordingEngine : public ContainerEngine {
   std::vector<ContainerInfo> containers_;
   std::map<std::string, std::string> files_;  // "id:path" → GetArchive's answer
   std::vector<std::string> calls_;
+  std::vector<ContainerSpec> specs_;
   std::set<std::string> unlisted_once_;
   bool allow_creates_ = false;
   int created_ = 0;
@@ -555,9 +552,9 @@ TEST(AgentDriftTest, ARemovalWhileTheAgentWasDownIsReportedAfterItsRestart) {
 
 // A container of a desired instance that exists but was never started, and whose key file the
 // agent never wrote: the engine made it after the agent had given up on the create's answer (a
-// slow engine just after its own start). The agent puts the key file in by archive BEFORE the
-// start, as a create does; started first, only an exec could write it, and an engine whose execs
-// land outside the container (exec_outside_container) would leave sshd refusing the person's key.
+// slow engine just after its own start), made without the read-only keys mount (no kKeysLabel:
+// an older agent's). The agent puts the key file in by archive BEFORE the start; the agent never
+// runs anything in a container (issue 12 finding 9).
 TEST(AgentTest, AContainerMadeButNeverStartedGetsItsKeysByArchiveBeforeItsStart) {
   FakeApiServer server([](const FakeRequest&) {
     return FakeResponse::Json(200, nlohmann::json::parse(R"({"host_id":"hst_1",
@@ -645,6 +642,88 @@ TEST(AgentTest, AHostKeyThatIsNotTheOneSshdPresentsIsNotReported) {
   const nlohmann::json body = server.requests().back().Json();
   EXPECT_EQ(body["containers"][0]["ssh_ready"], true) << server.requests().back().body;
   EXPECT_FALSE(body["containers"][0].contains("ssh_host_key")) << server.requests().back().body;
+}
+
+// Issue 12 finding 9: a container the agent creates gets its keys as a read-only mount of the
+// agent's own host file, written before the create; a change of the desired keys rewrites that
+// file and sends the engine nothing at all (no archive, and the engine seam has no exec); the
+// agent's removal of the container removes its directory.
+TEST(AgentTest, Finding9_KeysAreTheAgentsReadOnlyMountAndAChangeSendsTheEngineNothing) {
+  const std::string alice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey alice";
+  const std::string bob = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey bob";
+  std::mutex mu;
+  std::vector<std::string> keys = {alice};
+  bool wanted = true;
+  FakeApiServer server([&](const FakeRequest&) {
+    std::lock_guard lock(mu);
+    nlohmann::json desired = nlohmann::json::array();
+    if (wanted) {
+      desired.push_back({{"instance_id", "ins_a"},
+                         {"node_index", 0},
+                         {"container_name", "gpuwerk-ins_a-0"},
+                         {"hostname", "a"},
+                         {"image", "img"},
+                         {"memory_bytes", 0},
+                         {"gpu", false},
+                         {"authorized_keys", keys},
+                         {"restart_generation", 0},
+                         {"env", nlohmann::json::array()}});
+    }
+    return FakeResponse::Json(
+        200, {{"host_id", "hst_1"}, {"sync_interval_seconds", 1}, {"desired", desired}});
+  });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gpuwerk-agent-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const std::filesystem::path dir = tmpl;
+  AgentOptions options;
+  options.state_dir = dir;
+  options.ssh_probe_timeout = milliseconds(100);
+  options.relay_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey gpuwerk-relay"};
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // creates and starts
+  const std::filesystem::path file =
+      dir / "keys" / "containers" / "gpuwerk-ins_a-0" / "authorized_keys";
+  auto read = [&] {
+    std::ifstream in(file);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(read(), alice + "\n" + options.relay_authorized_keys[0] + "\n");
+  const std::vector<ContainerSpec> specs = engine.specs();
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].labels.at(std::string(kKeysLabel)), "bind");
+  ASSERT_EQ(specs[0].binds.size(), 2u);
+  EXPECT_EQ(specs[0].binds[0].source, file.parent_path().string());
+  EXPECT_EQ(specs[0].binds[0].target, "/etc/ssh/gpuwerk");
+  EXPECT_TRUE(specs[0].binds[0].read_only);
+  EXPECT_EQ(specs[0].binds[1].target, "/etc/ssh/sshd_config.d/00-gpuwerk-keys.conf");
+  EXPECT_TRUE(specs[0].binds[1].read_only);
+  const size_t calls_before = engine.calls().size();
+  {
+    std::lock_guard lock(mu);
+    keys = {alice, bob};
+  }
+  ASSERT_TRUE(agent.RunOnce());  // the new list
+  ASSERT_TRUE(agent.RunOnce());  // acted on
+  EXPECT_EQ(read(), alice + "\n" + bob + "\n" + options.relay_authorized_keys[0] + "\n");
+  const std::vector<std::string> calls = engine.calls();
+  EXPECT_EQ(calls.size(), calls_before) << ::testing::PrintToString(calls);
+  EXPECT_EQ(std::count_if(calls.begin(), calls.end(),
+                          [](const std::string& c) { return c.starts_with("put_archive"); }),
+            0)
+      << ::testing::PrintToString(calls);
+  {
+    std::lock_guard lock(mu);
+    wanted = false;
+  }
+  ASSERT_TRUE(agent.RunOnce());
+  ASSERT_TRUE(agent.RunOnce());
+  EXPECT_FALSE(std::filesystem::exists(file.parent_path()))
+      << ::testing::PrintToString(engine.calls());
+  std::filesystem::remove_all(dir);
 }
 
 // C15 (seen as a flake under load): a create timed out on the agent's side, the engine carried it

@@ -2,12 +2,19 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <set>
 
 #include "core/check.h"
 #include "core/strings.h"
@@ -92,34 +99,6 @@ std::string AuthorizedKeysTar(const std::vector<std::string>& key_lines,
 
 namespace {
 
-/// The shell text AuthorizedKeysExec runs; the file's contents come from kAuthorizedKeysEnv.
-/// `$$` keeps two writers' temporary files apart; the trap removes ours when anything fails.
-/// Exits 97 unless the exec runs inside the container whose hostname is
-/// $GPUWERK_CONTAINER_HOSTNAME (its /etc/hostname, which Docker and podman write for each
-/// container): an engine that runs execs in the wrong mount namespace (seen in CI roots whose
-/// /proc does not match the engine's PID namespace) would otherwise write the HOST's files.
-constexpr const char* kInContainerGuard =
-    "if [ -n \"$GPUWERK_CONTAINER_HOSTNAME\" ] && ! grep -qxF -e "
-    "\"$GPUWERK_CONTAINER_HOSTNAME\" /etc/hostname 2>/dev/null; then "
-    "echo 'this exec does not run inside the container' >&2; exit 97; fi; ";
-
-/// The exit status of kInContainerGuard.
-constexpr int kOutsideContainerStatus = 97;
-
-constexpr const char* kWriteScript =
-    "set -e; umask 077; "
-    "mkdir -p /root/.ssh; chown 0:0 /root/.ssh; chmod 700 /root/.ssh; "
-    "tmp=/root/.ssh/.authorized_keys.gpuwerk.$$; trap 'rm -f \"$tmp\"' EXIT; "
-    "printf '%s' \"$GPUWERK_AUTHORIZED_KEYS\" > \"$tmp\"; "
-    "chown 0:0 \"$tmp\"; chmod 600 \"$tmp\"; "
-    "mv -f \"$tmp\" /root/.ssh/authorized_keys";
-
-/// Exits 0 when every line of kAuthorizedKeysEnv is a whole line of the file, 1 when one is not
-/// (or the file is missing).
-constexpr const char* kHoldScript =
-    "printf '%s' \"$GPUWERK_AUTHORIZED_KEYS\" | while IFS= read -r line; do "
-    "grep -qxF -e \"$line\" /root/.ssh/authorized_keys 2>/dev/null || exit 1; done";
-
 std::string Snippet(std::string_view text) {
   std::string out;
   for (char c : text.substr(0, 300)) {
@@ -164,70 +143,160 @@ std::string DescribeChar(char c) {
 
 namespace {
 
-/// An exec of `script` as root with the keys in kAuthorizedKeysEnv, guarded by
-/// kInContainerGuard when `container_hostname` is given.
-ExecSpec GuardedExec(const char* script, const std::vector<std::string>& key_lines,
-                     std::string_view container_hostname) {
-  ExecSpec spec{
-      .cmd = {"/bin/sh", "-c", std::string(kInContainerGuard) + script},
-      .env = {std::string(kAuthorizedKeysEnv) + "=" + AuthorizedKeysFile(key_lines)},
-      .user = "0",
-  };
-  if (!container_hostname.empty()) {
-    spec.env.push_back("GPUWERK_CONTAINER_HOSTNAME=" + std::string(container_hostname));
-  }
-  return spec;
+core::Error WriteFailed(const std::filesystem::path& path, int error) {
+  return core::Error(core::ErrorCode::kUnavailable, "authorized_keys_write_failed",
+                     fmt::format("cannot write {}: {}", path.string(), std::strerror(error)));
 }
 
-core::Error OutsideContainer(std::string_view id, const ExecResult& ran) {
-  return core::Error(core::ErrorCode::kFailedPrecondition, "exec_outside_container",
-                     fmt::format("the engine ran an exec for container {} outside it (its "
-                                 "/etc/hostname is not the container's): nothing written; {}",
-                                 Snippet(id), Snippet(ran.err + ran.out)));
+/// Replaces `path` with `text` (mode `mode`) atomically: a new file beside it (O_EXCL,
+/// O_NOFOLLOW), fsync'd, renamed over it.
+core::Result<void> ReplaceFile(const std::filesystem::path& path, std::string_view text,
+                               mode_t mode) {
+  const std::filesystem::path tmp =
+      path.parent_path() / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()));
+  ::unlink(tmp.c_str());  // left by a write that died (this pid's, or a reused one)
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
+  if (fd < 0) return core::Fail(WriteFailed(tmp, errno));
+  auto fail = [&](int error) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return core::Fail(WriteFailed(path, error));
+  };
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(n < 0 ? errno : EIO);
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode & 0777) != 0 || ::fsync(fd) != 0) return fail(errno);
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return core::Fail(WriteFailed(path, errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    return core::Fail(WriteFailed(path, error));
+  }
+  return {};
+}
+
+/// Creates `dir` (mode 0700) when missing; an existing one must be a directory, not a symlink,
+/// and gets mode 0700.
+core::Result<void> EnsurePrivateDir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir.parent_path(), ec);
+  if (ec) return core::Fail(WriteFailed(dir.parent_path(), ec.value()));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return core::Fail(WriteFailed(dir, errno));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return core::Fail(WriteFailed(dir, errno));
+  if (!S_ISDIR(st.st_mode)) return core::Fail(WriteFailed(dir, ENOTDIR));
+  if ((st.st_mode & 07777) != 0700 && ::chmod(dir.c_str(), 0700) != 0) {
+    return core::Fail(WriteFailed(dir, errno));
+  }
+  return {};
+}
+
+bool IsContainerNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
 }
 
 }  // namespace
 
-ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines,
-                            std::string_view container_hostname) {
-  return GuardedExec(kWriteScript, key_lines, container_hostname);
+std::string SshdKeysDropIn() {
+  return "# Written by the gpuwerk agent and mounted read-only: sshd reads the keys gpuwerk "
+         "manages first,\n# then root's own ~/.ssh/authorized_keys.\n"
+         "AuthorizedKeysFile " +
+         std::string(kAgentKeysFileInContainer) + " .ssh/authorized_keys\n";
 }
 
-core::Result<void> WriteAuthorizedKeys(ContainerEngine& engine, std::string_view id,
-                                       ContainerState state,
-                                       const std::vector<std::string>& key_lines,
-                                       std::chrono::milliseconds timeout,
-                                       std::string_view container_hostname) {
-  if (state == ContainerState::kRunning) {
-    auto ran = engine.RunExec(id, AuthorizedKeysExec(key_lines, container_hostname), timeout);
-    if (ran) {
-      if (ran->exit_code == 0) return {};
-      if (ran->exit_code == kOutsideContainerStatus) return core::Fail(OutsideContainer(id, *ran));
-      return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_write_failed",
-                        fmt::format("writing /root/.ssh/authorized_keys in container {} exited "
-                                    "with status {}: {}",
-                                    Snippet(id), ran->exit_code, Snippet(ran->err + ran->out)));
-    }
-    if (ran.error().api_code != "container_not_running") return core::Fail(ran.error());
-    // Stopped between the caller's look and the exec: a stopped container takes the archive.
+core::Result<AgentKeysPaths> AgentKeysPathsFor(const std::filesystem::path& keys_root,
+                                               std::string_view container_name) {
+  if (!keys_root.is_absolute()) {
+    return core::InvalidArgument("invalid_keys_dir",
+                                 fmt::format("the agent's keys directory \"{}\" is not absolute",
+                                             Snippet(keys_root.string())));
   }
-  return engine.PutArchive(id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(key_lines), timeout);
+  if (container_name.empty() || container_name.size() > 128 || container_name.front() == '.' ||
+      container_name.front() == '-' ||
+      !std::all_of(container_name.begin(), container_name.end(), IsContainerNameChar)) {
+    return core::InvalidArgument(
+        "invalid_container_name",
+        fmt::format("\"{}\" is not a container name the agent makes a keys directory for",
+                    Snippet(container_name)));
+  }
+  return AgentKeysPaths{.dir = keys_root / "containers" / std::string(container_name),
+                        .drop_in = keys_root / "sshd-keys.conf"};
 }
 
-core::Result<bool> AuthorizedKeysHold(ContainerEngine& engine, std::string_view id,
-                                      const std::vector<std::string>& key_lines,
-                                      std::chrono::milliseconds timeout,
-                                      std::string_view container_hostname) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      ExecResult ran,
-      engine.RunExec(id, GuardedExec(kHoldScript, key_lines, container_hostname), timeout));
-  if (ran.exit_code == 0) return true;
-  if (ran.exit_code == 1) return false;
-  if (ran.exit_code == kOutsideContainerStatus) return core::Fail(OutsideContainer(id, ran));
-  return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_read_failed",
-                    fmt::format("reading /root/.ssh/authorized_keys in container {} exited with "
-                                "status {}: {}",
-                                Snippet(id), ran.exit_code, Snippet(ran.err + ran.out)));
+std::vector<BindMount> AgentKeysBinds(const AgentKeysPaths& paths) {
+  return {
+      {.source = paths.dir.string(), .target = std::string(kAgentKeysMount), .read_only = true},
+      {.source = paths.drop_in.string(),
+       .target = std::string(kSshdKeysDropInInContainer),
+       .read_only = true},
+  };
+}
+
+core::Result<void> WriteAgentKeys(const AgentKeysPaths& paths,
+                                  const std::vector<std::string>& key_lines) {
+  GPUWERK_TRY(EnsurePrivateDir(paths.dir));
+  GPUWERK_TRY(ReplaceFile(paths.dir / "authorized_keys", AuthorizedKeysFile(key_lines), 0600));
+  const std::string drop_in = SshdKeysDropIn();
+  std::ifstream in(paths.drop_in, std::ios::binary);
+  const std::string have{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (have != drop_in) {
+    GPUWERK_TRY(ReplaceFile(paths.drop_in, drop_in, 0644));
+  }
+  return {};
+}
+
+core::Result<bool> AgentKeysHold(const AgentKeysPaths& paths,
+                                 const std::vector<std::string>& key_lines) {
+  const std::filesystem::path file = paths.dir / "authorized_keys";
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    return core::Fail(core::ErrorCode::kUnavailable, "authorized_keys_read_failed",
+                      fmt::format("cannot read {}: {}", file.string(), std::strerror(errno)));
+  }
+  std::string text;
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  std::set<std::string> have;
+  std::string_view all = text;
+  while (!all.empty()) {
+    const size_t end = all.find('\n');
+    have.insert(std::string(all.substr(0, end)));
+    all = end == std::string_view::npos ? std::string_view() : all.substr(end + 1);
+  }
+  const std::string want = AuthorizedKeysFile(key_lines);
+  std::string_view rest = want;
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    if (!have.contains(std::string(rest.substr(0, end)))) return false;
+    rest.remove_prefix(end + 1);
+  }
+  return true;
+}
+
+void RemoveAgentKeys(const AgentKeysPaths& paths) {
+  std::error_code ec;
+  std::filesystem::remove_all(paths.dir, ec);
+}
+
+core::Result<void> WriteAuthorizedKeysByArchive(ContainerEngine& engine, std::string_view id,
+                                                const std::vector<std::string>& key_lines,
+                                                std::chrono::milliseconds timeout) {
+  return engine.PutArchive(id, kAuthorizedKeysArchiveRoot, AuthorizedKeysTar(key_lines), timeout);
 }
 
 AuthorizedKeyLine SplitAuthorizedKeyLine(std::string_view line) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,56 +33,77 @@ std::string AuthorizedKeysFile(const std::vector<std::string>& key_lines);
 std::string AuthorizedKeysTar(const std::vector<std::string>& key_lines,
                               int64_t mtime_unix_seconds = 0);
 
-/// The environment variable that carries the file's contents into AuthorizedKeysExec's command.
-inline constexpr std::string_view kAuthorizedKeysEnv = "GPUWERK_AUTHORIZED_KEYS";
+/// Where every container the agent creates sees the agent's authorized_keys directory: a
+/// read-only bind mount of a host directory the agent owns (AgentKeysBinds). The tenant, root in
+/// the container, can neither change nor remove the file (nor replace the directory with a
+/// symlink: it is a mount point), and the agent writes it on the host without running anything
+/// in the container (issue 12 finding 9).
+inline constexpr std::string_view kAgentKeysMount = "/etc/ssh/gpuwerk";
+/// The file sshd reads the person's keys and the relay's line from, inside the container.
+inline constexpr std::string_view kAgentKeysFileInContainer = "/etc/ssh/gpuwerk/authorized_keys";
+/// Where the sshd drop-in that names that file is mounted read-only (Debian's and Ubuntu's
+/// sshd_config start with `Include /etc/ssh/sshd_config.d/*.conf`; the first AuthorizedKeysFile
+/// sshd reads wins, and this name sorts first).
+inline constexpr std::string_view kSshdKeysDropInInContainer =
+    "/etc/ssh/sshd_config.d/00-gpuwerk-keys.conf";
+/// The label the agent puts on containers created with the read-only keys mount (value "bind").
+/// A container without it (created by an agent before that) gets its keys by archive upload
+/// into /root/.ssh instead (WriteAuthorizedKeysByArchive).
+inline constexpr std::string_view kKeysLabel = "io.gpuwerk.keys";
 
-/// A command (for ContainerEngine::RunExec) that, run as root (`user` "0") in a running
-/// container, replaces `/root/.ssh/authorized_keys` with AuthorizedKeysFile(key_lines)
-/// atomically: `/bin/sh -c` with `set -e; umask 077`, creates `/root/.ssh` when missing, makes it
-/// root-owned 0700, writes a temporary file beside the target from the environment variable
-/// kAuthorizedKeysEnv (the keys are public; they never appear in the command line), makes it
-/// root-owned 0600 and renames it over the target (a reader sees the old file or the new one,
-/// never half of one). Exit status 0 on success; non-zero with a message on stderr otherwise.
-/// Needs `sh`, `mkdir`, `chown`, `chmod`, `mv` and `rm` in the image (any image with sshd has
-/// them). With `container_hostname`, the command first checks that /etc/hostname holds it (exit
-/// status 97 and nothing written otherwise; see WriteAuthorizedKeys).
-ExecSpec AuthorizedKeysExec(const std::vector<std::string>& key_lines,
-                            std::string_view container_hostname = {});
+/// The sshd drop-in's text: `AuthorizedKeysFile /etc/ssh/gpuwerk/authorized_keys
+/// .ssh/authorized_keys` (sshd reads the agent's file first, then the person's own
+/// ~/.ssh/authorized_keys, which stays theirs to edit).
+std::string SshdKeysDropIn();
 
-/// Writes root's authorized_keys in container `id` so that it holds exactly `key_lines`
-/// (AuthorizedKeysFile), root-owned, 0700/0600 (case C05), without restarting the container:
-///   - `state` kRunning: AuthorizedKeysExec through ContainerEngine::RunExec. Chosen over an
-///     archive upload because some engines (podman 4.3 in freshly debootstrapped roots) answer
-///     `PUT /containers/{id}/archive` to a running container with success while the file inside
-///     does not change. When the exec finds the container stopped meanwhile
-///     ("container_not_running"), falls back to the archive.
-///   - any other state (created, exited): the archive (AuthorizedKeysTar) through PutArchive at
-///     "/", which works on containers that do not run.
-/// `timeout` bounds each engine call (RunExec: the whole command). Errors: the engine's (see
-/// ContainerEngine), and kUnavailable "authorized_keys_write_failed" when the command in the
-/// container exits non-zero (the message carries its exit status and stderr).
-///
-/// `container_hostname` (the container's Hostname, as created): when given, the exec first
-/// checks that it runs inside that container (its /etc/hostname) and writes nothing otherwise,
-/// failing kFailedPrecondition "exec_outside_container" — an engine that runs execs in another
-/// mount namespace (seen in CI roots whose /proc does not match the engine's PID namespace)
-/// would otherwise write the host's /root/.ssh.
-core::Result<void> WriteAuthorizedKeys(ContainerEngine& engine, std::string_view id,
-                                       ContainerState state,
-                                       const std::vector<std::string>& key_lines,
-                                       std::chrono::milliseconds timeout,
-                                       std::string_view container_hostname = {});
+/// The host side of the read-only keys mount under `keys_root` (the agent's `keys_dir`):
+/// `keys_root/containers/<container_name>/` holds that container's `authorized_keys`, and
+/// `keys_root/sshd-keys.conf` the drop-in all containers share.
+struct AgentKeysPaths {
+  std::filesystem::path dir;      ///< bound read-only at kAgentKeysMount
+  std::filesystem::path drop_in;  ///< bound read-only at kSshdKeysDropInInContainer
+};
 
-/// Whether root's authorized_keys in the RUNNING container `id` holds each of `key_lines` (after
-/// AuthorizedKeysFile's normalisation) as a whole line, read with an exec of `grep -qxF`: true
-/// when all are there, false when one is missing (or the file is). Used where sshd cannot be
-/// asked (a `from=` option refuses the asker's address). Errors: the engine's (RunExec), and
-/// kUnavailable "authorized_keys_read_failed" when the check itself fails.
-/// `container_hostname`: as for WriteAuthorizedKeys ("exec_outside_container").
-core::Result<bool> AuthorizedKeysHold(ContainerEngine& engine, std::string_view id,
-                                      const std::vector<std::string>& key_lines,
-                                      std::chrono::milliseconds timeout,
-                                      std::string_view container_hostname = {});
+/// The paths for `container_name` (a Docker container name: letters, digits, '_', '.', '-', at
+/// most 128 characters, not starting with '.' or '-'). Errors: kInvalidArgument
+/// "invalid_container_name" for any other name (it becomes a path component); `keys_root` must
+/// be absolute (kInvalidArgument "invalid_keys_dir").
+core::Result<AgentKeysPaths> AgentKeysPathsFor(const std::filesystem::path& keys_root,
+                                               std::string_view container_name);
+
+/// The two read-only bind mounts of `paths` (ContainerSpec::binds).
+std::vector<BindMount> AgentKeysBinds(const AgentKeysPaths& paths);
+
+/// Writes the host side of a container's keys so that sshd in the container reads exactly
+/// `key_lines` (AuthorizedKeysFile): `paths.dir` created when missing (mode 0700), its
+/// `authorized_keys` replaced atomically (a temporary file beside it, opened with O_EXCL and
+/// O_NOFOLLOW, mode 0600, fsync'd, renamed over the old one: a reader sees the old file or the
+/// new one), and `paths.drop_in` written the same way (0644) when its text differs. Owned by the
+/// agent's user: sshd's StrictModes needs root (run the agent as root; a user-namespace remap that
+/// maps the host's root to nobody makes sshd refuse the file). A container sees a rewrite at once
+/// (the mount is the directory, not the file). Runs nothing anywhere. Errors: kUnavailable
+/// "authorized_keys_write_failed" (the message names the path and errno's text).
+core::Result<void> WriteAgentKeys(const AgentKeysPaths& paths,
+                                  const std::vector<std::string>& key_lines);
+
+/// Whether the agent's file for `paths` holds each of `key_lines` (after AuthorizedKeysFile's
+/// normalisation) as a whole line. A missing file is false. Errors: kUnavailable
+/// "authorized_keys_read_failed" (another read error).
+core::Result<bool> AgentKeysHold(const AgentKeysPaths& paths,
+                                 const std::vector<std::string>& key_lines);
+
+/// Removes the container's directory of `paths` (not the shared drop-in). Idempotent.
+void RemoveAgentKeys(const AgentKeysPaths& paths);
+
+/// For a container created without the read-only keys mount (no kKeysLabel): writes root's
+/// authorized_keys by the engine's archive upload (AuthorizedKeysTar at "/", in any state;
+/// nothing runs in the container). The engine unpacks inside the container's root, so a
+/// /root/.ssh that the tenant replaced with a symlink resolves inside the container, and the
+/// final entry replaces a symlink instead of following it (Docker's and podman's tar unpacking).
+/// Errors: the engine's (PutArchive).
+core::Result<void> WriteAuthorizedKeysByArchive(ContainerEngine& engine, std::string_view id,
+                                                const std::vector<std::string>& key_lines,
+                                                std::chrono::milliseconds timeout);
 
 /// An authorized_keys line taken apart (sshd(8), "AUTHORIZED_KEYS FILE FORMAT"): the options
 /// before the key (e.g. `from="10.0.0.2",no-pty`; "" when the line starts with the key type) and

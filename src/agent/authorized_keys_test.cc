@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace gpuwerk::agent {
 namespace {
@@ -109,22 +110,78 @@ TEST(AuthorizedKeysTest, C05_TarExtractsWithRootOwnerAndStrictModes) {
   EXPECT_EQ(file.find('\r'), std::string::npos);
 }
 
-TEST(AuthorizedKeysTest, ExecWritesTheFileFromTheEnvironmentAsRoot) {
-  const ExecSpec spec = AuthorizedKeysExec({kKey1, std::string(kKey2) + "\r\n"});
-  ASSERT_EQ(spec.cmd.size(), 3u);
-  EXPECT_EQ(spec.cmd[0], "/bin/sh");
-  EXPECT_EQ(spec.cmd[1], "-c");
-  // The keys travel in the environment, never in the command line.
-  EXPECT_EQ(spec.cmd[2].find("AAAA"), std::string::npos) << spec.cmd[2];
-  EXPECT_NE(spec.cmd[2].find("mv -f"), std::string::npos) << spec.cmd[2];
-  ASSERT_EQ(spec.env.size(), 1u);
-  EXPECT_EQ(spec.env[0], std::string("GPUWERK_AUTHORIZED_KEYS=") + kKey1 + "\n" + kKey2 + "\n");
-  EXPECT_EQ(spec.user, "0");
-  // With the container's hostname, the command checks it runs inside that container first.
-  const ExecSpec guarded = AuthorizedKeysExec({kKey1}, "alpha-x1y2z");
-  ASSERT_EQ(guarded.env.size(), 2u);
-  EXPECT_EQ(guarded.env[1], "GPUWERK_CONTAINER_HOSTNAME=alpha-x1y2z");
-  EXPECT_LT(guarded.cmd[2].find("/etc/hostname"), guarded.cmd[2].find("mv -f")) << guarded.cmd[2];
+// Issue 12 finding 9: the keys are the agent's own file on the host, which every container
+// mounts read-only; writing them runs nothing anywhere. Modes as sshd's StrictModes wants
+// (C05), the whole file replaced at once, and the sshd drop-in that names it.
+TEST(AuthorizedKeysTest, Finding9_AgentKeysAreWrittenOnTheHostWithStrictModes) {
+  TempDir dir;
+  auto paths = AgentKeysPathsFor(dir.path(), "gpuwerk-ins_a-0");
+  ASSERT_TRUE(paths) << paths.error().message;
+  EXPECT_EQ(paths->dir, dir.path() / "containers" / "gpuwerk-ins_a-0");
+  EXPECT_EQ(paths->drop_in, dir.path() / "sshd-keys.conf");
+  ASSERT_TRUE(WriteAgentKeys(*paths, {kKey1, std::string(kKey2) + "\r\n"}));
+  struct stat st {};
+  ASSERT_EQ(::lstat(paths->dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(::lstat((paths->dir / "authorized_keys").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  const ino_t first = st.st_ino;
+  EXPECT_EQ(Slurp(paths->dir / "authorized_keys"), std::string(kKey1) + "\n" + kKey2 + "\n");
+  EXPECT_EQ(Slurp(paths->drop_in),
+            "# Written by the gpuwerk agent and mounted read-only: sshd reads the keys gpuwerk "
+            "manages first,\n# then root's own ~/.ssh/authorized_keys.\n"
+            "AuthorizedKeysFile /etc/ssh/gpuwerk/authorized_keys .ssh/authorized_keys\n");
+  auto held = AgentKeysHold(*paths, {kKey2});
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(*held);
+  // Rewritten: a new file renamed over the old (a reader never sees half of one), nothing left.
+  ASSERT_TRUE(WriteAgentKeys(*paths, {kKey2}));
+  ASSERT_EQ(::lstat((paths->dir / "authorized_keys").c_str(), &st), 0);
+  EXPECT_NE(st.st_ino, first);
+  EXPECT_EQ(Slurp(paths->dir / "authorized_keys"), std::string(kKey2) + "\n");
+  held = AgentKeysHold(*paths, {kKey1, kKey2});
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(*held);
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(paths->dir)) ++entries;
+  EXPECT_EQ(entries, 1u);
+  // The two mounts, both read-only.
+  const std::vector<BindMount> binds = AgentKeysBinds(*paths);
+  ASSERT_EQ(binds.size(), 2u);
+  EXPECT_EQ(binds[0].source, paths->dir.string());
+  EXPECT_EQ(binds[0].target, "/etc/ssh/gpuwerk");
+  EXPECT_EQ(binds[1].target, "/etc/ssh/sshd_config.d/00-gpuwerk-keys.conf");
+  EXPECT_TRUE(binds[0].read_only && binds[1].read_only);
+  RemoveAgentKeys(*paths);
+  EXPECT_FALSE(fs::exists(paths->dir));
+  held = AgentKeysHold(*paths, {kKey2});
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(*held);
+}
+
+// A container's directory that is a symlink (not something the agent makes) is refused, not
+// followed; a container name that is not a plain path component is refused.
+TEST(AuthorizedKeysTest, Finding9_AgentKeysRefuseSymlinksAndOddNames) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "containers");
+  fs::create_directories(dir.path() / "elsewhere");
+  fs::create_directory_symlink(dir.path() / "elsewhere", dir.path() / "containers" / "c1");
+  auto paths = AgentKeysPathsFor(dir.path(), "c1");
+  ASSERT_TRUE(paths);
+  auto written = WriteAgentKeys(*paths, {kKey1});
+  ASSERT_FALSE(written);
+  EXPECT_EQ(written.error().api_code, "authorized_keys_write_failed");
+  EXPECT_FALSE(fs::exists(dir.path() / "elsewhere" / "authorized_keys"));
+  for (const char* name : {"", ".", "..", "../x", "a/b", "-rf", ".hidden", "a\nb", "a:b"}) {
+    auto bad = AgentKeysPathsFor(dir.path(), name);
+    ASSERT_FALSE(bad) << name;
+    EXPECT_EQ(bad.error().api_code, "invalid_container_name") << name;
+  }
+  auto relative = AgentKeysPathsFor("keys", "c1");
+  ASSERT_FALSE(relative);
+  EXPECT_EQ(relative.error().api_code, "invalid_keys_dir");
 }
 
 TEST(AuthorizedKeysTest, SplitsOptionsFromTheKey) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <thread>
 #include <utility>
 
 namespace gpuwerk::agent {
@@ -51,32 +50,6 @@ std::string_view ContainerStateName(ContainerState state) {
       return "unknown";
   }
   return "unknown";
-}
-
-core::Result<ExecResult> ContainerEngine::RunExec(std::string_view id, const ExecSpec& spec,
-                                                  Timeout timeout) {
-  using Clock = std::chrono::steady_clock;
-  const Timeout total = timeout.count() > 0 ? timeout : Timeout(std::chrono::seconds(10));
-  const auto deadline = Clock::now() + total;
-  // What is left of the whole budget, at least 1 ms (0 would mean "the default" to a call).
-  auto left = [&] {
-    return std::max(Timeout(1), std::chrono::duration_cast<Timeout>(deadline - Clock::now()));
-  };
-  GPUWERK_ASSIGN_OR_RETURN(std::string exec_id, CreateExec(id, spec, left()));
-  GPUWERK_ASSIGN_OR_RETURN(ExecOutput output, StartExec(exec_id, left()));
-  while (true) {
-    GPUWERK_ASSIGN_OR_RETURN(ExecInfo info, InspectExec(exec_id, left()));
-    if (!info.running && info.exit_code >= 0) {
-      return ExecResult{
-          .exit_code = info.exit_code, .out = std::move(output.out), .err = std::move(output.err)};
-    }
-    if (Clock::now() >= deadline) {
-      return core::Fail(core::ErrorCode::kDeadlineExceeded, "engine_timeout",
-                        "the container engine had no exit status for the command within " +
-                            std::to_string(total.count()) + " ms");
-    }
-    std::this_thread::sleep_for(std::min(Timeout(20), left()));
-  }
 }
 
 }  // namespace gpuwerk::agent

@@ -36,6 +36,15 @@ ContainerState ParseContainerState(std::string_view engine_state);
 /// The Docker name of a state ("running", …; kUnknown is "unknown"), for logs and reports.
 std::string_view ContainerStateName(ContainerState state);
 
+/// A host file or directory mounted into a container (`HostConfig.Binds`, "SOURCE:TARGET[:ro]").
+/// Both paths must be absolute and hold no ':' or ',' (the Binds syntax's separators) and no
+/// control characters: CreateContainer refuses them with kInvalidArgument "invalid_bind".
+struct BindMount {
+  std::string source;  ///< the path on the host (must exist when the container is created)
+  std::string target;  ///< the path inside the container
+  bool read_only = true;
+};
+
 /// What to create: the body of `POST /containers/create` (Docker Engine API v1.41), reduced to
 /// what an instance needs.
 struct ContainerSpec {
@@ -76,6 +85,9 @@ struct ContainerSpec {
   /// `HostConfig.NetworkMode`: the network the container is attached to (one made with
   /// CreateNetwork); empty: the engine's default bridge.
   std::string network;
+  /// `HostConfig.Binds`: host paths mounted into the container (e.g. the agent's read-only
+  /// authorized_keys directory, authorized_keys.h).
+  std::vector<BindMount> binds;
 };
 
 /// What to create: the body of `POST /networks/create` (Docker Engine API v1.41), reduced to what
@@ -123,43 +135,6 @@ struct ContainerInfo {
   int64_t memory_bytes = 0;
   int64_t nano_cpus = 0;
   int64_t pids_limit = 0;
-};
-
-/// A command to run in a running container: the body of `POST /containers/{id}/exec` (Docker
-/// Engine API v1.41, "ExecConfig"), reduced to what the agent needs. No TTY, no stdin; stdout and
-/// stderr are attached.
-struct ExecSpec {
-  /// `Cmd`: the program and its arguments (argv; no shell unless you name one). Must not be empty.
-  std::vector<std::string> cmd;
-  /// `Env`: extra environment entries, each "NAME=value" (values may hold newlines). They are
-  /// visible to anyone who can inspect the exec on the engine: pass nothing secret.
-  std::vector<std::string> env;
-  /// `User`: "uid", "uid:gid" or a name; empty: the container's user.
-  std::string user;
-};
-
-/// What an exec instance is doing (`GET /exec/{id}/json`).
-struct ExecInfo {
-  bool running = false;
-  /// The command's exit status once it ended (`ExitCode`); -1 while it runs or when the engine
-  /// sends none.
-  int exit_code = -1;
-  /// The container it runs in (`ContainerID`).
-  std::string container_id;
-};
-
-/// The output of an attached exec (`POST /exec/{id}/start` with `Detach: false`), taken apart
-/// from Docker's multiplexed stream (8-byte frame headers: stream 1 stdout, 2 stderr).
-struct ExecOutput {
-  std::string out;  ///< stdout; the whole stream when the engine sent it raw (not multiplexed)
-  std::string err;  ///< stderr
-};
-
-/// What a finished command ended with (ContainerEngine::RunExec).
-struct ExecResult {
-  int exit_code = -1;
-  std::string out;  ///< stdout
-  std::string err;  ///< stderr
 };
 
 /// Facts about the engine (`GET /version`).
@@ -269,35 +244,6 @@ class ContainerEngine {
 
   /// `GET /images/{name}/json`: whether the image is on the engine (true) or not (false).
   virtual core::Result<bool> ImageExists(std::string_view name, Timeout timeout) = 0;
-
-  /// `POST /containers/{id}/exec`: sets up (does not start) `spec` in the RUNNING container `id`
-  /// and returns the exec instance's id. Errors: kInvalidArgument "invalid_exec_spec" (no
-  /// command); kNotFound "container_not_found"; kFailedPrecondition "container_not_running" (the
-  /// container is created, exited or paused: Docker answers 409, podman 500 "container state
-  /// improper"; only a running container can run a command — write files into a stopped one with
-  /// PutArchive).
-  virtual core::Result<std::string> CreateExec(std::string_view id, const ExecSpec& spec,
-                                               Timeout timeout) = 0;
-
-  /// `POST /exec/{exec_id}/start` with `{"Detach": false, "Tty": false}`: runs the command and
-  /// waits (at most `timeout`) until its output streams end, i.e. until it exits; returns its
-  /// stdout and stderr (each at most 32 MiB in all). A command that the runtime cannot start
-  /// (no such program) still "starts": its exit status (InspectExec) says 126 or 127 and `err`
-  /// carries the runtime's message. Errors: kNotFound "exec_not_found"; kFailedPrecondition
-  /// "container_not_running" (the container stopped meanwhile); "engine_timeout" when the command
-  /// runs longer than `timeout` (it keeps running in the container).
-  virtual core::Result<ExecOutput> StartExec(std::string_view exec_id, Timeout timeout) = 0;
-
-  /// `GET /exec/{exec_id}/json`: whether the command still runs and its exit status. Errors:
-  /// kNotFound "exec_not_found".
-  virtual core::Result<ExecInfo> InspectExec(std::string_view exec_id, Timeout timeout) = 0;
-
-  /// Runs `spec` in the running container `id` to its end: CreateExec, StartExec, then
-  /// InspectExec until the engine has the exit status (every 20 ms; Docker may record it a moment
-  /// after the streams close). `timeout` bounds the whole (zero or negative: 10 s). A non-zero exit
-  /// status is not an error: check `exit_code`. Errors: those of the three calls; kDeadlineExceeded
-  /// "engine_timeout" when no exit status came in time.
-  core::Result<ExecResult> RunExec(std::string_view id, const ExecSpec& spec, Timeout timeout);
 };
 
 }  // namespace gpuwerk::agent

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <mutex>
@@ -319,6 +320,20 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
         fmt::format("sshd must be published on a specific internal address, not \"{}\"",
                     Printable(spec.ssh_bind_address, 64)));
   }
+  for (const BindMount& b : spec.binds) {
+    for (const std::string* path : {&b.source, &b.target}) {
+      const bool bad_char = std::any_of(path->begin(), path->end(), [](char c) {
+        return c == ':' || c == ',' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      });
+      if (!path->starts_with('/') || bad_char) {
+        return core::InvalidArgument(
+            "invalid_bind",
+            fmt::format("a bind mount needs absolute paths without ':', ',' or control "
+                        "characters: \"{}\"",
+                        Printable(*path, 200)));
+      }
+    }
+  }
   json env = json::array();
   bool has_visible_devices = false;
   for (const std::string& e : spec.env) {
@@ -344,6 +359,13 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
   if (spec.pids_limit > 0) host_config["PidsLimit"] = spec.pids_limit;
   if (spec.gpu) host_config["Runtime"] = "nvidia";
   if (!spec.network.empty()) host_config["NetworkMode"] = spec.network;
+  if (!spec.binds.empty()) {
+    json binds = json::array();
+    for (const BindMount& b : spec.binds) {
+      binds.push_back(b.source + ":" + b.target + (b.read_only ? ":ro" : ""));
+    }
+    host_config["Binds"] = std::move(binds);
+  }
   json body = {
       {"Image", spec.image},
       {"Labels", spec.labels},
@@ -568,118 +590,6 @@ core::Result<bool> DockerEngine::ImageExists(std::string_view name, Timeout time
   if (r.status == 200) return true;
   if (r.status == 404) return false;
   return core::Fail(StatusError(r.status, r.body, request, Where()));
-}
-
-namespace {
-
-/// Whether an answer says the container does not run (Docker: 409 "Container … is not running" or
-/// "… is paused"; podman: 500 with cause "container state improper").
-bool NotRunning(long status, std::string_view body) {
-  return status == 409 || ParseEngineMessage(body).cause == "container state improper";
-}
-
-core::Error NotRunningError(long status, std::string_view body, std::string_view request,
-                            std::string_view where) {
-  return core::Error(
-      ErrorCode::kFailedPrecondition, "container_not_running",
-      fmt::format("container engine at {} answered {} to {}: the container is not running ({})",
-                  where, status, request, Printable(ParseEngineMessage(body).message)));
-}
-
-core::Error ExecNotFound(std::string_view body, std::string_view request, std::string_view where) {
-  return core::Error(ErrorCode::kNotFound, "exec_not_found",
-                     fmt::format("container engine at {} answered 404 to {}: {}", where, request,
-                                 Printable(ParseEngineMessage(body).message)));
-}
-
-}  // namespace
-
-core::Result<std::string> DockerEngine::CreateExec(std::string_view id, const ExecSpec& spec,
-                                                   Timeout timeout) {
-  if (id.empty()) return core::InvalidArgument("invalid_container_id", "container id is empty");
-  if (spec.cmd.empty()) return core::InvalidArgument("invalid_exec_spec", "exec needs a command");
-  const std::string request = fmt::format("POST /containers/{}/exec", Printable(id, 80));
-  json body = {
-      {"AttachStdin", false}, {"AttachStdout", true}, {"AttachStderr", true},
-      {"Tty", false},         {"Cmd", spec.cmd},
-  };
-  if (!spec.env.empty()) body["Env"] = spec.env;
-  if (!spec.user.empty()) body["User"] = spec.user;
-  GPUWERK_ASSIGN_OR_RETURN(
-      Response r, Call("POST", fmt::format("/containers/{}/exec", PercentEncode(id)), body.dump(),
-                       "application/json", timeout));
-  if (r.status == 404) return core::Fail(StatusError(r.status, r.body, request, Where()));
-  if (r.status != 201 && r.status != 200) {
-    if (NotRunning(r.status, r.body)) {
-      return core::Fail(NotRunningError(r.status, r.body, request, Where()));
-    }
-    return core::Fail(StatusError(r.status, r.body, request, Where()));
-  }
-  try {
-    std::string exec_id = json::parse(r.body).at("Id").get<std::string>();
-    if (exec_id.empty()) return core::Fail(BadResponse(request, Where(), "empty Id"));
-    return exec_id;
-  } catch (const json::exception& e) {
-    return core::Fail(BadResponse(request, Where(), e.what()));
-  }
-}
-
-core::Result<ExecOutput> DockerEngine::StartExec(std::string_view exec_id, Timeout timeout) {
-  if (exec_id.empty()) return core::InvalidArgument("invalid_exec_id", "exec id is empty");
-  const std::string request = fmt::format("POST /exec/{}/start", Printable(exec_id, 80));
-  // Attached, without asking for a protocol upgrade: the engine answers 200 and streams the
-  // command's output on this connection until the command's streams close, then closes it.
-  const json body = {{"Detach", false}, {"Tty", false}};
-  GPUWERK_ASSIGN_OR_RETURN(
-      Response r, Call("POST", fmt::format("/exec/{}/start", PercentEncode(exec_id)), body.dump(),
-                       "application/json", timeout));
-  if (r.status == 200 || r.status == 101) return DemultiplexStream(r.body);
-  if (r.status == 404) return core::Fail(ExecNotFound(r.body, request, Where()));
-  if (NotRunning(r.status, r.body)) {
-    return core::Fail(NotRunningError(r.status, r.body, request, Where()));
-  }
-  return core::Fail(StatusError(r.status, r.body, request, Where()));
-}
-
-core::Result<ExecInfo> DockerEngine::InspectExec(std::string_view exec_id, Timeout timeout) {
-  if (exec_id.empty()) return core::InvalidArgument("invalid_exec_id", "exec id is empty");
-  const std::string request = fmt::format("GET /exec/{}/json", Printable(exec_id, 80));
-  GPUWERK_ASSIGN_OR_RETURN(
-      Response r,
-      Call("GET", fmt::format("/exec/{}/json", PercentEncode(exec_id)), "", "", timeout));
-  if (r.status == 404) return core::Fail(ExecNotFound(r.body, request, Where()));
-  if (r.status != 200) return core::Fail(StatusError(r.status, r.body, request, Where()));
-  try {
-    const json j = json::parse(r.body);
-    ExecInfo info;
-    if (auto it = j.find("Running"); it != j.end() && !it->is_null()) {
-      info.running = it->get<bool>();
-    }
-    if (auto it = j.find("ExitCode"); it != j.end() && !it->is_null()) {
-      info.exit_code = it->get<int>();
-    }
-    info.container_id = Str(j, "ContainerID");
-    return info;
-  } catch (const json::exception& e) {
-    return core::Fail(BadResponse(request, Where(), e.what()));
-  }
-}
-
-ExecOutput DockerEngine::DemultiplexStream(std::string_view body) {
-  ExecOutput out;
-  size_t pos = 0;
-  while (pos < body.size()) {
-    if (body.size() - pos < 8) break;
-    const auto byte = [&](size_t i) { return static_cast<unsigned char>(body[pos + i]); };
-    if (byte(0) > 2 || byte(1) != 0 || byte(2) != 0 || byte(3) != 0) break;
-    const size_t length = (size_t{byte(4)} << 24) | (size_t{byte(5)} << 16) |
-                          (size_t{byte(6)} << 8) | size_t{byte(7)};
-    if (body.size() - pos - 8 < length) break;
-    (byte(0) == 2 ? out.err : out.out).append(body.substr(pos + 8, length));
-    pos += 8 + length;
-  }
-  if (pos != body.size()) return ExecOutput{.out = std::string(body), .err = ""};
-  return out;
 }
 
 }  // namespace gpuwerk::agent

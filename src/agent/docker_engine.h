@@ -27,7 +27,7 @@ struct DockerEngineOptions {
 /// Docker answers 409; both map to the same Error.
 ///
 /// Status mapping, beyond what ContainerEngine documents: 404 → kNotFound "container_not_found"
-/// (on create: kFailedPrecondition "image_not_found"; on /exec/…: "exec_not_found"); 409 →
+/// (on create: kFailedPrecondition "image_not_found"); 409 →
 /// kAlreadyExists "container_exists" on create, else kFailedPrecondition "container_conflict"; 400
 /// → kInvalidArgument "engine_bad_request"; other 4xx and 5xx → kUnavailable "engine_error"; an
 /// answer that is not the JSON the API promises → kUnavailable "engine_bad_response". Messages
@@ -62,16 +62,6 @@ class DockerEngine final : public ContainerEngine {
   core::Result<void> RemoveNetwork(std::string_view name, Timeout timeout) override;
   core::Result<std::vector<NetworkInfo>> ListNetworks(
       const std::map<std::string, std::string>& label_filter, Timeout timeout) override;
-  core::Result<std::string> CreateExec(std::string_view id, const ExecSpec& spec,
-                                       Timeout timeout) override;
-  core::Result<ExecOutput> StartExec(std::string_view exec_id, Timeout timeout) override;
-  core::Result<ExecInfo> InspectExec(std::string_view exec_id, Timeout timeout) override;
-
-  /// Takes an attached exec's output apart: Docker's multiplexed stream (frames of an 8-byte
-  /// header — stream type 0/1 stdout, 2 stderr, three zero bytes, a big-endian uint32 length —
-  /// and that many bytes). A body that is not such frames throughout (a TTY's raw stream) is
-  /// returned whole as `out`.
-  static ExecOutput DemultiplexStream(std::string_view body);
 
   /// The "/v1.41" path prefix of every request.
   static constexpr std::string_view kApiPrefix = "/v1.41";

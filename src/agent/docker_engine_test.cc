@@ -414,10 +414,6 @@ TEST_F(DockerEngineTest, EngineGoneIsUnavailableQuickly) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
 }
 
-// The exec API (Docker Engine API v1.41 `POST /containers/{id}/exec`, `POST /exec/{id}/start`,
-// `GET /exec/{id}/json`) on the real engine: output, exit codes, a program that does not exist,
-// root's authorized_keys rewritten in place (the agent's way for running containers), and a
-// stopped container refused with a clear error (and written by archive instead).
 // docs/agent-protocol.md "Host key": the container's sshd host key read through the archive
 // download (nothing runs inside) is the key its sshd presents (ssh-keyscan), and another
 // container of the same image has its own.
@@ -448,117 +444,103 @@ TEST_F(DockerEngineTest, SshdHostKeyReadByArchiveIsTheKeyItsSshdPresents) {
   EXPECT_NE(read[0], read[1]);
 }
 
-TEST_F(DockerEngineTest, ExecRunsCommandsAndRewritesAuthorizedKeysInARunningContainer) {
-  const ContainerSpec spec = Spec("exec");
+// Issue 12 finding 9: the keys are a read-only bind of the agent's own host directory; sshd in
+// the container reads them from there (C05's owner and modes), the tenant (root inside) can
+// neither change nor remove them, and the agent rewrites them on the host without running
+// anything in the container: the old key is refused at once, no restart.
+TEST_F(DockerEngineTest, Finding9_KeysAreAReadOnlyMountTheTenantCannotChange) {
+  const std::string first = NewKey();
+  ContainerSpec spec = Spec("keys");
+  auto paths = AgentKeysPathsFor(dir_ / "keys", spec.name);
+  ASSERT_TRUE(paths) << paths.error().message;
+  ASSERT_TRUE(WriteAgentKeys(*paths, {first}));
+  spec.binds = AgentKeysBinds(*paths);
   auto id = engine_->CreateContainer(spec, kCallTimeout);
   ASSERT_TRUE(id) << id.error().message;
-
-  // Not running yet: no exec, and a message that says why.
-  auto early = engine_->RunExec(*id, {.cmd = {"true"}}, kCallTimeout);
-  ASSERT_FALSE(early);
-  EXPECT_EQ(early.error().code, ErrorCode::kFailedPrecondition);
-  EXPECT_EQ(early.error().api_code, "container_not_running");
-  EXPECT_NE(early.error().message.find("not running"), std::string::npos) << early.error().message;
   ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
-
-  // Output by stream, the exit status, environment values with newlines, the user.
-  auto r = engine_->RunExec(
-      *id,
-      {.cmd = {"/bin/sh", "-c", "echo out; echo err >&2; printf %s \"$GPUWERK_X\"; exit 3"},
-       .env = {"GPUWERK_X=a\nb"}},
-      kCallTimeout);
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->exit_code, 3);
-  EXPECT_EQ(r->out, "out\na\nb");
-  EXPECT_EQ(r->err, "err\n");
-  r = engine_->RunExec(*id, {.cmd = {"id", "-u"}, .user = "0"}, kCallTimeout);
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->exit_code, 0);
-  EXPECT_EQ(r->out, "0\n");
-  // A program that does not exist: the runtime's exit status and message, not an API error.
-  r = engine_->RunExec(*id, {.cmd = {"/no/such/program"}}, kCallTimeout);
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_TRUE(r->exit_code == 126 || r->exit_code == 127) << r->exit_code;
-  EXPECT_NE(r->err.find("/no/such/program"), std::string::npos) << r->err;
-  // Unknown exec ids.
-  auto missing = engine_->InspectExec("0123456789abcdef", kCallTimeout);
-  ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().api_code, "exec_not_found");
-
-  // authorized_keys written by exec into the running container: sshd takes it, modes as C05.
-  const std::string first = NewKey();
-  // Some roots (CI's freshly made ones) run the engine with a /proc that does not match its PID
-  // namespace: the exec then runs outside the container. The guard must refuse to write there.
-  auto where = engine_->RunExec(*id, {.cmd = {"cat", "/etc/hostname"}}, kCallTimeout);
-  ASSERT_TRUE(where) << where.error().message;
-  std::string seen = where->out;
-  while (!seen.empty() && seen.back() == '\n') seen.pop_back();
-  if (seen != spec.hostname) {
-    auto refused = WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {first},
-                                       kCallTimeout, spec.hostname);
-    ASSERT_FALSE(refused);
-    EXPECT_EQ(refused.error().api_code, "exec_outside_container");
-    GTEST_SKIP() << "this engine runs execs outside the container (its /etc/hostname reads '"
-                 << seen << "'), so the in-place rewrite cannot be shown here; the guard "
-                 << "refused to write";
-  }
-  ASSERT_TRUE(WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {first}, kCallTimeout,
-                                  spec.hostname));
   auto info = engine_->InspectContainer(*id, kCallTimeout);
   ASSERT_TRUE(info) << info.error().message;
   std::string last;
   ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
   Output modes = Ssh(info->ssh_port,
-                     "stat -c \"%a %u %g %n\" /root/.ssh /root/.ssh/authorized_keys; "
-                     "ls -A /root/.ssh");
+                     "stat -c \"%a %u %g %n\" /etc/ssh/gpuwerk /etc/ssh/gpuwerk/authorized_keys; "
+                     "ls -A /etc/ssh/gpuwerk");
   EXPECT_EQ(modes.text,
-            "700 0 0 /root/.ssh\n600 0 0 /root/.ssh/authorized_keys\nauthorized_keys\n");
-  auto held = AuthorizedKeysHold(*engine_, *id, {first}, kCallTimeout);
-  ASSERT_TRUE(held) << held.error().message;
-  EXPECT_TRUE(*held);
+            "700 0 0 /etc/ssh/gpuwerk\n600 0 0 /etc/ssh/gpuwerk/authorized_keys\n"
+            "authorized_keys\n");
 
-  // Rewritten in place with another key only: the old key is refused at once, the new one works,
-  // the container never restarted.
+  // The tenant, root in the container, tries to take the file: every change fails, and
+  // replacing /root/.ssh with a symlink changes nothing for the agent's file.
+  for (const char* attempt :
+       {"echo x >> /etc/ssh/gpuwerk/authorized_keys", "rm -f /etc/ssh/gpuwerk/authorized_keys",
+        "mv /etc/ssh/gpuwerk /etc/ssh/moved", "umount /etc/ssh/gpuwerk",
+        "mount -o remount,rw /etc/ssh/gpuwerk",
+        "rm -f /etc/ssh/sshd_config.d/00-gpuwerk-keys.conf"}) {
+    Output tried = Ssh(info->ssh_port, attempt);
+    EXPECT_NE(tried.rc, 0) << attempt << ": " << tried.text;
+  }
+  ASSERT_EQ(Ssh(info->ssh_port, "rm -rf /root/.ssh; ln -s /proc/self /root/.ssh").rc, 0);
+  EXPECT_EQ(Ssh(info->ssh_port, "cat /etc/ssh/gpuwerk/authorized_keys").text, first + "\n");
+
+  // Rewritten on the host with another key only: the old key is refused at once, the new one
+  // works, the container never restarted.
   const fs::path second_path = dir_ / "second";
   ASSERT_EQ(Shell("ssh-keygen -q -t ed25519 -N '' -C second -f " + second_path.string()).rc, 0);
   std::string second;
   std::getline(std::ifstream(second_path.string() + ".pub"), second);
-  ASSERT_TRUE(WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {second}, kCallTimeout));
+  ASSERT_TRUE(WriteAgentKeys(*paths, {second}));
   EXPECT_NE(Ssh(info->ssh_port, "true").rc, 0);
   Output with_second =
       Shell("ssh -i " + second_path.string() + " -p " + std::to_string(info->ssh_port) +
             " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes"
-            " -o ConnectTimeout=5 -o LogLevel=ERROR root@127.0.0.1 cat /root/.ssh/authorized_keys");
+            " -o ConnectTimeout=5 -o LogLevel=ERROR root@127.0.0.1 "
+            "cat /etc/ssh/gpuwerk/authorized_keys");
   ASSERT_EQ(with_second.rc, 0) << with_second.text;
   EXPECT_EQ(with_second.text, second + "\n");
-  held = AuthorizedKeysHold(*engine_, *id, {first}, kCallTimeout);
-  ASSERT_TRUE(held) << held.error().message;
-  EXPECT_FALSE(*held);
   auto after = engine_->InspectContainer(*id, kCallTimeout);
   ASSERT_TRUE(after);
   EXPECT_EQ(after->started_at, info->started_at);
 
-  // Stopped: exec is refused clearly; the write goes by archive (also when the caller still
-  // thought it running), and the next start has the file.
+  // Stopped, rewritten, started: the next start has the file.
   Output stopped = Podman("stop -t 1 " + spec.name);
   ASSERT_EQ(stopped.rc, 0) << stopped.text;
-  auto refused = engine_->CreateExec(*id, {.cmd = {"true"}}, kCallTimeout);
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error().api_code, "container_not_running");
-  auto late = engine_->RunExec(*id, {.cmd = {"true"}}, kCallTimeout);
-  ASSERT_FALSE(late);
-  EXPECT_EQ(late.error().api_code, "container_not_running");
-  ASSERT_TRUE(WriteAuthorizedKeys(*engine_, *id, ContainerState::kRunning, {first}, kCallTimeout));
+  ASSERT_TRUE(WriteAgentKeys(*paths, {first}));
   ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
   info = engine_->InspectContainer(*id, kCallTimeout);
   ASSERT_TRUE(info);
   ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
-
-  // Gone: not found.
   ASSERT_TRUE(engine_->RemoveContainer(*id, true, kCallTimeout));
-  auto gone = engine_->CreateExec(*id, {.cmd = {"true"}}, kCallTimeout);
-  ASSERT_FALSE(gone);
-  EXPECT_EQ(gone.error().api_code, "container_not_found");
+}
+
+// Issue 12 finding 9, a container made before the read-only mount: its keys go in by the
+// engine's archive upload. A tenant who made /root/.ssh a symlink to a path that exists on the
+// host as well does not get the upload written on the host: the engine unpacks inside the
+// container's root.
+TEST_F(DockerEngineTest, Finding9_ArchiveUploadDoesNotFollowATenantSymlinkOutOfTheContainer) {
+  const std::string key = NewKey();
+  const ContainerSpec spec = Spec("legacy");
+  auto id = engine_->CreateContainer(spec, kCallTimeout);
+  ASSERT_TRUE(id) << id.error().message;
+  ASSERT_TRUE(WriteAuthorizedKeysByArchive(*engine_, *id, {key}, kCallTimeout));
+  ASSERT_TRUE(engine_->StartContainer(*id, kCallTimeout));
+  auto info = engine_->InspectContainer(*id, kCallTimeout);
+  ASSERT_TRUE(info) << info.error().message;
+  std::string last;
+  ASSERT_TRUE(WaitForSsh(info->ssh_port, spec.hostname, std::chrono::seconds(60), &last)) << last;
+  const fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  ASSERT_EQ(Ssh(info->ssh_port, "mkdir -p " + outside.string() + " && rm -rf /root/.ssh && ln -s " +
+                                    outside.string() + " /root/.ssh")
+                .rc,
+            0);
+  auto put = WriteAuthorizedKeysByArchive(*engine_, *id, {key}, kCallTimeout);
+  // Whatever the engine made of it inside the container, nothing reached the host's directory.
+  std::cout << "[ measured ] archive upload over a symlinked /root/.ssh: "
+            << (put ? std::string("accepted") : put.error().api_code) << "\n";
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(outside)) ++entries;
+  EXPECT_EQ(entries, 0u);
+  ASSERT_TRUE(engine_->RemoveContainer(*id, true, kCallTimeout));
 }
 
 }  // namespace

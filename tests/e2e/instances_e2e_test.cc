@@ -291,9 +291,10 @@ TEST_F(InstancesE2eTest, C05_C14_LifecycleSshRestartKeepsFilesAndSessionDeleteFr
   CommandResult host = Ssh(key, "127.0.0.1", port, "hostname");
   ASSERT_EQ(host.exit_code, 0) << host.err;
   EXPECT_EQ(std::string(core::TrimEnd(host.out, core::kWhitespace)), hostname);
-  // C05: modes and owner of the key file inside the container.
+  // C05: modes and owner of the key file inside the container (the agent's read-only mount,
+  // issue 12 finding 9).
   CommandResult modes = Ssh(key, "127.0.0.1", port,
-                            "stat -c %a:%u /root/.ssh /root/.ssh/authorized_keys && "
+                            "stat -c %a:%u /etc/ssh/gpuwerk /etc/ssh/gpuwerk/authorized_keys && "
                             "echo kept-across-restart > /root/marker");
   ASSERT_EQ(modes.exit_code, 0) << modes.err;
   EXPECT_EQ(modes.out, "700:0\n600:0\n");
@@ -789,11 +790,10 @@ TEST_F(InstancesE2eTest, C11_OneEngineErrorDuringCreateIsRetriedNotAFailureForGo
 // ---- 5d. a create whose answer is lost, on an engine whose execs cannot write ---------------
 
 // What C13 ran into after the podman service came back (in a fresh root): the engine made the
-// container but the agent never got the create's answer, so the container was never given its
-// authorized_keys by archive before its first start; started later as it was, only an exec could
-// write the file, and execs there do not reach the container (exec_outside_container). Here the
-// stand-in loses the first create's answer and refuses every exec: the agent must still put the
-// person's key in (by archive, before the start), and the stock ssh client must log in with it.
+// container but the agent never got the create's answer, so the container went through none of
+// the rest of the create. Here the stand-in loses the first create's answer and refuses every
+// exec (the agent sends none: issue 12 finding 9): the agent must still have the person's key in
+// place before the start, and the stock ssh client must log in with it.
 TEST_F(InstancesE2eTest, C13_ACreateWhoseAnswerIsLostStillGetsThePersonsKeyBeforeItsStart) {
   std::atomic<bool> lost_once{false};
   EngineStandIn stand_in((dir_.path() / "stand-in.sock").string(), EngineEnvironment::socket(),

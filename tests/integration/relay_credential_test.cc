@@ -2,11 +2,11 @@
 // (agent::Agent, syncing over HTTP), the relay in the server's process as `gpuwerk up` runs it
 // (app::StoreRelayAuthorizer, app::AuditRelaySessionLog) and a real OpenSSH sshd standing in for
 // the instance's. The container engine is in memory: its one container's sshd is that sshd, and
-// its execs land outside the container (as on the CI roots of docs/agent-protocol.md "The
-// guard") until the test lets them in. The relay's key is not in the sshd's authorized_keys, so
-// the relay cannot log in upstream; the person must hear that the relay credential is missing
-// (not that their key is wrong), and the instance's status reason must show the fault for as long
-// as it lasts, not for one round.
+// that sshd does not read the agent's read-only keys file (as when something in the container
+// changed sshd's configuration) until the test lets it. The relay's key is not in the sshd's
+// authorized_keys, so the relay cannot log in upstream; the person must hear that the relay
+// credential is missing (not that their key is wrong), and the instance's status reason must show
+// the fault for as long as it lasts, not for one round.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,9 +41,10 @@ using namespace std::chrono_literals;
 
 /// A container engine in memory whose containers' sshd is one real sshd (`ssh_port`, reading
 /// `authorized_keys`). Creates, starts and removes act on the list; archive uploads change
-/// nothing (they land outside the container); execs exit 97 as the agent's guard does outside the
-/// container, until LetExecsIn(), after which the agent's authorized_keys write (its
-/// kAuthorizedKeysEnv) goes into `authorized_keys`. Counts the agent's rounds (its list calls).
+/// nothing. The agent's read-only keys mount (the bind at kAgentKeysMount) is not what the sshd
+/// reads until LetKeysMountIn(); from then on each round (list call) copies the agent's file into
+/// `authorized_keys`. The engine has no exec call at all (issue 12 finding 9). Counts the agent's
+/// rounds (its list calls).
 class SshdEngine : public agent::ContainerEngine {
  public:
   SshdEngine(uint16_t ssh_port, std::filesystem::path authorized_keys)
@@ -54,6 +55,9 @@ class SshdEngine : public agent::ContainerEngine {
   core::Result<std::string> CreateContainer(const agent::ContainerSpec& spec, Timeout) override {
     std::lock_guard lock(mu_);
     const std::string id = "c" + std::to_string(++created_);
+    for (const auto& b : spec.binds) {
+      if (b.target == agent::kAgentKeysMount) keys_mount_ = b.source;
+    }
     containers_.push_back({.id = id,
                            .name = spec.name,
                            .image = spec.image,
@@ -96,6 +100,15 @@ class SshdEngine : public agent::ContainerEngine {
       const std::map<std::string, std::string>&, Timeout) override {
     ++lists_;
     std::lock_guard lock(mu_);
+    if (mounted_ && !keys_mount_.empty()) {
+      std::error_code ec;
+      std::filesystem::copy_file(keys_mount_ / "authorized_keys", authorized_keys_,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      std::filesystem::permissions(
+          authorized_keys_,
+          std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+          std::filesystem::perm_options::replace, ec);
+    }
     return containers_;
   }
   core::Result<void> CreateNetwork(const agent::NetworkSpec&, Timeout) override { return {}; }
@@ -105,42 +118,10 @@ class SshdEngine : public agent::ContainerEngine {
     return std::vector<agent::NetworkInfo>{};
   }
   core::Result<bool> ImageExists(std::string_view, Timeout) override { return true; }
-  core::Result<std::string> CreateExec(std::string_view, const agent::ExecSpec& spec,
-                                       Timeout) override {
+  /// From now on the sshd reads the agent's read-only keys file: its relay line gets in.
+  void LetKeysMountIn() {
     std::lock_guard lock(mu_);
-    const std::string id = "exec" + std::to_string(++execs_);
-    int status = 97;
-    if (inside_) {
-      status = 0;
-      const std::string prefix = std::string(agent::kAuthorizedKeysEnv) + "=";
-      for (const auto& e : spec.env) {
-        if (!e.starts_with(prefix)) continue;
-        std::ofstream(authorized_keys_, std::ios::trunc) << e.substr(prefix.size());
-        std::filesystem::permissions(
-            authorized_keys_,
-            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
-            std::filesystem::perm_options::replace);
-      }
-    }
-    exit_codes_[id] = status;
-    return id;
-  }
-  core::Result<agent::ExecOutput> StartExec(std::string_view id, Timeout) override {
-    std::lock_guard lock(mu_);
-    if (exit_codes_[std::string(id)] == 97) {
-      return agent::ExecOutput{.err = "this exec does not run inside the container"};
-    }
-    return agent::ExecOutput{};
-  }
-  core::Result<agent::ExecInfo> InspectExec(std::string_view id, Timeout) override {
-    std::lock_guard lock(mu_);
-    return agent::ExecInfo{.running = false, .exit_code = exit_codes_[std::string(id)]};
-  }
-
-  /// From now on execs run inside the container: the agent's write reaches the sshd's file.
-  void LetExecsIn() {
-    std::lock_guard lock(mu_);
-    inside_ = true;
+    mounted_ = true;
   }
   /// The agent's rounds so far (each observes at least once).
   int lists() const { return lists_.load(); }
@@ -151,10 +132,9 @@ class SshdEngine : public agent::ContainerEngine {
   std::atomic<int> lists_{0};
   std::mutex mu_;
   std::vector<agent::ContainerInfo> containers_;
-  std::map<std::string, int> exit_codes_;
-  bool inside_ = false;
+  std::filesystem::path keys_mount_;  ///< the host side of the agent's keys mount
+  bool mounted_ = false;
   int created_ = 0;
-  int execs_ = 0;
 };
 
 class RelayCredentialTest : public ServerTest {
@@ -289,7 +269,8 @@ TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUnti
   json in = WaitForInstance(id, [](const json& j) { return HasRelayFault(j); });
   ASSERT_TRUE(HasRelayFault(in)) << in;
   EXPECT_EQ(in["status"], "running") << in;
-  EXPECT_NE(in["status_reason"].get<std::string>().find("exec_outside_container"),
+  // The agent's own read-only file holds the relay's line: the fault says that sshd refuses it.
+  EXPECT_NE(in["status_reason"].get<std::string>().find("sshd refuses the relay credential"),
             std::string::npos)
       << in;
   // It stays while the fault lasts: round after round, not only in the round that found it.
@@ -327,9 +308,9 @@ TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUnti
   ASSERT_EQ(audited.size(), 1u);
   EXPECT_EQ(json::parse(audited[0])["code"], "upstream_auth_failed") << audited[0];
 
-  // The agent's writes reach the container again: the relay's line goes back, a check finds it
-  // accepted, the fault clears, and the relay gets in.
-  engine.LetExecsIn();
+  // The container's sshd reads the agent's file again: a check finds the relay's line accepted,
+  // the fault clears, and the relay gets in.
+  engine.LetKeysMountIn();
   in = WaitForInstance(id, [](const json& j) {
     return j["status"] == "running" && j.value("status_reason", "x").empty();
   });
