@@ -21,6 +21,7 @@
 #include "agent/host_key.h"
 #include "agent/login_probe.h"
 #include "agent/network_isolation.h"
+#include "agent/probe_process.h"
 #include "core/encoding.h"
 #include "core/strings.h"
 
@@ -405,8 +406,7 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   if (!force && checked && now - *checked < options_.relay_check_interval) return;
   checked = now;
   const AuthorizedKeyLine relay = SplitAuthorizedKeyLine(options_.relay_authorized_keys.front());
-  const LoginProbe probe = ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root", relay.key,
-                                      options_.ssh_probe_timeout);
+  const LoginProbe probe = Probe(c, relay.key).outcome;
   // The fault is cleared only by a check that finds the relay key accepted: the record outlives
   // the round (ContainerRecord::relay_error).
   auto accepted = [&] {
@@ -474,6 +474,18 @@ void Agent::ReadHostKey(const ContainerInfo& c) {
   }
 }
 
+LoginProbeAnswer Agent::Probe(const ContainerInfo& c, const std::string& key_line) {
+  LoginProbeAnswer answer =
+      ProbeLoginConfined(options_.login_probe, options_.ssh_bind_address, c.ssh_port, "root",
+                         key_line, options_.ssh_probe_timeout);
+  if (!answer.error.empty() && answer.error != last_probe_error_) {
+    // Said once per new reason (a hanging sshd says the same each round).
+    spdlog::warn("agent: login probe of {}: {}", c.name, answer.error);
+  }
+  last_probe_error_ = answer.error;
+  return answer;
+}
+
 bool Agent::ContainerReady(const ContainerInfo& c) {
   auto label = [&](std::string_view name) {
     auto it = c.labels.find(std::string(name));
@@ -496,10 +508,9 @@ bool Agent::ContainerReady(const ContainerInfo& c) {
   if (desired == nullptr || desired->authorized_keys.empty() || c.ssh_port == 0) {
     return SshBannerSeen(options_.ssh_bind_address, c.ssh_port, options_.ssh_probe_timeout);
   }
-  std::string presented;
-  const LoginProbe probe =
-      ProbeLogin(options_.ssh_bind_address, c.ssh_port, "root", desired->authorized_keys.front(),
-                 options_.ssh_probe_timeout, &presented);
+  const LoginProbeAnswer answer = Probe(c, desired->authorized_keys.front());
+  const std::string presented = answer.server_host_key;
+  const LoginProbe probe = answer.outcome;
   switch (probe) {
     case LoginProbe::kAccepted:
       spdlog::info("agent: login to {} (instance {}) proven with the person's key", c.name,

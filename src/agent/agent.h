@@ -20,6 +20,7 @@
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
 #include "agent/network_isolation.h"
+#include "agent/probe_process.h"
 #include "agent/reconciler.h"
 #include "agent/start_backoff.h"
 #include "core/error.h"
@@ -46,8 +47,14 @@ struct AgentOptions {
   /// Seconds the engine waits after SIGTERM before SIGKILL on a restart.
   int restart_stop_timeout_seconds = 5;
   /// How long the SSH readiness probe waits for the "SSH-2.0-" banner, and (rounded up to whole
-  /// seconds) for the login proof (ProbeLogin).
+  /// seconds) for the login proof (ProbeLogin, in its confined child: `login_probe`).
   std::chrono::milliseconds ssh_probe_timeout = std::chrono::seconds(1);
+  /// How the login proof runs: a libssh client talking to the container's sshd, which the tenant
+  /// controls, so never in the agent's process (which holds the engine socket): a child process
+  /// without the agent's descriptors, environment or privileges (ProbeLoginConfined; issue 12
+  /// finding 9). The agent command sets `command` to {"/proc/self/exe", "login-probe"}; empty
+  /// (the default): no login can be proven (the instance stays provisioning; logged).
+  ConfinedProbeOptions login_probe;
   /// The pause between rounds while a running container's login is not proven yet (a start or
   /// restart in progress), so that `running` is reported soon after sshd accepts.
   std::chrono::milliseconds ready_poll_interval = std::chrono::milliseconds(250);
@@ -176,6 +183,10 @@ class Agent {
   /// tried again while the container is proven, at most kHostKeyTries times in all, then logged.
   void ReadHostKey(const ContainerInfo& c);
   static constexpr int kHostKeyTries = 3;
+  /// Asks container `c`'s sshd whether it accepts `key_line` for root: ProbeLoginConfined with
+  /// `login_probe` (never in this process). Logs a new error of the child once.
+  LoginProbeAnswer Probe(const ContainerInfo& c, const std::string& key_line);
+  std::string last_probe_error_;
   /// Whether the container's authorized_keys was last written with its desired entry's current
   /// key lines (KeyLines); false without a desired entry or a record of a write.
   bool KeysCurrent(const ContainerInfo& c) const;

@@ -144,6 +144,7 @@ class AgentTest : public ::testing::Test {
     options.extra_labels = {{kRunLabel, run_id_}};
     options.relay_authorized_keys = relay_lines_;
     options.relay_check_interval = std::chrono::seconds(1);
+    options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
     // The host's limits (agent options instance_*): the desired entry's 256 MiB is lower and
     // wins for memory.
     auto limits =

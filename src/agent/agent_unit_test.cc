@@ -12,10 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "agent/host_key.h"
 #include "agent/reconciler.h"
 #include "agent/testing/one_entry_tar.h"
+#include "agent/testing/probe_watch.h"
 #include "agent/testing/stand_in_engine.h"
 #include "cli/fake_api_server.h"
 #include "tests/support/ssh_keygen.h"
@@ -608,6 +612,7 @@ TEST(AgentTest, AProvenContainersSshdHostKeyIsReadByArchiveAndReported) {
       testing::OneEntryTar("ssh_host_ed25519_key.pub", AE_IFREG, sshd.HostKeyLine() + " root@a\n"));
   AgentOptions options;
   options.ssh_probe_timeout = milliseconds(3000);
+  options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
   Agent agent(options, engine, client, Inventory{});
   ASSERT_TRUE(agent.RunOnce());  // learns the host id
   ASSERT_TRUE(agent.RunOnce());  // proves the login, reads the key
@@ -637,6 +642,7 @@ TEST(AgentTest, AHostKeyThatIsNotTheOneSshdPresentsIsNotReported) {
                     testing::OneEntryTar("ssh_host_ed25519_key.pub", AE_IFREG, other.public_line));
   AgentOptions options;
   options.ssh_probe_timeout = milliseconds(3000);
+  options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
   Agent agent(options, engine, client, Inventory{});
   for (int round = 0; round < 5; ++round) ASSERT_TRUE(agent.RunOnce());
   const nlohmann::json body = server.requests().back().Json();
@@ -724,6 +730,48 @@ TEST(AgentTest, Finding9_KeysAreTheAgentsReadOnlyMountAndAChangeSendsTheEngineNo
   EXPECT_FALSE(std::filesystem::exists(file.parent_path()))
       << ::testing::PrintToString(engine.calls());
   std::filesystem::remove_all(dir);
+}
+
+// Issue 12 finding 9: the agent proves a login (C05) in a confined child process, never with a
+// libssh client in its own process (which holds the engine socket): while the container's sshd
+// hangs, the agent's process has a child running the probe program, as nobody when the agent is
+// root; without a probe program nothing is proven and the container is not ready.
+TEST(AgentTest, Finding9_TheAgentProvesLoginsInAConfinedChildNotInItsOwnProcess) {
+  testing::Tarpit sshd;
+  FakeApiServer server([](const FakeRequest&) {
+    return FakeResponse::Json(200, nlohmann::json::parse(R"({"host_id":"hst_1",
+      "sync_interval_seconds":1,"desired":[{"instance_id":"ins_a","node_index":0,
+      "container_name":"gpuwerk-ins_a-0","hostname":"a","image":"img","memory_bytes":0,
+      "gpu":false,"authorized_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice"],
+      "restart_generation":0,"env":[]}]})"));
+  });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.Add(OwnedRunning("c1", sshd.port()));
+  AgentOptions options;
+  options.ssh_probe_timeout = milliseconds(1000);
+  options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  auto round = std::async(std::launch::async, [&] { return agent.RunOnce(); });
+  const std::optional<pid_t> child = testing::WaitForChild(GPUWERK_LOGIN_PROBE_PROGRAM);
+  const std::string uid = child ? testing::StatusField(*child, "Uid:") : "";
+  ASSERT_TRUE(round.get());
+  ASSERT_TRUE(child.has_value()) << "the agent probed the login in its own process";
+  std::istringstream uids(uid);
+  std::set<long> ids;
+  for (long id = 0; uids >> id;) ids.insert(id);
+  EXPECT_EQ(ids, std::set<long>{::geteuid() == 0 ? 65534L : static_cast<long>(::geteuid())}) << uid;
+  EXPECT_EQ(agent.last_request()["containers"][0]["ssh_ready"], false);
+
+  // No probe program: no libssh client anywhere, nothing proven.
+  AgentOptions bare;
+  bare.ssh_probe_timeout = milliseconds(200);
+  Agent without(bare, engine, client, Inventory{});
+  ASSERT_TRUE(without.RunOnce());
+  ASSERT_TRUE(without.RunOnce());
+  EXPECT_EQ(without.last_request()["containers"][0]["ssh_ready"], false);
+  EXPECT_TRUE(testing::ChildrenRunning(GPUWERK_LOGIN_PROBE_PROGRAM).empty());
 }
 
 // C15 (seen as a flake under load): a create timed out on the agent's side, the engine carried it

@@ -72,6 +72,8 @@ int RunAgent(const AgentConfig& f) {
   agent::AgentOptions options;
   options.ssh_bind_address = f.ssh_bind;
   options.state_dir = f.state_dir;
+  // The login proof runs in a confined child of this binary (issue 12 finding 9).
+  options.login_probe.command = agent::SelfLoginProbeCommand();
   options.sync_interval = std::chrono::seconds(f.sync_interval_seconds);
   options.relay_authorized_keys = relay_lines;
   agent::Inventory inventory = agent::DiscoverInventory();

@@ -271,6 +271,8 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   agent::AgentOptions agent_options;
   agent_options.ssh_bind_address = ssh_bind;
   agent_options.state_dir = (fs::absolute(options.data_dir) / "agent").lexically_normal();
+  // The login proof runs in a confined child of this binary (issue 12 finding 9).
+  agent_options.login_probe.command = agent::SelfLoginProbeCommand();
   if (p.relay) agent_options.relay_authorized_keys = {p.relay->relay_key_public_line()};
   // The agent's default limits: the reserve they leave covers this process (server, relay) too.
   auto limits = agent::ResolveInstanceLimits({}, inventory.memory_bytes, inventory.cpus);

@@ -8,8 +8,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #ifdef GPUWERK_WITH_AGENT
+#include "agent/probe_process.h"
 #include "app/agent_command.h"
 #include "app/local_platform.h"
 #endif
@@ -189,6 +193,13 @@ std::string UnknownOptionMessage(const CLI::App& app, const CLI::ParseError& err
 
 int main(int argc, char** argv) {
   using namespace gpuwerk;
+#ifdef GPUWERK_WITH_AGENT
+  // The agent's confined login probe (agent/probe_process.h): internal, not in --help; started by
+  // the agent with a bare environment and no descriptors but stdin, stdout and stderr.
+  if (argc >= 2 && std::string_view(argv[1]) == agent::kLoginProbeSubcommand) {
+    return agent::LoginProbeMain(std::vector<std::string>(argv + 2, argv + argc));
+  }
+#endif
   core::InitCrypto();
   CLI::App app{"gpuwerk: a self-hostable GPU cloud"};
   app.require_subcommand(1);

@@ -183,6 +183,7 @@ class RelayCredentialTest : public ServerTest {
     options.engine_timeout = 5s;
     options.relay_check_interval = 1s;
     options.relay_authorized_keys = {relay_line};
+    options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
     client_ = std::make_unique<agent::AgentClient>(app_->base_url(), host_token_, 5s);
     agent_ = std::make_unique<agent::Agent>(options, engine, *client_, agent::Inventory{.cpus = 2});
     agent_thread_ = std::thread([this] { agent_->Run(); });
