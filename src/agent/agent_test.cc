@@ -468,7 +468,11 @@ TEST_F(AgentTest, Finding9_ATenantWhoRemovesTheRelayLineOrSymlinksSshNeverMakesT
   int creates = 0;
   for (const std::string& r : requests) {
     EXPECT_EQ(r.find("/exec"), std::string::npos) << "the agent asked the engine: " << r;
-    EXPECT_EQ(r.find("/archive"), std::string::npos) << "the agent asked the engine: " << r;
+    // No upload into the container either (reading sshd's host key by archive download, GET, is
+    // the engine reading a file; nothing runs in the container).
+    if (!r.starts_with("GET ")) {
+      EXPECT_EQ(r.find("/archive"), std::string::npos) << "the agent asked the engine: " << r;
+    }
     if (r.starts_with("POST ") && r.find("/containers/create") != std::string::npos) ++creates;
   }
   EXPECT_EQ(creates, 1);
