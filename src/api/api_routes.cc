@@ -23,7 +23,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/auth/signup", kPublic, h::SignUp},
     {"POST", "/api/v1/auth/prove-address/consume", kPublic, h::ConsumeAddressProof},
     {"POST", "/api/v1/auth/login", kPublic, h::LogIn},
-    {"POST", "/api/v1/auth/logout", kPublic, h::LogOut},
+    {"POST", "/api/v1/auth/logout", kPublic, h::LogOut, Tx::kOwn, Body::kNone},
     {"POST", "/api/v1/auth/magic-link", kPublic, h::RequestMagicLink},
     {"POST", "/api/v1/auth/magic-link/consume", kPublic, h::ConsumeMagicLink},
     {"POST", "/api/v1/auth/password-reset", kPublic, h::RequestPasswordReset},
@@ -54,7 +54,8 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/instances", kPerson, h::ListInstances},
     {"POST", "/api/v1/instances", kProvenPerson, h::CreateInstance},
     {"GET", "/api/v1/instances/{id}", kPerson, h::GetInstance},
-    {"POST", "/api/v1/instances/{id}/restart", kProvenPerson, h::RestartInstance},
+    {"POST", "/api/v1/instances/{id}/restart", kProvenPerson, h::RestartInstance, Tx::kOwn,
+     Body::kNone},
     {"DELETE", "/api/v1/instances/{id}", kPerson, h::DeleteInstance},
     {"GET", "/api/v1/instances/{id}/relay-sessions", kPerson, h::ListInstanceRelaySessions},
     {"GET", "/api/v1/gpu-types", kPerson, h::ListGpuTypes},
@@ -70,8 +71,9 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/admin/hosts", kOperator, h::ListHosts},
     {"POST", "/api/v1/admin/hosts", kOperator, h::AddHost},
     {"PUT", "/api/v1/admin/hosts/{name}/ssh", kOperator, h::SetHostSsh},
-    {"POST", "/api/v1/admin/hosts/{name}/drain", kOperator, h::DrainHost},
-    {"POST", "/api/v1/admin/hosts/{name}/undrain", kOperator, h::UndrainHost},
+    {"POST", "/api/v1/admin/hosts/{name}/drain", kOperator, h::DrainHost, Tx::kOwn, Body::kNone},
+    {"POST", "/api/v1/admin/hosts/{name}/undrain", kOperator, h::UndrainHost, Tx::kOwn,
+     Body::kNone},
     {"DELETE", "/api/v1/admin/hosts/{name}", kOperator, h::RemoveHost},
     {"GET", "/api/v1/admin/host-pairs", kOperator, h::ListHostPairs},
     {"POST", "/api/v1/admin/host-pairs", kOperator, h::LinkHostPair},
@@ -147,15 +149,36 @@ bool IsLoopback(const std::string& address) {
   return ip.is_loopback();
 }
 
+/// Whether a header field by this name says that a proxy stands between the TCP peer and the
+/// client: RFC 7239 `Forwarded`, RFC 9110 `Via`, every `X-Forwarded-…`, and the fields proxies and
+/// CDNs use to name the client instead (nginx's `X-Real-IP`, `X-Client-IP`, `Client-IP`,
+/// `True-Client-IP`, `CF-Connecting-IP`, `Fastly-Client-IP`, `X-Cluster-Client-IP`,
+/// `X-Original-Forwarded-For`).
+bool IsForwardingField(std::string_view name) {
+  static constexpr std::array<std::string_view, 10> kNames = {
+      "Forwarded",           "Via",
+      "X-Real-IP",           "X-Client-IP",
+      "Client-IP",           "True-Client-IP",
+      "CF-Connecting-IP",    "Fastly-Client-IP",
+      "X-Cluster-Client-IP", "X-Original-Forwarded-For"};
+  constexpr std::string_view kForwardedPrefix = "X-Forwarded-";
+  if (name.size() >= kForwardedPrefix.size() &&
+      EqualsIgnoreCase(name.substr(0, kForwardedPrefix.size()), kForwardedPrefix)) {
+    return true;
+  }
+  return std::any_of(kNames.begin(), kNames.end(),
+                     [&](std::string_view known) { return EqualsIgnoreCase(name, known); });
+}
+
 }  // namespace
 
 bool IsStraightFromThisMachine(const Request& req) {
-  // Any field by those names, even an empty one, says a proxy may stand between.
-  const bool forwarded = std::any_of(req.headers.begin(), req.headers.end(), [](const auto& h) {
-    return EqualsIgnoreCase(h.first, "Forwarded") || EqualsIgnoreCase(h.first, "X-Forwarded-For");
-  });
-  // The TCP peer, never the client address a trusted proxy's header names (remote_address).
-  return !forwarded && IsLoopback(req.peer_address);
+  // Any such field, even an empty one, says a proxy may stand between: its client is elsewhere.
+  const bool forwarded = std::any_of(req.headers.begin(), req.headers.end(),
+                                     [](const auto& h) { return IsForwardingField(h.first); });
+  // The TCP peer decides, and the client address too must be this machine's: a trusted proxy
+  // naming an outside client never makes the request local.
+  return !forwarded && IsLoopback(req.peer_address) && IsLoopback(req.remote_address);
 }
 
 core::Result<void> AdmitMetricsReader(ApiContext& ctx, Request& req) {
@@ -164,11 +187,19 @@ core::Result<void> AdmitMetricsReader(ApiContext& ctx, Request& req) {
   return Admit(ctx, kOperator, call);
 }
 
+bool TakesNoBody(const ApiRoute& route) {
+  return route.body == Body::kNone || route.method == "GET" || route.method == "HEAD" ||
+         route.method == "DELETE";
+}
+
 std::span<const ApiRoute> ApiRoutes() { return kRoutes; }
 
 void RegisterApiRoutes(Router& router, ApiContext& ctx) {
   for (const ApiRoute& route : kRoutes) {
     router.Add(std::string(route.method), std::string(route.pattern), [&ctx, &route](Request& req) {
+      if (TakesNoBody(route)) {
+        if (auto none = RefuseBody(req); !none) return ErrorResponse(none.error());
+      }
       Call call{.req = req, .who = {}, .host = {}};
       if (route.tx == Tx::kOneRead) {
         core::Result<Response> answer =

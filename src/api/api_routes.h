@@ -47,6 +47,14 @@ enum class Tx {
   kOneRead,
 };
 
+/// Whether a route reads a request body.
+enum class Body {
+  /// POST and PUT read one (JSON, or a form on the link pages); GET, HEAD and DELETE take none.
+  kByMethod,
+  /// None, whatever the method: a POST that only acts (logout, restart, drain, undrain).
+  kNone,
+};
+
 /// One call of a handler: the request and who the route table authenticated it as.
 struct Call {
   Request& req;
@@ -70,17 +78,26 @@ struct ApiRoute {
   Access access;
   ApiHandler handler;
   Tx tx = Tx::kOwn;
+  Body body = Body::kByMethod;
 };
+
+/// Whether `route` takes no request body: Body::kNone, or a GET, HEAD or DELETE. The route table
+/// answers such a route's request with a body (other than `{}`) 400 before it authenticates or
+/// runs anything (RefuseBody).
+bool TakesNoBody(const ApiRoute& route);
 
 /// Every route the server answers besides `/healthz` and `/metrics` (AddOperationalRoutes): the
 /// /api/v1 resources, the agent and relay endpoints, the link pages and the home page. One table
 /// in api_routes.cc, so a reader sees every route and who may call it in one place.
 std::span<const ApiRoute> ApiRoutes();
 
-/// Whether `req` came straight from this machine: its TCP peer (Request::peer_address, whatever
-/// `remote_address` says: a trusted proxy's header never makes a request local) is a loopback
-/// address, IPv4-mapped included, and it has no `Forwarded` or `X-Forwarded-For` field, even an
-/// empty one (a proxy on this machine does not make its clients local).
+/// Whether `req` came straight from this machine: its TCP peer (Request::peer_address: a trusted
+/// proxy's header never makes a request local) and its client address (remote_address) are
+/// loopback addresses, IPv4-mapped included, and it has no field, even an empty one, that a proxy
+/// adds to name its client: `Forwarded`, `Via`, any `X-Forwarded-…`, `X-Real-IP`,
+/// `X-Client-IP`, `Client-IP`, `True-Client-IP`, `CF-Connecting-IP`, `Fastly-Client-IP`,
+/// `X-Cluster-Client-IP`, `X-Original-Forwarded-For` (a proxy on this machine does not make its
+/// clients local; docs/configuration.md "Behind a reverse proxy").
 bool IsStraightFromThisMachine(const Request& req);
 
 /// Whether `req` may read `/metrics` (AddOperationalRoutes), which shows request counts per route

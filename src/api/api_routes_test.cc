@@ -72,11 +72,45 @@ TEST(ApiRoutesTest, MetricsLoopbackRuleLooksAtTheTcpPeer) {
   unknown.remote_address = "127.0.0.1";
   EXPECT_FALSE(IsStraightFromThisMachine(unknown));
 
-  for (const char* name : {"X-Forwarded-For", "x-forwarded-for", "Forwarded"}) {
+  // Issue 11 break test (LOW): a loopback peer with only X-Real-IP (nginx's default client
+  // field) was local; every field a proxy adds to name its client now says it is not.
+  for (const char* name : {"X-Forwarded-For", "x-forwarded-for", "Forwarded", "X-Real-IP",
+                           "x-real-ip", "Via", "X-Forwarded-Host", "X-Forwarded-Proto",
+                           "X-Client-IP", "Client-IP", "True-Client-IP", "CF-Connecting-IP",
+                           "Fastly-Client-IP", "X-Cluster-Client-IP", "X-Original-Forwarded-For"}) {
     Request proxied = local;
     proxied.peer_address = "127.0.0.1";
     proxied.headers.emplace_back(name, "");
     EXPECT_FALSE(IsStraightFromThisMachine(proxied)) << name;
+  }
+}
+
+// A trusted proxy on this machine naming a loopback client is judged by both addresses: the
+// client address an outside proxy chain names never makes a request local.
+TEST(ApiRoutesTest, MetricsLoopbackRuleNeedsALoopbackClientToo) {
+  Request request;
+  request.peer_address = "127.0.0.1";
+  request.remote_address = "198.51.100.7";
+  EXPECT_FALSE(IsStraightFromThisMachine(request));
+  request.headers.emplace_back("X-Request-Id", "abc");  // not a forwarding field
+  request.remote_address = "127.0.0.1";
+  EXPECT_TRUE(IsStraightFromThisMachine(request));
+}
+
+// Issue 11 break test (LOW): POSTs that only act take no body, like every GET and DELETE.
+TEST(ApiRoutesTest, RoutesThatOnlyActTakeNoBody) {
+  static const std::set<std::pair<std::string_view, std::string_view>> kPostsWithoutBody = {
+      {"POST", "/api/v1/auth/logout"},
+      {"POST", "/api/v1/instances/{id}/restart"},
+      {"POST", "/api/v1/admin/hosts/{name}/drain"},
+      {"POST", "/api/v1/admin/hosts/{name}/undrain"},
+  };
+  for (const ApiRoute& route : ApiRoutes()) {
+    const bool bodiless_method =
+        route.method == "GET" || route.method == "HEAD" || route.method == "DELETE";
+    EXPECT_EQ(TakesNoBody(route),
+              bodiless_method || kPostsWithoutBody.contains({route.method, route.pattern}))
+        << route.method << " " << route.pattern;
   }
 }
 

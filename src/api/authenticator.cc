@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace gpuwerk::api {
 namespace {
@@ -31,55 +31,14 @@ struct OriginParts {
   bool operator==(const OriginParts&) const = default;
 };
 
-/// "host[:port]" (a Host field, or an origin's authority) with `scheme`'s default port. nullopt
-/// for anything else: userinfo, a path, an empty host, a port that is not 1 to 65535 digits.
+/// "host[:port]" (a Host field, or an origin's authority; ParseHostAndPort) with `scheme`'s
+/// default port when it names none. nullopt for anything ParseHostAndPort refuses.
 std::optional<OriginParts> ParseAuthority(std::string_view scheme, std::string_view authority) {
-  OriginParts out{.scheme = std::string(scheme), .port = scheme == "https" ? 443 : 80};
-  std::string_view host = authority;
-  std::string_view port;
-  if (authority.starts_with('[')) {
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return std::nullopt;
-    host = authority.substr(0, close + 1);
-    std::string_view rest = authority.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') return std::nullopt;
-      port = rest.substr(1);
-      if (port.empty()) return std::nullopt;
-    }
-    for (char c : host.substr(1, host.size() - 2)) {
-      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') {
-        return std::nullopt;
-      }
-    }
-  } else {
-    const size_t colon = authority.find(':');
-    if (colon != std::string_view::npos) {
-      host = authority.substr(0, colon);
-      port = authority.substr(colon + 1);
-      if (port.empty()) return std::nullopt;
-    }
-    for (char c : host) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') {
-        return std::nullopt;
-      }
-    }
-  }
-  if (host.empty() || host == "[]") return std::nullopt;
-  if (!port.empty()) {
-    if (port.size() > 5) return std::nullopt;
-    int value = 0;
-    for (char c : port) {
-      if (c < '0' || c > '9') return std::nullopt;
-      value = value * 10 + (c - '0');
-    }
-    if (value < 1 || value > 65535) return std::nullopt;
-    out.port = value;
-  }
-  out.host.reserve(host.size());
-  for (char c : host)
-    out.host.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  return out;
+  std::optional<HostAndPort> parsed = ParseHostAndPort(authority);
+  if (!parsed) return std::nullopt;
+  return OriginParts{.scheme = std::string(scheme),
+                     .host = std::move(parsed->host),
+                     .port = parsed->port.value_or(scheme == "https" ? 443 : 80)};
 }
 
 /// An Origin field's value ("https://example.com:8443"), as browsers serialise it: a lower-case

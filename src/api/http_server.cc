@@ -46,8 +46,12 @@ void HttpServer::Stop() { impl_->Stop(); }
 
 void AddOperationalRoutes(Router& router, Metrics& metrics, MetricsAccess may_read_metrics) {
   GPUWERK_CHECK(may_read_metrics != nullptr);
-  router.Add("GET", "/healthz", [](Request&) { return Response::Json(200, {{"status", "ok"}}); });
+  router.Add("GET", "/healthz", [](Request& req) {
+    if (auto none = RefuseBody(req); !none) return Problem(none.error());
+    return Response::Json(200, {{"status", "ok"}});
+  });
   router.Add("GET", "/metrics", [&metrics, may_read = std::move(may_read_metrics)](Request& req) {
+    if (auto none = RefuseBody(req); !none) return Problem(none.error());
     if (auto admitted = may_read(req); !admitted) return Problem(admitted.error());
     return Response::Text(200, metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });

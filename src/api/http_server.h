@@ -29,8 +29,10 @@ namespace gpuwerk::api {
 /// Protocol errors are answered with problem JSON and the connection closed: a body over
 /// `body_limit` 413 ("payload_too_large", the handler never runs), a header over `header_limit`
 /// 431 ("header_too_large"), an unparseable request 400 ("malformed_request"), a malformed query
-/// string 400 ("invalid_query"). A client that does not deliver a whole request within
-/// `read_timeout`, or stays silent on a kept-alive connection for `idle_timeout`, is
+/// string 400 ("invalid_query"), a missing (HTTP/1.1), repeated or malformed `Host` 400
+/// ("invalid_host"; ParseHostAndPort, RFC 9112 §3.2), two `Origin` or two `Referer` fields 400
+/// ("invalid_origin"); none of these reaches a handler. A client that does not deliver a whole
+/// request within `read_timeout`, or stays silent on a kept-alive connection for `idle_timeout`, is
 /// disconnected without an answer.
 ///
 /// Streamed responses (Response::stream, e.g. server-sent events): the header goes out at once
@@ -131,7 +133,8 @@ class HttpServer {
 /// (as problem JSON). Runs on an HTTP server thread.
 using MetricsAccess = std::function<core::Result<void>(Request&)>;
 
-/// Registers the operational endpoints on `router`: `GET /healthz` → 200
+/// Registers the operational endpoints on `router` (both take no body: RefuseBody's 400
+/// otherwise): `GET /healthz` → 200
 /// `{"status":"ok"}` for anyone, and `GET /metrics` → `metrics.Render()` as
 /// `text/plain; version=0.0.4; charset=utf-8` for the requests `may_read_metrics` admits
 /// (app/ wires api::AdmitMetricsReader: loopback or operators). `metrics` must outlive the router.

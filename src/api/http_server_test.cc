@@ -554,6 +554,54 @@ TEST_F(HttpServerTest, MissingOrRepeatedHostIs400) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// Issue 11 break test (LOW): a Host value that is not "host[:port]" (RFC 9112 §3.2, RFC 3986
+// §3.2.2) is 400 invalid_host and reaches no handler, like a missing or repeated one.
+TEST_F(HttpServerTest, InvalidHostValuesAre400) {
+  StartServer();
+  for (std::string_view host :
+       {"a b", "a, b", "", " ", "a_b", "a.test:", "a.test:0", "a.test:65536", "a.test:8o",
+        "u@a.test", "a.test/x", "[::1", "::1", "[a.test]", "-a.test", "%61.test", "a.test:+80"}) {
+    RawClient raw(server_->port());
+    ASSERT_TRUE(raw.connected());
+    raw.Send("POST /api/v1/echo HTTP/1.1\r\nHost: " + std::string(host) +
+             "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+    auto r = raw.Read();
+    ASSERT_TRUE(r) << "Host: " << host;
+    EXPECT_EQ(r->status, 400) << "Host: " << host;
+    EXPECT_EQ(json::parse(r->body)["code"], "invalid_host") << "Host: " << host;
+  }
+  EXPECT_EQ(echo_calls_, 0);
+  for (std::string_view host :
+       {"a.test", "A.Test:8080", "127.0.0.1:1", "[::1]:65535", "[::1]", "localhost", "a.test."}) {
+    RawClient raw(server_->port());
+    raw.Send("GET /api/v1/things/7 HTTP/1.1\r\nHost: " + std::string(host) +
+             "\r\nConnection: close\r\n\r\n");
+    auto r = raw.Read();
+    ASSERT_TRUE(r) << "Host: " << host;
+    EXPECT_EQ(r->status, 200) << "Host: " << host;
+  }
+}
+
+// Issue 11 break test (LOW): with two Origin (or Referer) fields the first used to win; the
+// cross-site check reads them, so two are refused before any handler runs.
+TEST_F(HttpServerTest, TwoOriginOrRefererFieldsAre400) {
+  StartServer();
+  for (const std::string& fields :
+       {std::string("Origin: http://a.test\r\nOrigin: https://evil.test\r\n"),
+        std::string("origin: http://a.test\r\nORIGIN: http://a.test\r\n"),
+        std::string("Referer: http://a.test/\r\nReferer: https://evil.test/\r\n")}) {
+    RawClient raw(server_->port());
+    ASSERT_TRUE(raw.connected());
+    raw.Send("POST /api/v1/echo HTTP/1.1\r\nHost: a.test\r\n" + fields +
+             "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+    auto r = raw.Read();
+    ASSERT_TRUE(r) << fields;
+    EXPECT_EQ(r->status, 400) << fields;
+    EXPECT_EQ(json::parse(r->body)["code"], "invalid_origin") << fields;
+  }
+  EXPECT_EQ(echo_calls_, 0);
+}
+
 TEST_F(HttpServerTest, OversizedChunkedBodyIs413) {
   StartServer();
   RawClient raw(server_->port());

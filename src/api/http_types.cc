@@ -7,6 +7,7 @@
 #include <set>
 #include <system_error>
 
+#include "core/host_address.h"
 #include "core/strings.h"
 
 namespace gpuwerk::api {
@@ -96,6 +97,46 @@ std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_spa
       out.push_back(c);
     }
   }
+  return out;
+}
+
+std::optional<HostAndPort> ParseHostAndPort(std::string_view authority) {
+  std::string_view host = authority;
+  std::string_view port;
+  bool bracketed = false;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = authority.substr(1, close - 1);
+    bracketed = true;
+    std::string_view rest = authority.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port = rest.substr(1);
+      if (port.empty()) return std::nullopt;
+    }
+  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+    if (port.empty()) return std::nullopt;
+  }
+  // Inside brackets only an IPv6 literal; outside, no ':' at all (so never an IPv6 literal).
+  if (bracketed != (host.find(':') != std::string_view::npos)) return std::nullopt;
+  if (!core::IsHostAddress(host)) return std::nullopt;
+  HostAndPort out;
+  if (!port.empty()) {
+    int value = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.size() > 5 || ec != std::errc() || end != port.data() + port.size() || value < 1 ||
+        value > 65535 || port.front() == '+' || port.front() == '-') {
+      return std::nullopt;
+    }
+    out.port = value;
+  }
+  out.host.reserve(host.size() + 2);
+  if (bracketed) out.host.push_back('[');
+  for (char c : host) out.host.push_back(AsciiLower(c));
+  if (bracketed) out.host.push_back(']');
   return out;
 }
 
@@ -326,6 +367,19 @@ Response Problem(int status, const core::Error& error) {
   Response r = Response::Json(status, body);
   r.SetHeader("Content-Type", "application/problem+json");
   return r;
+}
+
+core::Result<void> RefuseBody(const Request& request) {
+  if (request.body.empty()) return {};
+  const json value = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (value.is_object() && value.empty()) return {};
+  if (value.is_object()) {
+    const std::string field = value.begin().key();
+    return std::unexpected(
+        FieldError(field, "unknown field '" + field + "'; this request takes no fields"));
+  }
+  return core::InvalidArgument("invalid_field",
+                               "this route takes no request body; send none (or {})");
 }
 
 core::Result<nlohmann::json> ParseJsonBody(const Request& request) {

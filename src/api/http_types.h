@@ -35,6 +35,22 @@ std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_spa
 /// has a malformed percent-escape.
 std::optional<std::map<std::string, std::string>> ParseQuery(std::string_view query);
 
+/// The host and port of an authority as the `Host` field (RFC 9112 §3.2, RFC 9110 §7.2) and an
+/// `Origin` (RFC 6454 §7) carry it: `uri-host [ ":" port ]`.
+struct HostAndPort {
+  /// Lower case; an IPv6 literal keeps its brackets ("[::1]").
+  std::string host;
+  /// 1 to 65535; nullopt when the text names none (the scheme's default applies).
+  std::optional<int> port;
+};
+
+/// Parses "host[:port]" where host is an IPv4 literal, a bracketed IPv6 literal ("[2001:db8::1]",
+/// inet_pton inside the brackets, no zone) or a DNS name (core::IsHostAddress: RFC 1123 labels,
+/// at most 253 characters), and port is 1 to 5 digits with a value 1 to 65535. nullopt for
+/// anything else: empty text, blanks, a list ("a, b"), userinfo ("u@h"), a path, an empty port
+/// ("h:"), a reg-name with characters a DNS name cannot hold ("a_b", "%41"). Pure; thread-safe.
+std::optional<HostAndPort> ParseHostAndPort(std::string_view authority);
+
 /// One HTTP request as handlers see it: plain data, no Beast types. Built by HttpServer (or by
 /// tests); handlers may read and modify it (e.g. to attach what they resolved).
 struct Request {
@@ -170,6 +186,14 @@ std::string_view ReasonPhrase(int status);
 Response Problem(const core::Error& error);
 /// As above with an explicit status, for the few statuses no ErrorCode maps to (405, 431).
 Response Problem(int status, const core::Error& error);
+
+/// For routes that take no request body (every GET, HEAD and DELETE, and POSTs that only act):
+/// nothing when the body is empty or the empty JSON object `{}` (clients that send `{}` with every
+/// POST ask for nothing), else the error to answer, so that a body meant for another route never
+/// passes unread. Never throws.
+/// Errors: kInvalidArgument "invalid_field": a JSON object with members (details {"field": the
+/// first}), or any other body ("this route takes no request body").
+core::Result<void> RefuseBody(const Request& request);
 
 /// The request body as a JSON object whose members are all named in `fields` (R-19: unknown and
 /// duplicate JSON fields are refused). The Content-Type must be application/json (parameters such

@@ -138,6 +138,53 @@ TEST(ParseQueryTest, DecodesAndKeepsFirstValue) {
   EXPECT_EQ(ParseQuery("a=%zz"), std::nullopt);
 }
 
+// The Host field's and an origin's authority (issue 11 break test: `a b`, `a, b` and an empty
+// Host were served).
+TEST(ParseHostAndPortTest, ReadsHostNamesAndAddressesWithAnOptionalPort) {
+  auto named = ParseHostAndPort("Example.TEST:8443");
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->host, "example.test");
+  EXPECT_EQ(named->port, 8443);
+  auto v6 = ParseHostAndPort("[2001:DB8::1]");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "[2001:db8::1]");
+  EXPECT_EQ(v6->port, std::nullopt);
+  EXPECT_EQ(ParseHostAndPort("[::1]:1")->port, 1);
+  EXPECT_EQ(ParseHostAndPort("127.0.0.1:65535")->port, 65535);
+  EXPECT_TRUE(ParseHostAndPort("localhost"));
+  EXPECT_TRUE(ParseHostAndPort("a.test."));
+  for (std::string_view bad : {"",         " ",         "a b",
+                               "a, b",     "a,b",       "a_b",
+                               "-a",       "a-",        "u@a",
+                               "a/b",      "a?b",       "%61",
+                               "a:",       "a:0",       "a:65536",
+                               "a:123456", "a:+1",      "a:-1",
+                               "a:1x",     ":80",       "::1",
+                               "[::1",     "[::1]x",    "[::1]:",
+                               "[a.test]", "[1.2.3.4]", "[fe80::1%eth0]",
+                               "a\tb",     "a\x01"}) {
+    EXPECT_FALSE(ParseHostAndPort(bad)) << "'" << bad << "'";
+  }
+}
+
+// Issue 11 break test (LOW): a route that takes no body used to ignore one
+// (`POST …/drain {"undrain":true}` drained).
+TEST(RefuseBodyTest, AllowsNothingOrAnEmptyObjectOnly) {
+  EXPECT_TRUE(RefuseBody(JsonRequest("")));
+  EXPECT_TRUE(RefuseBody(JsonRequest("{}")));
+  EXPECT_TRUE(RefuseBody(JsonRequest(" { } ", "")));
+  auto field = RefuseBody(JsonRequest(R"({"undrain":true})"));
+  ASSERT_FALSE(field);
+  EXPECT_EQ(field.error().api_code, "invalid_field");
+  EXPECT_EQ(field.error().details["field"], "undrain");
+  for (std::string_view other : {"x", "[]", "null", "0", "\"\"", "{} {}", "token=abc"}) {
+    auto refused = RefuseBody(JsonRequest(std::string(other)));
+    ASSERT_FALSE(refused) << other;
+    EXPECT_EQ(refused.error().api_code, "invalid_field") << other;
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << other;
+  }
+}
+
 TEST(ParseJsonObjectTest, AcceptsAnObject) {
   auto v = ParseJsonObject(JsonRequest(R"({"name":"x"})"), {"name"});
   ASSERT_TRUE(v);

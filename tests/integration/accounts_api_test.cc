@@ -263,6 +263,32 @@ TEST_F(AccountsApiTest, C26_ScannerGetDoesNotConsumeMagicLink) {
   auto again = Browser();
   ExpectProblem(again->PostJson("/api/v1/auth/magic-link/consume", {{"token", token}}), 401,
                 "invalid_link");
+
+  // The same holds for the reset-password link: GET and HEAD from a scanner consume nothing,
+  // sign nobody in, and the person's form POST still sets the password.
+  ASSERT_EQ(
+      Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "alice@example.test"}}).status,
+      202);
+  const std::string reset = LinkToken("alice@example.test", "/auth/reset-password");
+  ASSERT_FALSE(reset.empty());
+  for (int i = 0; i < 3; ++i) {
+    auto page = scanner->Get("/auth/reset-password?token=" + reset);
+    EXPECT_EQ(page.status, 200);
+    EXPECT_EQ(page.Header("set-cookie"), "") << "a GET must not sign in";
+    EXPECT_NE(page.body.find("<form"), std::string::npos) << "the page has a form to submit";
+    auto head = scanner->Head("/auth/reset-password?token=" + reset);
+    EXPECT_EQ(head.status, 200);
+    EXPECT_EQ(head.Header("set-cookie"), "") << "a HEAD must not sign in";
+  }
+  ExpectProblem(scanner->Get("/api/v1/me"), 401, "unauthenticated");
+  auto set = Browser()->PostJson("/api/v1/auth/password-reset/consume",
+                                 {{"token", reset}, {"password", "scanned but unused 1"}});
+  EXPECT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(Browser()
+                ->PostJson("/api/v1/auth/login",
+                           {{"email", "alice@example.test"}, {"password", "scanned but unused 1"}})
+                .status,
+            200);
 }
 
 TEST_F(AccountsApiTest, MagicLinkExpiresAfterFifteenMinutes) {
@@ -339,6 +365,30 @@ TEST_F(AccountsApiTest, C27_EmailsCompareCaseInsensitively) {
       Browser()->PostJson("/api/v1/auth/password-reset", {{"email", "aLiCe@example.TEST"}}).status,
       202);
   EXPECT_FALSE(LinkToken("alice@example.test", "/auth/reset-password").empty());
+
+  // The store enforces it, not only the sign-up code: one row per normalised address, and a
+  // second row with the same normalised address is refused by the unique index.
+  auto& db = app_->database();
+  auto rows = db.Read([](store::Transaction& tx) -> core::Result<int64_t> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*) FROM persons WHERE "
+                                                   "email_norm = 'alice@example.test'"));
+    return row->Int(0);
+  });
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(*rows, 1);
+  auto insert = [&](const std::string& id, const std::string& email_norm) {
+    return db.Write([&](store::Transaction& tx) -> core::Result<int64_t> {
+      return tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES (?, ?, ?, 0)",
+                     {id, std::string("ALICE@example.test"), email_norm});
+    });
+  };
+  // The statement itself is fine (another normalised address is stored) ...
+  auto other = insert("per_other", "other@example.test");
+  ASSERT_TRUE(other) << other.error().message;
+  // ... and only the index refuses the same normalised address.
+  auto twin = insert("per_twin", "alice@example.test");
+  ASSERT_FALSE(twin) << "a second row with the same normalised address was stored";
+  EXPECT_TRUE(store::IsConstraintViolation(twin.error())) << twin.error().message;
 }
 
 TEST_F(AccountsApiTest, NoAccountEnumerationThroughLinks) {

@@ -403,5 +403,32 @@ TEST_F(InstancesApiTest, OperatorDrainsAndUndrainsAHost) {
   EXPECT_EQ(alice_->Get("/api/v1/instances").Json()["items"][0]["name"], "alpha");
 }
 
+// Issue 11 break test (LOW): `POST …/drain {"undrain":true}` drained. Routes that only act take
+// no body: one is refused and nothing changes.
+TEST_F(InstancesApiTest, ABodyOnARouteThatTakesNoneIsRefusedAndChangesNothing) {
+  const std::string token = AddHost("spark-a");
+  Sync(token);
+  ExpectProblem(op_->PostJson("/api/v1/admin/hosts/spark-a/drain", {{"undrain", true}}), 400,
+                "invalid_field");
+  ExpectProblem(op_->Post("/api/v1/admin/hosts/spark-a/drain", "undrain", "text/plain"), 400,
+                "invalid_field");
+  EXPECT_EQ(op_->Get("/api/v1/admin/hosts").Json()["items"][0]["drained"], false);
+  auto created = Create(*alice_, "alpha", key_id_);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+  ExpectProblem(alice_->PostJson("/api/v1/instances/" + id + "/restart", {{"force", true}}), 400,
+                "invalid_field");
+  ExpectProblem(alice_->Send("DELETE", "/api/v1/instances/" + id, R"({"name":"beta"})",
+                             {"Content-Type: application/json"}),
+                400, "invalid_field");
+  EXPECT_EQ(alice_->Get("/api/v1/instances/" + id).Json()["restart_generation"], 0);
+  EXPECT_NE(alice_->Get("/api/v1/instances/" + id).Json()["status"], "deleting");
+  ExpectProblem(alice_->Send("GET", "/api/v1/instances", "[1]", {"Content-Type: application/json"}),
+                400, "invalid_field");
+  // An empty body, or `{}` as the CLI sends with every POST, is still fine.
+  EXPECT_EQ(op_->PostJson("/api/v1/admin/hosts/spark-a/drain", json::object()).status, 200);
+  EXPECT_EQ(op_->Post("/api/v1/admin/hosts/spark-a/undrain", "", "application/json").status, 200);
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

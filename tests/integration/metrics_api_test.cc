@@ -50,5 +50,27 @@ TEST_F(MetricsApiTest, ProxiedCallersNeedAnOperator) {
   EXPECT_EQ(anyone->Get("/healthz", {kProxied}).status, 200);  // health stays public
 }
 
+// Issue 11 break test (LOW): a proxy on this machine that names its client only in X-Real-IP
+// (nginx's `proxy_set_header X-Real-IP $remote_addr`) made an outside client local.
+TEST_F(MetricsApiTest, ALoopbackPeerForwardingForAnOutsideAddressNeedsAnOperator) {
+  auto anyone = Browser();
+  for (const char* field : {"X-Real-IP: 203.0.113.7", "X-Real-IP: 127.0.0.1", "Via: 1.1 proxy.test",
+                            "True-Client-IP: 203.0.113.7", "X-Forwarded-Host: gpuwerk.example"}) {
+    ExpectProblem(anyone->Get("/metrics", {field}), 401, "unauthenticated");
+  }
+  auto op = SignedIn("op@example.test", "operator password 1");
+  EXPECT_EQ(op->Get("/metrics", {"X-Real-IP: 203.0.113.7"}).status, 200);
+  EXPECT_EQ(anyone->Get("/metrics").status, 200);  // straight from this machine it still is local
+}
+
+// Issue 11 break test (LOW): GET /metrics and /healthz take no body, like every route without one.
+TEST_F(MetricsApiTest, ABodyOnTheOperationalRoutesIsRefused) {
+  auto anyone = Browser();
+  ExpectProblem(anyone->Send("GET", "/healthz", R"({"x":1})", {"Content-Type: application/json"}),
+                400, "invalid_field");
+  ExpectProblem(anyone->Send("GET", "/metrics", "junk", {"Content-Type: text/plain"}), 400,
+                "invalid_field");
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

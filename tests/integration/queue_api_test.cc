@@ -356,6 +356,43 @@ TEST_F(QueueApiTest, IdempotencyKeyMakesOneInstance) {
   ExpectProblem(Create(alice, "alpha", key), 409, "name_taken");
 }
 
+// C14: a retried create (the same request sent again after the instance was deleted, e.g. by a
+// client that never saw the first answer) and a restart from a stale tab create nothing: the retry
+// answers the first request's answer again, the restart 409/404, and no instance, placement or
+// container comes back.
+TEST_F(QueueApiTest, C14_ARetriedCreateOrAStaleRestartAfterTheDeleteCreatesNothing) {
+  AddHost("spark-a");
+  Person alice = NewPerson("alice@example.test");
+  const std::vector<std::string> key = {"Idempotency-Key: c14-retry"};
+  auto first = Create(alice, "alpha", key);
+  ASSERT_EQ(first.status, 201) << first.body;
+  const std::string id = first.Json()["id"];
+  const json running = {{"instance_id", id},  {"node_index", 0},   {"container_id", "c-" + id},
+                        {"state", "running"}, {"exit_code", 0},    {"started_at", ""},
+                        {"ssh_port", 40001},  {"ssh_ready", true}, {"restart_generation", 0},
+                        {"error", ""}};
+  ASSERT_EQ(Sync("spark-a", json::array({running})).status, 200);
+  ASSERT_EQ(alice.browser->Delete("/api/v1/instances/" + id).status, 204);
+  ASSERT_EQ(Sync("spark-a", json::array({running})).status, 200);  // the container still runs
+  // Deleting, container still reported: a stale restart is refused.
+  ExpectProblem(alice.browser->PostJson("/api/v1/instances/" + id + "/restart", json::object()),
+                409, "instance_deleting");
+  auto retried = Create(alice, "alpha", key);
+  EXPECT_EQ(retried.status, 201) << retried.body;
+  EXPECT_EQ(retried.Json()["id"], id) << "the retry is answered, not carried out again";
+  EXPECT_EQ(retried.Header("idempotent-replayed"), "true");
+  // The container is reported gone: the instance is finalized, and nothing is wanted on the host.
+  auto synced = Sync("spark-a");
+  ASSERT_EQ(synced.status, 200) << synced.body;
+  EXPECT_TRUE(synced.Json()["desired"].empty()) << synced.body;
+  auto again = Create(alice, "alpha", key);
+  EXPECT_EQ(again.Json()["id"], id);
+  ExpectProblem(alice.browser->PostJson("/api/v1/instances/" + id + "/restart", json::object()),
+                404, "not_found");
+  EXPECT_TRUE(InstanceIds(*alice.browser).empty());
+  EXPECT_TRUE(Sync("spark-a").Json()["desired"].empty());
+}
+
 TEST_F(QueueApiTest, DoubleSubmittedCreateMakesOneInstance) {
   AddHost("spark-a");
   AddHost("spark-b");

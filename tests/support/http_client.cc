@@ -66,9 +66,9 @@ HttpResult HttpClient::Send(const std::string& method, const std::string& path,
   if (method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, nullptr);
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  } else if (method == "GET") {
+  } else if (method == "GET" && body.empty()) {
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, nullptr);
-  } else {
+  } else {  // any other method, and a GET with a body (which routes must refuse)
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));

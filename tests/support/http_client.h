@@ -42,7 +42,7 @@ class HttpClient {
                       std::vector<std::string> headers = {});
   HttpResult Post(const std::string& path, const std::string& body, const std::string& content_type,
                   std::vector<std::string> headers = {});
-  /// Sends any method with a raw body.
+  /// Sends any method with a raw body (a GET too, when `body` is not empty).
   HttpResult Send(const std::string& method, const std::string& path, const std::string& body,
                   std::vector<std::string> headers);
 

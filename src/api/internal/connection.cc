@@ -163,14 +163,32 @@ void Connection::ReadHeader() {
 
 void Connection::OnHeader(beast::error_code ec) {
   if (ec) return OnReadError(ec);
-  // RFC 9112 §3.2: an HTTP/1.1 request without a Host field, or any request with more than one,
+  // RFC 9112 §3.2: an HTTP/1.1 request without a Host field, any request with more than one, and
+  // any whose Host is not a valid "host[:port]" (RFC 3986 §3.2.2, as ParseHostAndPort reads it)
   // is answered 400 (before its body is read).
-  const size_t hosts = parser_->get().count(http::field::host);
-  if (hosts > 1 || (hosts == 0 && parser_->get().version() >= 11)) {
+  const auto& fields = parser_->get();
+  const size_t hosts = fields.count(http::field::host);
+  if (hosts > 1 || (hosts == 0 && fields.version() >= 11)) {
     return SendProtocolError(
         400, core::Error(core::ErrorCode::kInvalidArgument, "invalid_host",
                          hosts > 1 ? "the request has more than one Host header field"
                                    : "an HTTP/1.1 request needs a Host header field"));
+  }
+  if (hosts == 1 && !ParseHostAndPort(ToView(fields[http::field::host]))) {
+    return SendProtocolError(
+        400, core::Error(core::ErrorCode::kInvalidArgument, "invalid_host",
+                         "the Host header field is not a host name or address with an optional "
+                         "port (e.g. example.com:8080)"));
+  }
+  // Origin and Referer are what the cross-site check reads (Authenticator::CheckOrigin); each is
+  // one value (RFC 6454 §7, RFC 9110 §10.1.3), so two are refused rather than one believed.
+  for (const auto field : {http::field::origin, http::field::referer}) {
+    if (fields.count(field) > 1) {
+      return SendProtocolError(
+          400, core::Error(core::ErrorCode::kInvalidArgument, "invalid_origin",
+                           fmt::format("the request has more than one {} header field",
+                                       ToView(http::to_string(field)))));
+    }
   }
   if (parser_->is_done()) return HandleRequest();
   auto& req = parser_->get();
