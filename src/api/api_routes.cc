@@ -48,6 +48,10 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"DELETE", "/api/v1/tokens/{id}", kPerson, h::DeleteToken},
     {"GET", "/api/v1/ssh-keys", kPerson, h::ListSshKeys, Tx::kOneRead},
     {"POST", "/api/v1/ssh-keys", kProvenPerson, h::AddSshKey},
+    // Proof of possession: a signed challenge takes a key over from an account that never
+    // proved it (docs/ssh-keys.md "Proof of possession").
+    {"POST", "/api/v1/ssh-keys/claim-challenge", kProvenPerson, h::SshKeyClaimChallenge},
+    {"POST", "/api/v1/ssh-keys/claim", kProvenPerson, h::ClaimSshKey},
     {"DELETE", "/api/v1/ssh-keys/{id}", kPerson, h::DeleteSshKey},
 
     // Instances, GPU types and the queue.

@@ -17,9 +17,14 @@ namespace {
 /// signed-in person for the rest of /api/v1.
 Access ExpectedAccess(std::string_view method, std::string_view pattern) {
   static const std::set<std::pair<std::string_view, std::string_view>> kNeedsProvenAddress = {
-      {"POST", "/api/v1/instances"},     {"POST", "/api/v1/instances/{id}/restart"},
-      {"POST", "/api/v1/queue-entries"}, {"POST", "/api/v1/tokens"},
-      {"POST", "/api/v1/ssh-keys"},      {"POST", "/api/v1/me/password"},
+      {"POST", "/api/v1/instances"},
+      {"POST", "/api/v1/instances/{id}/restart"},
+      {"POST", "/api/v1/queue-entries"},
+      {"POST", "/api/v1/tokens"},
+      {"POST", "/api/v1/ssh-keys"},
+      {"POST", "/api/v1/me/password"},
+      {"POST", "/api/v1/ssh-keys/claim-challenge"},
+      {"POST", "/api/v1/ssh-keys/claim"},
   };
   if (kNeedsProvenAddress.contains({method, pattern})) return Access::kProvenPerson;
   if (pattern.starts_with("/api/v1/admin/")) return Access::kOperator;

@@ -4,6 +4,7 @@
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
 #include "api/json_writer.h"
+#include "keys/sshsig.h"
 
 namespace gpuwerk::api::handlers {
 namespace {
@@ -42,6 +43,35 @@ Answer AddSshKey(ApiContext& ctx, Call& call) {
   JsonWriter w;
   WriteKey(w, key);
   return Response::JsonText(201, w.Take());
+}
+
+Answer SshKeyClaimChallenge(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"public_key"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
+  GPUWERK_ASSIGN_OR_RETURN(auto issued, ctx.ssh_keys.IssueClaimChallenge(call.who.person_id, text));
+  return Response::Json(201, {{"challenge", issued.challenge},
+                              {"namespace", keys::kKeyClaimNamespace},
+                              {"fingerprint", issued.fingerprint},
+                              {"expires_at", core::FormatRfc3339(issued.expires_at)}});
+}
+
+Answer ClaimSshKey(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto body, ParseJsonObject(call.req, {"name", "public_key", "challenge", "signature"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
+  GPUWERK_ASSIGN_OR_RETURN(auto challenge, RequireString(body, "challenge", 1024));
+  GPUWERK_ASSIGN_OR_RETURN(auto signature,
+                           RequireString(body, "signature", keys::kMaxArmoredSignature));
+  GPUWERK_ASSIGN_OR_RETURN(auto claimed,
+                           ctx.ssh_keys.Claim(call.who.person_id, name, text, challenge, signature,
+                                              call.req.remote_address));
+  JsonWriter w;
+  WriteKey(w, claimed.key);
+  nlohmann::json answer = nlohmann::json::parse(w.Take());
+  answer["proven"] = true;
+  answer["taken_over"] = claimed.taken_over;
+  return Response::Json(claimed.already_owned ? 200 : 201, answer);
 }
 
 Answer DeleteSshKey(ApiContext& ctx, Call& call) {

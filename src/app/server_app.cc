@@ -235,7 +235,15 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->accounts = std::make_unique<auth::AccountService>(
       *p->db, clock, rng, *p->hasher, *p->outbox, account_options, [worker] { worker->Wake(); });
   // what holds a key is the scheduler's to say (keys does not depend on sched).
-  p->ssh_keys = std::make_unique<keys::SshKeyRegistry>(*p->db, clock, rng, &sched::KeyUsers);
+  p->ssh_keys = std::make_unique<keys::SshKeyRegistry>(
+      *p->db, clock, rng, &sched::KeyUsers,
+      [&clock, &rng, outbox = p->outbox.get(), worker](
+          store::Transaction& tx, const keys::SshKey& former, const std::string& claimer_id) {
+        auto cleared =
+            sched::CancelEntriesHoldingAClaimedKey(tx, clock, rng, *outbox, former, claimer_id);
+        if (cleared) worker->Wake();
+        return cleared;
+      });
   sched::SchedOptions sched_options;
   sched_options.instance_image = config.instance_image;
   sched_options.instance_memory_bytes = config.instance_memory_bytes;

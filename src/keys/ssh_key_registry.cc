@@ -1,9 +1,11 @@
 #include "keys/ssh_key_registry.h"
 
 #include "audit/audit_log.h"
+#include "keys/key_claim_table.h"
 #include "keys/key_name.h"
 #include "keys/public_key.h"
 #include "keys/ssh_key_table.h"
+#include "keys/sshsig.h"
 
 namespace gpuwerk::keys {
 namespace {
@@ -74,6 +76,128 @@ core::Result<SshKey> SshKeyRegistry::Add(const std::string& person_id, std::stri
     if (!store::IsUniqueViolation(added.error())) return std::unexpected(added.error());
     if (attempt >= 2) return KeyTaken();  // the winner keeps changing: still not this account's
   }
+}
+
+core::Result<ClaimChallenge> SshKeyRegistry::IssueClaimChallenge(const std::string& person_id,
+                                                                 std::string_view public_key_text) {
+  GPUWERK_ASSIGN_OR_RETURN(PublicKey parsed, ParsePublicKey(public_key_text));
+  const int64_t now = clock_.NowUnix();
+  KeyClaimChallenge row{.id = core::NewId(rng_, "kcc"),
+                        .person_id = person_id,
+                        .fingerprint = parsed.Fingerprint(),
+                        .challenge = "",
+                        .created_at = now,
+                        .expires_at = now + kChallengeSeconds};
+  // What is signed names its purpose, the account and the key, so that a signature made for one
+  // of them proves nothing for another; the nonce makes it single use.
+  row.challenge = "gpuwerk key claim\naccount " + person_id + "\nkey " + row.fingerprint +
+                  "\nnonce " + core::RandomToken(rng_) + "\n";
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    GPUWERK_TRY(KeyClaimTable::DeleteSpent(tx, person_id, now));
+    GPUWERK_ASSIGN_OR_RETURN(int64_t open, KeyClaimTable::CountUsable(tx, person_id, now));
+    if (open >= kMaxOpenChallenges) {
+      return core::Fail(core::Error(core::ErrorCode::kResourceExhausted, "rate_limited",
+                                    "Too many unused key-claim challenges; use one or wait until "
+                                    "they expire (10 minutes).")
+                            .WithDetail("retry_after_seconds", kChallengeSeconds));
+    }
+    return KeyClaimTable::Insert(tx, row);
+  }));
+  return ClaimChallenge{
+      .challenge = row.challenge, .fingerprint = row.fingerprint, .expires_at = row.expires_at};
+}
+
+core::Result<ClaimResult> SshKeyRegistry::Claim(const std::string& person_id, std::string_view name,
+                                                std::string_view public_key_text,
+                                                std::string_view challenge,
+                                                std::string_view signature,
+                                                const std::string& source_address) {
+  GPUWERK_ASSIGN_OR_RETURN(std::string clean_name, ValidateKeyName(name));
+  GPUWERK_ASSIGN_OR_RETURN(PublicKey parsed, ParsePublicKey(public_key_text));
+  const std::string fingerprint = parsed.Fingerprint();
+  const std::string challenge_text(challenge);
+  const int64_t now = clock_.NowUnix();
+  auto invalid_challenge = [] {
+    return core::Fail(core::ErrorCode::kInvalidArgument, "invalid_challenge",
+                      "This challenge is not one the server gave you for this key, was used "
+                      "already, or expired (10 minutes): ask for a new one.");
+  };
+  // Cheap refusals first: the challenge must be this person's, for this key, usable, before
+  // ssh-keygen runs; any claim that names it uses it up.
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto found,
+      db_.Write([&](store::Transaction& tx) -> core::Result<std::optional<KeyClaimChallenge>> {
+        GPUWERK_ASSIGN_OR_RETURN(auto row,
+                                 KeyClaimTable::FindUsable(tx, person_id, challenge_text, now));
+        if (!row) return std::optional<KeyClaimChallenge>();
+        GPUWERK_ASSIGN_OR_RETURN(bool used, KeyClaimTable::Use(tx, row->id, now));
+        if (!used) return std::optional<KeyClaimChallenge>();
+        return row;
+      }));
+  if (!found || found->fingerprint != fingerprint) return invalid_challenge();
+  GPUWERK_TRY(VerifySshSignature(parsed, kKeyClaimNamespace, challenge_text, signature));
+
+  SshKey key{.id = core::NewId(rng_, "key"),
+             .person_id = person_id,
+             .name = clean_name,
+             .type = parsed.type,
+             .bits = parsed.bits,
+             .public_key = parsed.Line(),
+             .fingerprint = fingerprint,
+             .created_at = now,
+             .proven_at = now};
+  return db_.Write([&](store::Transaction& tx) -> core::Result<ClaimResult> {
+    ClaimResult result;
+    GPUWERK_ASSIGN_OR_RETURN(auto holder, SshKeyTable::FindByFingerprint(tx, fingerprint));
+    if (holder && holder->person_id == person_id) {
+      GPUWERK_TRY(SshKeyTable::MarkProven(tx, holder->id, now));
+      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                     {.actor_id = person_id,
+                                      .action = "ssh_key.prove",
+                                      .target = holder->id,
+                                      .source_address = source_address,
+                                      .detail = {{"fingerprint", fingerprint}}}));
+      result.key = *holder;
+      if (!result.key.proven_at) result.key.proven_at = now;
+      result.already_owned = true;
+      return result;
+    }
+    if (holder && holder->proven_at) {
+      return core::Fail(core::ErrorCode::kAlreadyExists, "key_taken",
+                        "Another account proved that it holds this key's private key first, so "
+                        "it stays there. Create a new key pair for this account (ssh-keygen -t "
+                        "ed25519), or ask the operator.");
+    }
+    if (holder) {
+      // The former owner never proved the key: it goes from there, with what held it.
+      GPUWERK_TRY(SshKeyTable::Delete(tx, holder->person_id, holder->id));
+      nlohmann::json detail = {
+          {"fingerprint", fingerprint}, {"name", holder->name}, {"claimed_by", person_id}};
+      if (claimed_away_) {
+        GPUWERK_ASSIGN_OR_RETURN(nlohmann::json cleared, claimed_away_(tx, *holder, person_id));
+        if (cleared.is_object()) detail.update(cleared);
+      }
+      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                     {.actor_id = person_id,
+                                      .action = "ssh_key.claimed_away",
+                                      .target = holder->id,
+                                      .source_address = source_address,
+                                      .detail = std::move(detail)}));
+      result.taken_over = true;
+    }
+    GPUWERK_TRY(RefuseClash(tx, person_id, key));  // the claimer's own name
+    GPUWERK_TRY(SshKeyTable::Insert(tx, key));
+    nlohmann::json detail = {{"name", key.name}, {"fingerprint", key.fingerprint}};
+    if (holder) detail["former_owner_id"] = holder->person_id;
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                   {.actor_id = person_id,
+                                    .action = "ssh_key.claim",
+                                    .target = key.id,
+                                    .source_address = source_address,
+                                    .detail = std::move(detail)}));
+    result.key = key;
+    return result;
+  });
 }
 
 core::Result<SshKeyPage> SshKeyRegistry::List(const std::string& person_id, int page) {

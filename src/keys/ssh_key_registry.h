@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,9 @@ struct SshKey {
   std::string public_key;   ///< the normalised OpenSSH line, ending in "\n"
   std::string fingerprint;  ///< "SHA256:…" as `ssh-keygen -l` shows
   int64_t created_at = 0;   ///< Unix seconds
+  /// When this account proved it holds the private key (Claim), Unix seconds; nullopt when it
+  /// never did. A proven key cannot be claimed away.
+  std::optional<int64_t> proven_at;
 };
 
 /// One page of a person's keys.
@@ -51,6 +55,28 @@ struct KeyUse {
 using KeyUsers = std::function<core::Result<KeyUse>(
     store::Transaction& tx, const std::string& person_id, const std::string& key_id)>;
 
+/// What a claim did to the account that held the key before (docs/ssh-keys.md "Proof of
+/// possession"): called inside the claim's transaction after the former owner's key row is
+/// deleted, to cancel that owner's open queue entries that held `former` (and tell the owner).
+/// Returns what it did, for the audit record (e.g. {"cancelled_queue_entries": [...]}). The
+/// scheduler knows (queue entries are its table); app/ wires it in. Errors: the store's.
+using KeyClaimedAway = std::function<core::Result<nlohmann::json>(
+    store::Transaction& tx, const SshKey& former, const std::string& claimer_id)>;
+
+/// A challenge to sign for Claim.
+struct ClaimChallenge {
+  std::string challenge;    ///< the exact text to sign (ends in "\n")
+  std::string fingerprint;  ///< the key it is for
+  int64_t expires_at = 0;   ///< Unix seconds
+};
+
+/// What Claim did.
+struct ClaimResult {
+  SshKey key;                  ///< the claimer's key row, proven
+  bool taken_over = false;     ///< it was taken from another account that never proved it
+  bool already_owned = false;  ///< the claimer held it already (now proven)
+};
+
 /// The SSH keys of each person: add (parsed and normalised by ParsePublicKey), list, delete.
 /// Names are unique per person; a key (by fingerprint) belongs to one person at most (R-4). Every
 /// change is audited.
@@ -58,8 +84,41 @@ using KeyUsers = std::function<core::Result<KeyUse>(
 class SshKeyRegistry {
  public:
   /// `key_users` (optional) says what holds a key; without it every key is free to delete.
-  SshKeyRegistry(store::Database& db, core::Clock& clock, core::Rng& rng, KeyUsers key_users = {})
-      : db_(db), clock_(clock), rng_(rng), key_users_(std::move(key_users)) {}
+  /// `claimed_away` (optional) clears what a claim took from the former owner (queue entries).
+  SshKeyRegistry(store::Database& db, core::Clock& clock, core::Rng& rng, KeyUsers key_users = {},
+                 KeyClaimedAway claimed_away = {})
+      : db_(db),
+        clock_(clock),
+        rng_(rng),
+        key_users_(std::move(key_users)),
+        claimed_away_(std::move(claimed_away)) {}
+
+  /// How long a claim challenge can be used, and how many unused ones a person may hold.
+  static constexpr int64_t kChallengeSeconds = 10 * 60;
+  static constexpr int64_t kMaxOpenChallenges = 10;
+
+  /// A fresh challenge for `person_id` to sign with the private key of `public_key_text`
+  /// (parsed as Add parses it), in namespace kKeyClaimNamespace. It names the person, the key's
+  /// fingerprint and 256 random bits, is single use and expires after kChallengeSeconds.
+  /// Errors: every ParsePublicKey error; kResourceExhausted "rate_limited" past
+  /// kMaxOpenChallenges unused ones.
+  core::Result<ClaimChallenge> IssueClaimChallenge(const std::string& person_id,
+                                                   std::string_view public_key_text);
+  /// Proof of possession (docs/ssh-keys.md "Proof of possession"): `signature` (ssh-keygen -Y
+  /// sign -n gpuwerk-key-claim) over `challenge`, one that IssueClaimChallenge gave `person_id`
+  /// for this key, unused and unexpired, proves that the person holds the private key. Then:
+  /// the key on no account is added as `name`, proven; the person's own key is marked proven;
+  /// a key on another account that never proved it is deleted there (its open queue entries
+  /// holding it cancelled through KeyClaimedAway, audited `ssh_key.claimed_away` with the former
+  /// owner) and added here as `name`, proven, audited `ssh_key.claim`. The challenge is used up
+  /// by any claim that names it, good signature or not.
+  /// Errors: ParsePublicKey's; invalid_name, name_taken; kInvalidArgument "invalid_challenge"
+  /// (not this person's, used, expired, or for another key); VerifySshSignature's
+  /// (invalid_signature, signature_check_unavailable); kAlreadyExists "key_taken" when another
+  /// account proved it first. Nothing changes on an error but the challenge's use.
+  core::Result<ClaimResult> Claim(const std::string& person_id, std::string_view name,
+                                  std::string_view public_key_text, std::string_view challenge,
+                                  std::string_view signature, const std::string& source_address);
 
   /// Errors: every ParsePublicKey error (invalid_public_key, private_key_pasted, …),
   /// invalid_name, kAlreadyExists "name_taken" or "key_exists" (the person's own), "key_taken"
@@ -97,6 +156,7 @@ class SshKeyRegistry {
   core::Clock& clock_;
   core::Rng& rng_;
   KeyUsers key_users_;
+  KeyClaimedAway claimed_away_;
 };
 
 }  // namespace gpuwerk::keys

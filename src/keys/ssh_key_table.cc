@@ -4,7 +4,7 @@ namespace gpuwerk::keys {
 namespace {
 
 constexpr const char* kColumns =
-    "id, person_id, name, key_type, bits, public_key, fingerprint, created_at";
+    "id, person_id, name, key_type, bits, public_key, fingerprint, created_at, proven_at";
 
 SshKey KeyFromRow(const store::Row& r) {
   return SshKey{.id = r.Text("id"),
@@ -14,7 +14,8 @@ SshKey KeyFromRow(const store::Row& r) {
                 .bits = static_cast<int>(r.Int("bits")),
                 .public_key = r.Text("public_key"),
                 .fingerprint = r.Text("fingerprint"),
-                .created_at = r.Int("created_at")};
+                .created_at = r.Int("created_at"),
+                .proven_at = r.OptInt("proven_at")};
 }
 
 core::Result<std::optional<SshKey>> One(core::Result<std::optional<store::Row>> row) {
@@ -56,9 +57,16 @@ core::Result<std::optional<SshKey>> SshKeyTable::FindByFingerprint(store::Transa
 core::Result<void> SshKeyTable::Insert(store::Transaction& tx, const SshKey& key) {
   GPUWERK_TRY(
       tx.Exec("INSERT INTO ssh_keys (id, person_id, name, key_type, bits, public_key, fingerprint, "
-              "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+              "created_at, proven_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
               {key.id, key.person_id, key.name, key.type, static_cast<int64_t>(key.bits),
-               key.public_key, key.fingerprint, key.created_at}));
+               key.public_key, key.fingerprint, key.created_at, store::Nullable(key.proven_at)}));
+  return {};
+}
+
+core::Result<void> SshKeyTable::MarkProven(store::Transaction& tx, const std::string& id,
+                                           int64_t now) {
+  GPUWERK_TRY(
+      tx.Exec("UPDATE ssh_keys SET proven_at = ? WHERE id = ? AND proven_at IS NULL", {now, id}));
   return {};
 }
 

@@ -36,6 +36,8 @@ class SshKeyTable {
   /// Stores `key` (its person_id included). A name or key the person has already, or a key on
   /// another account, is a unique violation (store::IsUniqueViolation).
   static core::Result<void> Insert(store::Transaction& tx, const SshKey& key);
+  /// Records that key `id`'s account proved it holds the private key, at `now` (kept if it had).
+  static core::Result<void> MarkProven(store::Transaction& tx, const std::string& id, int64_t now);
   /// `person_id`'s keys oldest first: `limit` of them from `offset` on, and the person's total.
   static core::Result<std::pair<std::vector<SshKey>, int64_t>> ListPage(
       store::Transaction& tx, const std::string& person_id, int64_t limit, int64_t offset);

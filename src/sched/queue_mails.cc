@@ -48,4 +48,38 @@ mail::Mail QueuePassedOverMail(std::string_view to, std::string_view name,
   return m;
 }
 
+mail::Mail KeyClaimedAwayMail(std::string_view to, std::string_view key_name,
+                              std::string_view fingerprint,
+                              const std::vector<std::string>& entries) {
+  std::string list;
+  std::string html_list;
+  for (const std::string& e : entries) {
+    list += "    " + e + "\n";
+    html_list += "<li>" + core::HtmlEscape(e) + "</li>";
+  }
+  mail::Mail m;
+  m.to = std::string(to);
+  m.subject = fmt::format("gpuwerk: your SSH key {} was claimed by its holder", key_name);
+  const std::string cancelled =
+      entries.empty() ? std::string()
+                      : "These queue entries held it and were cancelled:\n\n" + list + "\n";
+  m.text_body = fmt::format(
+      "Your SSH key {} ({}) was removed from your account: another account proved that it holds "
+      "the key's private key, which yours never did, and a public key belongs to one account "
+      "only.\n\n{}If the key is yours, prove it the same way (gpuwerk keys claim NAME FILE) from "
+      "your account; otherwise add a key of your own.\n\n-- gpuwerk\n",
+      key_name, fingerprint, cancelled);
+  m.html_body = fmt::format(
+      "<p>Your SSH key <b>{}</b> ({}) was removed from your account: another account proved that "
+      "it holds the key's private key, which yours never did, and a public key belongs to one "
+      "account only.</p>{}<p>If the key is yours, prove it the same way (<code>gpuwerk keys claim "
+      "NAME FILE</code>) from your account; otherwise add a key of your own.</p><p>-- "
+      "gpuwerk</p>",
+      core::HtmlEscape(key_name), core::HtmlEscape(fingerprint),
+      entries.empty()
+          ? std::string()
+          : "<p>These queue entries held it and were cancelled:</p><ul>" + html_list + "</ul>");
+  return m;
+}
+
 }  // namespace gpuwerk::sched

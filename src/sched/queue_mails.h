@@ -1,6 +1,8 @@
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "mail/mail.h"
 
@@ -15,5 +17,12 @@ mail::Mail QueueLaunchMail(std::string_view to, std::string_view name, std::stri
 /// once billing lands): the entry keeps its place.
 mail::Mail QueuePassedOverMail(std::string_view to, std::string_view name,
                                std::string_view gpu_type);
+
+/// The mail to an account whose SSH key `key_name` (`fingerprint`) was claimed by an account that
+/// proved it holds the private key (docs/ssh-keys.md "Proof of possession"), naming the queue
+/// entries (`entries`, "name (gpu type)") that were cancelled with it.
+mail::Mail KeyClaimedAwayMail(std::string_view to, std::string_view key_name,
+                              std::string_view fingerprint,
+                              const std::vector<std::string>& entries);
 
 }  // namespace gpuwerk::sched

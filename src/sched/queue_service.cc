@@ -5,12 +5,15 @@
 #include <algorithm>
 
 #include "audit/audit_log.h"
+#include "auth/person_table.h"
 #include "core/fault_point.h"
 #include "sched/host_registry.h"
+#include "sched/instance_service.h"
 #include "sched/internal/drain_steps.h"
 #include "sched/internal/gpu_type_table.h"
 #include "sched/internal/launch.h"
 #include "sched/internal/queue_entry_table.h"
+#include "sched/queue_mails.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -257,6 +260,37 @@ core::Result<DrainResult> QueueService::DrainAll() {
     all.passed_over.insert(all.passed_over.end(), one.passed_over.begin(), one.passed_over.end());
   }
   return all;
+}
+
+core::Result<nlohmann::json> CancelEntriesHoldingAClaimedKey(store::Transaction& tx,
+                                                             core::Clock& clock, core::Rng& rng,
+                                                             mail::Outbox& outbox,
+                                                             const keys::SshKey& former,
+                                                             const std::string& claimer_id) {
+  GPUWERK_ASSIGN_OR_RETURN(keys::KeyUse use, KeyUsers(tx, former.person_id, former.id));
+  nlohmann::json ids = nlohmann::json::array();
+  std::vector<std::string> names;
+  const int64_t now = clock.NowUnix();
+  for (const auto& entry : use.queue_entries) {
+    GPUWERK_TRY(QueueEntryTable::Cancel(tx, entry.id, now));
+    GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
+                                   {.actor_id = claimer_id,
+                                    .action = "queue.cancel",
+                                    .target = entry.id,
+                                    .source_address = "",
+                                    .detail = {{"gpu_type", entry.gpu_type},
+                                               {"name", entry.name},
+                                               {"reason", "ssh_key_claimed"},
+                                               {"fingerprint", former.fingerprint}}}));
+    ids.push_back(entry.id);
+    names.push_back(entry.name + " (" + entry.gpu_type + ")");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, former.person_id));
+  if (email) {
+    GPUWERK_TRY(
+        outbox.Enqueue(tx, KeyClaimedAwayMail(*email, former.name, former.fingerprint, names)));
+  }
+  return nlohmann::json{{"cancelled_queue_entries", std::move(ids)}};
 }
 
 }  // namespace gpuwerk::sched

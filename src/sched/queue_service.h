@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
+#include "keys/ssh_key_registry.h"
 #include "mail/outbox.h"
 #include "sched/desired_state_notifier.h"
 #include "sched/page.h"
@@ -143,5 +144,17 @@ class QueueService {
   DesiredStateNotifier* notifier_;
   CanLaunch can_launch_;
 };
+
+/// keys::KeyClaimedAway (docs/ssh-keys.md "Proof of possession"): `former`, a key its owner never
+/// proved, was claimed by `claimer_id`, who proved it. Cancels the former owner's open queue
+/// entries that hold it (each becomes `cancelled` now, audited `queue.cancel` with reason
+/// `ssh_key_claimed` and the claimer as actor) and mails the former owner once, naming them.
+/// Returns {"cancelled_queue_entries": [ids]}. Inside the claim's transaction `tx`. Errors: the
+/// store's.
+core::Result<nlohmann::json> CancelEntriesHoldingAClaimedKey(store::Transaction& tx,
+                                                             core::Clock& clock, core::Rng& rng,
+                                                             mail::Outbox& outbox,
+                                                             const keys::SshKey& former,
+                                                             const std::string& claimer_id);
 
 }  // namespace gpuwerk::sched

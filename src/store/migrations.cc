@@ -436,6 +436,22 @@ CREATE TABLE payment_methods (
   updated_at BIGINT NOT NULL
 );
 )sql",
+      // 17: proof of possession for public keys (issue 11 MED-2, docs/ssh-keys.md "Proof of
+      // possession"): when the holding account proved it holds the private key, and the
+      // single-use challenges a person signs to prove it.
+      R"sql(
+ALTER TABLE ssh_keys ADD COLUMN proven_at BIGINT;
+CREATE TABLE key_claim_challenges (
+  id TEXT PRIMARY KEY,
+  person_id TEXT NOT NULL REFERENCES persons(id) ON DELETE CASCADE,
+  fingerprint TEXT NOT NULL,
+  challenge TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  used_at BIGINT
+);
+CREATE INDEX key_claim_challenges_by_person ON key_claim_challenges(person_id, challenge);
+)sql",
   };
   return kMigrations;
 }

@@ -254,5 +254,40 @@ TEST_F(CliAdminTest, AdminReleaseKeyFreesAKeyForItsHolder) {
   EXPECT_EQ(json::parse(j.out)["fingerprint"], fingerprint);
 }
 
+// Issue 11 MED-2 through the CLI: `gpuwerk keys claim NAME FILE` has the real ssh-keygen sign the
+// server's challenge with the private key beside FILE and takes the key over from the account that
+// registered it without proving it, cancelling its queue entry that held the key.
+TEST_F(CliAdminTest, KeysClaimProvesPossessionAndTakesTheKeyFromASquatter) {
+  auto bob = Browser();
+  SignUp(*bob, "bob@example.test");
+  auto key = GenerateKey(dir_.path(), "op-desktop");
+  auto squatted =
+      bob->PostJson("/api/v1/ssh-keys", {{"name", "not-mine"}, {"public_key", key.public_line}});
+  ASSERT_EQ(squatted.status, 201) << squatted.body;
+  ASSERT_EQ(bob->PostJson("/api/v1/queue-entries", {{"name", "parked"},
+                                                    {"ssh_key_id", squatted.Json()["id"]},
+                                                    {"gpu_type", "spark-1x"}})
+                .status,
+            201);
+  ExpectFailure(Gpuwerk("keys add desktop " + key.private_path.string() + ".pub"), "key_taken");
+  ExpectFailure(Gpuwerk("keys claim desktop -"), "invalid_argument");
+
+  auto claimed = Gpuwerk("keys claim desktop " + key.private_path.string() + ".pub");
+  ASSERT_EQ(claimed.exit_code, 0) << claimed.err;
+  const std::string fingerprint = SshKeygenFingerprint(key.private_path.string() + ".pub");
+  EXPECT_EQ(claimed.out, "Claimed key desktop (" + fingerprint +
+                             "): it was on another account that never proved it, and is yours "
+                             "now.\n");
+  EXPECT_EQ(bob->Get("/api/v1/ssh-keys").Json()["total"], 0);
+  EXPECT_TRUE(bob->Get("/api/v1/queue-entries").Json()["items"].empty());
+  auto ls = Gpuwerk("keys ls --json");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find(fingerprint), std::string::npos) << ls.out;
+  // Again: it is already ours and proven.
+  auto again = Gpuwerk("keys claim desktop " + key.private_path.string() + ".pub");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("Proved key desktop"), std::string::npos) << again.out;
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

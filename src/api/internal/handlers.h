@@ -45,6 +45,8 @@ Answer DeleteToken(ApiContext& ctx, Call& call);
 // ssh_key_handlers.cc: /api/v1/ssh-keys, /api/v1/admin/ssh-keys/release.
 Answer ListSshKeys(ApiContext& ctx, Call& call);
 Answer AddSshKey(ApiContext& ctx, Call& call);
+Answer SshKeyClaimChallenge(ApiContext& ctx, Call& call);
+Answer ClaimSshKey(ApiContext& ctx, Call& call);
 Answer DeleteSshKey(ApiContext& ctx, Call& call);
 Answer AdminReleaseSshKey(ApiContext& ctx, Call& call);
 
