@@ -11,6 +11,10 @@ namespace gpuwerk::mail {
 /// - `subject`: one line of UTF-8 text; never contains CR or LF.
 /// - `text_body`: the text/plain alternative, UTF-8, lines separated by "\n" or "\r\n".
 /// - `html_body`: the text/html alternative, UTF-8; may be empty (then only text/plain is sent).
+/// - `message_id`: the left part of the Message-ID (letters, digits, `_ . -`), or empty for a
+///   random one. The outbox sets its mail's id, so every attempt at one outbox mail carries the
+///   same Message-ID: delivery is at-least-once (an attempt whose answer was lost is made again),
+///   and a recipient that gets a mail twice can tell it is one mail. Not stored.
 ///
 /// ValidateMail (mail/message.h) checks all of this; Outbox::Enqueue and every Mailer call it.
 struct Mail {
@@ -18,6 +22,7 @@ struct Mail {
   std::string subject;
   std::string text_body;
   std::string html_body;
+  std::string message_id;
 };
 
 }  // namespace gpuwerk::mail

@@ -336,8 +336,11 @@ std::string RenderMessage(const Mail& mail, std::string_view from,
   static const bool crypto_ready = (core::InitCrypto(), true);
   (void)crypto_ready;
   core::SodiumRng rng;
-  const std::string id = fmt::format("{}.{}@{}", date_unix, core::NewId(rng, "gpuwerk"),
-                                     SanitizeDomain(message_id_domain));
+  const std::string id =
+      mail.message_id.empty()
+          ? fmt::format("{}.{}@{}", date_unix, core::NewId(rng, "gpuwerk"),
+                        SanitizeDomain(message_id_domain))
+          : fmt::format("{}@{}", mail.message_id, SanitizeDomain(message_id_domain));
   return RenderMessageWithId(mail, from, date_unix, id);
 }
 

@@ -49,7 +49,8 @@ std::string FormatRfc5322Date(int64_t unix_seconds);
 /// CRLF line endings, header lines folded at spaces to at most 78 characters where the text
 /// allows (never over 998), body lines of at most 76; headers Date (`date_unix`, Unix seconds,
 /// shown in UTC), From (`from`, as ValidateFrom accepts), To, Subject (RFC 2047 `=?UTF-8?B?…?=`
-/// encoded-words when it is not plain ASCII), Message-ID (`<random@message_id_domain>`),
+/// encoded-words when it is not plain ASCII), Message-ID (`<mail.message_id@message_id_domain>`,
+/// `<random@message_id_domain>` when mail.message_id is empty),
 /// Auto-Submitted: auto-generated (RFC 3834), MIME-Version; a multipart/alternative body (RFC
 /// 2046 §5.1.4) with a text/plain then a text/html part, each `charset=UTF-8` with
 /// Content-Transfer-Encoding: base64 (lines of 76 characters, line breaks canonicalised to CRLF

@@ -121,7 +121,10 @@ core::Result<OutboxWorker::PassResult> OutboxWorker::Pass(bool from_thread) {
     }));
     if (!claimed) continue;  // another worker has it, or sent it already
 
-    const core::Result<void> sent = mailer_.Send(row.mail);
+    // One Message-ID for every attempt at this mail (at-least-once: see mail.h).
+    mail::Mail mail = row.mail;
+    mail.message_id = id;
+    const core::Result<void> sent = mailer_.Send(mail);
     const int64_t done_at = clock_.NowUnix();
 
     if (sent) {

@@ -106,6 +106,7 @@ std::vector<ReceivedMail> ReadMails(const std::filesystem::path& dir) {
     m.file = path;
     m.to = HeaderValue(m.raw, "To");
     m.subject = HeaderValue(m.raw, "Subject");
+    m.message_id = HeaderValue(m.raw, "Message-ID");
     m.text_body = TextPart(m.raw);
     out.push_back(std::move(m));
   }
@@ -114,8 +115,14 @@ std::vector<ReceivedMail> ReadMails(const std::filesystem::path& dir) {
 
 std::vector<ReceivedMail> MailsTo(const std::filesystem::path& dir, const std::string& to) {
   std::vector<ReceivedMail> out;
+  std::vector<std::string> seen;
   for (auto& m : ReadMails(dir)) {
-    if (Lower(m.to).find(Lower(to)) != std::string::npos) out.push_back(std::move(m));
+    if (Lower(m.to).find(Lower(to)) == std::string::npos) continue;
+    if (!m.message_id.empty()) {
+      if (std::find(seen.begin(), seen.end(), m.message_id) != seen.end()) continue;
+      seen.push_back(m.message_id);
+    }
+    out.push_back(std::move(m));
   }
   return out;
 }
