@@ -90,9 +90,11 @@ void TearDown(ConnectionHandles& handles, ChannelForwarding* forwarding, RelaySe
       control.client_fd = -1;
     }
     // libssh closes its descriptor right after the SSH_MSG_DISCONNECT; a duplicate keeps the
-    // socket open so that it can be closed gracefully after that.
+    // socket open so that it can be closed gracefully after that. Only for a person who logged
+    // in (they get a notice); a connection that never did is cut as before, so that silent
+    // clients cost nothing more.
     const socket_t fd = ssh_get_fd(handles.client.get());
-    const int kept = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    const int kept = fd >= 0 && control.authenticated ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     handles.client.reset();
     if (kept >= 0) CloseGracefully(kept);
   }

@@ -38,7 +38,8 @@ std::string CloseNotice(const std::string& reason);
 ///    `forwarding` carried;
 /// 4. frees the event, the upstream session and the client session (each disconnected first);
 ///    `control.client_fd` is -1 before the client's socket closes;
-/// 5. closes the client's socket gracefully: FIN after the disconnect (shutdown SHUT_WR), then
+/// 5. when the client logged in (`control.authenticated`), closes its socket gracefully: FIN after
+/// the disconnect (shutdown SHUT_WR), then
 ///    reads and discards what the client still sends for at most 500 ms (4 MiB) until it closes,
 ///    then closes, so that no RST makes the client's kernel drop the notice unread.
 void TearDown(ConnectionHandles& handles, ChannelForwarding* forwarding, RelaySessionRecord* record,
