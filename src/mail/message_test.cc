@@ -218,6 +218,24 @@ TEST(RenderMessageTest, MessageIdsAreRandomAndUseTheDomain) {
   EXPECT_TRUE(c.ends_with("@baddomain>")) << c;
 }
 
+// The outbox gives each mail its id, so every attempt at one mail has one Message-ID (delivery is
+// at-least-once: a recipient that gets a mail twice can tell).
+TEST(RenderMessageTest, AGivenMessageIdIsKeptForEveryRendering) {
+  Mail mail = Sample();
+  mail.message_id = "out_abc123";
+  const std::string a =
+      HeaderValue(RenderMessage(mail, "a@b.example", "b.example", 7), "Message-ID");
+  const std::string b =
+      HeaderValue(RenderMessage(mail, "a@b.example", "b.example", 9), "Message-ID");
+  EXPECT_EQ(a, "<out_abc123@b.example>");
+  EXPECT_EQ(a, b);
+  mail.message_id = "x\r\nBcc: evil@example";
+  const std::string c =
+      HeaderValue(RenderMessage(mail, "a@b.example", "b.example", 7), "Message-ID");
+  EXPECT_EQ(c.find('\n'), std::string::npos) << c;
+  EXPECT_EQ(c.find('\r'), std::string::npos) << c;
+}
+
 TEST(FormatRfc5322DateTest, FormatsUtcInTheFixedEnglishForm) {
   EXPECT_EQ(FormatRfc5322Date(0), "Thu, 01 Jan 1970 00:00:00 +0000");
   EXPECT_EQ(FormatRfc5322Date(951'782'400), "Tue, 29 Feb 2000 00:00:00 +0000");
