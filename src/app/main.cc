@@ -63,15 +63,7 @@ int RunServer(const ServerConfig& config, bool up) {
     std::fprintf(stderr, "gpuwerk: %s\n", server.error().message.c_str());
     return 1;
   }
-  if (!config.operator_email.empty()) {
-    auto made = (*server)->EnsureOperator(config.operator_email, config.operator_password);
-    if (!made) {
-      std::fprintf(stderr, "gpuwerk: cannot create the operator %s: %s\n",
-                   config.operator_email.c_str(), made.error().message.c_str());
-      return 1;
-    }
-    if (*made) spdlog::info("server: created the operator account {}", config.operator_email);
-  }
+  // The configured operator was made by ServerApp::Start, before /healthz answered.
 #ifdef GPUWERK_WITH_AGENT
   std::unique_ptr<LocalPlatform> platform;
 #endif

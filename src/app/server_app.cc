@@ -286,6 +286,17 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
                       *p->agent_sync, *p->desired_state, *p->queue, *p->idempotency,
                       *p->ssh_command, *p->relay_access, *p->db, rng, p->events.get()});
+  // The configured first operator exists before /healthz answers, so that whoever waits for it
+  // can sign in as them (an e2e test once signed in between the two and got 401).
+  if (!config.operator_email.empty()) {
+    auto made = p->accounts->EnsureOperator(config.operator_email, config.operator_password);
+    if (!made) {
+      made.error().message =
+          "cannot create the operator " + config.operator_email + ": " + made.error().message;
+      return std::unexpected(made.error());
+    }
+    if (*made) spdlog::info("server: created the operator account {}", config.operator_email);
+  }
   // The server already listens (its port makes the public URL): /healthz goes in last, so that
   // whoever waits for it finds every API route there (QueueCrashTest once got a 404 between).
   api::RegisterApiRoutes(*p->router, *p->api_context);

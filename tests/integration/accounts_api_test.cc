@@ -1047,5 +1047,23 @@ TEST_F(InviteOnlyTest, OperatorsInviteAndTheLinkMakesTheAccount) {
                 401, "invalid_link");
 }
 
+// The configured first operator exists once the server is started, i.e. before /healthz
+// answers: whoever waits for /healthz can sign in as them (an e2e test signed in between the
+// two and got 401 when main made the operator after the server was already serving).
+class ConfiguredOperatorTest : public ServerTest {
+  void Customize(app::ServerConfig& c) override {
+    c.operator_email = "first-operator@example.test";
+    c.operator_password = "first operator password";
+  }
+};
+
+TEST_F(ConfiguredOperatorTest, TheOperatorCanSignInAsSoonAsTheServerAnswers) {
+  auto op = Browser();
+  auto r = op->PostJson("/api/v1/auth/login", {{"email", "first-operator@example.test"},
+                                               {"password", "first operator password"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(op->Get("/api/v1/me").Json()["is_operator"], true);
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing
