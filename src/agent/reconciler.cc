@@ -135,6 +135,7 @@ ContainerReport ReportContainer(const ContainerInfo& container, int64_t applied_
   r.container_id = container.id;
   r.exit_code = container.exit_code;
   r.started_at = container.started_at;
+  r.finished_at = container.finished_at.substr(0, 64);
   r.ssh_port = container.ssh_port;
   r.restart_generation = applied_generation;
   if (engine_ok) {

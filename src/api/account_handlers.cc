@@ -143,7 +143,14 @@ Answer GetMe(ApiContext& ctx, Call& call) {
   nlohmann::json j = PersonJson(p);
   j["team"] = nullptr;
   j["role"] = nullptr;
-  j["billing"] = {{"account", "solo"}, {"payment_method_on_file", false}};
+  // whether launches and restarts are possible (the dashboard's red banner when not).
+  GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
+  j["billing"] = {{"account",
+                   {{"id", state.account.id},
+                    {"kind", std::string(billing::ToString(state.account.kind))},
+                    {"name", state.account.name}}},
+                  {"provider", state.provider},
+                  {"payment_method_on_file", state.method.has_value()}};
   j["authenticated_by"] =
       call.who.via == auth::CredentialKind::kApiToken ? "api_token" : "sign_in_session";
   return Response::Json(200, j);

@@ -4,8 +4,12 @@
 #include "api/authenticator.h"
 #include "api/event_hub.h"
 #include "api/idempotency.h"
+#include "api/relay_watch_hub.h"
 #include "api/ssh_command.h"
 #include "auth/account_service.h"
+#include "billing/invoices.h"
+#include "billing/payment_methods.h"
+#include "billing/usage_history.h"
 #include "core/clock.h"
 #include "core/random.h"
 #include "keys/ssh_key_registry.h"
@@ -15,6 +19,7 @@
 #include "sched/instance_service.h"
 #include "sched/queue_service.h"
 #include "store/database.h"
+#include "teams/team_service.h"
 
 namespace gpuwerk::api {
 
@@ -38,9 +43,20 @@ struct ApiContext {
   /// Relay session records (store/relay_session_records.h) until they move behind a domain API.
   store::Database& db;
   core::Rng& rng;
+  /// Payment methods and the launch gate's state: GET /api/v1/billing, card setup and
+  /// removal, the operator's manual cards.
+  billing::PaymentMethods& payment_methods;
   /// People's event streams (GET /api/v1/events); handlers that change what they show Wake() it.
   /// Null when the server runs none.
   EventHub* events = nullptr;
+  /// Teams (the /api/v1/team routes); null when the server runs none (503 teams_unavailable).
+  teams::TeamService* teams = nullptr;
+  /// Remote relays' access-change streams (GET /api/v1/relay/watch). Null when none.
+  RelayWatchHub* relay_watch = nullptr;
+  /// Invoices and the month close (GET /api/v1/billing/invoices, /api/v1/admin/invoices/*), and
+  /// the usage history (GET /api/v1/usage/sessions). Null when the server runs none (503).
+  billing::Invoices* invoices = nullptr;
+  billing::UsageHistory* usage = nullptr;
 };
 
 }  // namespace gpuwerk::api

@@ -67,7 +67,17 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/queue-entries", kProvenPerson, h::JoinQueue},
     {"DELETE", "/api/v1/queue-entries/{id}", kPerson, h::LeaveQueue},
     {"GET", "/api/v1/usage/queue", kPerson, h::QueueHistory},
+    // Invoices and the usage history (R-13, R-16; docs/billing.md).
+    {"GET", "/api/v1/billing/invoices", kPerson, h::ListInvoices},
+    {"GET", "/api/v1/usage/sessions", kPerson, h::UsageSessions},
+    {"POST", "/api/v1/admin/invoices/close", kOperator, h::AdminCloseInvoices},
+    {"GET", "/api/v1/admin/invoices/export", kOperator, h::AdminExportInvoices},
     {"GET", "/api/v1/events", kPerson, h::OpenEventStream},
+
+    // Billing: the payment method that launches need (R-14; docs/billing.md).
+    {"GET", "/api/v1/billing", kPerson, h::GetBilling},
+    {"POST", "/api/v1/billing/card-setup", kProvenPerson, h::BeginCardSetup, Tx::kOwn, Body::kNone},
+    {"DELETE", "/api/v1/billing/payment-method", kPerson, h::RemovePaymentMethod},
 
     // Operators: capacity, everyone's relay sessions, invitations, releasing a key.
     {"GET", "/api/v1/admin/gpu-types", kOperator, h::AdminListGpuTypes},
@@ -85,6 +95,23 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/admin/relay-sessions", kOperator, h::AdminListRelaySessions},
     {"POST", "/api/v1/admin/invites", kOperator, h::AdminInvite},
     {"POST", "/api/v1/admin/ssh-keys/release", kOperator, h::AdminReleaseSshKey},
+    // The manual provider: the operator records and clears payment methods (audited).
+    {"PUT", "/api/v1/admin/billing/{email}/card", kOperator, h::AdminSetCard},
+    {"DELETE", "/api/v1/admin/billing/{email}/card", kOperator, h::AdminClearCard},
+    {"GET", "/api/v1/admin/audit", kOperator, h::AdminListAudit},
+
+    // Teams (R-15; docs/teams.md): every role rule is TeamService's, whatever the credential.
+    {"GET", "/api/v1/team", kPerson, h::GetTeam},
+    {"POST", "/api/v1/team", kProvenPerson, h::CreateTeam},
+    {"POST", "/api/v1/team/invites", kProvenPerson, h::InviteToTeam},
+    {"DELETE", "/api/v1/team/invites/{id}", kPerson, h::RevokeTeamInvite},
+    {"POST", "/api/v1/team/invites/accept", kProvenPerson, h::AcceptTeamInvite},
+    {"DELETE", "/api/v1/team/members/{id}", kPerson, h::RemoveTeamMember},
+    {"PUT", "/api/v1/team/members/{id}/role", kPerson, h::SetTeamRole},
+    {"POST", "/api/v1/team/leave", kPerson, h::LeaveTeam, Tx::kOwn, Body::kNone},
+    // The invitation mail's link: a GET shows a button, its form POST accepts (signed in).
+    {"GET", "/team/accept", kPublic, h::TeamInvitePage},
+    {"POST", "/team/accept", kPublic, h::TeamInviteForm},
 
     // Host agents (docs/agent-protocol.md).
     {"POST", "/api/v1/agent/sync", kAgent, h::AgentSync},
@@ -94,6 +121,8 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/relay/authorize", kRelay, h::AuthorizeRelayLogin},
     {"PUT", "/api/v1/relay/sessions/{id}", kRelay, h::ReportRelaySession},
     {"POST", "/api/v1/relay/restarted", kRelay, h::RelayRestarted},
+    {"POST", "/api/v1/relay/recheck", kRelay, h::RecheckRelaySessions},
+    {"GET", "/api/v1/relay/watch", kRelay, h::WatchRelayAccess},
 });
 
 /// The bearer token of `Authorization: Bearer …` (scheme case-insensitive), "" when absent.

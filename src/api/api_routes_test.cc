@@ -11,10 +11,11 @@ namespace {
 
 /// The access level a route promises (docs/api.md): operators under /api/v1/admin/, host
 /// agents under /api/v1/agent/, relays under /api/v1/relay/, anyone for sign-in, the link pages
-/// and the home page, a person with a proven address for what costs or grants access (launch,
-/// restart, joining a queue, making an API token, adding an SSH key) and for changing the
-/// password (which voids the mailbox owner's links and mails them; docs/accounts.md), a
-/// signed-in person for the rest of /api/v1.
+/// (the invitation link's page /team/accept included) and the home page, a person with a proven
+/// address for what costs or grants access (launch, restart, joining a queue, making an API token,
+/// adding an SSH key, setting up a card) and for changing the password (which voids the mailbox
+/// owner's links and mails them; docs/accounts.md) and for making, inviting to and joining a team
+/// (docs/teams.md), a signed-in person for the rest of /api/v1.
 Access ExpectedAccess(std::string_view method, std::string_view pattern) {
   static const std::set<std::pair<std::string_view, std::string_view>> kNeedsProvenAddress = {
       {"POST", "/api/v1/instances"},
@@ -25,13 +26,17 @@ Access ExpectedAccess(std::string_view method, std::string_view pattern) {
       {"POST", "/api/v1/me/password"},
       {"POST", "/api/v1/ssh-keys/claim-challenge"},
       {"POST", "/api/v1/ssh-keys/claim"},
+      {"POST", "/api/v1/billing/card-setup"},
+      {"POST", "/api/v1/team"},
+      {"POST", "/api/v1/team/invites"},
+      {"POST", "/api/v1/team/invites/accept"},
   };
   if (kNeedsProvenAddress.contains({method, pattern})) return Access::kProvenPerson;
   if (pattern.starts_with("/api/v1/admin/")) return Access::kOperator;
   if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
   if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;
-  if (pattern.starts_with("/api/v1/auth/") || pattern.starts_with("/auth/") || pattern == "/" ||
-      pattern == "/home.js") {
+  if (pattern.starts_with("/api/v1/auth/") || pattern.starts_with("/auth/") ||
+      pattern == "/team/accept" || pattern == "/" || pattern == "/home.js") {
     return Access::kPublic;
   }
   return Access::kPerson;
@@ -109,6 +114,8 @@ TEST(ApiRoutesTest, RoutesThatOnlyActTakeNoBody) {
       {"POST", "/api/v1/instances/{id}/restart"},
       {"POST", "/api/v1/admin/hosts/{name}/drain"},
       {"POST", "/api/v1/admin/hosts/{name}/undrain"},
+      {"POST", "/api/v1/billing/card-setup"},
+      {"POST", "/api/v1/team/leave"},
   };
   for (const ApiRoute& route : ApiRoutes()) {
     const bool bodiless_method =

@@ -60,6 +60,10 @@ std::string Field(const std::map<std::string, std::string>& f, const std::string
 
 }  // namespace
 
+Response LinkPageHtml(int status, std::string_view title, std::string_view html_body) {
+  return Page(status, title, html_body);
+}
+
 namespace handlers {
 
 Answer MagicLinkPage(ApiContext&, Call& call) {

@@ -16,6 +16,14 @@
 // - `POST /api/v1/relay/restarted` {relay}: the relay started; its rows still open are closed
 //   with "relay restarted" (access::CloseOpenRelaySessions); 200 {relay, closed}.
 //
+// - `POST /api/v1/relay/recheck` {relay_sessions: [{id, instance_id, login, request}]} (at most
+//   protocol::kMaxRecheckBatch): the backstop re-check of a relay's open relay sessions in one
+//   batch (docs/ssh.md "Revocation"); 200 {results: [{id, allowed[, message]}]} in the order
+//   asked, each from access::RelayAccess as at login: allowed when the same request still goes
+//   to the same instance as the same login. Errors: 400 `invalid_field`.
+// - `GET /api/v1/relay/watch`: server-sent events of access changes (api::RelayWatchHub); the
+//   stream ends once the relay's token no longer admits it. Errors: 503 `too_many_streams`.
+//
 // Lists (relay_session_handlers.cc), 15 a page, newest first:
 // - `GET /api/v1/instances/{id}/relay-sessions?page=N`: the instance's owner (id, or live
 //   name; a deleted instance's history stays listed by id); 404 `not_found` for anyone else.
@@ -32,6 +40,7 @@
 #include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "api/relay_watch_hub.h"
 #include "core/strings.h"
 #include "protocol/relay_messages.h"
 #include "sched/instance_table.h"
@@ -167,6 +176,45 @@ Answer RelayRestarted(ApiContext& ctx, Call& call) {
     return access::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
   }));
   return Response::Json(200, {{"relay", relay}, {"closed", closed}});
+}
+
+Answer RecheckRelaySessions(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto batch, protocol::RelayRecheckRequestFromJson(body));
+  std::vector<protocol::RelayRecheckResult> results;
+  results.reserve(batch.relay_sessions.size());
+  for (const auto& item : batch.relay_sessions) {
+    GPUWERK_ASSIGN_OR_RETURN(auto decision, ctx.relay_access.Authorize(item.request));
+    protocol::RelayRecheckResult r{.id = item.id};
+    r.allowed = decision.target && decision.target->instance_id == item.instance_id &&
+                decision.target->login == item.login;
+    // A refusal's message stays "": the relay says it in its own words, naming the hostname.
+    results.push_back(std::move(r));
+  }
+  return Response::Json(200, protocol::ToJson(results));
+}
+
+Answer WatchRelayAccess(ApiContext& ctx, Call& call) {
+  if (ctx.relay_watch == nullptr) return core::NotFound("relay watch");
+  // The stream outlives this request: the relay's token is checked again at every change and
+  // heartbeat, so that deleting it ends the stream (and the relay then re-checks at once).
+  Request credentials;
+  credentials.method = "GET";
+  for (const auto& [name, value] : call.req.headers) {
+    if (EqualsIgnoreCase(name, "Authorization")) credentials.headers.emplace_back(name, value);
+  }
+  auto still_allowed = [&ctx, credentials = std::move(credentials),
+                        person_id = call.who.person_id] {
+    auto now = ctx.authn.Authenticate(credentials);
+    if (now) return now->person_id == person_id && now->is_operator;
+    // A store that is busy or away is no answer: ask again next time.
+    return now.error().code != core::ErrorCode::kUnauthenticated;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(auto producer, ctx.relay_watch->Open(std::move(still_allowed)));
+  Response r;
+  r.SetHeader("Content-Type", "text/event-stream");  // always UTF-8 (WHATWG HTML §9.2)
+  r.stream = std::move(producer);
+  return r;
 }
 
 }  // namespace handlers

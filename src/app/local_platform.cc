@@ -41,6 +41,7 @@ struct LocalPlatform::Impl {
   std::unique_ptr<StoreRelayAuthorizer> relay_authorizer;
   std::unique_ptr<AuditRelaySessionLog> relay_log;
   std::unique_ptr<relay::Relay> relay;
+  std::unique_ptr<RelayAccessPush> relay_push;  ///< access changes → the relay, at once
   std::string ssh_address;
   uint16_t ssh_port = 0;
   std::unique_ptr<agent::DockerEngine> engine;
@@ -242,7 +243,8 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
     const fs::path relay_dir = (fs::absolute(options.data_dir) / "relay").lexically_normal();
     relay_options.host_key_path = relay_dir / "host_key";
     relay_options.relay_key_path = relay_dir / "relay_key";
-    relay_options.reauthorize_interval = std::chrono::seconds(1);
+    // Access changes reach this relay at once through the server's feed (RelayAccessPush);
+    // the backstop re-check keeps RelayOptions' interval (docs/ssh.md "Revocation").
     p.relay_authorizer = std::make_unique<StoreRelayAuthorizer>(
         server.database(), server.instances(), server.clock(), server.rng());
     p.relay_log =
@@ -253,6 +255,7 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
                              relay::Relay::Start(relay_options, *p.relay_authorizer, *p.relay_log));
     p.ssh_address = relay_options.listen_address;
     p.ssh_port = p.relay->port();
+    p.relay_push = std::make_unique<RelayAccessPush>(server.access_changes(), *p.relay);
   }
 
   agent::Inventory inventory = agent::DiscoverInventory();
@@ -315,6 +318,7 @@ void LocalPlatform::Stop() {
   impl_->stopped = true;
   if (impl_->agent) impl_->agent->Stop();
   if (impl_->agent_thread.joinable()) impl_->agent_thread.join();
+  impl_->relay_push.reset();
   if (impl_->relay) impl_->relay->Stop();  // open relay sessions end with "relay stopping"
   if (impl_->podman_pid > 0) {
     // A child of ours can be reaped; one adopted from an earlier run cannot.

@@ -93,6 +93,17 @@ int RunServer(const ServerConfig& config, bool up) {
                    made.error().message.c_str());
       return 1;
     }
+    // a fresh `up` can launch at once: its operator gets a manual payment method.
+    auto card = (*server)->RecordLocalOperatorCard(email);
+    if (!card) {
+      std::fprintf(stderr, "gpuwerk: cannot record the operator's payment method: %s\n",
+                   card.error().message.c_str());
+      return 1;
+    }
+    const std::string billing_line =
+        std::string(*card ? "manual; a payment method was recorded for " : "manual; ") + email +
+        (*card ? "" : " has a payment method on file") +
+        " (others: gpuwerk admin billing set-card EMAIL --brand visa --last4 4242 --exp 12/2030)";
     auto still = (*server)->PasswordMatches(email, password);
     const std::string shown = !own_operator     ? "(password from your configuration)"
                               : still && *still ? "password: " + password
@@ -128,10 +139,11 @@ int RunServer(const ServerConfig& config, bool up) {
         "  ssh:        %s\n"
         "  data:       %s\n"
         "  mail:       %s\n"
+        "  billing:    %s\n"
         "Press Ctrl-C to stop.\n",
         (*server)->base_url().c_str(), email.c_str(), shown.c_str(), ec ? "gpuwerk" : self.c_str(),
         (*server)->base_url().c_str(), email.c_str(), engine.c_str(), host.c_str(), ssh.c_str(),
-        data.c_str(), mail_to.c_str());
+        data.c_str(), mail_to.c_str(), billing_line.c_str());
     std::fflush(stdout);
   }
   int sig = 0;

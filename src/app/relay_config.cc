@@ -32,6 +32,14 @@ const std::vector<Option<RelayConfig>>& RelayOptions() {
        .flag = "--name",
        .shown_default = "the machine's host name"},
       LogLevelOption<C>(),
+      {.key = "recheck_interval_seconds",
+       .field = &C::recheck_interval_seconds,
+       .help = "seconds between two backstop re-checks of every open relay session (one batched "
+               "request; access changes are pushed at once besides, docs/ssh.md \"Revocation\")"},
+      {.key = "max_failed_rechecks",
+       .field = &C::max_failed_rechecks,
+       .help = "failed re-checks in a row (no answer, 5xx) after which the relay ends every open "
+               "relay session (fail closed); a refused token ends them at the first"},
   };
   return kOptions;
 }

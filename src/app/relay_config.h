@@ -17,6 +17,10 @@ struct RelayConfig {
   std::string relay_key = "/var/lib/gpuwerk/relay/relay_key";
   std::string relay_name;  ///< empty: the machine's host name
   std::string log_level = "info";
+  /// The backstop re-check of every open relay session, in seconds (RelayOptions).
+  int recheck_interval_seconds = 15;
+  /// Failed re-checks in a row after which every relay session ends (RelayOptions).
+  int max_failed_rechecks = 3;
 };
 
 /// The options of `gpuwerk relay`, one declaration each (app/options.h).

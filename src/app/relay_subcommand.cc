@@ -15,6 +15,7 @@
 #include "protocol/api_client.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
+#include "relay/http_relay_watch.h"
 #include "relay/relay_command.h"
 #include "relay/relay_session_log.h"
 
@@ -88,10 +89,11 @@ int RunRelay(const RelayConfig& f) {
   options.listen_port = listen->port;
   options.host_key_path = f.host_key;
   options.relay_key_path = f.relay_key;
-  // Open relay sessions ask the server again every second, so that a deleted instance's (or a
-  // person's whose access ended) end within about a second here too. The cost: one
-  // POST /api/v1/relay/authorize per open relay session per second (docs/ssh.md).
-  options.reauthorize_interval = std::chrono::seconds(1);
+  // Revocation (docs/ssh.md "Revocation"): access changes come pushed over the watch stream;
+  // the backstop re-checks every open relay session in one batch every recheck_interval, and
+  // fails closed after max_failed_rechecks failures in a row (the defaults of RelayOptions).
+  options.recheck_interval = std::chrono::seconds(f.recheck_interval_seconds);
+  options.max_failed_rechecks = f.max_failed_rechecks;
   const std::string name = f.relay_name.empty() ? HostName() : f.relay_name;
   if (name == "local") {
     std::fprintf(stderr,
@@ -106,7 +108,18 @@ int RunRelay(const RelayConfig& f) {
   TeeRelaySessionLog log(lines, reports);
   spdlog::info("relay: reporting relay sessions to {} as relay '{}'", f.server_url, name);
   reports.Start();  // announces the restart first: the server closes what this relay left open
-  const int rc = relay::RunRelayUntilSignal(options, authorizer, log);
+  std::unique_ptr<relay::HttpRelayWatch> watch;
+  const int rc = relay::RunRelayUntilSignal(
+      options, authorizer, log,
+      [&](relay::Relay& relay) {
+        watch = std::make_unique<relay::HttpRelayWatch>(
+            relay::HttpRelayWatch::Options{.server_url = f.server_url, .token = f.relay_token},
+            relay);
+        watch->Start();
+      },
+      [&] {
+        if (watch) watch->Stop();
+      });
   reports.Stop();  // the relay has stopped: its last ends are queued; sends them (up to 5 s)
   return rc;
 }

@@ -23,7 +23,11 @@
 #include "api/router.h"
 #include "app/store_relay_access.h"
 #include "auth/account_service.h"
+#include "auth/email_address.h"
 #include "auth/password_hasher.h"
+#include "auth/person_table.h"
+#include "billing/manual_provider.h"
+#include "billing/payment_methods.h"
 #include "core/open_files.h"
 #include "keys/ssh_key_registry.h"
 #include "keys/ssh_key_table.h"
@@ -31,6 +35,7 @@
 #include "mail/maildir_mailer.h"
 #include "mail/outbox.h"
 #include "mail/smtp_mailer.h"
+#include "sched/account_instances.h"
 #include "sched/agent_sync.h"
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
@@ -38,6 +43,8 @@
 #include "sched/person_events.h"
 #include "sched/queue_service.h"
 #include "store/sqlite_database.h"
+#include "teams/team_billing.h"
+#include "teams/team_service.h"
 
 namespace gpuwerk::app {
 
@@ -61,17 +68,27 @@ struct ServerApp::Parts {
   std::unique_ptr<auth::PasswordHasher> hasher;
   std::unique_ptr<auth::AccountService> accounts;
   std::unique_ptr<keys::SshKeyRegistry> ssh_keys;
+  /// Who holds cards: the manual provider, the default.
+  std::unique_ptr<billing::PaymentProvider> payment_provider;
+  /// The launch gate and payment methods; a recorded card ends pass-over streaks and drains.
+  std::unique_ptr<billing::PaymentMethods> payment_methods;
   std::unique_ptr<sched::DesiredStateNotifier> desired_state;
   std::unique_ptr<sched::HostRegistry> hosts;
   std::unique_ptr<sched::InstanceService> instances;
   std::unique_ptr<sched::QueueService> queue;
   std::unique_ptr<sched::AgentSync> agent_sync;
+  /// Which billing account pays for a person: their team's, else their own. Installed in
+  /// the scheduler's launches; whatever else asks who pays (the payment gate) takes it from here.
+  billing::ResolveAccount resolve_account;
+  std::unique_ptr<teams::TeamService> teams;
   std::unique_ptr<api::IdempotencyKeys> idempotency;
   std::unique_ptr<api::SshCommandFormat> ssh_command;
   std::unique_ptr<sched::PersonStateReader> person_state;  ///< what GET /api/v1/events shows
   std::unique_ptr<api::EventHub> events;                   ///< people's event streams
   std::unique_ptr<access::RelayAccess> relay_access;       ///< for remote relays' requests
   std::unique_ptr<api::Authenticator> authn;
+  std::unique_ptr<billing::Invoices> invoices;   ///< invoices and the month close (R-13)
+  std::unique_ptr<billing::UsageHistory> usage;  ///< the usage history (R-16)
   std::unique_ptr<api::ApiContext> api_context;
   std::unique_ptr<api::Metrics> metrics;
   std::unique_ptr<api::Router> router;
@@ -86,9 +103,15 @@ struct ServerApp::Parts {
   // a missed event (a host that came back, a drain that failed), and forgets old idempotency
   // keys.
   std::thread drain_worker;
-  // The queue's eligibility rule (QueueService::CanLaunch); everyone until billing lands.
-  std::mutex eligibility_mu;
-  std::function<bool(const std::string&)> eligibility;
+  // The worker that closes the previous month once it has ended (Invoices::CloseDueMonth),
+  // checking once a minute.
+  std::thread invoice_worker;
+  // Revocation (docs/ssh.md "Revocation"): where access changes are published, and the remote
+  // relays' streams of them. The hub goes before the feed it listens to.
+  struct {
+    core::AccessChangeFeed feed;
+    std::unique_ptr<api::RelayWatchHub> watch;
+  } revocation;
 };
 
 namespace {
@@ -248,20 +271,34 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   sched_options.instance_image = config.instance_image;
   sched_options.instance_memory_bytes = config.instance_memory_bytes;
   sched_options.host_unknown_after_seconds = config.host_unknown_after_seconds;
+  // a team member's launches are billed to the team (billing does not link teams).
+  p->resolve_account = &teams::TeamBillingAccountOf;
+  sched_options.resolve_account = p->resolve_account;
   p->hosts = std::make_unique<sched::HostRegistry>(*p->db, clock, rng);
   p->desired_state = std::make_unique<sched::DesiredStateNotifier>();
+  // launches and restarts need a payment method on the billing account; a recorded one
+  // ends the pass-over streaks of its people's queue entries and drains the queues at once, so
+  // that a passed-over entry launches while capacity is free (docs/billing.md "Gating").
+  p->payment_provider = std::make_unique<billing::ManualProvider>();
+  Parts* parts_for_billing = p.get();
+  p->payment_methods = std::make_unique<billing::PaymentMethods>(
+      *p->db, clock, rng, *p->payment_provider, p->resolve_account, [parts_for_billing] {
+        auto ended = parts_for_billing->queue->EndPassOverStreaks();
+        if (!ended)
+          spdlog::warn("sched: ending pass-over streaks failed: {}", ended.error().message);
+        auto drained = parts_for_billing->queue->DrainAll();
+        if (!drained) spdlog::warn("sched: drain after a card failed: {}", drained.error().message);
+      });
+  sched::LaunchGate gate = [methods = p->payment_methods.get()](store::Transaction& tx,
+                                                                const std::string& person_id,
+                                                                std::string_view action) {
+    return methods->RequireForLaunch(tx, person_id, action);
+  };
   p->instances = std::make_unique<sched::InstanceService>(*p->db, clock, rng, sched_options,
-                                                          p->desired_state.get());
-  // The queue's eligibility hook: everyone may launch until billing lands (then: has a payment
-  // method, R-14); see docs/queue.md.
-  Parts* parts_for_queue = p.get();
+                                                          p->desired_state.get(), gate);
   p->queue = std::make_unique<sched::QueueService>(
       *p->db, clock, rng, sched_options, *p->outbox, [worker] { worker->Wake(); },
-      p->desired_state.get(),
-      [parts_for_queue](const std::string& person_id) {
-        std::lock_guard lock(parts_for_queue->eligibility_mu);
-        return !parts_for_queue->eligibility || parts_for_queue->eligibility(person_id);
-      });
+      p->desired_state.get(), gate);
   sched::QueueService* queue = p->queue.get();
   p->agent_sync = std::make_unique<sched::AgentSync>(
       *p->db, clock, rng, sched_options,
@@ -270,6 +307,29 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
         if (!drained) spdlog::warn("sched: queue drain failed: {}", drained.error().message);
       },
       p->outbox.get(), [worker] { worker->Wake(); });
+  // Teams (R-15; docs/teams.md): what billing and the scheduler do when a membership changes
+  // runs in the change's own transaction (TeamHooks).
+  teams::TeamOptions team_options;
+  team_options.public_url = account_options.public_url;
+  team_options.hooks.team_created = [&clock, &rng](
+                                        store::Transaction& tx, const std::string& team_id,
+                                        const std::string& owner_id) -> core::Result<void> {
+    GPUWERK_TRY(teams::MoveSoloBillingToTeam(tx, clock, rng, team_id, owner_id));
+    return {};
+  };
+  team_options.hooks.member_left = [&clock, &rng, notifier = p->desired_state.get()](
+                                       store::Transaction& tx, const std::string& team_id,
+                                       const std::string& person_id,
+                                       int64_t at) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(auto hosts, sched::DeleteInstancesBilledTo(tx, clock, rng, person_id,
+                                                                        team_id, at, "team_left"));
+    // Before the commit: an agent woken early finds the old state and its next periodic sync
+    // (SchedOptions::sync_interval_seconds) the deletion.
+    if (!hosts.empty()) notifier->Notify(hosts);
+    return {};
+  };
+  p->teams = std::make_unique<teams::TeamService>(
+      *p->db, clock, rng, *p->outbox, std::move(team_options), [worker] { worker->Wake(); });
   p->idempotency = std::make_unique<api::IdempotencyKeys>(*p->db, clock);
   p->ssh_command = std::make_unique<api::SshCommandFormat>();
   if (!config.ssh_domain.empty()) {
@@ -282,10 +342,23 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->events->ListenTo(*p->desired_state);
   p->relay_access =
       std::make_unique<access::RelayAccess>(*p->db, *p->instances, *p->clock, *p->rng);
-  p->api_context = std::make_unique<api::ApiContext>(
-      api::ApiContext{*p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances,
-                      *p->agent_sync, *p->desired_state, *p->queue, *p->idempotency,
-                      *p->ssh_command, *p->relay_access, *p->db, rng, p->events.get()});
+  p->invoices = std::make_unique<billing::Invoices>(
+      *p->db, clock, rng, sched_options.host_unknown_after_seconds, p->resolve_account);
+  p->usage = std::make_unique<billing::UsageHistory>(*p->db, clock,
+                                                     sched_options.host_unknown_after_seconds);
+  p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
+      *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync,
+      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command, *p->relay_access, *p->db, rng,
+      *p->payment_methods, p->events.get(), p->teams.get()});
+  // Access changes (an instance deleted, a key taken off an account, an API token deleted) reach
+  // the relays at once: in-process ones subscribe to the feed, remote ones hold a watch stream.
+  p->instances->SetAccessChangeFeed(&p->revocation.feed);
+  p->ssh_keys->SetAccessChangeFeed(&p->revocation.feed);
+  p->accounts->SetAccessChangeFeed(&p->revocation.feed);
+  p->revocation.watch = std::make_unique<api::RelayWatchHub>(p->revocation.feed);
+  p->api_context->relay_watch = p->revocation.watch.get();
+  p->api_context->invoices = p->invoices.get();
+  p->api_context->usage = p->usage.get();
   // The configured first operator exists before /healthz answers, so that whoever waits for it
   // can sign in as them (an e2e test once signed in between the two and got 401).
   if (!config.operator_email.empty()) {
@@ -336,6 +409,21 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       lock.lock();
     }
   });
+  p->invoice_worker = std::thread([parts] {
+    std::unique_lock lock(parts->worker_mu);
+    while (!parts->worker_cv.wait_for(lock, std::chrono::seconds(60),
+                                      [parts] { return parts->worker_stop; })) {
+      lock.unlock();
+      auto closed = parts->invoices->CloseDueMonth();
+      if (!closed) {
+        spdlog::warn("billing: closing the previous month failed: {}", closed.error().message);
+      } else if (*closed) {
+        spdlog::info("billing: closed month {}: {} invoices made", (*closed)->month,
+                     (*closed)->invoices_created);
+      }
+      lock.lock();
+    }
+  });
   spdlog::info("server: listening on {} (public URL {}, store sqlite {})", p->http->base_url(),
                account_options.public_url, (config.data_dir / "gpuwerk.db").string());
   return std::unique_ptr<ServerApp>(new ServerApp(std::move(p)));
@@ -364,9 +452,23 @@ core::Result<std::string> ServerApp::RegisterLocalHost(const std::string& name,
   return host.token;
 }
 
-void ServerApp::SetLaunchEligibility(std::function<bool(const std::string&)> can_launch) {
-  std::lock_guard lock(parts_->eligibility_mu);
-  parts_->eligibility = std::move(can_launch);
+billing::PaymentMethods& ServerApp::payment_methods() { return *parts_->payment_methods; }
+
+core::Result<bool> ServerApp::RecordLocalOperatorCard(const std::string& email) {
+  billing::PaymentMethods& methods = *parts_->payment_methods;
+  GPUWERK_ASSIGN_OR_RETURN(auth::EmailAddress address, auth::ParseEmailAddress(email));
+  GPUWERK_ASSIGN_OR_RETURN(
+      bool on_file, parts_->db->Read([&](store::Transaction& tx) -> core::Result<bool> {
+        GPUWERK_ASSIGN_OR_RETURN(auto person,
+                                 auth::PersonTable::FindByEmail(tx, address.normalised));
+        if (!person) return core::NotFound("Person");
+        return methods.HasPaymentMethod(tx, person->person.id);
+      }));
+  if (on_file) return false;
+  GPUWERK_TRY(methods.SetCard(
+      /*actor_id=*/"", email,
+      {.brand = "manual", .last4 = "0000", .exp_month = 12, .exp_year = 2099}, "local"));
+  return true;
 }
 
 core::Result<sched::DrainResult> ServerApp::DrainQueuesNow() { return parts_->queue->DrainAll(); }
@@ -379,6 +481,7 @@ store::Database& ServerApp::database() { return *parts_->db; }
 sched::InstanceService& ServerApp::instances() { return *parts_->instances; }
 core::Clock& ServerApp::clock() { return *parts_->clock; }
 core::Rng& ServerApp::rng() { return *parts_->rng; }
+core::AccessChangeFeed& ServerApp::access_changes() { return parts_->revocation.feed; }
 
 mail::MailTransport ServerApp::mail_transport() const { return parts_->mail_transport; }
 
@@ -389,6 +492,8 @@ void ServerApp::Stop() {
   parts_->stopped = true;
   // Long polls first: their answers go out before the HTTP server stops waiting for requests.
   if (parts_->events) parts_->events->Shutdown();  // event streams end (their last chunk)
+  // Relays' watch streams end: each relay re-checks at once and, finding no server, fails closed.
+  if (parts_->revocation.watch) parts_->revocation.watch->Shutdown();
   if (parts_->desired_state) parts_->desired_state->Shutdown();
   if (parts_->http) parts_->http->Stop();
   if (parts_->outbox_worker) parts_->outbox_worker->Stop();
@@ -399,6 +504,7 @@ void ServerApp::Stop() {
   parts_->worker_cv.notify_all();
   if (parts_->unknown_worker.joinable()) parts_->unknown_worker.join();
   if (parts_->drain_worker.joinable()) parts_->drain_worker.join();
+  if (parts_->invoice_worker.joinable()) parts_->invoice_worker.join();
 }
 
 }  // namespace gpuwerk::app

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "app/server_config.h"
+#include "billing/payment_methods.h"
+#include "core/access_change_feed.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -41,10 +43,15 @@ class ServerApp {
   /// registry's.
   core::Result<std::string> RegisterLocalHost(const std::string& name, const std::string& gpu_type,
                                               bool gpu_required, const sched::SshRegistration& ssh);
-  /// Replaces who may launch from the queue (sched::QueueService::CanLaunch; called inside the
-  /// drain's transaction, must be quick). Until billing lands everyone may; billing will install
-  /// "has a payment method" here, and tests install their own rule. Thread-safe.
-  void SetLaunchEligibility(std::function<bool(const std::string& person_id)> can_launch);
+  /// Payment methods and the launch gate: `gpuwerk up` records the operator's manual
+  /// card through it; tests record and clear cards. Valid until the app is destroyed.
+  billing::PaymentMethods& payment_methods();
+  /// `gpuwerk up`: records a manual payment method ("manual ending 0000, expires 12/2099",
+  /// labelled manual wherever it shows) for the operator `email` when their billing account has
+  /// none, so that a fresh `up` can launch at once (R-14; docs/billing.md). Audited
+  /// `billing.set_card` with the system as actor. Returns whether one was recorded. Errors:
+  /// not_found (no such person); the store's.
+  core::Result<bool> RecordLocalOperatorCard(const std::string& email);
   /// Drains every GPU type's queue now, as the periodic worker does (tests).
   core::Result<sched::DrainResult> DrainQueuesNow();
   /// Makes instances' `ssh_command` go through the relay at `host`:`port` (`gpuwerk up`, once
@@ -56,6 +63,9 @@ class ServerApp {
   sched::InstanceService& instances();
   core::Clock& clock();
   core::Rng& rng();
+  /// Where access changes are published (instance deletions, keys taken off accounts, deleted
+  /// API tokens): `gpuwerk up`'s in-process relay subscribes (docs/ssh.md "Revocation").
+  core::AccessChangeFeed& access_changes();
   /// How outbox mails leave (the `mail` option, parsed at Start).
   mail::MailTransport mail_transport() const;
   /// Delivers due outbox mails now (tests).

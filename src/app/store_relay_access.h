@@ -1,8 +1,10 @@
 #pragma once
 
 #include "access/relay_access.h"
+#include "core/access_change_feed.h"
 #include "core/clock.h"
 #include "core/random.h"
+#include "relay/relay.h"
 #include "relay/relay_authorizer.h"
 #include "relay/relay_session_log.h"
 #include "sched/instance_service.h"
@@ -52,6 +54,25 @@ class AuditRelaySessionLog final : public relay::RelaySessionLog {
   store::Database& db_;
   core::Clock& clock_;
   core::Rng& rng_;
+};
+
+/// The push path of an in-process relay (`gpuwerk up`; docs/ssh.md "Revocation"): every change
+/// published to `feed` has `relay` re-check, at once and on its re-check thread, exactly the
+/// relay sessions it names (relay::Relay::RecheckRelaySessions). Unsubscribes when destroyed;
+/// `feed` and `relay` must outlive it.
+class RelayAccessPush {
+ public:
+  RelayAccessPush(core::AccessChangeFeed& feed, relay::Relay& relay)
+      : feed_(feed), id_(feed.Subscribe([&relay](const core::AccessChange& c) {
+          relay.RecheckRelaySessions(c);
+        })) {}
+  ~RelayAccessPush() { feed_.Unsubscribe(id_); }
+  RelayAccessPush(const RelayAccessPush&) = delete;
+  RelayAccessPush& operator=(const RelayAccessPush&) = delete;
+
+ private:
+  core::AccessChangeFeed& feed_;
+  uint64_t id_;
 };
 
 }  // namespace gpuwerk::app

@@ -668,7 +668,7 @@ core::Result<std::vector<ApiToken>> AccountService::ListApiTokens(const Principa
 
 core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::string_view id,
                                                   const Caller& caller) {
-  return db_.Write([&](Transaction& tx) -> core::Result<void> {
+  auto deleted_token = db_.Write([&](Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(bool deleted,
                              ApiTokenTable::Delete(tx, who.person_id, std::string(id)));
     if (!deleted) return core::NotFound("API token");
@@ -678,6 +678,11 @@ core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::str
                                .target = std::string(id),
                                .source_address = caller.address});
   });
+  // A relay holding this token learns at once that it was revoked (its watch stream ends).
+  if (deleted_token && access_changes_ != nullptr) {
+    access_changes_->Publish({.person_ids = {who.person_id}, .reason = "API token deleted"});
+  }
+  return deleted_token;
 }
 
 core::Result<Person> AccountService::GetPerson(std::string_view person_id) {

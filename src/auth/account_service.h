@@ -13,6 +13,7 @@
 #include "auth/password_hasher.h"
 #include "auth/principal.h"
 #include "auth/rate_limiter.h"
+#include "core/access_change_feed.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -174,6 +175,11 @@ class AccountService {
   /// audit: for `gpuwerk up` to tell whether the password it printed last time still works).
   core::Result<bool> PasswordMatches(std::string_view email, std::string_view password);
 
+  /// DeleteApiToken publishes the token's person to `feed` once committed
+  /// (core::AccessChangeFeed: a relay's watch stream opened with that token ends at once).
+  /// Optional; `feed` must outlive the service. Call before use.
+  void SetAccessChangeFeed(core::AccessChangeFeed* feed) { access_changes_ = feed; }
+
  private:
   core::Result<SignIn> StartSignIn(store::Transaction& tx, const Person& person,
                                    const Caller& caller, std::string_view how);
@@ -220,6 +226,7 @@ class AccountService {
   AccountOptions options_;
   RateLimiter limiter_;
   std::function<void()> mail_enqueued_;
+  core::AccessChangeFeed* access_changes_ = nullptr;
 };
 
 /// The SHA-256 hex digest under which a secret token is stored.

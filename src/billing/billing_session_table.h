@@ -37,6 +37,19 @@ struct BillingSessionRow {
   std::string evidence_container_started;
 };
 
+/// A session with its unbilled gaps (in time order).
+struct SessionWithGaps {
+  BillingSessionRow session;
+  std::vector<Segment> gaps;
+};
+
+/// Where a session sits in a person's usage history: (started_at, id), the keyset order.
+struct SessionKey {
+  int64_t started_at = 0;  ///< Unix seconds
+  std::string id;
+  bool operator==(const SessionKey&) const = default;
+};
+
 /// The `billing_sessions` and `billing_gaps` tables' SQL, inside the caller's transaction; errors
 /// are the store's.
 class BillingSessionTable {
@@ -60,6 +73,31 @@ class BillingSessionTable {
   static core::Result<void> AddGap(store::Transaction& tx, const std::string& id, Segment gap);
   /// The unbilled gaps of session `id`, in time order.
   static core::Result<std::vector<Segment>> Gaps(store::Transaction& tx, const std::string& id);
+  /// Moves the open (not ended) sessions of `person_id` billed to `from_account_id` to
+  /// `to_account_id` (R-15: a team's creator's running instances are billed to the team from its
+  /// start, once: the whole session moves, never split). Returns how many moved.
+  static core::Result<int64_t> MoveOpen(store::Transaction& tx, const std::string& person_id,
+                                        const std::string& from_account_id,
+                                        const std::string& to_account_id);
+
+  /// Every session with billed time possibly in [from, to) (Unix seconds): started before `to`
+  /// and not ended before `from`, with their gaps (two queries, whatever the count: the month
+  /// close's read). In (billing_account_id, started_at, id) order.
+  static core::Result<std::vector<SessionWithGaps>> ListOverlapping(store::Transaction& tx,
+                                                                    int64_t from, int64_t to);
+
+  /// Up to `limit` sessions launched by `person_id`, newest first ((started_at, id) descending),
+  /// with their gaps: those strictly older than `before` when given, else strictly newer than
+  /// `after` when given (the `limit` nearest to it), else the newest. Keyset paging: rows added
+  /// meanwhile never shift a page (docs/billing.md "Usage history").
+  static core::Result<std::vector<SessionWithGaps>> PageOfPerson(store::Transaction& tx,
+                                                                 const std::string& person_id,
+                                                                 std::optional<SessionKey> before,
+                                                                 std::optional<SessionKey> after,
+                                                                 int64_t limit);
+  /// How many sessions `person_id` launched; with `newer_than`, only those strictly newer.
+  static core::Result<int64_t> CountOfPerson(store::Transaction& tx, const std::string& person_id,
+                                             std::optional<SessionKey> newer_than = std::nullopt);
 };
 
 }  // namespace gpuwerk::billing

@@ -397,7 +397,10 @@ core::Result<void> WhoamiVerb(VerbContext& ctx) {
   std::string team_text = team.is_object() ? Str(team, "name") : CellText(team);
   if (std::string role = Str(me, "role"); !role.empty()) team_text += " (" + role + ")";
   const json& billing = Field(me, "billing");
-  std::string billing_text = billing.is_object() ? Str(billing, "account") : CellText(billing);
+  const json& account = Field(billing, "account");
+  std::string billing_text =
+      account.is_object() ? Str(account, "kind") + " (" + Str(account, "name") + ")"
+                          : (billing.is_object() ? Str(billing, "account") : CellText(billing));
   if (Field(billing, "payment_method_on_file").is_boolean()) {
     billing_text += Field(billing, "payment_method_on_file").get<bool>()
                         ? ", payment method on file"

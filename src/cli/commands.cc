@@ -30,6 +30,8 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   internal::AddQueueVerbs(app, verbs);
   internal::AddUsageVerbs(app, verbs);
   internal::AddEventVerbs(app, verbs);
+  internal::AddBillingVerbs(app, verbs);
+  internal::AddTeamVerbs(app, verbs);
   CLI::App* admin = app.add_subcommand("admin", "Operator commands");
   admin->require_subcommand(1);
   internal::AddAdminRelaySessionVerbs(*admin, verbs);
@@ -37,6 +39,10 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   internal::AddAdminGpuTypeVerbs(*admin, verbs);
   internal::AddAdminInviteVerbs(*admin, verbs);
   internal::AddAdminKeyVerbs(*admin, verbs);
+  internal::AddAdminBillingVerbs(*admin, verbs);
+  internal::AddAdminAuditVerbs(*admin, verbs);
+  internal::AddInvoiceVerbs(app, verbs);
+  internal::AddAdminInvoiceVerbs(*admin, verbs);
 }
 
 }  // namespace gpuwerk::cli

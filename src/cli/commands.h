@@ -45,9 +45,12 @@ struct ClientIo {
 ///   instances ls|show|create|restart|rm|relay-sessions … | ssh NAME [-- ARGS…]
 ///     (create and restart take --wait [--wait-timeout SECONDS])
 ///   events [--count N]
+///   team create NAME | team show | team invite EMAIL | team revoke ID|EMAIL
+///     | team remove EMAIL|ID | team leave | team role EMAIL|ID owner|member
 ///   admin hosts add|ls|drain|undrain|rm|link|unlink … | admin gpu-types ls|set …
 ///   admin relay-sessions [--instance ID] [--person ID] [--page N]
 ///   admin invite EMAIL
+///   admin audit [--actor EMAIL|ID] [--target ID] [--page N]
 /// Every verb but login and signup also takes `--url URL` and `--token TOKEN`, which override
 /// GPUWERK_URL / GPUWERK_TOKEN and the login file (see ResolveTarget). Every verb takes `--json`:
 /// its result as JSON on stdout, and a failure as one line of problem JSON on stderr

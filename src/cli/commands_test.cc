@@ -58,13 +58,41 @@ class FakeApi {
     if (!signed_in && !token_ok) {
       return FakeResponse::Problem(401, "unauthenticated", "Sign in first.");
     }
+    if (req.method == "GET" && req.path == "/api/v1/usage/sessions") {
+      // Page 2 of 3 (keyset cursors; docs/billing.md "Usage history").
+      return FakeResponse::Json(200, {{"items",
+                                       {{{"billing_session_id", "bil_a"},
+                                         {"name", "alpha"},
+                                         {"instance_id", "ins_a"},
+                                         {"gpu_type", "spark-1x"},
+                                         {"started_at", "2026-11-10T10:00:00Z"},
+                                         {"ended_at", nullptr},
+                                         {"active", true},
+                                         {"duration_seconds", 3660},
+                                         {"minutes", 61},
+                                         {"amount_minor", 66},
+                                         {"currency", "usd"},
+                                         {"amount", "0.66 USD"}}}},
+                                      {"page", 2},
+                                      {"pages", 3},
+                                      {"total", 31},
+                                      {"next", "100.bil_a"},
+                                      {"prev", "200.bil_b"}});
+    }
+    if (req.method == "GET" && req.path == "/api/v1/admin/invoices/export") {
+      return {200, "invoice_id,instance_name\r\ninv_1,'=x\r\n", {{"Content-Type", "text/csv"}}};
+    }
     if (req.method == "GET" && req.path == "/api/v1/me") {
       return FakeResponse::Json(
-          200, {{"email", "ada@example.com"},
-                {"is_operator", false},
-                {"team", nullptr},
-                {"role", nullptr},
-                {"billing", {{"account", "solo"}, {"payment_method_on_file", false}}}});
+          200,
+          {{"email", "ada@example.com"},
+           {"is_operator", false},
+           {"team", nullptr},
+           {"role", nullptr},
+           {"billing",
+            {{"account", {{"id", "solo_per_1"}, {"kind", "solo"}, {"name", "ada@example.com"}}},
+             {"provider", "manual"},
+             {"payment_method_on_file", false}}}});
     }
     if (req.method == "POST" && req.path == "/api/v1/tokens") {
       const std::string secret = "gwt_" + std::to_string(next_id_) + "secretpart";
@@ -128,6 +156,32 @@ class FakeApi {
         }
       }
       return FakeResponse::Problem(404, "not_found", "SSH key not found.");
+    }
+    // Billing under the manual provider (docs/billing.md "API and CLI").
+    if (req.method == "GET" && req.path == "/api/v1/billing") {
+      return FakeResponse::Json(200, {{"account",
+                                       {{"id", "solo_per_1"},
+                                        {"kind", "solo"},
+                                        {"name", "ada@example.com"},
+                                        {"may_manage", true}}},
+                                      {"provider", "manual"},
+                                      {"payment_method", nullptr},
+                                      {"how_to_add", "Ask your operator to record one."}});
+    }
+    if (req.method == "POST" && req.path == "/api/v1/billing/card-setup") {
+      return FakeResponse::Problem(409, "manual_provider", "Ask your operator to record one.");
+    }
+    if (req.method == "PUT" && req.path.starts_with("/api/v1/admin/billing/")) {
+      const json card = req.Json();
+      return FakeResponse::Json(200,
+                                {{"email", "bob+1@example.com"},
+                                 {"billing_account", "solo_per_2"},
+                                 {"payment_method",
+                                  {{"brand", card["brand"]},
+                                   {"last4", card["last4"]},
+                                   {"description",
+                                    "visa ending 4242, expires 12/2030 (manual: recorded by the "
+                                    "operator)"}}}});
     }
     if (req.method == "POST" && req.path == "/api/v1/instances") {
       if (launch_.empty()) return FakeResponse::Problem(500, "internal", "no launch scripted");
@@ -303,6 +357,45 @@ TEST_F(CommandsTest, LoginWithPasswordCreatesATokenSavesItAndEndsTheSignInSessio
   CliResult who = Run({"whoami"});
   ASSERT_EQ(who.exit_code, 0) << who.err;
   EXPECT_NE(who.out.find("ada@example.com"), std::string::npos);
+}
+
+// `billing` alone shows the state (or what to do), `billing add-card` under the manual
+// provider fails with the server's reason, `admin billing set-card` sends the card as the API
+// takes it (the email escaped in the path), a malformed --exp sends nothing.
+TEST_F(CommandsTest, BillingVerbsShowAddAndSetCards) {
+  LogIn();
+  CliResult who = Run({"whoami"});
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  EXPECT_NE(who.out.find("solo (ada@example.com), no payment method on file"), std::string::npos)
+      << who.out;
+  CliResult shown = Run({"billing"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("Account:   solo (ada@example.com)"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("Card:      none. Ask your operator to record one."), std::string::npos)
+      << shown.out;
+  CliResult as_json = Run({"billing", "--json"});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_EQ(json::parse(as_json.out)["provider"], "manual");
+  CliResult add = Run({"billing", "add-card"});
+  EXPECT_EQ(add.exit_code, 1);
+  EXPECT_EQ(add.err, "gpuwerk: Ask your operator to record one. (manual_provider)\n");
+  EXPECT_EQ(add.out, "");
+
+  const size_t before = server_.requests().size();
+  CliResult bad = Run({"admin", "billing", "set-card", "bob+1@example.com", "--brand", "visa",
+                       "--last4", "4242", "--exp", "2030-12"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("(invalid_exp)"), std::string::npos) << bad.err;
+  EXPECT_EQ(server_.requests().size(), before);
+  CliResult set = Run({"admin", "billing", "set-card", "bob+1@example.com", "--brand", "visa",
+                       "--last4", "4242", "--exp", "12/2030"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_NE(set.out.find("Recorded visa ending 4242"), std::string::npos) << set.out;
+  const FakeRequest put = server_.requests().back();
+  EXPECT_EQ(put.method, "PUT");
+  EXPECT_EQ(put.path, "/api/v1/admin/billing/bob%2B1%40example.com/card");
+  EXPECT_EQ(put.Json(),
+            json({{"brand", "visa"}, {"last4", "4242"}, {"exp_month", 12}, {"exp_year", 2030}}));
 }
 
 TEST_F(CommandsTest, LoginWithAWrongPasswordPrintsTheServersReason) {
@@ -762,6 +855,40 @@ TEST_F(CommandsTest, HelpShowsNoInternalRuleNumbers) {
     EXPECT_EQ(help.out.find("(R-"), std::string::npos) << help.out;
   }
   EXPECT_NE(Run({"admin", "--help"}).out.find("Manage GPU types\n"), std::string::npos);
+}
+
+TEST_F(CommandsTest, UsageSessionsPassesTheCursorAndPrintsTheNeighbours) {
+  LogIn();
+  CliResult r = Run({"usage", "sessions", "--before", "300.bil_c"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(server_.requests().back().target, "/api/v1/usage/sessions?before=300.bil_c");
+  EXPECT_NE(r.out.find("0.66 USD so far"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("active"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Page 2 of 3. Older: gpuwerk usage sessions --before 100.bil_a Newer: "
+                       "gpuwerk usage sessions --after 200.bil_b"),
+            std::string::npos)
+      << r.out;
+  CliResult j = Run({"usage", "sessions", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(json::parse(j.out)["next"], "100.bil_a");
+  CliResult bad = Run({"usage", "sessions", "--after", "x&y=1"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("(invalid_cursor)"), std::string::npos) << bad.err;
+}
+
+TEST_F(CommandsTest, AdminInvoicesExportWritesTheCsvAsItCame) {
+  LogIn();
+  const fs::path file = tmp_.path() / "nov.csv";
+  CliResult r = Run({"admin", "invoices", "export", "--month", "2026-11", "-o", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(server_.requests().back().target, "/api/v1/admin/invoices/export?month=2026-11");
+  std::ifstream in(file, std::ios::binary);
+  std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(csv, "invoice_id,instance_name\r\ninv_1,'=x\r\n");
+  CliResult bad = Run({"admin", "invoices", "export", "--month", "november"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--month 2026-11"), std::string::npos) << bad.err;
+  EXPECT_EQ(server_.requests().back().target, "/api/v1/admin/invoices/export?month=2026-11");
 }
 
 TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {

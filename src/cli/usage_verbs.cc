@@ -1,4 +1,5 @@
-// usage queue: the person's usage history (queue waits and outcomes).
+// usage queue: the person's usage history (queue waits and outcomes); usage sessions is in
+// invoice_verbs.cc.
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
 
@@ -31,6 +32,7 @@ core::Result<void> UsageQueueVerb(VerbContext& ctx) {
 void AddUsageVerbs(CLI::App& app, const VerbRegistry& verbs) {
   CLI::App* usage = VerbRegistry::AddGroup(app, "usage", "Your usage history");
   verbs.AddVerb(*usage, "queue", "Your queue history: waits and outcomes", &UsageQueueVerb);
+  AddUsageSessionVerbs(*usage, verbs);
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -146,7 +146,8 @@ core::Result<ClaimResult> SshKeyRegistry::Claim(const std::string& person_id, st
              .fingerprint = fingerprint,
              .created_at = now,
              .proven_at = now};
-  return db_.Write([&](store::Transaction& tx) -> core::Result<ClaimResult> {
+  std::string former_owner;  // set when the key is taken from another account
+  auto claimed = db_.Write([&](store::Transaction& tx) -> core::Result<ClaimResult> {
     ClaimResult result;
     GPUWERK_ASSIGN_OR_RETURN(auto holder, SshKeyTable::FindByFingerprint(tx, fingerprint));
     if (holder && holder->person_id == person_id) {
@@ -184,6 +185,7 @@ core::Result<ClaimResult> SshKeyRegistry::Claim(const std::string& person_id, st
                                       .source_address = source_address,
                                       .detail = std::move(detail)}));
       result.taken_over = true;
+      former_owner = holder->person_id;
     }
     GPUWERK_TRY(RefuseClash(tx, person_id, key));  // the claimer's own name
     GPUWERK_TRY(SshKeyTable::Insert(tx, key));
@@ -198,6 +200,18 @@ core::Result<ClaimResult> SshKeyRegistry::Claim(const std::string& person_id, st
     result.key = key;
     return result;
   });
+  // The former owner's instances no longer take this key: their relay sessions end now.
+  if (claimed && !former_owner.empty()) {
+    PublishKeyGone(fingerprint, former_owner, "SSH key claimed by another account");
+  }
+  return claimed;
+}
+
+void SshKeyRegistry::PublishKeyGone(const std::string& fingerprint, const std::string& person_id,
+                                    const char* reason) {
+  if (access_changes_ == nullptr) return;
+  access_changes_->Publish(
+      {.person_ids = {person_id}, .key_fingerprints = {fingerprint}, .reason = reason});
 }
 
 core::Result<SshKeyPage> SshKeyRegistry::List(const std::string& person_id, int page) {
@@ -222,12 +236,16 @@ core::Result<SshKeyPage> SshKeyRegistry::List(store::Transaction& tx, const std:
 core::Result<void> SshKeyRegistry::Delete(const std::string& person_id, std::string_view id,
                                           const std::string& source_address) {
   const std::string key_id(id);
-  return db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+  std::string fingerprint;
+  auto deleted = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(auto key, SshKeyTable::FindOwned(tx, person_id, key_id));
     if (!key) return core::NotFound("SSH key");
+    fingerprint = key->fingerprint;
     return DeleteIn(tx, *key, person_id, "ssh_key.delete", nlohmann::json::object(),
                     source_address);
   });
+  if (deleted) PublishKeyGone(fingerprint, person_id, "SSH key deleted");
+  return deleted;
 }
 
 core::Result<SshKey> SshKeyRegistry::Release(const std::string& operator_id,
@@ -235,7 +253,7 @@ core::Result<SshKey> SshKeyRegistry::Release(const std::string& operator_id,
                                              const std::string& source_address) {
   GPUWERK_ASSIGN_OR_RETURN(PublicKey parsed, ParsePublicKey(public_key_text));
   const std::string fingerprint = parsed.Fingerprint();
-  return db_.Write([&](store::Transaction& tx) -> core::Result<SshKey> {
+  auto released = db_.Write([&](store::Transaction& tx) -> core::Result<SshKey> {
     GPUWERK_ASSIGN_OR_RETURN(auto key, SshKeyTable::FindByFingerprint(tx, fingerprint));
     if (!key) {
       return core::Fail(core::ErrorCode::kNotFound, "not_found",
@@ -245,6 +263,8 @@ core::Result<SshKey> SshKeyRegistry::Release(const std::string& operator_id,
                          {{"former_owner_id", key->person_id}}, source_address));
     return *std::move(key);
   });
+  if (released) PublishKeyGone(fingerprint, released->person_id, "SSH key released");
+  return released;
 }
 
 core::Result<void> SshKeyRegistry::DeleteIn(store::Transaction& tx, const SshKey& key,

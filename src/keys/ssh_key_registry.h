@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/access_change_feed.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -145,7 +146,16 @@ class SshKeyRegistry {
   core::Result<SshKey> Release(const std::string& operator_id, std::string_view public_key_text,
                                const std::string& source_address);
 
+  /// Delete, Release and a Claim that takes a key from another account publish the key's
+  /// fingerprint and its former owner to `feed` once committed (core::AccessChangeFeed: relay
+  /// sessions that logged in with it are checked again at once). Optional; `feed` must outlive
+  /// the registry. Call before use.
+  void SetAccessChangeFeed(core::AccessChangeFeed* feed) { access_changes_ = feed; }
+
  private:
+  /// Publishes that `person_id` no longer holds the key `fingerprint` (when a feed is set).
+  void PublishKeyGone(const std::string& fingerprint, const std::string& person_id,
+                      const char* reason);
   /// Deletes `key` inside `tx` unless something holds it (R-5: key_in_use, naming what), and
   /// audits `action` by `actor_id` with the key's name and fingerprint plus `detail`.
   core::Result<void> DeleteIn(store::Transaction& tx, const SshKey& key,
@@ -157,6 +167,7 @@ class SshKeyRegistry {
   core::Rng& rng_;
   KeyUsers key_users_;
   KeyClaimedAway claimed_away_;
+  core::AccessChangeFeed* access_changes_ = nullptr;
 };
 
 }  // namespace gpuwerk::keys

@@ -82,6 +82,7 @@ nlohmann::json ToJson(const ContainerReport& r) {
                       {"error", r.error}};
   // Only when known: a server from before host keys refuses the member.
   if (!r.ssh_host_key.empty()) j["ssh_host_key"] = r.ssh_host_key;
+  if (!r.finished_at.empty()) j["finished_at"] = r.finished_at;
   return j;
 }
 
@@ -191,9 +192,9 @@ core::Result<EngineHealth> EngineHealthFromJson(const nlohmann::json& json,
 core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json,
                                                       const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
-  GPUWERK_TRY(
-      r.Only({"instance_id", "node_index", "container_id", "state", "exit_code", "started_at",
-              "ssh_port", "ssh_ready", "restart_generation", "error", "ssh_host_key"}));
+  GPUWERK_TRY(r.Only({"instance_id", "node_index", "container_id", "state", "exit_code",
+                      "started_at", "finished_at", "ssh_port", "ssh_ready", "restart_generation",
+                      "error", "ssh_host_key"}));
   ContainerReport c;
   GPUWERK_ASSIGN_OR_RETURN(c.instance_id, r.String("instance_id"));
   GPUWERK_ASSIGN_OR_RETURN(c.node_index, IntField(r, "node_index"));
@@ -201,6 +202,12 @@ core::Result<ContainerReport> ContainerReportFromJson(const nlohmann::json& json
   GPUWERK_ASSIGN_OR_RETURN(c.state, r.String("state"));
   GPUWERK_ASSIGN_OR_RETURN(c.exit_code, IntField(r, "exit_code"));
   GPUWERK_ASSIGN_OR_RETURN(c.started_at, r.String("started_at"));
+  if (json.contains("finished_at")) {
+    GPUWERK_ASSIGN_OR_RETURN(c.finished_at, r.String("finished_at"));
+    if (c.finished_at.size() > 64) {
+      return core::Fail(FieldError(r.Path("finished_at"), "must be at most 64 characters"));
+    }
+  }
   GPUWERK_ASSIGN_OR_RETURN(int64_t port, r.IntIn("ssh_port", 0, 65535));
   c.ssh_port = static_cast<uint16_t>(port);
   GPUWERK_ASSIGN_OR_RETURN(c.ssh_ready, r.Bool("ssh_ready"));

@@ -75,6 +75,10 @@ struct ContainerReport {
   std::string state;  ///< the engine's state name, or "unknown" when the engine could not be asked
   int exit_code = 0;
   std::string started_at;  ///< RFC 3339 as the engine sent it
+  /// Its last finish time, RFC 3339 as the engine sent it (Docker's "0001-01-01T00:00:00Z" when it
+  /// never finished); "" when unknown, and then not sent. Billing's evidence after a silence
+  /// (docs/billing.md "Evidence"). At most 64 characters.
+  std::string finished_at;
   uint16_t ssh_port = 0;   ///< the host port sshd is published on; 0 when none
   bool ssh_ready = false;  ///< sshd accepted the person's key (docs/agent-protocol.md, Readiness)
   int64_t restart_generation = 0;  ///< the generation last applied to this container

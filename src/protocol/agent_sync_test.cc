@@ -97,6 +97,21 @@ TEST(AgentSyncRequestTest, SshHostKeyIsOptionalAndBounded) {
   EXPECT_EQ(long_key.error().details.value("field", ""), "containers[0].ssh_host_key");
 }
 
+// Finish time (docs/billing.md "Evidence"): sent only when the engine gave one, read back, a string
+// of at most 64 characters.
+TEST(AgentSyncRequestTest, FinishedAtIsOptionalAndBounded) {
+  EXPECT_FALSE(ToJson(SampleRequest())["containers"][0].contains("finished_at"));
+  AgentSyncRequest r = SampleRequest();
+  r.containers[0].finished_at = "2026-11-30T05:00:00.123456789Z";
+  json j = ToJson(r);
+  EXPECT_EQ(j["containers"][0]["finished_at"], "2026-11-30T05:00:00.123456789Z");
+  EXPECT_EQ(AgentSyncRequestFromJson(j).value(), r);
+  j["containers"][0]["finished_at"] = std::string(65, '1');
+  auto long_time = AgentSyncRequestFromJson(j);
+  ASSERT_FALSE(long_time);
+  EXPECT_EQ(long_time.error().details.value("field", ""), "containers[0].finished_at");
+}
+
 DriftReport SampleDrift() {
   return {.instance_id = "ins_a",
           .node_index = 0,

@@ -297,6 +297,39 @@ core::Error TooLarge(const std::string& base_url) {
 
 }  // namespace
 
+/// A libcurl share handle holding one connection cache, with the locks libcurl asks for.
+struct ApiClient::SharedConnections {
+  CURLSH* handle = nullptr;
+  std::mutex mu[CURL_LOCK_DATA_LAST];
+
+  SharedConnections() {
+    handle = curl_share_init();
+    if (handle == nullptr) return;
+    curl_share_setopt(handle, CURLSHOPT_LOCKFUNC, &Lock);
+    curl_share_setopt(handle, CURLSHOPT_UNLOCKFUNC, &Unlock);
+    curl_share_setopt(handle, CURLSHOPT_USERDATA, this);
+    curl_share_setopt(handle, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    curl_share_setopt(handle, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+  }
+  ~SharedConnections() {
+    if (handle != nullptr) curl_share_cleanup(handle);
+  }
+  SharedConnections(const SharedConnections&) = delete;
+  SharedConnections& operator=(const SharedConnections&) = delete;
+
+  static void Lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
+    static_cast<SharedConnections*>(self)->mu[data].lock();
+  }
+  static void Unlock(CURL*, curl_lock_data data, void* self) {
+    static_cast<SharedConnections*>(self)->mu[data].unlock();
+  }
+};
+
+void ApiClient::ShareConnections() {
+  core::CurlGlobalInitOnce();
+  if (!shared_) shared_ = std::make_shared<SharedConnections>();
+}
+
 ApiClient ApiClient::ForService(std::string base_url, std::string token, std::string user_agent,
                                 std::chrono::milliseconds timeout) {
   ApiClient client(std::move(base_url), std::move(token));
@@ -332,6 +365,7 @@ core::Result<ApiResponse> ApiClient::Call(std::string_view method, std::string_v
   core::CurlList header_list(HeaderList(token_, all_headers));
 
   SetCommonOptions(c, url, error_buffer, header_list.get(), limit, user_agent_, cookie_);
+  if (shared_ && shared_->handle != nullptr) curl_easy_setopt(c, CURLOPT_SHARE, shared_->handle);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limit.count()));
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -98,6 +99,12 @@ class ApiClient {
   /// long poll). `cancelled` must outlive the client; nullptr (the default) for none.
   void SetCancelFlag(const std::atomic<bool>* cancelled) { cancelled_ = cancelled; }
 
+  /// Makes this client's calls (and its copies') take their connection from one shared cache
+  /// (libcurl's share interface, CURL_LOCK_DATA_CONNECT), so that requests one after the other
+  /// reuse one kept-alive connection instead of opening one each (the relay's re-checks). Calls
+  /// stay thread-safe; concurrent calls still open their own connection.
+  void ShareConnections();
+
   /// The base URL, without a trailing "/".
   const std::string& base_url() const { return base_url_; }
 
@@ -148,6 +155,8 @@ class ApiClient {
   std::string user_agent_ = "gpuwerk-cli";
   std::string unreachable_hint_ = "Is it running? Set GPUWERK_URL or run 'gpuwerk login --url URL'";
   const std::atomic<bool>* cancelled_ = nullptr;
+  struct SharedConnections;
+  std::shared_ptr<SharedConnections> shared_;  ///< set by ShareConnections
   std::chrono::milliseconds timeout_{std::chrono::seconds(30)};
 };
 

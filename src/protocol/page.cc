@@ -7,7 +7,10 @@
 namespace gpuwerk::protocol {
 
 nlohmann::json ToJson(const Page& p) {
-  return {{"items", p.items}, {"page", p.page}, {"pages", p.pages}, {"total", p.total}};
+  nlohmann::json j = {{"items", p.items}, {"page", p.page}, {"pages", p.pages}, {"total", p.total}};
+  if (!p.next.empty()) j["next"] = p.next;
+  if (!p.prev.empty()) j["prev"] = p.prev;
+  return j;
 }
 
 core::Result<Page> PageFromJson(const nlohmann::json& json) {
@@ -19,6 +22,12 @@ core::Result<Page> PageFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(p.page, r.IntIn("page", 0, kMax));
   GPUWERK_ASSIGN_OR_RETURN(p.pages, r.IntIn("pages", 0, kMax));
   GPUWERK_ASSIGN_OR_RETURN(p.total, r.IntIn("total", 0, kMax));
+  if (r.Has("next")) {
+    GPUWERK_ASSIGN_OR_RETURN(p.next, r.String("next", 200));
+  }
+  if (r.Has("prev")) {
+    GPUWERK_ASSIGN_OR_RETURN(p.prev, r.String("prev", 200));
+  }
   return p;
 }
 

@@ -53,6 +53,13 @@ TEST(PageTest, RoundTripsAndIsStrict) {
   EXPECT_EQ(PageFromJson(j).value(), p);
   ExpectStrict(ToJson(Page{.items = json::array(), .page = 1, .pages = 0, .total = 0}),
                PageFromJson);
+  // Keyset-paged lists carry cursors.
+  const Page cursors{.items = json::array(), .page = 1, .pages = 2, .total = 20, .next = "5.bil_a"};
+  EXPECT_EQ(ToJson(cursors).count("prev"), 0u);
+  EXPECT_EQ(PageFromJson(ToJson(cursors)).value(), cursors);
+  json number_cursor = ToJson(cursors);
+  number_cursor["next"] = 5;
+  EXPECT_FALSE(PageFromJson(number_cursor));
   json negative = j;
   negative["total"] = -1;
   auto r = PageFromJson(negative);

@@ -136,4 +136,92 @@ core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json) 
   return out;
 }
 
+nlohmann::json ToJson(const RelayRecheckRequest& r) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& i : r.relay_sessions) {
+    items.push_back({{"id", i.id},
+                     {"instance_id", i.instance_id},
+                     {"login", i.login},
+                     {"request", ToJson(i.request)}});
+  }
+  return {{"relay_sessions", std::move(items)}};
+}
+
+nlohmann::json ToJson(const std::vector<RelayRecheckResult>& results) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& r : results) {
+    nlohmann::json item = {{"id", r.id}, {"allowed", r.allowed}};
+    if (!r.allowed) item["message"] = r.message;
+    items.push_back(std::move(item));
+  }
+  return {{"results", std::move(items)}};
+}
+
+nlohmann::json ToJson(const RelayAccessChange& c) {
+  return {{"instance_ids", c.instance_ids},
+          {"person_ids", c.person_ids},
+          {"key_fingerprints", c.key_fingerprints},
+          {"reason", c.reason}};
+}
+
+core::Result<RelayRecheckRequest> RelayRecheckRequestFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_TRY(r.Only({"relay_sessions"}));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* items, r.Array("relay_sessions"));
+  if (items->size() > kMaxRecheckBatch) {
+    return core::Fail(FieldError(
+        "relay_sessions",
+        "must have at most " + std::to_string(kMaxRecheckBatch) + " items; send several batches"));
+  }
+  RelayRecheckRequest out;
+  for (size_t i = 0; i < items->size(); ++i) {
+    GPUWERK_ASSIGN_OR_RETURN(FieldReader item,
+                             FieldReader::Open((*items)[i], r.Path("relay_sessions", i)));
+    GPUWERK_TRY(item.Only({"id", "instance_id", "login", "request"}));
+    RelayRecheckItem one;
+    GPUWERK_ASSIGN_OR_RETURN(one.id, item.String("id", kMaxId, 1));
+    GPUWERK_ASSIGN_OR_RETURN(one.instance_id, item.String("instance_id", kMaxId, 1));
+    GPUWERK_ASSIGN_OR_RETURN(one.login, item.String("login", kMaxReportText, 1));
+    GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* request, item.Object("request"));
+    GPUWERK_ASSIGN_OR_RETURN(one.request, RelayAuthorizeRequestFromJson(*request));
+    out.relay_sessions.push_back(std::move(one));
+  }
+  return out;
+}
+
+core::Result<std::vector<RelayRecheckResult>> RelayRecheckResultsFromJson(
+    const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* items, r.Array("results"));
+  std::vector<RelayRecheckResult> out;
+  for (size_t i = 0; i < items->size(); ++i) {
+    GPUWERK_ASSIGN_OR_RETURN(FieldReader item,
+                             FieldReader::Open((*items)[i], r.Path("results", i)));
+    RelayRecheckResult one;
+    GPUWERK_ASSIGN_OR_RETURN(one.id, item.String("id"));
+    GPUWERK_ASSIGN_OR_RETURN(one.allowed, item.Bool("allowed"));
+    if (!one.allowed && item.Has("message")) {
+      GPUWERK_ASSIGN_OR_RETURN(one.message, item.String("message"));
+    }
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
+core::Result<RelayAccessChange> RelayAccessChangeFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  RelayAccessChange c;
+  GPUWERK_ASSIGN_OR_RETURN(c.instance_ids, r.Strings("instance_ids"));
+  GPUWERK_ASSIGN_OR_RETURN(c.person_ids, r.Strings("person_ids"));
+  GPUWERK_ASSIGN_OR_RETURN(c.key_fingerprints, r.Strings("key_fingerprints"));
+  GPUWERK_ASSIGN_OR_RETURN(c.reason, r.String("reason"));
+  for (const auto* list : {&c.instance_ids, &c.person_ids, &c.key_fingerprints}) {
+    if (list->size() > kMaxRecheckBatch) {
+      return core::Fail(
+          FieldError("", "lists at most " + std::to_string(kMaxRecheckBatch) + " items each"));
+    }
+  }
+  return c;
+}
+
 }  // namespace gpuwerk::protocol

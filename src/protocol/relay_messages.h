@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -86,6 +87,58 @@ struct RelayRestarted {
 
   bool operator==(const RelayRestarted&) const = default;
 };
+
+/// One open relay session in `POST /api/v1/relay/recheck` (docs/ssh.md "Revocation"):
+/// `{"id":"rls_…","instance_id":…,"login":…,"request":{…RelayAuthorizeRequest…}}`. `id` and
+/// `instance_id` have 1–256 characters, `login` 1–512.
+struct RelayRecheckItem {
+  std::string id;  ///< the relay session's id
+  std::string instance_id;
+  std::string login;
+  RelayAuthorizeRequest request;  ///< what the relay asked at login
+  bool operator==(const RelayRecheckItem&) const = default;
+};
+
+/// The most relay sessions one `POST /api/v1/relay/recheck` may carry; a relay with more
+/// sends several batches.
+inline constexpr size_t kMaxRecheckBatch = 1000;
+
+/// The body of `POST /api/v1/relay/recheck`: `{"relay_sessions":[RelayRecheckItem…]}`, at most
+/// kMaxRecheckBatch items.
+struct RelayRecheckRequest {
+  std::vector<RelayRecheckItem> relay_sessions;
+};
+
+/// One result of `POST /api/v1/relay/recheck`, in the order asked:
+/// `{"id":…,"allowed":true}` or `{"id":…,"allowed":false,"message":…}` (for the person).
+struct RelayRecheckResult {
+  std::string id;
+  bool allowed = false;
+  std::string message;
+  bool operator==(const RelayRecheckResult&) const = default;
+};
+
+/// One `event: access` of `GET /api/v1/relay/watch` (server-sent events): what may have lost
+/// access (core::AccessChange): `{"instance_ids":[…],"person_ids":[…],"key_fingerprints":[…],
+/// "reason":…}`, each list at most kMaxRecheckBatch strings.
+struct RelayAccessChange {
+  std::vector<std::string> instance_ids;
+  std::vector<std::string> person_ids;
+  std::vector<std::string> key_fingerprints;
+  std::string reason;
+  bool operator==(const RelayAccessChange&) const = default;
+};
+
+nlohmann::json ToJson(const RelayRecheckRequest& request);
+nlohmann::json ToJson(const std::vector<RelayRecheckResult>& results);
+nlohmann::json ToJson(const RelayAccessChange& change);
+/// Errors: invalid_field, also for more than kMaxRecheckBatch items.
+core::Result<RelayRecheckRequest> RelayRecheckRequestFromJson(const nlohmann::json& json);
+/// `{"results":[…]}`. Errors: invalid_field.
+core::Result<std::vector<RelayRecheckResult>> RelayRecheckResultsFromJson(
+    const nlohmann::json& json);
+/// Errors: invalid_field.
+core::Result<RelayAccessChange> RelayAccessChangeFromJson(const nlohmann::json& json);
 
 nlohmann::json ToJson(const RelayAuthorizeRequest& request);
 nlohmann::json ToJson(const RelayAuthorizeDecision& decision);

@@ -164,5 +164,55 @@ TEST(RelayRequestsTest, RefuseMembersTheyDoNotKnow) {
   expect_refused(RelayRestartedFromJson(restarted), "closed");
 }
 
+// Issue 12 finding 6: the batched re-check and the watch stream's events.
+TEST(RelayRecheckTest, RequestResultsAndAccessChangesRoundTrip) {
+  const RelayRecheckRequest req{.relay_sessions = {{.id = "rls_1",
+                                                    .instance_id = "ins_1",
+                                                    .login = "root",
+                                                    .request = {.user = "alpha-k3x7q",
+                                                                .key_type = "ssh-ed25519",
+                                                                .public_key = "AAAA",
+                                                                .fingerprint = "SHA256:x",
+                                                                .source_address = "192.0.2.1"}}}};
+  const auto back = RelayRecheckRequestFromJson(ToJson(req));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->relay_sessions, req.relay_sessions);
+
+  const std::vector<RelayRecheckResult> results = {{.id = "rls_1", .allowed = true},
+                                                   {.id = "rls_2", .message = "gone"}};
+  const json j = ToJson(results);
+  EXPECT_FALSE(j["results"][0].contains("message"));
+  EXPECT_EQ(RelayRecheckResultsFromJson(j).value(), results);
+
+  const RelayAccessChange change{
+      .instance_ids = {"ins_1"}, .key_fingerprints = {"SHA256:x"}, .reason = "instance deleted"};
+  EXPECT_EQ(RelayAccessChangeFromJson(ToJson(change)).value(), change);
+}
+
+TEST(RelayRecheckTest, RefusesUnknownMembersAndOversizedBatches) {
+  json item = {{"id", "rls_1"},
+               {"instance_id", "ins_1"},
+               {"login", "root"},
+               {"request",
+                {{"user", "u"},
+                 {"key_type", "t"},
+                 {"public_key", "k"},
+                 {"fingerprint", "f"},
+                 {"source_address", "192.0.2.1"}}}};
+  json extra = item;
+  extra["admin"] = true;
+  EXPECT_EQ(RelayRecheckRequestFromJson({{"relay_sessions", {extra}}}).error().api_code,
+            "invalid_field");
+  json many = json::array();
+  for (size_t i = 0; i <= kMaxRecheckBatch; ++i) many.push_back(item);
+  const auto too_many = RelayRecheckRequestFromJson({{"relay_sessions", many}});
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error().api_code, "invalid_field");
+  EXPECT_EQ(RelayRecheckRequestFromJson({{"relay_sessions", json::array()}})
+                .value()
+                .relay_sessions.size(),
+            0u);
+}
+
 }  // namespace
 }  // namespace gpuwerk::protocol

@@ -1,5 +1,7 @@
 #include "relay/http_relay_authorizer.h"
 
+#include <algorithm>
+
 namespace gpuwerk::relay {
 
 protocol::RelayAuthorizeRequest ToWire(const AuthorizeRequest& r) {
@@ -31,12 +33,12 @@ AuthorizeDecision FromWire(const protocol::RelayAuthorizeDecision& d) {
 HttpRelayAuthorizer::HttpRelayAuthorizer(std::string server_url, std::string token,
                                          std::chrono::milliseconds timeout)
     : api_(protocol::ApiClient::ForService(std::move(server_url), std::move(token), "gpuwerk-relay",
-                                           timeout)) {}
+                                           timeout)) {
+  api_.ShareConnections();
+}
 
-core::Result<AuthorizeDecision> HttpRelayAuthorizer::Authorize(const AuthorizeRequest& request) {
-  const std::string url = api_.base_url() + kPath;
-  const nlohmann::json body = protocol::ToJson(ToWire(request));
-  auto answer = api_.Call("POST", kPath, &body);
+core::Result<void> HttpRelayAuthorizer::CheckStatus(
+    const core::Result<protocol::ApiResponse>& answer, const std::string& url) const {
   if (!answer) {
     return core::Fail(core::ErrorCode::kUnavailable, "server_unavailable", answer.error().message);
   }
@@ -50,6 +52,14 @@ core::Result<AuthorizeDecision> HttpRelayAuthorizer::Authorize(const AuthorizeRe
     return core::Fail(core::ErrorCode::kUnavailable, "server_error",
                       "the server at " + url + " answered " + std::to_string(status));
   }
+  return {};
+}
+
+core::Result<AuthorizeDecision> HttpRelayAuthorizer::Authorize(const AuthorizeRequest& request) {
+  const std::string url = api_.base_url() + kPath;
+  const nlohmann::json body = protocol::ToJson(ToWire(request));
+  auto answer = api_.Call("POST", kPath, &body);
+  GPUWERK_TRY(CheckStatus(answer, url));
   auto decision = protocol::RelayAuthorizeDecisionFromJson(answer->body);
   if (!decision) {
     return core::Fail(
@@ -57,6 +67,42 @@ core::Result<AuthorizeDecision> HttpRelayAuthorizer::Authorize(const AuthorizeRe
         "the server's authorize answer is not understood: " + decision.error().message);
   }
   return FromWire(*decision);
+}
+
+core::Result<std::vector<RecheckVerdict>> HttpRelayAuthorizer::Recheck(
+    const std::vector<RecheckItem>& items) {
+  const std::string url = api_.base_url() + kRecheckPath;
+  std::vector<RecheckVerdict> verdicts;
+  verdicts.reserve(items.size());
+  for (size_t start = 0; start < items.size(); start += protocol::kMaxRecheckBatch) {
+    const size_t end = std::min(items.size(), start + protocol::kMaxRecheckBatch);
+    protocol::RelayRecheckRequest batch;
+    for (size_t i = start; i < end; ++i) {
+      batch.relay_sessions.push_back({.id = items[i].relay_session_id,
+                                      .instance_id = items[i].instance_id,
+                                      .login = items[i].login,
+                                      .request = ToWire(items[i].request)});
+    }
+    const nlohmann::json body = protocol::ToJson(batch);
+    auto answer = api_.Call("POST", kRecheckPath, &body);
+    GPUWERK_TRY(CheckStatus(answer, url));
+    auto results = protocol::RelayRecheckResultsFromJson(answer->body);
+    if (!results || results->size() != end - start) {
+      return core::Fail(core::ErrorCode::kUnavailable, "bad_recheck_response",
+                        "the server's recheck answer is not understood: " +
+                            (results ? std::string("not one result per relay session")
+                                     : results.error().message));
+    }
+    for (size_t i = start; i < end; ++i) {
+      const auto& r = (*results)[i - start];
+      if (r.id != items[i].relay_session_id) {
+        return core::Fail(core::ErrorCode::kUnavailable, "bad_recheck_response",
+                          "the server's recheck answer is not in the order asked");
+      }
+      verdicts.push_back({.allowed = r.allowed, .message = r.message});
+    }
+  }
+  return verdicts;
 }
 
 }  // namespace gpuwerk::relay

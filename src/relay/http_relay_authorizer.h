@@ -25,15 +25,26 @@ AuthorizeDecision FromWire(const protocol::RelayAuthorizeDecision& decision);
 /// "relay_token_refused" (401 or 403), kUnavailable "server_error" (another status),
 /// kUnavailable "bad_authorize_response" (an answer not in the format,
 /// protocol::RelayAuthorizeDecisionFromJson: a refusal never becomes a permission). Thread-safe.
+/// Its requests share one kept-alive connection where the server keeps it open.
 class HttpRelayAuthorizer final : public RelayAuthorizer {
  public:
   HttpRelayAuthorizer(std::string server_url, std::string token,
                       std::chrono::milliseconds timeout = std::chrono::seconds(5));
   core::Result<AuthorizeDecision> Authorize(const AuthorizeRequest& request) override;
+  /// One `POST {server_url}/api/v1/relay/recheck` per protocol::kMaxRecheckBatch items, each
+  /// within `timeout`, on one kept-alive connection (protocol::ApiClient::ShareConnections).
+  /// Errors: Authorize's, with "bad_recheck_response" for an answer not in the format or not
+  /// one result per item in order.
+  core::Result<std::vector<RecheckVerdict>> Recheck(const std::vector<RecheckItem>& items) override;
 
   static constexpr const char* kPath = "/api/v1/relay/authorize";
+  static constexpr const char* kRecheckPath = "/api/v1/relay/recheck";
 
  private:
+  /// `answer`'s status as Authorize judges it: "" when 200, else the error.
+  core::Result<void> CheckStatus(const core::Result<protocol::ApiResponse>& answer,
+                                 const std::string& url) const;
+
   protocol::ApiClient api_;
 };
 

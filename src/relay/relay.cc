@@ -11,16 +11,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "core/logging.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "relay/internal/relay_connection.h"
 #include "relay/internal/source_limiter.h"
 #include "relay/internal/ssh_handles.h"
@@ -72,6 +76,26 @@ struct Relay::Impl {
   std::map<uint64_t, Entry> connections;
   std::mutex stop_mu;
   bool stopped = false;
+
+  // The re-check thread (docs/ssh.md "Revocation"): the backstop every recheck_interval, and
+  // the relay sessions pushed access changes name, at once.
+  std::thread recheck_thread;
+  std::mutex recheck_mu;  ///< guards the fields below
+  std::condition_variable recheck_cv;
+  bool recheck_stop = false;
+  bool recheck_all = false;                ///< every relay session, at once
+  std::set<uint64_t> recheck_ids;          ///< these connections, at once
+  std::atomic<uint64_t> recheck_calls{0};  ///< RelayAuthorizer::Recheck calls
+  std::atomic<uint64_t> failed_rechecks{0};
+  std::atomic<int> failed_in_a_row{0};
+  std::atomic<uint64_t> ended_by_recheck{0};
+  std::atomic<uint64_t> access_changes{0};  ///< RecheckRelaySessions calls (ConnectionContext)
+
+  void RecheckLoop();
+  /// One Recheck of `ids` (every authenticated connection when `all`); false when it failed.
+  bool RecheckOnce(bool all, const std::set<uint64_t>& ids);
+  /// Asks every authenticated connection to end with `reason`; how many.
+  int CloseAllAuthenticated(const std::string& reason);
 
   void AcceptLoop();
   void Reap(bool all);
@@ -193,6 +217,14 @@ void Relay::Impl::Serve(int fd, std::string source) {
   ctx.log = &log;
   ctx.relay_key_private = &relay_key.private_openssh;
   ctx.limiter = &limiter;
+  ctx.access_changes = &access_changes;
+  ctx.recheck = [this](uint64_t id) {
+    {
+      std::lock_guard lock(recheck_mu);
+      recheck_ids.insert(id);
+    }
+    recheck_cv.notify_all();
+  };
   std::lock_guard lock(mu);
   Entry& e = connections[control->id];
   e.control = control;
@@ -306,6 +338,7 @@ core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAut
                impl->host_key.fingerprint);
   Impl* raw = impl.get();
   impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
+  impl->recheck_thread = std::thread([raw] { raw->RecheckLoop(); });
   return std::unique_ptr<Relay>(new Relay(std::move(impl)));
 }
 
@@ -321,6 +354,12 @@ void Relay::Stop() {
   const uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(impl_->stop_fd, &one, sizeof one);
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  {
+    std::lock_guard lock(impl_->recheck_mu);
+    impl_->recheck_stop = true;
+  }
+  impl_->recheck_cv.notify_all();
+  if (impl_->recheck_thread.joinable()) impl_->recheck_thread.join();
   {
     std::lock_guard lock(impl_->mu);
     for (auto& [id, e] : impl_->connections) {
@@ -352,9 +391,152 @@ int Relay::CloseRelaySessionsForPerson(const std::string& person_id, const std::
       reason.empty() ? "your access to this instance has ended" : reason);
 }
 
+int Relay::RecheckRelaySessions(const core::AccessChange& change) {
+  auto has = [](const std::vector<std::string>& list, const std::string& v) {
+    return !v.empty() && std::find(list.begin(), list.end(), v) != list.end();
+  };
+  ++impl_->access_changes;  // before the scan: a login deciding now asks again (client_login)
+  std::set<uint64_t> ids;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (auto& [id, e] : impl_->connections) {
+      if (!e.control->authenticated || e.control->finished) continue;
+      std::lock_guard l2(e.control->mu);
+      if (has(change.instance_ids, e.control->instance_id) ||
+          has(change.person_ids, e.control->person_id) ||
+          has(change.key_fingerprints, e.control->request.key_fingerprint)) {
+        ids.insert(id);
+      }
+    }
+  }
+  if (ids.empty()) return 0;
+  {
+    std::lock_guard lock(impl_->recheck_mu);
+    impl_->recheck_ids.insert(ids.begin(), ids.end());
+  }
+  impl_->recheck_cv.notify_all();
+  return static_cast<int>(ids.size());
+}
+
+void Relay::RecheckAllRelaySessions() {
+  {
+    std::lock_guard lock(impl_->recheck_mu);
+    impl_->recheck_all = true;
+  }
+  impl_->recheck_cv.notify_all();
+}
+
+int Relay::Impl::CloseAllAuthenticated(const std::string& reason) {
+  const int n = CloseWhere([](const internal::ConnectionControl&) { return true; }, reason);
+  ended_by_recheck += static_cast<uint64_t>(n);
+  return n;
+}
+
+bool Relay::Impl::RecheckOnce(bool all, const std::set<uint64_t>& ids) {
+  struct Asked {
+    std::shared_ptr<internal::ConnectionControl> control;
+    std::string hostname;
+  };
+  std::vector<Asked> asked;
+  std::vector<RecheckItem> items;
+  {
+    std::lock_guard lock(mu);
+    for (auto& [id, e] : connections) {
+      if (!e.control->authenticated || e.control->finished || e.control->close_requested) continue;
+      if (!all && !ids.contains(id)) continue;
+      std::lock_guard l2(e.control->mu);
+      items.push_back({.relay_session_id = e.control->record_id,
+                       .request = e.control->request,
+                       .instance_id = e.control->instance_id,
+                       .login = e.control->login});
+      asked.push_back({e.control, e.control->hostname});
+    }
+  }
+  if (items.empty()) return true;
+  ++recheck_calls;
+  auto verdicts = authorizer.Recheck(items);  // may take up to the authorizer's timeout
+  if (!verdicts) {
+    ++failed_rechecks;
+    const auto& err = verdicts.error();
+    if (err.code == ErrorCode::kUnauthenticated || err.code == ErrorCode::kPermissionDenied) {
+      failed_in_a_row = 0;
+      const int n = CloseAllAuthenticated(
+          "the relay can no longer confirm anyone's access (its credential was refused), so "
+          "open connections are closed. Try again in a few minutes; if it keeps failing, tell "
+          "the operator of this service");
+      spdlog::error(
+          "relay: the control plane refused the relay's credential ({}); ended all {} open "
+          "relay session(s) (fail closed). Give the relay a valid token.",
+          core::BoundedPrintable(err.message), n);
+      return true;  // not a failure to count: the answer was clear
+    }
+    const int in_a_row = ++failed_in_a_row;
+    spdlog::warn("relay: re-check {} of {} failed: {}", in_a_row, options.max_failed_rechecks,
+                 core::BoundedPrintable(err.message));
+    if (in_a_row >= std::max(options.max_failed_rechecks, 1)) {
+      failed_in_a_row = 0;
+      const int n = CloseAllAuthenticated(
+          "the relay cannot reach the control plane to confirm your access, so this connection "
+          "is closed. Try again in a few minutes");
+      spdlog::error(
+          "relay: {} re-checks in a row failed; ended all {} open relay session(s) (fail "
+          "closed, max_failed_rechecks)",
+          in_a_row, n);
+    }
+    return false;
+  }
+  failed_in_a_row = 0;
+  if (verdicts->size() != items.size()) return false;  // the authorizer's contract: one each
+  for (size_t i = 0; i < items.size(); ++i) {
+    const RecheckVerdict& v = (*verdicts)[i];
+    if (v.allowed) continue;
+    ++ended_by_recheck;
+    const std::string reason = !v.message.empty()
+                                   ? core::BoundedPrintable(v.message)
+                                   : "your access to instance " + asked[i].hostname + " has ended";
+    spdlog::info("relay: relay session {} ({}) refused at re-check; ending it",
+                 asked[i].control->id, asked[i].control->record_id);
+    asked[i].control->RequestClose(reason);
+  }
+  return true;
+}
+
+void Relay::Impl::RecheckLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = options.recheck_interval;
+  const auto far = Clock::now() + std::chrono::hours(24 * 365);
+  auto next_full = interval.count() > 0 ? Clock::now() + interval : far;
+  while (true) {
+    bool all = false;
+    std::set<uint64_t> ids;
+    {
+      std::unique_lock lock(recheck_mu);
+      recheck_cv.wait_until(lock, next_full, [&] {
+        return recheck_stop || recheck_all || !recheck_ids.empty() || Clock::now() >= next_full;
+      });
+      if (recheck_stop) return;
+      all = recheck_all || Clock::now() >= next_full;
+      recheck_all = false;
+      ids.swap(recheck_ids);
+    }
+    const bool ok = RecheckOnce(all, ids);
+    if (!ok) {
+      // Try again soon, all of them: what failed may have included a pushed change.
+      next_full =
+          Clock::now() + std::max(options.recheck_retry_interval, std::chrono::milliseconds(1));
+    } else if (all) {
+      next_full = interval.count() > 0 ? Clock::now() + interval : far;
+    }
+  }
+}
+
 RelayStats Relay::Stats() const {
   RelayStats s;
   s.dropped_at_accept = impl_->dropped;
+  s.recheck_calls = impl_->recheck_calls;
+  s.failed_rechecks = impl_->failed_rechecks;
+  s.failed_rechecks_in_a_row = impl_->failed_in_a_row;
+  s.ended_by_recheck = impl_->ended_by_recheck;
   std::lock_guard lock(impl_->mu);
   for (auto& [id, e] : impl_->connections) {
     if (e.control->finished) continue;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/access_change_feed.h"
 #include "core/error.h"
 #include "relay/relay_authorizer.h"
 #include "relay/relay_session_log.h"
@@ -30,10 +31,25 @@ struct RelayOptions {
   /// Connecting and authenticating to the instance's sshd.
   std::chrono::milliseconds upstream_timeout{10'000};
 
-  /// How often an open relay session asks the authorizer again with the same user name and key;
-  /// a refusal or another target ends it (a safety net behind CloseRelaySessionsFor, which is the
-  /// immediate path). An authorizer error keeps the relay session open. Zero: never.
-  std::chrono::milliseconds reauthorize_interval{60'000};
+  // Re-checks of open relay sessions (docs/ssh.md "Revocation"; issue 12 finding 6). They run
+  // on the relay's re-check thread, never on a relay session's own thread: a slow answer never
+  // holds up data.
+
+  /// The backstop: every this often, all open relay sessions go to the authorizer in one batch
+  /// (RelayAuthorizer::Recheck); each refused, or sent elsewhere, ends. Access changes the
+  /// server pushes (RecheckRelaySessions) are checked at once, without waiting for it. Zero:
+  /// never (pushed changes only).
+  std::chrono::milliseconds recheck_interval{15'000};
+  /// After a failed re-check (no answer, a 5xx, an answer not understood), the next try comes
+  /// this much later instead of a whole recheck_interval.
+  std::chrono::milliseconds recheck_retry_interval{2'000};
+  /// Failed re-checks in a row after which every open relay session ends (fail closed), telling
+  /// the person that their access cannot be confirmed. A refused relay credential (401/403)
+  /// ends them all at the first. With the authorizer's timeout T, relay sessions end at most
+  /// recheck_interval + max_failed_rechecks × T + (max_failed_rechecks − 1) ×
+  /// recheck_retry_interval after the control plane stops answering (sooner when the relay's
+  /// watch stream notices, which asks at once: RecheckAllRelaySessions). At least 1.
+  int max_failed_rechecks = 3;
 
   // Admission (docs/ssh.md "Limits"; issue 12 finding 4). A "source" is the client address's
   // IPv4 /24 or IPv6 /64 (one attacker usually holds a whole one; one person rarely does).
@@ -91,6 +107,13 @@ struct RelayStats {
   int open_relay_sessions = 0;  ///< authenticated and connected upstream
   /// Connections closed at accept by an admission limit since the relay started.
   uint64_t dropped_at_accept = 0;
+  /// RelayAuthorizer::Recheck calls since the relay started, and how many of them failed.
+  uint64_t recheck_calls = 0;
+  uint64_t failed_rechecks = 0;
+  /// Failed re-checks since the last one that succeeded (max_failed_rechecks ends all).
+  int failed_rechecks_in_a_row = 0;
+  /// Relay sessions a re-check ended (refused, or failed closed) since the relay started.
+  uint64_t ended_by_recheck = 0;
 };
 
 /// The SSH front door (DESIGN.md; docs/ssh.md): an SSH server (libssh 0.10) that takes
@@ -134,6 +157,15 @@ class Relay {
   int CloseRelaySessionsFor(const std::string& instance_id, const std::string& reason = "");
   /// The same for every relay session of one person (their access ended: case C09).
   int CloseRelaySessionsForPerson(const std::string& person_id, const std::string& reason = "");
+
+  /// Asks the authorizer again, at once and on the re-check thread, about every open relay
+  /// session that `change` names (by instance, by person, or by the key it logged in with); those
+  /// refused end (docs/ssh.md "Revocation": the push path). Returns how many were queued for the
+  /// re-check. Thread-safe, never blocks on the authorizer.
+  int RecheckRelaySessions(const core::AccessChange& change);
+  /// Asks again about every open relay session at once (e.g. the relay's watch stream broke:
+  /// the control plane may be gone, or the relay's credential revoked). Thread-safe.
+  void RecheckAllRelaySessions();
 
   RelayStats Stats() const;
 

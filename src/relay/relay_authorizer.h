@@ -39,6 +39,21 @@ struct AuthorizeDecision {
   }
 };
 
+/// One open relay session, as the relay asks whether it may go on (RelayAuthorizer::Recheck).
+struct RecheckItem {
+  std::string relay_session_id;  ///< RelaySessionRecord::id ("rls_…")
+  AuthorizeRequest request;      ///< exactly what was authorized at login
+  std::string instance_id;       ///< where it went (RelayTarget::instance_id)
+  std::string login;             ///< as whom (RelayTarget::login)
+};
+
+/// The answer for one RecheckItem: whether the relay session may go on. It may when the same
+/// request would still be let through to the same instance as the same login.
+struct RecheckVerdict {
+  bool allowed = false;
+  std::string message;  ///< for the person when not allowed ("" → the relay's own wording)
+};
+
 /// The relay's routing and access decision (DESIGN.md; cases C06, C09): given the SSH
 /// user name, the proven public key and the source address, either a target or a refusal. The user
 /// name scheme is in docs/ssh.md (`<hostname>` or `<login>+<hostname>`; a bare `<login>` is
@@ -52,6 +67,17 @@ class RelayAuthorizer {
  public:
   virtual ~RelayAuthorizer() = default;
   virtual core::Result<AuthorizeDecision> Authorize(const AuthorizeRequest& request) = 0;
+
+  /// Whether each open relay session of `items` may go on: one verdict per item, in order. The
+  /// relay calls it off its data path (docs/ssh.md "Revocation"): from its re-check thread,
+  /// every RelayOptions::recheck_interval for all relay sessions and at once for those an
+  /// access change names. This default asks Authorize once per item and allows an item whose
+  /// target is the same instance and login; the server-backed implementation sends one batch
+  /// (`POST /api/v1/relay/recheck`).
+  /// Errors: Authorize's (the first one stops the batch). kUnauthenticated or
+  /// kPermissionDenied (the relay's credential refused) makes the relay end every relay session
+  /// at once; any other error counts as one failed re-check (RelayOptions::max_failed_rechecks).
+  virtual core::Result<std::vector<RecheckVerdict>> Recheck(const std::vector<RecheckItem>& items);
 };
 
 }  // namespace gpuwerk::relay

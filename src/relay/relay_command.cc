@@ -6,7 +6,8 @@
 namespace gpuwerk::relay {
 
 int RunRelayUntilSignal(const RelayOptions& options, RelayAuthorizer& authorizer,
-                        RelaySessionLog& log) {
+                        RelaySessionLog& log, const std::function<void(Relay&)>& started,
+                        const std::function<void()>& stopping) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -19,9 +20,11 @@ int RunRelayUntilSignal(const RelayOptions& options, RelayAuthorizer& authorizer
   }
   spdlog::info("relay: install this line in each instance's authorized_keys (the agent does): {}",
                (*relay)->relay_key_public_line());
+  if (started) started(**relay);
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("relay: stopping (signal {})", sig);
+  if (stopping) stopping();
   (*relay)->Stop();
   return 0;
 }

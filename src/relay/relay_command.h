@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include "relay/relay.h"
 
 namespace gpuwerk::relay {
@@ -11,7 +13,11 @@ namespace gpuwerk::relay {
 /// them with sigwait). Prints the relay key's public line and the host key's fingerprint to the
 /// log at start. Returns the process exit status: 0 after a clean stop, 1 when the relay cannot
 /// start (the reason is logged).
+///
+/// `started` (optional) runs once the relay listens, `stopping` before it stops (e.g. to start
+/// and stop an HttpRelayWatch on it).
 int RunRelayUntilSignal(const RelayOptions& options, RelayAuthorizer& authorizer,
-                        RelaySessionLog& log);
+                        RelaySessionLog& log, const std::function<void(Relay&)>& started = {},
+                        const std::function<void()>& stopping = {});
 
 }  // namespace gpuwerk::relay

@@ -19,12 +19,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -130,9 +132,9 @@ class RelayTest : public ::testing::Test {
     relay_ = std::move(*r);
   }
 
-  void StartRelay(uint16_t port, std::chrono::milliseconds reauthorize = 60s) {
+  void StartRelay(uint16_t port, std::chrono::milliseconds recheck = 60s) {
     RelayOptions o = BaseOptions(port);
-    o.reauthorize_interval = reauthorize;
+    o.recheck_interval = recheck;
     o.handshake_timeout = 2s;
     o.login_grace = 10s;
     StartRelay(o);
@@ -639,7 +641,7 @@ TEST_F(RelayTest, C09_CloseRelaySessionsForEndsAnOpenShellWithinASecond) {
 }
 
 TEST_F(RelayTest, C09_ReauthorizationEndsARelaySessionWhoseAccessWasRemoved) {
-  // The safety net behind CloseRelaySessionsFor: the relay asks again every interval.
+  // The backstop behind the pushed changes: the relay asks again every recheck_interval.
   relay_.reset();
   StartRelay(0, 300ms);
   CommandResult shell;
@@ -1652,6 +1654,175 @@ TEST_F(RelayAdmissionTest, FloodOfSilentConnectionsFromFiftySourcesLeavesLoginsT
     // The log stays bounded: one line per source a minute for the closes at accept.
     EXPECT_LE(drop_lines, 2);
   }
+}
+
+// Issue 12 finding 6 at the relay's seam (docs/ssh.md "Revocation"): re-checks run off the
+// data path, fail closed, and pushed changes re-check exactly what they name. The authorizer
+// in front of the in-memory one fails or hangs on demand; every wait is bounded by the
+// documented bound for the options set here.
+class ScriptedAuthorizer final : public RelayAuthorizer {
+ public:
+  explicit ScriptedAuthorizer(RelayAuthorizer& inner) : inner_(inner) {}
+  core::Result<AuthorizeDecision> Authorize(const AuthorizeRequest& r) override {
+    return inner_.Authorize(r);
+  }
+  core::Result<std::vector<RecheckVerdict>> Recheck(
+      const std::vector<RecheckItem>& items) override {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.wait(lock, [&] { return !held_; });
+    --waiting_;
+    sizes_.push_back(items.size());
+    if (fail_) {
+      outcomes_.push_back("failed");
+      return core::Fail(*fail_, "scripted", "scripted failure");
+    }
+    lock.unlock();
+    auto r = inner_.Recheck(items);
+    lock.lock();
+    outcomes_.push_back("ok");
+    return r;
+  }
+  void FailWith(core::ErrorCode code) {
+    std::lock_guard lock(mu_);
+    fail_ = code;
+  }
+  void Hold(bool held) {
+    {
+      std::lock_guard lock(mu_);
+      held_ = held;
+    }
+    cv_.notify_all();
+  }
+  bool Waiting() {
+    std::lock_guard lock(mu_);
+    return waiting_ > 0;
+  }
+  std::vector<std::string> Outcomes() {
+    std::lock_guard lock(mu_);
+    return outcomes_;
+  }
+  std::vector<size_t> Sizes() {
+    std::lock_guard lock(mu_);
+    return sizes_;
+  }
+
+ private:
+  RelayAuthorizer& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int waiting_ = 0;
+  std::optional<core::ErrorCode> fail_;  ///< set: every re-check fails with it
+  std::vector<std::string> outcomes_;
+  std::vector<size_t> sizes_;
+};
+
+class RelayFailClosedTest : public RelayTest {
+ protected:
+  void SetUp() override {
+    RelayTest::SetUp();
+    if (HasFatalFailure()) return;
+    relay_.reset();
+    options_ = BaseOptions(0);
+    options_.recheck_interval = std::chrono::hours(1);  // only what a test starts
+    options_.recheck_retry_interval = 200ms;
+    options_.max_failed_rechecks = 3;
+    auto r = Relay::Start(options_, scripted_, log_);
+    ASSERT_TRUE(r) << r.error().message;
+    relay_ = std::move(*r);
+  }
+  void TearDown() override {
+    scripted_.Hold(false);
+    if (relay_) relay_->Stop();
+  }
+  /// `ssh <user>@relay 'sleep 60'` on its own thread.
+  std::thread Open(const GeneratedKey& key, const std::string& user, CommandResult& out) {
+    return std::thread([this, &key, user, &out] {
+      out = RunCommand(Subdir(user), Ssh(key, user) + " 'sleep 60'");
+    });
+  }
+  /// The bound with an authorizer that fails at once: (max_failed_rechecks − 1) × retry, plus
+  /// a second for the threads here.
+  std::chrono::milliseconds FailClosedBound() const {
+    return (options_.max_failed_rechecks - 1) * options_.recheck_retry_interval + 1s;
+  }
+
+  ScriptedAuthorizer scripted_{authz_};
+  RelayOptions options_;
+};
+
+TEST_F(RelayFailClosedTest, F6_ARefusedCredentialEndsEveryRelaySessionAtTheFirstAnswer) {
+  CommandResult a, b;
+  std::thread ta = Open(alice_, "alpha-aaaaa", a);
+  std::thread tb = Open(bob_, "gamma-ccccc", b);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 2; }, 20s));
+  scripted_.FailWith(core::ErrorCode::kUnauthenticated);
+  relay_->RecheckAllRelaySessions();
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().ended_by_recheck == 2; }, 1s));
+  ta.join();
+  tb.join();
+  EXPECT_EQ(scripted_.Outcomes(), std::vector<std::string>{"failed"});  // one answer, no count
+  EXPECT_EQ(a.exit_code, 255);
+  EXPECT_NE(a.err.find("its credential was refused"), std::string::npos) << a.err;
+  EXPECT_EQ(b.exit_code, 255);
+}
+
+TEST_F(RelayFailClosedTest, F6_FailedRechecksEndRelaySessionsAfterTheBoundNotBefore) {
+  CommandResult a;
+  std::thread ta = Open(alice_, "alpha-aaaaa", a);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }, 20s));
+  scripted_.FailWith(core::ErrorCode::kUnavailable);
+  relay_->RecheckAllRelaySessions();
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().ended_by_recheck == 1; }, FailClosedBound()));
+  ta.join();
+  // The order: exactly max_failed_rechecks failures, and only then the end.
+  EXPECT_EQ(scripted_.Outcomes(), (std::vector<std::string>{"failed", "failed", "failed"}));
+  EXPECT_EQ(relay_->Stats().failed_rechecks, 3u);
+  EXPECT_EQ(a.exit_code, 255);
+  EXPECT_NE(a.err.find("cannot reach the control plane"), std::string::npos) << a.err;
+}
+
+TEST_F(RelayFailClosedTest, F6_AHeldRecheckDoesNotHoldUpData) {
+  CommandResult idle;
+  std::thread ti = Open(alice_, "alpha-aaaaa", idle);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }, 20s));
+  scripted_.Hold(true);
+  relay_->RecheckAllRelaySessions();
+  ASSERT_TRUE(WaitFor([&] { return scripted_.Waiting(); }, 5s));
+  // 1 MiB through a second relay session while the re-check hangs.
+  auto r = RunCommand(Subdir("data"), Ssh(alice_, "alpha-aaaaa") + " 'head -c 1048576 /dev/zero'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.size(), 1048576u);
+  EXPECT_TRUE(scripted_.Waiting());  // the data came through first
+  EXPECT_TRUE(scripted_.Outcomes().empty());
+  scripted_.Hold(false);
+  ASSERT_TRUE(WaitFor([&] { return scripted_.Outcomes().size() == 1; }, 5s));
+  EXPECT_EQ(relay_->Stats().ended_by_recheck, 0u);
+  relay_->Stop();
+  ti.join();
+}
+
+TEST_F(RelayFailClosedTest, F6_APushedChangeRechecksOnlyTheRelaySessionsItNames) {
+  CommandResult a, b;
+  std::thread ta = Open(alice_, "alpha-aaaaa", a);
+  std::thread tb = Open(bob_, "gamma-ccccc", b);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 2; }, 20s));
+  authz_.Remove("i-gamma");
+  EXPECT_EQ(relay_->RecheckRelaySessions({.instance_ids = {"i-gamma"}, .reason = "test"}), 1);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().ended_by_recheck == 1; }, 2s));
+  tb.join();
+  EXPECT_EQ(b.exit_code, 255);
+  EXPECT_NE(b.err.find("your access to instance gamma-ccccc has ended"), std::string::npos);
+  EXPECT_EQ(scripted_.Sizes(), std::vector<size_t>{1});                            // bob's alone
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_relay_sessions == 1; }));  // alice's
+  // By key fingerprint and by person too; nothing named, nothing asked.
+  EXPECT_EQ(relay_->RecheckRelaySessions({.person_ids = {"nobody"}}), 0);
+  EXPECT_EQ(relay_->RecheckRelaySessions({.person_ids = {"alice"}}), 1);
+  ASSERT_TRUE(WaitFor([&] { return scripted_.Sizes().size() == 2; }, 2s));
+  EXPECT_EQ(relay_->Stats().open_relay_sessions, 1);  // still allowed
+  relay_->Stop();
+  ta.join();
 }
 
 }  // namespace

@@ -158,7 +158,7 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
     GPUWERK_TRY(OnlyMembers(
         (*containers)[i],
         {"instance_id", "node_index", "container_id", "state", "exit_code", "started_at",
-         "ssh_port", "ssh_ready", "restart_generation", "error", "ssh_host_key"},
+         "finished_at", "ssh_port", "ssh_ready", "restart_generation", "error", "ssh_host_key"},
         "containers[" + std::to_string(i) + "]."));
     if (auto p = (*containers)[i].find("ssh_port");
         p != (*containers)[i].end() && !p->is_null() &&
@@ -190,6 +190,7 @@ core::Result<SyncReport> ParseSyncReport(const nlohmann::json& request) {
          .state = Clip(Str(c, "state"), 32),
          .exit_code = Int(c, "exit_code"),
          .started_at = Clip(Str(c, "started_at"), 64),
+         .finished_at = Clip(Str(c, "finished_at"), 64),
          .ssh_port = Int(c, "ssh_port"),
          .ssh_ready = ready != c.end() && ready->is_boolean() && ready->get<bool>(),
          .restart_generation = Int(c, "restart_generation"),
@@ -254,6 +255,11 @@ core::Result<nlohmann::json> AgentSync::Sync(const Host& host, const nlohmann::j
     if (!report.observed) return internal::DesiredAnswer(ctx);
     GPUWERK_ASSIGN_OR_RETURN(auto reported,
                              internal::RecordObservations(ctx, report.containers, here));
+    // Metering on evidence: before deletions finish, so a session's last sighting is this
+    // round. An engine that did not answer says nothing about containers.
+    if (report.engine_error.empty()) {
+      GPUWERK_TRY(internal::RecordBillingEvidence(ctx, report.containers, here));
+    }
     GPUWERK_TRY(internal::FinishDeletions(ctx, reported, here));
     GPUWERK_ASSIGN_OR_RETURN(mailed, internal::RecordDrift(ctx, report.drift, here));
     GPUWERK_ASSIGN_OR_RETURN(const bool key_mailed,

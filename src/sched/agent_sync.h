@@ -23,6 +23,9 @@ struct ContainerReport {
   std::string state;         ///< engine state, at most 32 bytes
   int64_t exit_code = 0;
   std::string started_at;  ///< at most 64 bytes
+  /// The engine's last finish time of the container ("" when the agent did not send it, Docker's
+  /// year 1 when it never finished); at most 64 bytes. Billing's evidence (docs/billing.md).
+  std::string finished_at;
   int64_t ssh_port = 0;
   bool ssh_ready = false;
   int64_t restart_generation = 0;  ///< the generation applied to the container

@@ -106,6 +106,8 @@ core::Result<std::optional<Instance>> InstanceService::CreateOnce(
         internal::HostTable::LoadCapacity(tx, gpu_type, type.hosts_per_instance, now,
                                           options_.host_unknown_after_seconds));
     if (!capacity.online) return std::optional<Instance>();
+    // a launch needs a payment method (joining the queue, above, needs none).
+    if (gate_) GPUWERK_TRY(gate_(tx, person_id, "launch"));
     // People already waiting for this type come first: a slot is only free for a direct
     // create when more instances fit than there are open entries (docs/queue.md).
     GPUWERK_ASSIGN_OR_RETURN(const int64_t ahead,
@@ -192,6 +194,7 @@ core::Result<Instance> InstanceService::Restart(const std::string& person_id,
           return core::Fail(core::ErrorCode::kFailedPrecondition, "instance_failed",
                             "This instance failed to start; delete it and create a new one.");
         }
+        if (gate_) GPUWERK_TRY(gate_(tx, person_id, "restart"));
         GPUWERK_TRY(InstanceTable::BumpRestart(tx, row.id));
         return audit::RecordAudit(
             tx, clock_, rng_,
@@ -206,7 +209,7 @@ core::Result<Instance> InstanceService::Restart(const std::string& person_id,
 core::Result<Instance> InstanceService::Delete(const std::string& person_id,
                                                std::string_view id_or_name,
                                                const std::string& source_address) {
-  return ChangeLive(
+  auto deleted = ChangeLive(
       person_id, id_or_name,
       [&](store::Transaction& tx, const InstanceRow& row, int64_t now) -> core::Result<void> {
         if (row.desired == DesiredState::kDeleted) return {};  // asked already
@@ -222,6 +225,11 @@ core::Result<Instance> InstanceService::Delete(const std::string& person_id,
         GPUWERK_TRY(internal::FinalizeIfGone(tx, clock_, rng_, row.id));
         return {};
       });
+  // Committed: its relay sessions end now (docs/ssh.md "Revocation"), not at the next re-check.
+  if (deleted && access_changes_ != nullptr) {
+    access_changes_->Publish({.instance_ids = {deleted->id}, .reason = "instance deleted"});
+  }
+  return deleted;
 }
 
 void InstanceService::WakeHost(const Instance& instance) {

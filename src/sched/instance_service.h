@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/access_change_feed.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -13,6 +14,7 @@
 #include "sched/desired_state_notifier.h"
 #include "sched/host_registry.h"
 #include "sched/instance_table.h"
+#include "sched/launch_gate.h"
 #include "sched/page.h"
 #include "sched/queue_service.h"
 #include "sched/sched_options.h"
@@ -105,10 +107,17 @@ class InstanceService {
   using InTransaction = std::function<core::Result<void>(store::Transaction&, const Instance&)>;
 
   /// `notifier` (optional, must outlive the service) is told about every host whose desired
-  /// state a create, restart or delete changed, after the change is committed.
+  /// state a create, restart or delete changed, after the change is committed. `gate`
+  /// (optional; empty lets everyone) decides inside a create's or restart's transaction whether
+  /// the person may launch (R-14: app/ installs the payment method check).
   InstanceService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
-                  DesiredStateNotifier* notifier = nullptr)
-      : db_(db), clock_(clock), rng_(rng), options_(std::move(options)), notifier_(notifier) {}
+                  DesiredStateNotifier* notifier = nullptr, LaunchGate gate = {})
+      : db_(db),
+        clock_(clock),
+        rng_(rng),
+        options_(std::move(options)),
+        notifier_(notifier),
+        gate_(std::move(gate)) {}
 
   /// Creates an instance and places it, in one transaction: instance, placements (one host per
   /// node, UNIQUE(host_id) so no host is ever given twice, C15), billing session, audit.
@@ -117,7 +126,9 @@ class InstanceService {
   /// entry has it, R-6); kFailedPrecondition no_capacity (details: gpu_type, queue {"offer":
   /// true}) when the type is online but full; kFailedPrecondition gpu_type_offline (details:
   /// gpu_type) when the type is not online (GpuType::online): the caller joins the queue instead
-  /// (issue 5: choosing a type that is not online enters the queue directly; the API does).
+  /// (issue 5: choosing a type that is not online enters the queue directly; the API does);
+  /// the gate's refusal (kPaymentRequired payment_method_required, R-14) when the type is online
+  /// and the person may not launch: nothing is created, `in_tx` does not run.
   ///
   /// A host is only free for a direct create when more instances of the type fit than there are
   /// open queue entries for it: the people waiting come first (R-11, docs/queue.md).
@@ -143,7 +154,8 @@ class InstanceService {
   /// Errors: not_found (also for another person's instance, R-19, and once finally deleted).
   core::Result<Instance> Get(const std::string& person_id, std::string_view id_or_name);
   /// Cycles the containers (restart_generation + 1, status `restarting`); same billing session.
-  /// Errors: not_found; kFailedPrecondition instance_deleting / instance_failed (C14).
+  /// Errors: not_found; kFailedPrecondition instance_deleting / instance_failed (C14); the
+  /// gate's refusal (kPaymentRequired payment_method_required, R-14): nothing changes.
   core::Result<Instance> Restart(const std::string& person_id, std::string_view id_or_name,
                                  const std::string& source_address);
   /// Asks for the instance's removal: desired `deleted`, status `deleting`, billing session
@@ -161,6 +173,10 @@ class InstanceService {
   core::Result<int64_t> MarkUnknownHosts(int64_t now_unix);
 
   const SchedOptions& options() const { return options_; }
+
+  /// Delete publishes the instance to `feed` once committed (core::AccessChangeFeed: its relay
+  /// sessions end at once). Optional; `feed` must outlive the service. Call before use.
+  void SetAccessChangeFeed(core::AccessChangeFeed* feed) { access_changes_ = feed; }
 
  private:
   /// Create(); nullopt when the type is not online (nothing created).
@@ -190,6 +206,8 @@ class InstanceService {
   core::Rng& rng_;
   SchedOptions options_;
   DesiredStateNotifier* notifier_;
+  LaunchGate gate_;
+  core::AccessChangeFeed* access_changes_ = nullptr;
 };
 
 /// What holds `person_id`'s SSH key `key_id`: their live instances and open queue entries,

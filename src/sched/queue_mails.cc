@@ -31,20 +31,22 @@ mail::Mail QueueLaunchMail(std::string_view to, std::string_view name, std::stri
 }
 
 mail::Mail QueuePassedOverMail(std::string_view to, std::string_view name,
-                               std::string_view gpu_type) {
+                               std::string_view gpu_type, std::string_view why) {
   mail::Mail m;
   m.to = std::string(to);
   m.subject = fmt::format("gpuwerk: your {} queue entry {} was passed over", gpu_type, name);
   m.text_body = fmt::format(
       "A {} host came free and your queue entry {} was first in line, but your account cannot "
-      "launch an instance right now (add a payment method). Your entry keeps its place: it is "
-      "launched as soon as you can launch and a host is free.\n\n-- gpuwerk\n",
-      gpu_type, name);
+      "launch an instance right now:\n\n    {}\n\nYour entry keeps its place: it is launched "
+      "as soon as you can launch and a host is free. You get this mail once until then.\n\n"
+      "-- gpuwerk\n",
+      gpu_type, name, why);
   m.html_body = fmt::format(
       "<p>A {} host came free and your queue entry <b>{}</b> was first in line, but your account "
-      "cannot launch an instance right now (add a payment method). Your entry keeps its place: "
-      "it is launched as soon as you can launch and a host is free.</p><p>-- gpuwerk</p>",
-      core::HtmlEscape(gpu_type), core::HtmlEscape(name));
+      "cannot launch an instance right now:</p><blockquote>{}</blockquote><p>Your entry keeps "
+      "its place: it is launched as soon as you can launch and a host is free. You get this "
+      "mail once until then.</p><p>-- gpuwerk</p>",
+      core::HtmlEscape(gpu_type), core::HtmlEscape(name), core::HtmlEscape(why));
   return m;
 }
 

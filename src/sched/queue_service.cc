@@ -40,7 +40,7 @@ QueueService::QueueService(store::Database& db, core::Clock& clock, core::Rng& r
       outbox_(outbox),
       mail_wake_(std::move(mail_wake)),
       notifier_(notifier),
-      can_launch_(can_launch ? std::move(can_launch) : [](const std::string&) { return true; }) {}
+      can_launch_(std::move(can_launch)) {}
 
 core::Result<QueueEntry> QueueService::Join(const std::string& person_id, std::string_view gpu_type,
                                             std::string_view name, std::string_view ssh_key_id,
@@ -201,12 +201,20 @@ core::Result<DrainResult> QueueService::DrainInTransaction(
     if (slot == nullptr) break;
     GPUWERK_ASSIGN_OR_RETURN(const internal::DrainCandidate* c, entries.Next());
     if (c == nullptr) break;
-    if (!can_launch_(c->entry.person_id)) {
-      // passed over, keeps its place; its owner is told once.
-      out.passed_over.push_back(c->entry.id);
-      GPUWERK_ASSIGN_OR_RETURN(bool mailed, internal::PassOver(ctx, *c));
-      effects.mailed = effects.mailed || mailed;
-      continue;
+    if (can_launch_) {
+      auto may = can_launch_(tx, c->entry.person_id, "launch");
+      if (!may && !IsLaunchRefusal(may.error())) return std::unexpected(may.error());
+      if (!may) {
+        // passed over, keeps its place; its owner is told once per streak.
+        out.passed_over.push_back(c->entry.id);
+        GPUWERK_ASSIGN_OR_RETURN(bool mailed, internal::PassOver(ctx, *c, may.error().message));
+        effects.mailed = effects.mailed || mailed;
+        continue;
+      }
+    }
+    // Its owner may launch: a pass-over streak ends (launched or not).
+    if (c->entry.passed_over_at) {
+      GPUWERK_TRY(QueueEntryTable::EndPassOverStreak(tx, c->entry.id));
     }
     GPUWERK_ASSIGN_OR_RETURN(auto launched, internal::LaunchEntry(ctx, *c, *slot));
     if (!launched) continue;  // kept its place, the reason recorded
@@ -260,6 +268,23 @@ core::Result<DrainResult> QueueService::DrainAll() {
     all.passed_over.insert(all.passed_over.end(), one.passed_over.begin(), one.passed_over.end());
   }
   return all;
+}
+
+core::Result<int64_t> QueueService::EndPassOverStreaks() {
+  return db_.Write([&](store::Transaction& tx) -> core::Result<int64_t> {
+    GPUWERK_ASSIGN_OR_RETURN(auto passed_over, QueueEntryTable::ListPassedOver(tx));
+    int64_t ended = 0;
+    for (const auto& e : passed_over) {
+      if (can_launch_) {
+        auto may = can_launch_(tx, e.person_id, "launch");
+        if (!may && !IsLaunchRefusal(may.error())) return std::unexpected(may.error());
+        if (!may) continue;
+      }
+      GPUWERK_TRY(QueueEntryTable::EndPassOverStreak(tx, e.id));
+      ++ended;
+    }
+    return ended;
+  });
 }
 
 core::Result<nlohmann::json> CancelEntriesHoldingAClaimedKey(store::Transaction& tx,

@@ -12,6 +12,7 @@
 #include "keys/ssh_key_registry.h"
 #include "mail/outbox.h"
 #include "sched/desired_state_notifier.h"
+#include "sched/launch_gate.h"
 #include "sched/page.h"
 #include "sched/sched_options.h"
 #include "sched/states.h"
@@ -60,19 +61,21 @@ struct DrainResult {
 /// Order: each entry takes the next `seq` of its GPU type when it joins and keeps it for life;
 /// an entry put back after a failed launch keeps its old `seq`, so its old place. Drain walks
 /// the open entries of a type by `seq` and launches, in one write transaction, each one whose
-/// owner may launch (`can_launch`) while free hosts remain; an entry whose owner may not is
-/// passed over, keeps its place and is launched ahead of later entries once its owner may
-/// (its owner is mailed once per time it is passed over). See docs/queue.md.
+/// owner may launch (the LaunchGate, R-14: a payment method on their billing account) while
+/// free hosts remain; an entry whose owner may not is passed over, keeps its place and is
+/// launched ahead of later entries once its owner may. Its owner is mailed once per pass-over
+/// streak: the streak (`passed_over_at` on the entry) ends when the entry launches or its owner
+/// may launch again (EndPassOverStreaks, the drain). See docs/queue.md.
 class QueueService {
  public:
-  /// Whether a person may launch now. The placeholder (the default) says yes to everyone until
-  /// billing lands (R-14: then, "has a payment method"). Called inside the drain's write
-  /// transaction: must be quick and must not touch the store through another connection.
-  using CanLaunch = std::function<bool(const std::string& person_id)>;
+  /// Whether a person may launch now: the same gate as a direct create's. Its refusal
+  /// (IsLaunchRefusal) passes the entry over; its other errors fail the drain.
+  using CanLaunch = LaunchGate;
 
   /// References must outlive the service. `outbox` stores the launch mails in the drain's
   /// transaction; `mail_wake` (optional) is called after a drain that enqueued mail commits;
-  /// `notifier` (optional) is told about the hosts that got an instance.
+  /// `notifier` (optional) is told about the hosts that got an instance; `can_launch`
+  /// (optional; empty lets everyone) is called inside the drain's transaction.
   QueueService(store::Database& db, core::Clock& clock, core::Rng& rng, SchedOptions options,
                mail::Outbox& outbox, std::function<void()> mail_wake = {},
                DesiredStateNotifier* notifier = nullptr, CanLaunch can_launch = {});
@@ -114,6 +117,11 @@ class QueueService {
                                   const std::vector<std::string>& freed_hosts = {});
   /// Drain() for every GPU type (the periodic worker). Errors: the first failure's.
   core::Result<DrainResult> DrainAll();
+  /// Ends the pass-over streak of every open entry whose owner may launch now (a payment method
+  /// was recorded: app/ calls this, then DrainAll), so that the next pass-over of such an entry
+  /// mails its owner again. One write transaction over the passed-over entries only. Returns
+  /// how many streaks ended. Errors: the gate's other than its refusal; the store's.
+  core::Result<int64_t> EndPassOverStreaks();
 
  private:
   /// What a committed drain must announce.

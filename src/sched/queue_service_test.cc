@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <set>
 
+#include "billing/manual_provider.h"
+#include "billing/payment_methods.h"
 #include "core/logging.h"
 #include "mail/outbox.h"
 #include "sched/agent_sync.h"
@@ -29,7 +31,12 @@ class QueueTest : public SchedStoreTest {
     outbox_ = std::make_unique<mail::Outbox>(*db_, clock_, rng_);
     queue_ = std::make_unique<QueueService>(
         *db_, clock_, rng_, options_, *outbox_, [this] { ++mail_wakes_; }, nullptr,
-        [this](const std::string& person) { return !blocked_.contains(person); });
+        [this](store::Transaction&, const std::string& person,
+               std::string_view) -> core::Result<void> {
+          if (!blocked_.contains(person)) return {};
+          return core::Fail(core::ErrorCode::kPaymentRequired, "payment_method_required",
+                            "Add a payment method.");
+        });
     sync_ = std::make_unique<AgentSync>(*db_, clock_, rng_, options_);
     for (const char* p : {"p0", "p1", "p2", "p3"}) AddPerson(p);
   }
@@ -157,6 +164,69 @@ TEST_F(QueueTest, PassedOverEntryKeepsItsPlace) {
   ASSERT_TRUE(queue_->Drain("spark-1x"));
   EXPECT_EQ(Status("p0"), "launched");  // ahead of p2, who joined later
   EXPECT_EQ(Status("p2"), "open");
+}
+
+// R-14 with the real gate (billing::PaymentMethods, manual provider): an entry whose owner has
+// no payment method is passed over at every drain while a host is free, keeps its place and its
+// owner is mailed once per pass-over streak; a recorded card ends the streak (a later streak
+// mails again), and with the card the entry launches.
+TEST_F(QueueTest, PassOverStreakMailsOnceAndEndsWithACard) {
+  billing::ManualProvider provider;
+  billing::PaymentMethods methods(*db_, clock_, rng_, provider);
+  QueueService queue(
+      *db_, clock_, rng_, options_, *outbox_, {}, nullptr,
+      [&](store::Transaction& tx, const std::string& person, std::string_view action) {
+        return methods.RequireForLaunch(tx, person, action);
+      });
+  const billing::CardFacts card{
+      .brand = "visa", .last4 = "4242", .exp_month = 12, .exp_year = 2099};
+  ASSERT_TRUE(methods.SetCard("op", "p1@example.test", card, "test"));
+  auto mails_to_p0 = [&](const std::string& subject_part) {
+    auto n = db_->Read([&](store::Transaction& tx) -> core::Result<int64_t> {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto row, tx.QueryOne("SELECT COUNT(*) FROM outbox_mails WHERE to_address = ? AND "
+                                "subject LIKE ?",
+                                {std::string("p0@example.test"), "%" + subject_part + "%"}));
+      return row->Int(0);
+    });
+    return n ? *n : -1;
+  };
+  auto j0 = queue.Join("p0", "spark-1x", "job-p0", "key_p0", "127.0.0.1");
+  ASSERT_TRUE(j0) << j0.error().message;
+  auto j1 = queue.Join("p1", "spark-1x", "job-p1", "key_p1", "127.0.0.1");
+  ASSERT_TRUE(j1) << j1.error().message;
+  AddHost("h1");
+  AddHost("h2");
+  // Three drains while h2 stays free: passed over each time, one mail.
+  for (int i = 0; i < 3; ++i) {
+    auto drained = queue.Drain("spark-1x");
+    ASSERT_TRUE(drained) << drained.error().message;
+    EXPECT_EQ(drained->passed_over, std::vector<std::string>{j0->id}) << "drain " << i;
+  }
+  EXPECT_EQ(Status("p1"), "launched");
+  EXPECT_EQ(Status("p0"), "open");
+  EXPECT_EQ(queue.List("p0", 1)->items.at(0).position, 1);
+  EXPECT_NE(queue.List("p0", 1)->items.at(0).last_failure.find("payment method"),
+            std::string::npos);
+  EXPECT_EQ(mails_to_p0("passed over"), 1);
+  // A card ends the streak (EndPassOverStreaks, as app/ runs it after a card is recorded);
+  // cleared again before a drain, the next pass-over starts a new streak: a second mail.
+  ASSERT_TRUE(methods.SetCard("op", "p0@example.test", card, "test"));
+  auto ended = queue.EndPassOverStreaks();
+  ASSERT_TRUE(ended) << ended.error().message;
+  EXPECT_EQ(*ended, 1);
+  ASSERT_TRUE(methods.ClearCard("op", "p0@example.test", "test"));
+  ASSERT_TRUE(queue.Drain("spark-1x"));
+  ASSERT_TRUE(queue.Drain("spark-1x"));
+  EXPECT_EQ(mails_to_p0("passed over"), 2);
+  // With a card the entry launches on the free host, and its owner hears of the launch.
+  ASSERT_TRUE(methods.SetCard("op", "p0@example.test", card, "test"));
+  auto drained = queue.Drain("spark-1x");
+  ASSERT_TRUE(drained) << drained.error().message;
+  EXPECT_EQ(drained->launched, std::vector<std::string>{j0->id});
+  EXPECT_TRUE(drained->passed_over.empty());
+  EXPECT_EQ(Status("p0"), "launched");
+  EXPECT_EQ(mails_to_p0("passed over"), 2);
 }
 
 TEST_F(QueueTest, TwoHostTypeWaitsForALinkedPair) {

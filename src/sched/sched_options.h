@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "billing/billing_account.h"
+
 namespace gpuwerk::sched {
 
 /// Settings shared by the scheduler's services; from ServerConfig.
@@ -16,6 +18,9 @@ struct SchedOptions {
   int64_t host_unknown_after_seconds = 30;
   /// The period the server asks agents to sync at (seconds).
   int64_t sync_interval_seconds = 2;
+  /// Which billing account a launch is billed to (R-15: a team member's launches go to the team).
+  /// Called inside the launch's transaction; empty: everyone pays alone (billing::SoloAccountOf).
+  billing::ResolveAccount resolve_account;
 };
 
 }  // namespace gpuwerk::sched

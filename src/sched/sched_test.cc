@@ -11,7 +11,10 @@
 #include <optional>
 #include <thread>
 
+#include "billing/manual_provider.h"
+#include "billing/payment_methods.h"
 #include "core/logging.h"
+#include "mail/outbox.h"
 #include "sched/agent_sync.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
@@ -269,6 +272,71 @@ TEST_F(SchedTest, RestartBumpsGenerationKeepsSessionAndWaitsForTheAgent) {
   EXPECT_EQ(Status(in.id), "running");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions WHERE ended_at IS NULL"), 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'instance.restart'"), 1);
+}
+
+// R-14 with the real gate (billing::PaymentMethods, manual provider): without a payment method
+// a launch and a restart are refused with 402 payment_method_required saying what to do, and
+// nothing is created or changed (no instance, placement, billing session or audit event; the
+// in-transaction work never runs); a type that is not online is still joined through its queue
+// by a create, card or not.
+TEST_F(SchedTest, LaunchAndRestartNeedAPaymentMethod) {
+  billing::ManualProvider provider;
+  billing::PaymentMethods methods(*db_, clock_, rng_, provider);
+  InstanceService gated(
+      *db_, clock_, rng_, options_, nullptr,
+      [&](store::Transaction& tx, const std::string& person, std::string_view action) {
+        return methods.RequireForLaunch(tx, person, action);
+      });
+  Host host = AddHost("spark-a");
+  bool in_tx_ran = false;
+  auto refused = gated.Create("alice", "alpha", "key_alice", "spark-1x", "x",
+                              [&](store::Transaction&, const Instance&) -> core::Result<void> {
+                                in_tx_ran = true;
+                                return {};
+                              });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, core::ErrorCode::kPaymentRequired);
+  EXPECT_EQ(refused.error().api_code, "payment_method_required");
+  EXPECT_NE(refused.error().message.find("operator"), std::string::npos) << refused.error().message;
+  EXPECT_FALSE(in_tx_ran);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instances"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM placements"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'instance.create'"), 0);
+
+  // With a card: launched. Cleared again: a restart is refused and changes nothing; the running
+  // instance keeps running and its billing session stays open.
+  const billing::CardFacts card{
+      .brand = "visa", .last4 = "4242", .exp_month = 12, .exp_year = 2099};
+  ASSERT_TRUE(methods.SetCard("op", "alice@example.test", card, "test"));
+  auto in = gated.Create("alice", "alpha", "key_alice", "spark-1x", "x");
+  ASSERT_TRUE(in) << in.error().message;
+  Sync(host, json::array({Container(*in, "running", true)}));
+  ASSERT_TRUE(methods.ClearCard("op", "alice@example.test", "test"));
+  auto restart = gated.Restart("alice", "alpha", "x");
+  ASSERT_FALSE(restart);
+  EXPECT_EQ(restart.error().code, core::ErrorCode::kPaymentRequired);
+  EXPECT_NE(restart.error().message.find("Restarting"), std::string::npos);
+  auto now = gated.Get("alice", "alpha");
+  ASSERT_TRUE(now);
+  EXPECT_EQ(now->restart_generation, 0);
+  EXPECT_EQ(now->status, InstanceStatus::kRunning);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM billing_sessions WHERE ended_at IS NULL"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'instance.restart'"), 0);
+  // Deleting needs no card.
+  EXPECT_TRUE(gated.Delete("alice", "alpha", "x"));
+
+  // A type that is not online: bob, who has no card, joins its queue through a create.
+  mail::Outbox outbox(*db_, clock_, rng_);
+  QueueService queue(
+      *db_, clock_, rng_, options_, outbox, {}, nullptr,
+      [&](store::Transaction& tx, const std::string& person, std::string_view action) {
+        return methods.RequireForLaunch(tx, person, action);
+      });
+  auto queued = gated.CreateOrJoinQueue(queue, "bob", "later", "key_bob", "spark-2x", "x");
+  ASSERT_TRUE(queued) << queued.error().message;
+  ASSERT_TRUE(queued->queue_entry.has_value());
+  EXPECT_EQ(queued->queue_entry->status, QueueEntryStatus::kOpen);
 }
 
 TEST_F(SchedTest, C14_ActionOnDeletedInstance) {

@@ -275,14 +275,14 @@ TEST_F(StepsTest, PassOverMarksAndMailsOnlyTheFirstTime) {
   };
   auto first = InDrain([&](internal::DrainContext& ctx) -> core::Result<bool> {
     GPUWERK_ASSIGN_OR_RETURN(auto c, candidate(ctx.tx));
-    return internal::PassOver(ctx, c);
+    return internal::PassOver(ctx, c, "no card");
   });
   ASSERT_TRUE(first) << first.error().message;
   EXPECT_TRUE(*first);
   auto second = InDrain([&](internal::DrainContext& ctx) -> core::Result<bool> {
     GPUWERK_ASSIGN_OR_RETURN(auto c, candidate(ctx.tx));
     EXPECT_TRUE(c.entry.passed_over_at.has_value());
-    return internal::PassOver(ctx, c);
+    return internal::PassOver(ctx, c, "no card");
   });
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_FALSE(*second);
@@ -290,7 +290,7 @@ TEST_F(StepsTest, PassOverMarksAndMailsOnlyTheFirstTime) {
   ASSERT_TRUE(entry);
   ASSERT_EQ(entry->items.size(), 1u);
   EXPECT_EQ(entry->items.at(0).status, QueueEntryStatus::kOpen);  // keeps its place
-  EXPECT_EQ(entry->items.at(0).last_failure, "passed over: your account cannot launch right now");
+  EXPECT_EQ(entry->items.at(0).last_failure, "passed over: no card");
 }
 
 TEST_F(StepsTest, LaunchEntryKeepsThePlaceOfAnEntryWhoseKeyIsGone) {

@@ -452,6 +452,13 @@ CREATE TABLE key_claim_challenges (
 );
 CREATE INDEX key_claim_challenges_by_person ON key_claim_challenges(person_id, challenge);
 )sql",
+      // 18: queue entries in a pass-over streak (R-14, docs/queue.md "Passed-over entries"):
+      // when a payment method is recorded, the streaks of the entries whose owners may launch
+      // again end (QueueService::EndPassOverStreaks) without reading the whole queue.
+      R"sql(
+CREATE INDEX queue_entries_passed_over ON queue_entries(passed_over_at)
+  WHERE status = 'open' AND passed_over_at IS NOT NULL;
+)sql",
   };
   return kMigrations;
 }

@@ -147,6 +147,7 @@ class CapacityRaceE2eTest : public ::testing::Test {
       EXPECT_EQ(proven.status, 200) << proven.body;
     }
     r.browser = platform_.SignIn(r.email, kPassword);
+    platform_.RecordCardFor(r.email);  // so that they can launch
     GeneratedKey key = GenerateKey(dir_.path(), "racer" + std::to_string(i));
     EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
     auto k = r.browser->PostJson("/api/v1/ssh-keys",

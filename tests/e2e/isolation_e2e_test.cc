@@ -265,6 +265,7 @@ class IsolationE2eTest : public ::testing::Test {
   void Launch(Tenant& t, const std::string& email, const std::string& name) {
     t.api = std::make_unique<HttpClient>(platform_.url());
     ASSERT_TRUE(SignUpAndProve(*t.api, platform_.data() / "mail", email, kPassword));
+    ASSERT_TRUE(RecordCard(*op_, email));  // so that they can launch
     t.key = GenerateKey(dir_.path(), name + "-key");
     auto r = t.api->PostJson("/api/v1/ssh-keys",
                              {{"name", "laptop"}, {"public_key", t.key.public_line}});

@@ -122,6 +122,7 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<HttpClient> Person(const std::string& name, std::string* key_id) {
     auto who = std::make_unique<HttpClient>(platform_.url());
     EXPECT_TRUE(SignUpAndProve(*who, MailDir(), name + "@example.test", kPassword));
+    EXPECT_TRUE(RecordCard(*op_, name + "@example.test"));  // so that they can launch
     GeneratedKey key = GenerateKey(dir_.path(), name);
     EXPECT_FALSE(key.public_line.empty()) << "ssh-keygen failed";
     auto k =

@@ -156,6 +156,10 @@ TEST_F(UpTest, C08_RunsTheWholePlatformAndKeepsInstancesAndTheRelayHostKeyAcross
   ASSERT_FALSE(url.empty());
   EXPECT_NE(banner_.find("podman service started by gpuwerk"), std::string::npos) << banner_;
   EXPECT_NE(banner_.find("host:       local, spark-1x"), std::string::npos) << banner_;
+  // the operator `up` made has a manual payment method, so it can launch at once.
+  EXPECT_NE(banner_.find("billing:    manual; a payment method was recorded for"),
+            std::string::npos)
+      << banner_;
   const std::string engine_socket = (data_ / "engine" / "podman.sock").string();
   ASSERT_TRUE(fs::exists(engine_socket));
 

@@ -34,14 +34,11 @@ TEST_F(QueueApiTest, C16_LaunchesFollowQueueOrder) {
   ASSERT_EQ(first.status, 201) << first.body;
 
   std::vector<Person> people;
-  for (int i = 0; i < 10; ++i)
-    people.push_back(NewPerson("p" + std::to_string(i) + "@example.test"));
-  // p5 may not launch (no payment method, once billing lands) until the test says so.
-  const std::string p5_id = people[5].browser->Get("/api/v1/me").Json()["id"];
-  std::atomic<bool> p5_ineligible{true};
-  app_->SetLaunchEligibility([&p5_ineligible, p5_id](const std::string& person_id) {
-    return !(p5_ineligible.load() && person_id == p5_id);
-  });
+  // p5 may not launch (no payment method, R-14) until the operator records her card.
+  for (int i = 0; i < 10; ++i) {
+    people.push_back(NewPerson("p" + std::to_string(i) + "@example.test",
+                               i == 5 ? Card::kNone : Card::kRecorded));
+  }
   for (int i = 0; i < 10; ++i) {
     auto joined = Join(people[i], "job" + std::to_string(i));
     ASSERT_EQ(joined.status, 201) << joined.body;
@@ -73,8 +70,11 @@ TEST_F(QueueApiTest, C16_LaunchesFollowQueueOrder) {
     }
     ASSERT_NE(holder, nullptr);
     order.push_back(holder->email);
-    // p5 may launch once p6 got its instance (she was passed over for it).
-    if (holder->email == "p6@example.test") p5_ineligible = false;
+    // p5 may launch once p6 got its instance (she was passed over for it): her card is
+    // recorded while the host is busy.
+    if (holder->email == "p6@example.test") {
+      ASSERT_TRUE(RecordCard(*op_, "p5@example.test"));
+    }
   }
   EXPECT_EQ(order,
             (std::vector<std::string>{"p0@example.test", "p1@example.test", "p2@example.test",
@@ -229,12 +229,15 @@ TEST_F(QueueApiTest, FailedLaunchPutsTheEntryBack) {
   Person bob = NewPerson("bob@example.test");
   ASSERT_EQ(Join(alice, "a").status, 201);
   ASSERT_EQ(Join(bob, "b").status, 201);
-  // Host spark-a goes to alice and is freed at once by a failed create; alice stays first.
-  app_->SetLaunchEligibility([](const std::string&) { return false; });
+  // Host spark-a goes to alice and is freed at once by a failed create; alice stays first. While
+  // neither has a payment method the freed host stays free; alice's card launches her entry.
+  ASSERT_TRUE(ClearCard(*op_, "alice@example.test"));
+  ASSERT_TRUE(ClearCard(*op_, "bob@example.test"));
   ASSERT_EQ(blocker.browser->Delete("/api/v1/instances/" + InstanceOn("spark-a")).status, 204);
   ASSERT_EQ(Sync("spark-a").status, 200);
   EXPECT_EQ(InstanceOn("spark-a"), "");
-  app_->SetLaunchEligibility({});
+  ASSERT_TRUE(RecordCard(*op_, "alice@example.test"));
+  ASSERT_TRUE(RecordCard(*op_, "bob@example.test"));
   ASSERT_TRUE(app_->DrainQueuesNow());
   const std::string failed_id = InstanceOn("spark-a");
   ASSERT_FALSE(failed_id.empty());

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "tests/support/billing_card.h"
 #include "tests/support/http_client.h"
 #include "tests/support/net.h"
 #include "tests/support/run_command.h"
@@ -110,6 +111,7 @@ class QueueCrashTest : public ::testing::Test {
     HttpClient alice(url_);
     EXPECT_TRUE(SignUpAndProve(alice, dir_.path() / "data" / "mail", "alice@example.test",
                                "alice password 1"));
+    EXPECT_TRUE(RecordCard(*op, "alice@example.test"));  // so that she can launch
     auto key = alice.PostJson(
         "/api/v1/ssh-keys",
         {{"name", "laptop"}, {"public_key", GenerateKey(dir_.path(), "alice").public_line}});

@@ -28,15 +28,15 @@ class QueueFixture : public ServerTest {
   }
 
   /// A person signed up as `email` with one SSH key of their own (a key has one account) named
-  /// "laptop".
+  /// "laptop"; with Card::kRecorded (the default) a payment method on file, so they can launch.
   struct Person {
     std::string email;
     std::unique_ptr<HttpClient> browser;
     std::string key_id;
   };
-  Person NewPerson(const std::string& email) {
+  Person NewPerson(const std::string& email, Card card = Card::kRecorded) {
     Person p{email, Browser(), ""};
-    SignUp(*p.browser, email);
+    SignUp(*p.browser, email, "correct horse battery", card);
     const std::string public_key =
         GenerateKey(dir_.path(), "person" + std::to_string(++people_)).public_line;
     EXPECT_FALSE(public_key.empty()) << "ssh-keygen failed";

@@ -6,9 +6,13 @@
 // the person who authenticated), and the CLI verbs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "access/relay_session_records.h"
@@ -16,10 +20,12 @@
 #include "core/strings.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
+#include "relay/http_relay_watch.h"
 #include "relay/relay.h"
 #include "relay/ssh_key_file.h"
 #include "tests/integration/server_fixture.h"
 #include "tests/support/child_process.h"
+#include "tests/support/eventually.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/test_sshd.h"
@@ -496,7 +502,7 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsTh
   options.listen_port = 0;
   options.host_key_path = dir_.path() / "relay" / "host_key";
   options.relay_key_path = dir_.path() / "relay" / "relay_key";
-  options.reauthorize_interval = 1s;  // as `gpuwerk relay` runs
+  options.recheck_interval = 1s;  // the backstop alone (no watch stream here)
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   const std::string ssh = "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
@@ -600,7 +606,7 @@ TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpe
   options.listen_port = 0;
   options.host_key_path = dir_.path() / "relay" / "host_key";
   options.relay_key_path = dir_.path() / "relay" / "relay_key";
-  options.reauthorize_interval = 1s;
+  options.recheck_interval = 1s;
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   auto r =
@@ -661,7 +667,7 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
   options.listen_port = 0;
   options.host_key_path = dir_.path() / "relay" / "host_key";
   options.relay_key_path = dir_.path() / "relay" / "relay_key";
-  options.reauthorize_interval = 1s;
+  options.recheck_interval = 1s;
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   auto ssh = [&](const std::string& user, const std::string& command) {
@@ -1099,6 +1105,363 @@ TEST_F(RelaySessionsApiTest, CliListsRelaySessions) {
   auto deleted = gpuwerk(alice_token, "instances relay-sessions " + id + " --json");
   ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
   EXPECT_EQ(json::parse(deleted.out)["total"], 16);
+}
+
+// Issue 12 finding 6: revocation fails closed and is pushed (docs/ssh.md "Revocation"). A real
+// relay in front of a real sshd, asking this server over HTTP and holding its watch stream open
+// (as `gpuwerk relay` does), or in-process with the store's authorizer (as `gpuwerk up` does).
+// The authorizer is wrapped so that the order of events (re-checks and their outcomes, relay
+// session ends) can be asserted; every wait is bounded by the documented bound
+// (RelayOptions::max_failed_rechecks and friends) computed from the options the test sets.
+
+/// An authorizer in front of another that notes each re-check's outcome in order, counts the
+/// requests, and can hold re-checks until released.
+class NotingAuthorizer final : public relay::RelayAuthorizer {
+ public:
+  explicit NotingAuthorizer(relay::RelayAuthorizer& inner) : inner_(inner) {}
+  core::Result<relay::AuthorizeDecision> Authorize(const relay::AuthorizeRequest& r) override {
+    ++authorize_calls;
+    return inner_.Authorize(r);
+  }
+  core::Result<std::vector<relay::RecheckVerdict>> Recheck(
+      const std::vector<relay::RecheckItem>& items) override {
+    {
+      std::unique_lock lock(mu_);
+      batch_sizes_.push_back(items.size());
+      ++holding_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !held_; });
+      --holding_;
+    }
+    auto r = inner_.Recheck(items);
+    Note(r ? "recheck ok" : "recheck failed: " + r.error().api_code);
+    return r;
+  }
+  void Note(const std::string& event) {
+    std::lock_guard lock(mu_);
+    events_.push_back(event);
+  }
+  std::vector<std::string> Events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  std::vector<size_t> BatchSizes() {
+    std::lock_guard lock(mu_);
+    return batch_sizes_;
+  }
+  /// Re-checks wait from now until Release().
+  void Hold() {
+    std::lock_guard lock(mu_);
+    held_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      held_ = false;
+    }
+    cv_.notify_all();
+  }
+  /// Whether a re-check is waiting in Hold() now.
+  bool Holding() {
+    std::lock_guard lock(mu_);
+    return holding_ > 0;
+  }
+  std::atomic<int> authorize_calls{0};
+
+ private:
+  relay::RelayAuthorizer& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int holding_ = 0;
+  std::vector<std::string> events_;
+  std::vector<size_t> batch_sizes_;
+};
+
+/// Relay session ends into the NotingAuthorizer's events ("end: <reason>"), so that their order
+/// against the re-checks shows.
+class NotingLog final : public relay::RelaySessionLog {
+ public:
+  explicit NotingLog(NotingAuthorizer& events) : events_(events) {}
+  void OnStart(const relay::RelaySessionRecord&) override {}
+  void OnEnd(const relay::RelaySessionRecord& r) override { events_.Note("end: " + r.end_reason); }
+  void OnRefused(const relay::RelayRefusalRecord&) override {}
+
+ private:
+  NotingAuthorizer& events_;
+};
+
+class RelayRevocationTest : public RelaySessionsApiTest {
+ protected:
+  /// The authorizer's timeout T in these tests.
+  static constexpr auto kAuthorizerTimeout = std::chrono::milliseconds(2000);
+
+  void SetUp() override {
+    RelaySessionsApiTest::SetUp();
+    if (HasFatalFailure()) return;
+    auto key = relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
+    ASSERT_TRUE(key) << key.error().message;
+    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", key->public_line);
+    in_ = RunningInstance("alpha", sshd_->port());
+    ASSERT_EQ(in_["status"], "running") << in_;
+    options_.listen_address = "127.0.0.1";
+    options_.listen_port = 0;
+    options_.host_key_path = dir_.path() / "relay" / "host_key";
+    options_.relay_key_path = dir_.path() / "relay" / "relay_key";
+    // Only pushed changes and failures may end relay sessions here: no backstop within a test.
+    options_.recheck_interval = std::chrono::hours(1);
+    options_.recheck_retry_interval = 200ms;
+    options_.max_failed_rechecks = 3;
+  }
+  void TearDown() override {
+    if (noting_) noting_->Release();
+    push_.reset();  // before the server (and its feed) goes
+    if (watch_) watch_->Stop();
+    if (relay_) relay_->Stop();
+    RelaySessionsApiTest::TearDown();
+  }
+
+  /// The documented bound after the control plane stops answering (RelayOptions), when the
+  /// watch stream notices at once: max_failed_rechecks × T + (max_failed_rechecks − 1) × retry.
+  std::chrono::milliseconds FailClosedBound() const {
+    return options_.max_failed_rechecks * kAuthorizerTimeout +
+           (options_.max_failed_rechecks - 1) * options_.recheck_retry_interval;
+  }
+  /// The documented bound of a pushed change: one re-check, at most T, after it is committed.
+  static constexpr std::chrono::milliseconds PushBound() { return kAuthorizerTimeout; }
+
+  /// A remote relay (HTTP authorizer and watch stream, as `gpuwerk relay` runs), or with
+  /// `in_process` the store's authorizer and the server's feed (as `gpuwerk up` runs).
+  void StartRelay(bool in_process = false) {
+    if (in_process) {
+      inner_ = std::make_unique<app::StoreRelayAuthorizer>(app_->database(), app_->instances(),
+                                                           app_->clock(), app_->rng());
+    } else {
+      inner_ = std::make_unique<relay::HttpRelayAuthorizer>(app_->base_url(), op_token_,
+                                                            kAuthorizerTimeout);
+    }
+    noting_ = std::make_unique<NotingAuthorizer>(*inner_);
+    log_ = std::make_unique<NotingLog>(*noting_);
+    auto relay = relay::Relay::Start(options_, *noting_, *log_);
+    ASSERT_TRUE(relay) << relay.error().message;
+    relay_ = std::move(*relay);
+    if (in_process) {
+      push_ = std::make_unique<app::RelayAccessPush>(app_->access_changes(), *relay_);
+    } else {
+      watch_ = std::make_unique<relay::HttpRelayWatch>(
+          relay::HttpRelayWatch::Options{
+              .server_url = app_->base_url(), .token = op_token_, .reconnect_delay = 100ms},
+          *relay_);
+      watch_->Start();
+      ASSERT_TRUE(Eventually([&] { return watch_->stats().connected; }, 10s));
+    }
+  }
+
+  /// `ssh <hostname>@relay COMMAND` on a thread of its own; Join() gives its result.
+  struct Shell {
+    std::thread thread;
+    CommandResult result;
+    CommandResult Join() {
+      if (thread.joinable()) thread.join();
+      return result;
+    }
+  };
+  std::unique_ptr<Shell> OpenShell(const std::string& command = "sleep 60") {
+    auto shell = std::make_unique<Shell>();
+    Shell* raw = shell.get();
+    const std::string hostname = in_["hostname"];
+    shell->thread = std::thread([this, raw, hostname, command] {
+      raw->result = SshThrough(relay_->port(), alice_key_, hostname, command);
+    });
+    return shell;
+  }
+  bool OpenRelaySessions(int n) {
+    return Eventually([&] { return relay_->Stats().open_relay_sessions == n; }, 20s, 20ms);
+  }
+  /// The events from the first that starts with `prefix`.
+  static std::vector<std::string> From(const std::vector<std::string>& events,
+                                       const std::string& prefix) {
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i].starts_with(prefix)) return {events.begin() + i, events.end()};
+    }
+    return {};
+  }
+  static int Count(const std::vector<std::string>& events, const std::string& prefix) {
+    return static_cast<int>(std::count_if(events.begin(), events.end(),
+                                          [&](const auto& e) { return e.starts_with(prefix); }));
+  }
+
+  std::unique_ptr<Sshd> sshd_;
+  json in_;
+  relay::RelayOptions options_;
+  std::unique_ptr<relay::RelayAuthorizer> inner_;
+  std::unique_ptr<NotingAuthorizer> noting_;
+  std::unique_ptr<NotingLog> log_;
+  std::unique_ptr<relay::Relay> relay_;
+  std::unique_ptr<relay::HttpRelayWatch> watch_;
+  std::unique_ptr<app::RelayAccessPush> push_;
+};
+
+TEST_F(RelayRevocationTest, F6_DeletingTheInstanceClosesARemoteRelaySessionThroughTheWatchStream) {
+  StartRelay();
+  auto shell = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(1));
+  ASSERT_EQ(alice_->Delete("/api/v1/instances/" + in_["id"].get<std::string>()).status, 204);
+  // Pushed: no backstop re-check is due for an hour.
+  ASSERT_TRUE(Eventually([&] { return relay_->Stats().ended_by_recheck == 1; }, PushBound(), 20ms))
+      << ::testing::PrintToString(noting_->Events());
+  const auto r = shell->Join();
+  EXPECT_EQ(r.exit_code, 255);
+  EXPECT_NE(
+      r.err.find("your access to instance " + in_["hostname"].get<std::string>() + " has ended"),
+      std::string::npos)
+      << r.err;
+  EXPECT_GE(watch_->stats().changes, 1u);
+  ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "end: ") == 1; }, 10s));
+  // One targeted re-check, answered, then the end.
+  EXPECT_EQ(noting_->Events(),
+            (std::vector<std::string>{"recheck ok", "end: your access to instance " +
+                                                        in_["hostname"].get<std::string>() +
+                                                        " has ended"}));
+}
+
+TEST_F(RelayRevocationTest, F6_DeletingTheInstanceClosesAnInProcessRelaySessionAtOnce) {
+  StartRelay(/*in_process=*/true);
+  auto shell = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(1));
+  ASSERT_EQ(alice_->Delete("/api/v1/instances/" + in_["id"].get<std::string>()).status, 204);
+  ASSERT_TRUE(Eventually([&] { return relay_->Stats().ended_by_recheck == 1; }, PushBound(), 20ms));
+  EXPECT_EQ(shell->Join().exit_code, 255);
+  ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "end: ") == 1; }, 10s));
+  EXPECT_EQ(noting_->Events().front(), "recheck ok");
+}
+
+TEST_F(RelayRevocationTest, F6_RemovingTheKeyFromTheAccountClosesTheRelaySession) {
+  StartRelay();
+  auto shell = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(1));
+  // Bob proves that he holds the key alice's instance was reached with (alice never proved it):
+  // it leaves her account, and with it her access (docs/ssh-keys.md "Proof of possession").
+  auto challenge =
+      bob_->PostJson("/api/v1/ssh-keys/claim-challenge", {{"public_key", alice_key_.public_line}});
+  ASSERT_EQ(challenge.status, 201) << challenge.body;
+  const std::string c = challenge.Json()["challenge"];
+  const std::string sig =
+      RunCommand(
+          dir_.path(),
+          "ssh-keygen -q -Y sign -n gpuwerk-key-claim -f " + alice_key_.private_path.string(), c)
+          .out;
+  ASSERT_NE(sig, "");
+  auto claimed = bob_->PostJson("/api/v1/ssh-keys/claim", {{"name", "laptop"},
+                                                           {"public_key", alice_key_.public_line},
+                                                           {"challenge", c},
+                                                           {"signature", sig}});
+  ASSERT_EQ(claimed.status, 201) << claimed.body;
+  ASSERT_TRUE(Eventually([&] { return relay_->Stats().ended_by_recheck == 1; }, PushBound(), 20ms))
+      << ::testing::PrintToString(noting_->Events());
+  EXPECT_EQ(shell->Join().exit_code, 255);
+  ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "end: ") == 1; }, 10s));
+  EXPECT_EQ(noting_->Events().front(), "recheck ok");
+}
+
+TEST_F(RelayRevocationTest, F6_RevokingTheRelaysTokenClosesEveryRelaySessionAtOnce) {
+  StartRelay();
+  auto one = OpenShell();
+  auto two = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(2));
+  // The relay's token is deleted: its watch stream ends, the relay re-checks at once, gets 401,
+  // and ends both without counting failures (max_failed_rechecks is 3).
+  const json tokens = op_->Get("/api/v1/tokens").Json();
+  std::string token_id;
+  for (const auto& t : tokens["items"]) {
+    if (t["name"] == "relay-1") token_id = t["id"];
+  }
+  ASSERT_NE(token_id, "") << tokens;
+  ASSERT_EQ(op_->Delete("/api/v1/tokens/" + token_id).status, 204);
+  ASSERT_TRUE(Eventually([&] { return relay_->Stats().ended_by_recheck == 2; }, PushBound(), 20ms))
+      << ::testing::PrintToString(noting_->Events());
+  for (auto* shell : {one.get(), two.get()}) {
+    const auto r = shell->Join();
+    EXPECT_EQ(r.exit_code, 255);
+    EXPECT_NE(r.err.find("its credential was refused"), std::string::npos) << r.err;
+  }
+  ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "end: ") == 2; }, 10s));
+  const auto events = noting_->Events();
+  EXPECT_EQ(events.front(), "recheck failed: relay_token_refused");
+  EXPECT_EQ(Count(events, "recheck failed"), 1) << ::testing::PrintToString(events);
+}
+
+TEST_F(RelayRevocationTest, F6_StoppingTheControlPlaneClosesRelaySessionsAfterTheBoundedFailures) {
+  StartRelay();
+  auto one = OpenShell();
+  auto two = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(2));
+  StopServer();
+  ASSERT_TRUE(
+      Eventually([&] { return relay_->Stats().ended_by_recheck == 2; }, FailClosedBound(), 20ms))
+      << ::testing::PrintToString(noting_->Events());
+  for (auto* shell : {one.get(), two.get()}) {
+    const auto r = shell->Join();
+    EXPECT_EQ(r.exit_code, 255);
+    EXPECT_NE(r.err.find("cannot reach the control plane"), std::string::npos) << r.err;
+  }
+  ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "end: ") == 2; }, 10s));
+  // Exactly max_failed_rechecks failures, then the ends: not one failure sooner.
+  const auto events = From(noting_->Events(), "recheck failed");
+  ASSERT_GE(events.size(), 5u) << ::testing::PrintToString(noting_->Events());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(events[i].starts_with("recheck failed: server_unavailable")) << events[i];
+  }
+  EXPECT_TRUE(events[3].starts_with("end: ")) << ::testing::PrintToString(events);
+  EXPECT_TRUE(events[4].starts_with("end: ")) << ::testing::PrintToString(events);
+  EXPECT_EQ(Count(noting_->Events(), "end: "), 2);
+}
+
+TEST_F(RelayRevocationTest, F6_TheBackstopRechecksEveryRelaySessionInOneBatch) {
+  options_.recheck_interval = 300ms;
+  StartRelay();
+  auto one = OpenShell();
+  auto two = OpenShell();
+  auto three = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(3));
+  const size_t before = noting_->BatchSizes().size();
+  // Several backstop rounds with three relay sessions open: one request each, carrying all three;
+  // no per-relay-session authorize request after the three logins.
+  // (The first round counted may have gathered its relay sessions before the third opened.)
+  ASSERT_TRUE(Eventually([&] { return noting_->BatchSizes().size() >= before + 4; }, 10s));
+  const auto sizes = noting_->BatchSizes();
+  for (size_t i = before + 1; i < sizes.size(); ++i) EXPECT_EQ(sizes[i], 3u) << i;
+  EXPECT_EQ(noting_->authorize_calls.load(), 3);
+  EXPECT_EQ(relay_->Stats().open_relay_sessions, 3);
+  EXPECT_EQ(relay_->Stats().ended_by_recheck, 0u);
+  // Still answered as allowed: the relay sessions go on.
+  for (const auto& e : noting_->Events()) EXPECT_EQ(e, "recheck ok");
+  relay_->Stop();
+  for (auto* shell : {one.get(), two.get(), three.get()}) EXPECT_EQ(shell->Join().exit_code, 255);
+}
+
+TEST_F(RelayRevocationTest, F6_ASlowRecheckAnswerDoesNotHoldUpData) {
+  StartRelay();
+  auto idle = OpenShell();
+  ASSERT_TRUE(OpenRelaySessions(1));
+  // A re-check hangs (the control plane is slow to answer) ...
+  noting_->Hold();
+  relay_->RecheckAllRelaySessions();
+  ASSERT_TRUE(Eventually([&] { return noting_->Holding(); }, 10s, 20ms));
+  // ... and meanwhile data flows through the open relay session and through a new one: a
+  // round trip of 1 MiB completes while the re-check is still held.
+  auto r = SshThrough(relay_->port(), alice_key_, in_["hostname"].get<std::string>(),
+                      "head -c 1048576 /dev/zero");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.size(), 1048576u);
+  EXPECT_TRUE(noting_->Holding());  // the order: the data came through first
+  // No re-check has answered yet (the data relay session's own end is the only event).
+  EXPECT_EQ(Count(noting_->Events(), "recheck"), 0) << ::testing::PrintToString(noting_->Events());
+  noting_->Release();
+  ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "recheck ok") >= 1; }, 10s));
+  EXPECT_EQ(relay_->Stats().ended_by_recheck, 0u);
+  relay_->Stop();
+  EXPECT_EQ(idle->Join().exit_code, 255);
 }
 
 }  // namespace

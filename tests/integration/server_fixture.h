@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/logging.h"
 #include "core/random.h"
+#include "tests/support/billing_card.h"
 #include "tests/support/http_client.h"
 #include "tests/support/mail_reader.h"
 #include "tests/support/matchers.h"
@@ -100,11 +101,20 @@ class ServerTest : public ::testing::Test {
   }
 
   /// Signs up `email` in `browser` and proves the address with the mailed link (setting
-  /// `password`), so that `browser` is signed in to a proven account.
+  /// `password`), so that `browser` is signed in to a proven account; with Card::kRecorded (the
+  /// default) the operator's manual card is recorded for it, so that it can launch.
   void SignUp(HttpClient& browser, const std::string& email,
-              const std::string& password = "correct horse battery") {
+              const std::string& password = "correct horse battery", Card card = Card::kRecorded) {
     ASSERT_TRUE(SignUpAndProve(browser, MailDir(), email, password,
                                [this] { (void)app_->DeliverMailNow(); }));
+    if (card == Card::kRecorded) RecordTestCard(email);
+  }
+  /// Records the tests' card (TestCardJson) for `email` as the operator would (audited
+  /// billing.set_card; drains the queues).
+  void RecordTestCard(const std::string& email) {
+    auto set = app_->payment_methods().SetCard(
+        "", email, {.brand = "visa", .last4 = "4242", .exp_month = 12, .exp_year = 2099}, "test");
+    ASSERT_TRUE(set) << set.error().message;
   }
   /// Where the server's mail lands: its local Maildir outbox (an SMTP fixture's inbox instead).
   virtual std::filesystem::path MailDir() const { return config_.data_dir / "mail"; }

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/billing_card.h"
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
 #include "tests/support/engine_probe.h"
@@ -101,13 +102,22 @@ class E2ePlatform {
   std::unique_ptr<HttpClient> Operator() { return SignIn(kOperatorEmail, kOperatorPassword); }
 
   /// A new person with password kPassword, signed in, whose address is proven through the
-  /// mailed link read from `mail_dir` (the server's Maildir outbox by default).
+  /// mailed link read from `mail_dir` (the server's Maildir outbox by default); with
+  /// Card::kRecorded (the default) the operator records a payment method for them, so that they
+  /// can launch.
   std::unique_ptr<HttpClient> SignUp(const std::string& email,
-                                     const std::filesystem::path& mail_dir = {}) {
+                                     const std::filesystem::path& mail_dir = {},
+                                     Card card = Card::kRecorded) {
     auto who = std::make_unique<HttpClient>(url_);
     EXPECT_TRUE(
         SignUpAndProve(*who, mail_dir.empty() ? data_ / "mail" : mail_dir, email, kPassword));
+    if (card == Card::kRecorded) RecordCardFor(email);
     return who;
+  }
+  /// The operator records the tests' card (TestCardJson) for `email`.
+  void RecordCardFor(const std::string& email) {
+    auto op = Operator();
+    EXPECT_TRUE(RecordCard(*op, email));
   }
 
   /// Registers host `name` (a `gpu_type` host without a GPU: these machines have none; its

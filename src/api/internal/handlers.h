@@ -3,10 +3,20 @@
 // The handlers of the route table (api_routes.cc), one group per *_handlers.cc file. Each answers
 // one route; the table says which and who may call it.
 
+#include <string_view>
+
 #include "api/api_context.h"
 #include "api/api_routes.h"
 #include "api/http_types.h"
 #include "core/error.h"
+
+namespace gpuwerk::api {
+
+/// A server-rendered page of a mailed link (auth_pages.cc): `title` is escaped here, `html_body`
+/// is HTML the caller built (escaping its outside text); no-store, a CSP without scripts.
+Response LinkPageHtml(int status, std::string_view title, std::string_view html_body);
+
+}  // namespace gpuwerk::api
 
 namespace gpuwerk::api::handlers {
 
@@ -86,9 +96,37 @@ Answer OpenEventStream(ApiContext& ctx, Call& call);
 Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call);
 Answer ReportRelaySession(ApiContext& ctx, Call& call);
 Answer RelayRestarted(ApiContext& ctx, Call& call);
+Answer RecheckRelaySessions(ApiContext& ctx, Call& call);
+Answer WatchRelayAccess(ApiContext& ctx, Call& call);
 
 // relay_session_handlers.cc: relay session lists.
 Answer ListInstanceRelaySessions(ApiContext& ctx, Call& call);
 Answer AdminListRelaySessions(ApiContext& ctx, Call& call);
+
+// Billing: payment methods and the operator's manual cards (billing_handlers.cc).
+Answer GetBilling(ApiContext& ctx, Call& call);
+Answer BeginCardSetup(ApiContext& ctx, Call& call);
+Answer RemovePaymentMethod(ApiContext& ctx, Call& call);
+Answer AdminSetCard(ApiContext& ctx, Call& call);
+Answer AdminClearCard(ApiContext& ctx, Call& call);
+// team_handlers.cc: /api/v1/team, the invitation link's page /team/accept.
+Answer GetTeam(ApiContext& ctx, Call& call);
+Answer CreateTeam(ApiContext& ctx, Call& call);
+Answer InviteToTeam(ApiContext& ctx, Call& call);
+Answer RevokeTeamInvite(ApiContext& ctx, Call& call);
+Answer AcceptTeamInvite(ApiContext& ctx, Call& call);
+Answer RemoveTeamMember(ApiContext& ctx, Call& call);
+Answer LeaveTeam(ApiContext& ctx, Call& call);
+Answer SetTeamRole(ApiContext& ctx, Call& call);
+Answer TeamInvitePage(ApiContext& ctx, Call& call);
+Answer TeamInviteForm(ApiContext& ctx, Call& call);
+
+// audit_handlers.cc: /api/v1/admin/audit.
+Answer AdminListAudit(ApiContext& ctx, Call& call);
+// usage_handlers.cc: invoices and the usage history.
+Answer ListInvoices(ApiContext& ctx, Call& call);
+Answer UsageSessions(ApiContext& ctx, Call& call);
+Answer AdminCloseInvoices(ApiContext& ctx, Call& call);
+Answer AdminExportInvoices(ApiContext& ctx, Call& call);
 
 }  // namespace gpuwerk::api::handlers

@@ -24,6 +24,12 @@ void AddQueueVerbs(CLI::App& app, const VerbRegistry& verbs);
 void AddUsageVerbs(CLI::App& app, const VerbRegistry& verbs);
 /// events (event_verbs.cc).
 void AddEventVerbs(CLI::App& app, const VerbRegistry& verbs);
+/// billing [add-card|remove-card] (billing_verbs.cc).
+void AddBillingVerbs(CLI::App& app, const VerbRegistry& verbs);
+/// team create|show|invite|revoke|remove|leave|role (team_verbs.cc).
+void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs);
+/// admin audit (admin_audit_verbs.cc).
+void AddAdminAuditVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin relay-sessions, on the `admin` subcommand (admin_relay_session_verbs.cc).
 void AddAdminRelaySessionVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin hosts add|ls|drain|undrain|rm|link|unlink (admin_host_verbs.cc).
@@ -34,5 +40,13 @@ void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs);
 void AddAdminInviteVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin release-key FILE (admin_key_verbs.cc).
 void AddAdminKeyVerbs(CLI::App& admin, const VerbRegistry& verbs);
+/// admin billing set-card|clear-card (admin_billing_verbs.cc).
+void AddAdminBillingVerbs(CLI::App& admin, const VerbRegistry& verbs);
+/// billing invoices, on the `billing` group, made here unless it exists (invoice_verbs.cc).
+void AddInvoiceVerbs(CLI::App& app, const VerbRegistry& verbs);
+/// usage sessions, on the `usage` group (invoice_verbs.cc).
+void AddUsageSessionVerbs(CLI::App& usage, const VerbRegistry& verbs);
+/// admin invoices close|export (invoice_verbs.cc).
+void AddAdminInvoiceVerbs(CLI::App& admin, const VerbRegistry& verbs);
 
 }  // namespace gpuwerk::cli::internal

@@ -43,6 +43,15 @@ void VerbRegistry::OnRun(CLI::App* cmd, VerbFn verb) const {
   cmd->callback([ctx = ctx_, verb = std::move(verb)] { RunVerb(*ctx, verb); });
 }
 
+void VerbRegistry::OnRunAlone(CLI::App* group, VerbFn verb) const {
+  if (group->get_option_no_throw("--json") == nullptr) {
+    group->add_flag("--json", ctx_->common.json, "print JSON for scripts (errors too)");
+  }
+  group->callback([ctx = ctx_, group, verb = std::move(verb)] {
+    if (group->get_subcommands().empty()) RunVerb(*ctx, verb);
+  });
+}
+
 void RunVerb(VerbContext& ctx, const VerbFn& verb) {
   core::Result<void> result;
   try {

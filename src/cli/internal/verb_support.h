@@ -77,6 +77,9 @@ class VerbRegistry {
   /// Makes `cmd` run `verb` (see RunVerb); adds `--json` when `cmd` has none yet, so that every
   /// verb answers JSON, its errors included, when asked.
   void OnRun(CLI::App* cmd, VerbFn verb) const;
+  /// OnRun for a group that is also a verb on its own (`billing` shows, `billing add-card`
+  /// acts): `verb` runs only when none of `group`'s subcommands was given.
+  void OnRunAlone(CLI::App* group, VerbFn verb) const;
 
   /// The storage of the common options, for verbs that declare them with their own help text.
   CommonOptions& common() const { return ctx_->common; }

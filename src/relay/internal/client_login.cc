@@ -223,6 +223,8 @@ class ClientAuthentication {
       Deny(msg, true);
       return;
     }
+    const uint64_t changes_before =
+        ctx_.access_changes != nullptr ? ctx_.access_changes->load() : 0;
     auto decision = ctx_.authorizer->Authorize(req);
     if (!decision) {
       // What went wrong (the server's address, curl's words) is for the operator's log only.
@@ -263,8 +265,16 @@ class ClientAuthentication {
       std::lock_guard lock(control_.mu);
       control_.instance_id = t.instance_id;
       control_.person_id = t.person_id;
+      control_.login = t.login;
+      control_.hostname = t.hostname;
+      control_.request = req;
     }
     control_.authenticated = true;
+    // An access change pushed while this login was being decided did not see it: ask again.
+    if (ctx_.access_changes != nullptr && ctx_.access_changes->load() != changes_before &&
+        ctx_.recheck) {
+      ctx_.recheck(control_.id);
+    }
     login_ = ClientLogin{std::move(req), t, std::move(*upstream)};
   }
 

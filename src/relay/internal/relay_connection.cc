@@ -61,7 +61,7 @@ int OnWake(socket_t fd, int /*revents*/, void* /*userdata*/) {
 }
 
 /// One connection from accept to end: key exchange, the client's login (client_login.h, which
-/// logs in upstream), the relay session's forwarding loop with re-authorization, and the teardown
+/// logs in upstream), the relay session's forwarding loop, and the teardown
 /// (connection_teardown.h) when it is destroyed.
 class Connection {
  public:
@@ -160,8 +160,8 @@ class Connection {
   }
 
   /// The relay session: polls both sessions and the wake fd, hands each message to the
-  /// forwarding, advances it until a pass finds nothing to do, and re-asks the authorizer every
-  /// `reauthorize_interval`. Returns with `end_reason_` set.
+  /// forwarding, advances it until a pass finds nothing to do, and ends when the Relay asks
+  /// (RequestClose: a re-check refused it, or the relay stops). Returns with `end_reason_` set.
   void Forward() {
     ssh_session client = handles_.client.get();
     ssh_session upstream = handles_.upstream.get();
@@ -175,12 +175,9 @@ class Connection {
                                 control_.record_id + ") from " + control_.source_address);
 
     int errors = 0;
-    last_authorized_ = SteadyClock::now();
     while (true) {
-      if (opts_.reauthorize_interval.count() > 0 &&
-          SteadyClock::now() - last_authorized_ >= opts_.reauthorize_interval) {
-        Reauthorize();
-      }
+      // Re-checks run on the Relay's re-check thread, which asks this loop to end through
+      // control_ (RequestClose): nothing here waits for the authorizer.
       if (control_.close_requested) {
         std::string reason;
         {
@@ -195,11 +192,7 @@ class Connection {
         ssh_session_set_disconnect_message(client, notice.c_str());
         break;
       }
-      int timeout_ms = 500;
-      if (opts_.reauthorize_interval.count() > 0) {
-        timeout_ms =
-            static_cast<int>(std::min<int64_t>(timeout_ms, opts_.reauthorize_interval.count()));
-      }
+      const int timeout_ms = 500;
       int rc = ssh_event_dopoll(handles_.event.get(), timeout_ms);
       if (rc == SSH_ERROR) {
         if (!IsConnected(client) || !IsConnected(upstream) || ++errors > 100) {
@@ -249,30 +242,12 @@ class Connection {
     }
   }
 
-  /// Asks the authorizer again; a refusal, or a different instance or login, ends the relay
-  /// session.
-  void Reauthorize() {
-    last_authorized_ = SteadyClock::now();
-    auto d = ctx_.authorizer->Authorize(request_);
-    if (!d) {
-      spdlog::warn("relay: cannot re-check relay session {}: {}", control_.id,
-                   core::BoundedPrintable(d.error().message));
-      return;
-    }
-    if (d->target && d->target->instance_id == target_.instance_id &&
-        d->target->login == target_.login) {
-      return;
-    }
-    control_.RequestClose("your access to instance " + target_.hostname + " has ended");
-  }
-
   ConnectionHandles handles_;
   const ConnectionContext& ctx_;
   const RelayOptions& opts_;
   ConnectionControl& control_;
-  AuthorizeRequest request_;  ///< what was authorized (asked again by Reauthorize)
+  AuthorizeRequest request_;  ///< what was authorized
   RelayTarget target_;
-  SteadyClock::time_point last_authorized_;
   std::optional<ChannelForwarding> forwarding_;  ///< once the relay session started
   bool started_ = false;
   std::string end_reason_;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -28,7 +29,10 @@ struct ConnectionControl {
   std::string close_reason;
   std::string instance_id;
   std::string person_id;
-  int client_fd = -1;  ///< valid while the connection holds its socket (-1 after)
+  std::string login;         ///< RelayTarget::login, once authenticated
+  std::string hostname;      ///< RelayTarget::hostname, once authenticated
+  AuthorizeRequest request;  ///< what was authorized (the re-check asks it again)
+  int client_fd = -1;        ///< valid while the connection holds its socket (-1 after)
 
   /// Asks the connection to end (thread-safe, idempotent); it tells the client `reason`.
   void RequestClose(const std::string& reason);
@@ -43,6 +47,11 @@ struct ConnectionContext {
   RelaySessionLog* log = nullptr;
   const std::string* relay_key_private = nullptr;  ///< OpenSSH private key text
   SourceLimiter* limiter = nullptr;
+  /// Bumped by every pushed access change (Relay::RecheckRelaySessions). A login that saw it
+  /// change between its authorization and becoming a relay session asks `recheck` for itself,
+  /// so that no change slips past a login in flight.
+  const std::atomic<uint64_t>* access_changes = nullptr;
+  std::function<void(uint64_t connection_id)> recheck;
 };
 
 /// Serves one accepted client until it ends: key exchange, public-key authentication through the

@@ -54,12 +54,12 @@ core::Result<const DrainCandidate*> EntryCursor::Next() {
   return c;
 }
 
-core::Result<bool> PassOver(DrainContext& ctx, const DrainCandidate& c) {
+core::Result<bool> PassOver(DrainContext& ctx, const DrainCandidate& c, std::string_view why) {
   const QueueEntryRow& e = c.entry;
-  if (e.passed_over_at) return false;  // its owner was told already
-  GPUWERK_TRY(QueueEntryTable::MarkPassedOver(ctx.tx, e.id, ctx.now,
-                                              "passed over: your account cannot launch right now"));
-  GPUWERK_TRY(ctx.outbox.Enqueue(ctx.tx, QueuePassedOverMail(c.email, e.name, ctx.gpu_type)));
+  if (e.passed_over_at) return false;  // its owner was told already in this streak
+  GPUWERK_TRY(
+      QueueEntryTable::MarkPassedOver(ctx.tx, e.id, ctx.now, "passed over: " + std::string(why)));
+  GPUWERK_TRY(ctx.outbox.Enqueue(ctx.tx, QueuePassedOverMail(c.email, e.name, ctx.gpu_type, why)));
   GPUWERK_TRY(audit::RecordAudit(ctx.tx, ctx.clock, ctx.rng,
                                  {.actor_id = "",
                                   .action = "queue.pass_over",

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/clock.h"
@@ -78,10 +79,11 @@ struct DrainContext {
   int64_t now = 0;  ///< Unix seconds
 };
 
-/// `c`'s owner may not launch now: the entry keeps its place; the first time (no
-/// `passed_over_at` yet) it is marked, its owner mailed and the pass audited. True when a mail
-/// was enqueued. Errors: the store's.
-core::Result<bool> PassOver(DrainContext& ctx, const DrainCandidate& c);
+/// `c`'s owner may not launch now (`why`: the launch gate's refusal, which says what
+/// to do): the entry keeps its place; the first time in a streak (no `passed_over_at` yet) it
+/// is marked, its owner mailed and the pass audited. True when a mail was enqueued. Errors: the
+/// store's.
+core::Result<bool> PassOver(DrainContext& ctx, const DrainCandidate& c, std::string_view why);
 
 /// An entry put back after a failed launch: its failed instance (no hosts, session ended)
 /// still holds the name; it is finally deleted so the new launch can take the name.

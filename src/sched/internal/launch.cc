@@ -94,18 +94,23 @@ core::Result<std::string> InsertInstance(store::Transaction& tx, core::Clock& cl
   for (size_t node = 0; node < spec.host_ids.size(); ++node) {
     GPUWERK_TRY(PlacementTable::Insert(tx, id, spec.host_ids[node], static_cast<int64_t>(node)));
   }
-  // the GPU type's price and currency are locked into the session at launch; a solo
-  // person's billing account is their own (teams move it).
-  GPUWERK_TRY(billing::BillingSessionTable::Insert(
-      tx, {.id = session_id,
-           .instance_id = id,
-           .person_id = spec.person_id,
-           .billing_account_id = billing::SoloBillingAccountId(spec.person_id),
-           .instance_name = spec.name,
-           .gpu_type = spec.gpu_type,
-           .price_minor_per_hour = type.price_minor_per_hour,
-           .currency = type.currency,
-           .started_at = now}));
+  // the GPU type's price and currency are locked into the session at launch. R-15: the
+  // account that pays is the person's own, or their team's (SchedOptions::resolve_account).
+  std::string billing_account_id = billing::SoloBillingAccountId(spec.person_id);
+  if (options.resolve_account) {
+    GPUWERK_ASSIGN_OR_RETURN(auto account, options.resolve_account(tx, spec.person_id));
+    billing_account_id = std::move(account.id);
+  }
+  GPUWERK_TRY(
+      billing::BillingSessionTable::Insert(tx, {.id = session_id,
+                                                .instance_id = id,
+                                                .person_id = spec.person_id,
+                                                .billing_account_id = billing_account_id,
+                                                .instance_name = spec.name,
+                                                .gpu_type = spec.gpu_type,
+                                                .price_minor_per_hour = type.price_minor_per_hour,
+                                                .currency = type.currency,
+                                                .started_at = now}));
   nlohmann::json detail = {{"name", spec.name},
                            {"gpu_type", spec.gpu_type},
                            {"hostname", hostname},

@@ -208,6 +208,18 @@ core::Result<void> QueueEntryTable::MarkPassedOver(store::Transaction& tx, const
   return {};
 }
 
+core::Result<void> QueueEntryTable::EndPassOverStreak(store::Transaction& tx,
+                                                      const std::string& id) {
+  GPUWERK_TRY(tx.Exec("UPDATE queue_entries SET passed_over_at = NULL WHERE id = ?", {id}));
+  return {};
+}
+
+core::Result<std::vector<QueueEntryRow>> QueueEntryTable::ListPassedOver(store::Transaction& tx) {
+  // The literal 'open' lets the store use migration 18's partial index.
+  return Many(tx.Query(
+      Select("q.status = 'open' AND q.passed_over_at IS NOT NULL ORDER BY q.entered_at, q.id")));
+}
+
 core::Result<void> QueueEntryTable::MarkLaunched(store::Transaction& tx, const std::string& id,
                                                  const std::string& instance_id, int64_t now) {
   GPUWERK_TRY(tx.Exec(

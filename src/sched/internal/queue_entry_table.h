@@ -27,7 +27,10 @@ struct QueueEntryRow {
   std::string instance_id;         ///< "" when none
   std::string last_failure;
   int64_t launch_attempts = 0;
-  std::optional<int64_t> passed_over_at;  ///< set while its owner was told it was passed over
+  /// When the current pass-over streak began (Unix seconds): set when a drain passes the entry
+  /// over and its owner is mailed, cleared when it launches or its owner may launch again;
+  /// nullopt outside a streak.
+  std::optional<int64_t> passed_over_at;
 };
 
 /// An open entry a drain considers, with its owner's email address.
@@ -102,6 +105,10 @@ class QueueEntryTable {
   /// Passed over at `now` (its owner is told once), with `why` as its last failure.
   static core::Result<void> MarkPassedOver(store::Transaction& tx, const std::string& id,
                                            int64_t now, const std::string& why);
+  /// Ends entry `id`'s pass-over streak (`passed_over_at` cleared).
+  static core::Result<void> EndPassOverStreak(store::Transaction& tx, const std::string& id);
+  /// Every open entry in a pass-over streak, oldest first.
+  static core::Result<std::vector<QueueEntryRow>> ListPassedOver(store::Transaction& tx);
   /// The open entry `id` becomes `launched` with `instance_id` at `now` (one more attempt).
   static core::Result<void> MarkLaunched(store::Transaction& tx, const std::string& id,
                                          const std::string& instance_id, int64_t now);

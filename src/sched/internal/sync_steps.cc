@@ -7,6 +7,7 @@
 #include "audit/audit_log.h"
 #include "auth/person_table.h"
 #include "billing/billing_session_table.h"
+#include "billing/metering.h"
 #include "core/strings.h"
 #include "keys/public_key.h"
 #include "sched/instance_mails.h"
@@ -363,6 +364,28 @@ core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
     GPUWERK_TRY(ObservedContainerTable::DeleteNode(ctx.tx, key.first, key.second, ctx.host.id));
   }
   return reported;
+}
+
+core::Result<void> RecordBillingEvidence(SyncContext& ctx,
+                                         const std::vector<ContainerReport>& containers,
+                                         const NodesHere& here) {
+  for (const PlacedNode& p : here.placed) {
+    if (p.node_index != 0 || !here.nodes.contains({p.instance_id, 0})) continue;
+    GPUWERK_ASSIGN_OR_RETURN(auto row, InstanceTable::Find(ctx.tx, p.instance_id));
+    if (!row || row->billing_session_id.empty()) continue;
+    billing::Sighting sighting{.now = ctx.now};
+    for (const ContainerReport& c : containers) {
+      if (c.instance_id != p.instance_id || c.node_index != 0) continue;
+      sighting.container_reported = true;
+      sighting.container_started = c.started_at;
+      sighting.container_running = c.state == "running";
+      sighting.container_finished = c.finished_at;
+      break;  // the first report of a node counts (RecordObservations)
+    }
+    GPUWERK_TRY(billing::RecordSighting(ctx.tx, row->billing_session_id, sighting,
+                                        ctx.options.host_unknown_after_seconds));
+  }
+  return {};
 }
 
 core::Result<void> FinishDeletions(SyncContext& ctx, const std::set<NodeKey>& reported,

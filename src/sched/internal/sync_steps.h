@@ -106,6 +106,17 @@ core::Result<std::set<NodeKey>> RecordObservations(SyncContext& ctx,
                                                    const std::vector<ContainerReport>& containers,
                                                    const NodesHere& here);
 
+/// Step 2b, metering on evidence (R-13, docs/billing.md "Evidence"): for each live or deleting
+/// instance whose node 0 is placed here, this round is a sighting of its billing session
+/// (billing::RecordSighting inside this transaction): node 0's reported container (its start
+/// and finish time, whether it runs) or none. A round whose engine did not answer
+/// (SyncReport::engine_error) is no evidence about containers and records nothing; neither does
+/// an agent's first round after its start (not observed; AgentSync::Sync skips it).
+/// `silent_after`: SchedOptions::host_unknown_after_seconds.
+core::Result<void> RecordBillingEvidence(SyncContext& ctx,
+                                         const std::vector<ContainerReport>& containers,
+                                         const NodesHere& here);
+
 /// Step 3, deletions: a node whose delete was asked and whose container is gone here frees
 /// this host; the last node finalizes its instance (which leaves `here`).
 core::Result<void> FinishDeletions(SyncContext& ctx, const std::set<NodeKey>& reported,

@@ -1,0 +1,118 @@
+// /api/v1/billing (R-14, docs/billing.md): a person's billing account and its payment method,
+// card setup and removal (only a person who manages the account: billing_managed_by_team
+// otherwise); /api/v1/admin/billing/{email}/card: the operator records or clears a payment
+// method under the manual provider (audited).
+#include <string>
+
+#include "api/api_context.h"
+#include "api/handler_support.h"
+#include "api/internal/handlers.h"
+#include "billing/payment_methods.h"
+
+namespace gpuwerk::api {
+namespace {
+
+nlohmann::json AccountJson(const billing::BillingAccount& a) {
+  return {{"id", a.id},
+          {"kind", std::string(billing::ToString(a.kind))},
+          {"name", a.name},
+          {"may_manage", a.may_manage}};
+}
+
+nlohmann::json MethodJson(const billing::PaymentMethod& m, const std::string& description) {
+  return {{"provider", m.provider},
+          {"brand", m.brand},
+          {"last4", m.last4},
+          {"exp_month", m.exp_month},
+          {"exp_year", m.exp_year},
+          {"description", description},
+          {"created_at", core::FormatRfc3339(m.created_at)},
+          {"updated_at", core::FormatRfc3339(m.updated_at)}};
+}
+
+/// GET /api/v1/billing and what the card routes answer with it.
+nlohmann::json StateJson(billing::PaymentMethods& methods, const billing::BillingState& s) {
+  nlohmann::json j = {{"account", AccountJson(s.account)},
+                      {"provider", s.provider},
+                      {"payment_method", nullptr},
+                      {"how_to_add", nullptr}};
+  if (s.method) {
+    j["payment_method"] = MethodJson(*s.method, s.method_description);
+  } else {
+    j["how_to_add"] = methods.provider().HowToAddPaymentMethod(s.account.may_manage);
+  }
+  return j;
+}
+
+/// The JSON card an operator sends: {brand, last4, exp_month, exp_year}.
+core::Result<billing::CardFacts> CardFrom(const Request& req) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body,
+                           ParseJsonObject(req, {"brand", "last4", "exp_month", "exp_year"}));
+  billing::CardFacts card;
+  // Lengths and characters are ValidateCard's to judge (invalid_brand, invalid_last4); the body
+  // limit bounds what is read here.
+  GPUWERK_ASSIGN_OR_RETURN(card.brand, RequireString(body, "brand", 1024, 0));
+  GPUWERK_ASSIGN_OR_RETURN(card.last4, RequireString(body, "last4", 1024, 0));
+  GPUWERK_ASSIGN_OR_RETURN(card.exp_month, RequireInt(body, "exp_month", -1'000'000, 1'000'000));
+  GPUWERK_ASSIGN_OR_RETURN(card.exp_year, RequireInt(body, "exp_year", -1'000'000, 1'000'000));
+  return card;
+}
+
+}  // namespace
+
+namespace handlers {
+
+Answer GetBilling(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
+  return Response::Json(200, StateJson(ctx.payment_methods, state));
+}
+
+Answer BeginCardSetup(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto setup, ctx.payment_methods.BeginCardSetup(call.who.person_id));
+  nlohmann::json j = {{"url", setup.url}, {"expires_at", nullptr}};
+  if (setup.expires_at > 0) j["expires_at"] = core::FormatRfc3339(setup.expires_at);
+  return Response::Json(201, j);
+}
+
+Answer RemovePaymentMethod(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto removed,
+                           ctx.payment_methods.Remove(call.who.person_id, call.req.remote_address));
+  GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
+  nlohmann::json j = StateJson(ctx.payment_methods, state);
+  j["removed"] = MethodJson(removed, ctx.payment_methods.provider().Describe(removed));
+  j["message"] =
+      "Payment method removed. Running instances keep running and their billing sessions go on "
+      "billing; new launches and restarts are refused until a payment method is on file again.";
+  return Response::Json(200, j);
+}
+
+Answer AdminSetCard(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(billing::CardFacts card, CardFrom(call.req));
+  const std::string email = call.req.PathParam("email");
+  GPUWERK_ASSIGN_OR_RETURN(auto stored, ctx.payment_methods.SetCard(call.who.person_id, email, card,
+                                                                    call.req.remote_address));
+  return Response::Json(
+      200,
+      {{"email", email},
+       {"billing_account", stored.billing_account_id},
+       {"payment_method", MethodJson(stored, ctx.payment_methods.provider().Describe(stored))}});
+}
+
+Answer AdminClearCard(ApiContext& ctx, Call& call) {
+  const std::string email = call.req.PathParam("email");
+  GPUWERK_ASSIGN_OR_RETURN(auto removed, ctx.payment_methods.ClearCard(call.who.person_id, email,
+                                                                       call.req.remote_address));
+  nlohmann::json j = {{"email", email}, {"removed", nullptr}};
+  if (removed) {
+    j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
+    j["message"] =
+        "Payment method cleared. Running instances keep running and billing; new launches and "
+        "restarts are refused until one is on file again.";
+  } else {
+    j["message"] = "No payment method was on file; nothing changed.";
+  }
+  return Response::Json(200, j);
+}
+
+}  // namespace handlers
+}  // namespace gpuwerk::api

@@ -1,0 +1,212 @@
+// /api/v1/team: a person's team, its members and invitations (R-15; docs/teams.md), and the page
+// an invitation mail's link opens (/team/accept). Every role rule is TeamService's: these
+// handlers only read requests and write answers, so the browser, the CLI and API tokens meet the
+// same checks.
+#include <fmt/format.h>
+
+#include "api/api_context.h"
+#include "api/handler_support.h"
+#include "api/internal/handlers.h"
+#include "core/encoding.h"
+#include "teams/team_service.h"
+
+namespace gpuwerk::api {
+namespace {
+
+using nlohmann::json;
+
+/// The team service, or 503 when the server runs without one.
+core::Result<teams::TeamService*> Teams(ApiContext& ctx) {
+  if (ctx.teams == nullptr) {
+    return core::Fail(core::ErrorCode::kUnavailable, "teams_unavailable",
+                      "This server does not run teams.");
+  }
+  return ctx.teams;
+}
+
+/// invite_gone answers 410 Gone (docs/teams.md "Invitations"): the link is used up, revoked,
+/// replaced or expired for good. Every other error goes to the route table as it is.
+core::Result<Response> GoneOr(core::Error error) {
+  if (error.api_code == "invite_gone") return Problem(410, error);
+  return core::Fail(std::move(error));
+}
+
+json MemberJson(const teams::Member& m) {
+  return {{"person_id", m.person_id},
+          {"email", m.email},
+          {"role", teams::RoleName(m.role)},
+          {"joined_at", core::FormatRfc3339(m.joined_at)}};
+}
+
+json InviteJson(const teams::Invite& i) {
+  return {{"id", i.id},
+          {"email", i.email},
+          {"invited_by", i.invited_by_email},
+          {"created_at", core::FormatRfc3339(i.created_at)},
+          {"sent_at", core::FormatRfc3339(i.sent_at)},
+          {"expires_at", core::FormatRfc3339(i.expires_at)}};
+}
+
+/// The team as its caller may see it: owners get `invites`, members get no such member.
+json TeamJson(const teams::TeamView& v) {
+  json members = json::array();
+  for (const auto& m : v.members) members.push_back(MemberJson(m));
+  json j = {{"id", v.team.id},
+            {"name", v.team.name},
+            {"created_at", core::FormatRfc3339(v.team.created_at)},
+            {"my_role", teams::RoleName(v.my_role)},
+            {"members", std::move(members)}};
+  if (v.my_role == teams::Role::kOwner) {
+    json invites = json::array();
+    for (const auto& i : v.invites) invites.push_back(InviteJson(i));
+    j["invites"] = std::move(invites);
+  }
+  return j;
+}
+
+std::string FormToken(const Request& req) {
+  auto fields = ParseQuery(req.body).value_or(std::map<std::string, std::string>{});
+  auto it = fields.find("token");
+  return it == fields.end() ? "" : it->second;
+}
+
+}  // namespace
+
+namespace handlers {
+
+Answer GetTeam(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(auto view, teams->Get(call.who));
+  return Response::Json(200, TeamJson(view));
+}
+
+Answer CreateTeam(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"name"}));
+  // The bound is the body limit's: the service's own rule (1 to 64 characters) names the error.
+  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 1024, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto view,
+                           teams->Create(call.who, name, Authenticator::CallerOf(call.req)));
+  return Response::Json(201, TeamJson(view));
+}
+
+Answer InviteToTeam(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"email"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto email, RequireString(body, "email", 320));
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto sent, teams->InviteByEmail(call.who, email, Authenticator::CallerOf(call.req)));
+  json j = InviteJson(sent.invite);
+  j["resent"] = sent.resent;
+  return Response::Json(sent.resent ? 200 : 201, j);
+}
+
+Answer RevokeTeamInvite(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  auto revoked =
+      teams->RevokeInvite(call.who, call.req.PathParam("id"), Authenticator::CallerOf(call.req));
+  if (!revoked) return GoneOr(std::move(revoked.error()));
+  return Response::NoContent();
+}
+
+Answer AcceptTeamInvite(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"token"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto token, RequireString(body, "token", 256));
+  auto view = teams->Accept(call.who, token, Authenticator::CallerOf(call.req));
+  if (!view) return GoneOr(std::move(view.error()));
+  return Response::Json(200, TeamJson(*view));
+}
+
+Answer RemoveTeamMember(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_TRY(
+      teams->RemoveMember(call.who, call.req.PathParam("id"), Authenticator::CallerOf(call.req)));
+  return Response::NoContent();
+}
+
+Answer LeaveTeam(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_TRY(teams->Leave(call.who, Authenticator::CallerOf(call.req)));
+  return Response::NoContent();
+}
+
+Answer SetTeamRole(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"role"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto role, RequireString(body, "role", 16));
+  GPUWERK_ASSIGN_OR_RETURN(auto member, teams->SetRole(call.who, call.req.PathParam("id"), role,
+                                                       Authenticator::CallerOf(call.req)));
+  return Response::Json(200, MemberJson(member));
+}
+
+// The invitation link's page (docs/teams.md "Invitations", the account-links rule of
+// docs/accounts.md "Links"): its GET only shows what the invitation is and a button; a mail
+// scanner that fetches the link accepts nothing. The button's form POST accepts, for the person
+// signed in in this browser.
+Answer TeamInvitePage(ApiContext& ctx, Call& call) {
+  auto it = call.req.query.find("token");
+  if (it == call.req.query.end() || it->second.empty()) {
+    return LinkPageHtml(400, "Team invitation",
+                        "<p class=\"error\">This link has no token. Ask the team's owner for a new "
+                        "invitation.</p>");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  auto landing = teams->LandingOf(it->second);
+  if (!landing) {
+    return LinkPageHtml(
+        410, "Team invitation",
+        fmt::format("<p class=\"error\">{}</p>", core::HtmlEscape(landing.error().message)));
+  }
+  return LinkPageHtml(
+      200, "Join " + landing->team_name,
+      fmt::format("<p>You are invited to join the team <strong>{}</strong> on gpuwerk as "
+                  "<strong>{}</strong>. Its instances are billed to the team.</p>"
+                  "<p>Sign in as {} in this browser first (new to gpuwerk? sign up with that "
+                  "address and confirm it), then press the button.</p>"
+                  "<form method=\"post\" action=\"/team/accept\">"
+                  "<input type=\"hidden\" name=\"token\" value=\"{}\">"
+                  "<button type=\"submit\">Join {}</button></form>"
+                  "<p><a href=\"/\">Sign in</a></p>",
+                  core::HtmlEscape(landing->team_name), core::HtmlEscape(landing->email),
+                  core::HtmlEscape(landing->email), core::HtmlEscape(it->second),
+                  core::HtmlEscape(landing->team_name)));
+}
+
+Answer TeamInviteForm(ApiContext& ctx, Call& call) {
+  const Request& req = call.req;
+  if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
+    return LinkPageHtml(403, "Team invitation",
+                        "<p class=\"error\">This request came from another site.</p>");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
+  const std::string token = FormToken(req);
+  auto who = ctx.authn.Authenticate(req);
+  if (!who) {
+    return LinkPageHtml(401, "Team invitation",
+                        "<p class=\"error\">Sign in first, as the invited address, then open "
+                        "the link again.</p><p><a href=\"/\">Sign in</a></p>");
+  }
+  if (!who->email_proven) {
+    return LinkPageHtml(403, "Team invitation",
+                        "<p class=\"error\">Confirm your email address first: open the link mailed "
+                        "to you at sign-up, then open this link again.</p>");
+  }
+  auto view = teams->Accept(*who, token, Authenticator::CallerOf(req));
+  if (!view) {
+    const int status = view.error().api_code == "invite_gone"                    ? 410
+                       : view.error().code == core::ErrorCode::kPermissionDenied ? 403
+                                                                                 : 409;
+    return LinkPageHtml(status, "Team invitation",
+                        fmt::format("<p class=\"error\">{}</p><p><a href=\"/\">Back</a></p>",
+                                    core::HtmlEscape(view.error().message)));
+  }
+  return LinkPageHtml(200, "Welcome to " + view->team.name,
+                      fmt::format("<p>You are now a member of <strong>{}</strong>. Your new "
+                                  "instances are billed to the team.</p><p><a href=\"/\">Go to "
+                                  "gpuwerk</a></p>",
+                                  core::HtmlEscape(view->team.name)));
+}
+
+}  // namespace handlers
+}  // namespace gpuwerk::api

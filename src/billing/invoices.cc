@@ -1,0 +1,167 @@
+#include "billing/invoices.h"
+
+#include <map>
+#include <tuple>
+
+#include "audit/audit_log.h"
+#include "billing/billing_session_table.h"
+#include "billing/charges.h"
+#include "billing/money.h"
+
+namespace gpuwerk::billing {
+
+Invoices::Invoices(store::Database& db, core::Clock& clock, core::Rng& rng, int64_t silent_after,
+                   ResolveAccount resolve)
+    : db_(db),
+      clock_(clock),
+      rng_(rng),
+      silent_after_(silent_after),
+      resolve_(resolve ? std::move(resolve) : ResolveAccount(SoloAccountOf)) {}
+
+core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
+                                                    const std::string& actor_id,
+                                                    const std::string& source_address) {
+  GPUWERK_ASSIGN_OR_RETURN(const int64_t from, ParseMonth(month));
+  const int64_t to = NextMonthStart(from);
+  const std::string label = MonthLabel(from);
+  return db_.Write([&](store::Transaction& tx) -> core::Result<MonthCloseResult> {
+    const int64_t now = clock_.NowUnix();
+    if (now < to) {
+      return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "month_not_ended",
+                                    "Month " + label +
+                                        " has not ended yet (UTC): it can be closed from " +
+                                        MonthLabel(to) + "-01T00:00:00Z on.")
+                            .WithDetail("month", label));
+    }
+    MonthCloseResult result{.month = label};
+    GPUWERK_ASSIGN_OR_RETURN(auto closed_at, InvoiceTable::ClosedAt(tx, label));
+    result.already_closed = closed_at.has_value();
+    GPUWERK_ASSIGN_OR_RETURN(auto sessions, BillingSessionTable::ListOverlapping(tx, from, to));
+    // (account, currency) → its lines, in session order.
+    std::map<std::pair<std::string, std::string>, std::vector<InvoiceLineRow>> invoices;
+    for (const SessionWithGaps& s : sessions) {
+      for (const MonthCharge& c : SessionCharges(s.session, s.gaps, now, silent_after_)) {
+        if (c.month_start != from) continue;
+        invoices[{s.session.billing_account_id, s.session.currency}].push_back(
+            {.invoice_id = "",
+             .session_id = s.session.id,
+             .instance_id = s.session.instance_id,
+             .instance_name = s.session.instance_name,
+             .gpu_type = s.session.gpu_type,
+             .person_id = s.session.person_id,
+             .minutes = c.minutes,
+             .price_minor_per_hour = s.session.price_minor_per_hour,
+             .amount_minor = c.amount_minor});
+      }
+    }
+    for (auto& [key, lines] : invoices) {
+      InvoiceRow invoice{.id = core::NewId(rng_, "inv"),
+                         .billing_account_id = key.first,
+                         .month = label,
+                         .currency = key.second,
+                         .total_minor = 0,
+                         .created_at = now};
+      for (const InvoiceLineRow& l : lines) invoice.total_minor += l.amount_minor;
+      GPUWERK_ASSIGN_OR_RETURN(const bool inserted, InvoiceTable::InsertIfAbsent(tx, invoice));
+      if (!inserted) continue;  // an earlier (or concurrent) close made it: never changed
+      ++result.invoices_created;
+      for (InvoiceLineRow& l : lines) {
+        l.invoice_id = invoice.id;
+        GPUWERK_TRY(InvoiceTable::InsertLine(tx, l));
+        ++result.lines_created;
+      }
+    }
+    GPUWERK_ASSIGN_OR_RETURN(auto count,
+                             tx.QueryOne("SELECT COUNT(*) FROM invoices WHERE month = ?", {label}));
+    result.invoices = count ? count->Int(0) : 0;
+    GPUWERK_ASSIGN_OR_RETURN(const bool first_close,
+                             InvoiceTable::MarkClosed(tx, label, now, result.invoices));
+    if (first_close || result.invoices_created > 0) {
+      GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                     {.actor_id = actor_id,
+                                      .action = "billing.month_close",
+                                      .target = label,
+                                      .source_address = source_address,
+                                      .detail = {{"invoices_created", result.invoices_created},
+                                                 {"lines_created", result.lines_created},
+                                                 {"invoices", result.invoices}}}));
+    }
+    return result;
+  });
+}
+
+core::Result<std::optional<MonthCloseResult>> Invoices::CloseDueMonth() {
+  const int64_t now = clock_.NowUnix();
+  const int64_t this_month = MonthStart(now);
+  if (now < this_month + kMonthCloseGraceSeconds) return std::optional<MonthCloseResult>();
+  const std::string previous = MonthLabel(this_month - 1);
+  GPUWERK_ASSIGN_OR_RETURN(auto closed_at, db_.Read([&](store::Transaction& tx) {
+    return InvoiceTable::ClosedAt(tx, previous);
+  }));
+  if (closed_at) return std::optional<MonthCloseResult>();
+  GPUWERK_ASSIGN_OR_RETURN(auto result, CloseMonth(previous, "", "system"));
+  return std::optional<MonthCloseResult>(std::move(result));
+}
+
+core::Result<std::vector<InvoiceRow>> Invoices::ForPerson(const std::string& person_id) {
+  return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<InvoiceRow>> {
+    GPUWERK_ASSIGN_OR_RETURN(const BillingAccount account, resolve_(tx, person_id));
+    return InvoiceTable::OfAccount(tx, account.id);
+  });
+}
+
+std::string CsvCell(std::string_view text) {
+  std::string cell(text);
+  if (!cell.empty() && (cell[0] == '=' || cell[0] == '+' || cell[0] == '-' || cell[0] == '@' ||
+                        cell[0] == '\t' || cell[0] == '\r')) {
+    cell.insert(cell.begin(), '\'');
+  }
+  if (cell.find_first_of(",\"\r\n") == std::string::npos) return cell;
+  std::string quoted = "\"";
+  for (char c : cell) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+core::Result<std::string> Invoices::ExportCsv(std::string_view month) {
+  GPUWERK_ASSIGN_OR_RETURN(const int64_t from, ParseMonth(month));
+  const std::string label = MonthLabel(from);
+  GPUWERK_ASSIGN_OR_RETURN(auto invoices, db_.Read([&](store::Transaction& tx) {
+    return InvoiceTable::OfMonth(tx, label);
+  }));
+  std::string out =
+      "invoice_id,billing_account_id,month,currency,invoice_total_minor,billing_session_id,"
+      "instance_id,instance_name,gpu_type,person_id,minutes,price_minor_per_hour,amount_minor,"
+      "amount\r\n";
+  for (const InvoiceRow& inv : invoices) {
+    for (const InvoiceLineRow& l : inv.lines) {
+      const std::string cells[] = {inv.id,
+                                   inv.billing_account_id,
+                                   inv.month,
+                                   inv.currency,
+                                   std::to_string(inv.total_minor),
+                                   l.session_id,
+                                   l.instance_id,
+                                   l.instance_name,
+                                   l.gpu_type,
+                                   l.person_id,
+                                   std::to_string(l.minutes),
+                                   std::to_string(l.price_minor_per_hour),
+                                   std::to_string(l.amount_minor),
+                                   FormatAmount(l.amount_minor, inv.currency)};
+      bool first = true;
+      for (const std::string& c : cells) {
+        if (!first) out += ',';
+        first = false;
+        out += CsvCell(c);
+      }
+      out += "\r\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuwerk::billing

@@ -1,0 +1,80 @@
+#pragma once
+
+// Monthly invoices (R-13, docs/billing.md "Invoices" and "Month close"): closing a UTC month
+// into one invoice per billing account and currency, a person's invoices, the operator's CSV
+// export.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "billing/billing_account.h"
+#include "billing/invoice_table.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "store/database.h"
+
+namespace gpuwerk::billing {
+
+/// What one month close did.
+struct MonthCloseResult {
+  std::string month;             ///< "YYYY-MM"
+  int64_t invoices_created = 0;  ///< by this run (0 when another run made them)
+  int64_t lines_created = 0;     ///< by this run
+  int64_t invoices = 0;          ///< the month's invoices after this run
+  bool already_closed = false;   ///< the month was closed before this run
+};
+
+/// How long after a month ends the background close runs (seconds): the last sync rounds and
+/// deletes of the month are in by then.
+inline constexpr int64_t kMonthCloseGraceSeconds = 3600;
+
+/// Invoices over the store. Thread-safe (state lives in the store); references outlive it.
+class Invoices {
+ public:
+  /// `silent_after`: seconds after which a host counts as silent (SchedOptions::
+  /// host_unknown_after_seconds; the evidence rule, metering.h). `resolve` (default SoloAccountOf)
+  /// says which billing account a person's invoices are read from.
+  Invoices(store::Database& db, core::Clock& clock, core::Rng& rng, int64_t silent_after,
+           ResolveAccount resolve = {});
+
+  /// Closes UTC month `month` ("YYYY-MM") for every billing account: for each billing session with
+  /// billed minutes in the month (SessionCharges as of now), one line on its account's invoice in
+  /// its currency; an invoice's total is the sum of its lines. Idempotent: an account that has
+  /// the month's invoice in that currency already gets nothing (UNIQUE key; two concurrent runs
+  /// make one invoice), and invoices are never changed once made. One transaction; audited
+  /// `billing.month_close` (target the month) when it made an invoice or first closed the month.
+  /// Errors: kInvalidArgument invalid_month; kFailedPrecondition month_not_ended (the month has
+  /// not ended yet at the clock's now); the store's.
+  core::Result<MonthCloseResult> CloseMonth(std::string_view month, const std::string& actor_id,
+                                            const std::string& source_address);
+
+  /// The background close: the month before the current one when it ended at least
+  /// kMonthCloseGraceSeconds ago and is not closed yet (CloseMonth, actor the system); nullopt
+  /// when there is nothing to do. Errors: CloseMonth's.
+  core::Result<std::optional<MonthCloseResult>> CloseDueMonth();
+
+  /// The invoices of the billing account that pays for `person_id` now (ResolveAccount), newest
+  /// month first, with their lines. Errors: the resolver's (not_found); the store's.
+  core::Result<std::vector<InvoiceRow>> ForPerson(const std::string& person_id);
+
+  /// Every invoice line of `month` as CSV (RFC 4180, CRLF line ends, a header row; text cells
+  /// that start with =, +, -, @, a tab or a carriage return get a leading ' so spreadsheets do
+  /// not run them as formulas). Errors: kInvalidArgument invalid_month; the store's.
+  core::Result<std::string> ExportCsv(std::string_view month);
+
+ private:
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  int64_t silent_after_;
+  ResolveAccount resolve_;
+};
+
+/// One CSV cell (RFC 4180 quoting; the formula-injection guard of ExportCsv).
+std::string CsvCell(std::string_view text);
+
+}  // namespace gpuwerk::billing

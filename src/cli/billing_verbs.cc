@@ -1,0 +1,80 @@
+// billing, billing add-card, billing remove-card: the caller's billing account and the payment
+// method that launches and restarts need (R-14, docs/billing.md).
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+using nlohmann::json;
+
+/// "visa ending 4242, expires 12/2030 (manual: recorded by the operator)" or what to do.
+std::string MethodText(const json& state) {
+  const json& method = Field(state, "payment_method");
+  if (method.is_object()) return Str(method, "description");
+  return "none. " + Str(state, "how_to_add");
+}
+
+core::Result<void> BillingShowVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json state, server.Ok("GET", "/api/v1/billing"));
+  if (PrintJsonIfAsked(ctx, state)) return {};
+  const json& account = Field(state, "account");
+  std::string who = Str(account, "kind") + " (" + Str(account, "name") + ")";
+  if (Field(account, "may_manage") == false) who += ", managed by its owner";
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"Account:", who},
+      {"Provider:", Str(state, "provider")},
+      {"Card:", MethodText(state)},
+  };
+  std::string text;
+  for (const auto& [label, value] : rows) {
+    text += label + std::string(11 - label.size(), ' ') + SafeText(value) + "\n";
+  }
+  Print(ctx, text);
+  return {};
+}
+
+core::Result<void> BillingAddCardVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  // Under the manual provider the server answers 409 manual_provider, saying to ask the
+  // operator: that is printed as the failure.
+  GPUWERK_ASSIGN_OR_RETURN(json setup, server.Ok("POST", "/api/v1/billing/card-setup"));
+  if (PrintJsonIfAsked(ctx, setup)) return {};
+  Print(ctx, "Open this page to add your card:\n  " + SafeText(Str(setup, "url")) + "\n");
+  return {};
+}
+
+core::Result<void> BillingRemoveCardVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json removed, server.Ok("DELETE", "/api/v1/billing/payment-method"));
+  if (PrintJsonIfAsked(ctx, removed)) return {};
+  Print(ctx, "Removed " + SafeText(Str(Field(removed, "removed"), "description")) + ".\n" +
+                 SafeText(Str(removed, "message")) + "\n");
+  return {};
+}
+
+}  // namespace
+
+void AddBillingVerbs(CLI::App& app, const VerbRegistry& verbs) {
+  CLI::App* billing =
+      app.add_subcommand("billing", "Your billing account and payment method (alone: show them)");
+  billing->require_subcommand(0, 1);
+  verbs.AddTargetOptions(billing);
+  verbs.OnRunAlone(billing, &BillingShowVerb);
+  billing->footer(
+      "Launching and restarting an instance need a payment method on your billing account; "
+      "joining a queue does not. Under the manual provider the operator records cards "
+      "('gpuwerk admin billing set-card').");
+  verbs.AddVerb(*billing, "add-card",
+                "Add or replace your card: prints the page to open (or what to do)",
+                &BillingAddCardVerb);
+  verbs
+      .AddVerb(*billing, "remove-card",
+               "Remove your card: running instances keep running and billing; new launches and "
+               "restarts are refused",
+               &BillingRemoveCardVerb)
+      ->alias("rm-card");
+}
+
+}  // namespace gpuwerk::cli::internal

@@ -1,0 +1,182 @@
+// billing invoices, usage sessions, admin invoices close|export: invoices, the usage history and
+// the operator's month close (docs/billing.md "Invoices", "Usage history").
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include "cli/internal/verb_groups.h"
+#include "cli/output.h"
+#include "protocol/api_client.h"
+
+namespace gpuwerk::cli::internal {
+namespace {
+
+using nlohmann::json;
+
+/// Checks a month as the operator typed it ("YYYY-MM"). Errors: invalid_month.
+core::Result<void> CheckMonth(const std::string& month) {
+  const bool ok = month.size() == 7 && month[4] == '-' &&
+                  std::all_of(month.begin(), month.begin() + 4,
+                              [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+                  std::isdigit(static_cast<unsigned char>(month[5])) &&
+                  std::isdigit(static_cast<unsigned char>(month[6]));
+  if (!ok) {
+    return core::InvalidArgument("invalid_month",
+                                 "--month takes a UTC month as YYYY-MM, e.g. --month 2026-11.");
+  }
+  return {};
+}
+
+core::Result<void> BillingInvoicesVerb(VerbContext& ctx) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/billing/invoices"));
+  if (PrintJsonIfAsked(ctx, items)) return {};
+  if (items.empty()) {
+    Print(ctx, "No invoices yet: a month's invoice is made after the month ends (UTC).\n");
+    return {};
+  }
+  for (const auto& inv : items) {
+    Print(ctx, "Invoice " + SafeText(Str(inv, "id")) + " for " + SafeText(Str(inv, "month")) +
+                   ": " + SafeText(Str(inv, "total")) + "\n");
+    Table table({"INSTANCE", "GPU TYPE", "SESSION", "MINUTES", "AMOUNT"});
+    for (const auto& l : Field(inv, "lines")) {
+      table.AddRow({CellText(Field(l, "instance_name")), CellText(Field(l, "gpu_type")),
+                    CellText(Field(l, "billing_session_id")), CellText(Field(l, "minutes")),
+                    CellText(Field(l, "amount"))});
+    }
+    Print(ctx, table.Render());
+  }
+  return {};
+}
+
+/// The options of `usage sessions`.
+struct UsageSessionsOptions {
+  std::string before;
+  std::string after;
+};
+
+core::Result<void> UsageSessionsVerb(VerbContext& ctx, const UsageSessionsOptions& opt) {
+  for (const std::string* c : {&opt.before, &opt.after}) {
+    if (!std::all_of(c->begin(), c->end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_';
+        })) {
+      return core::InvalidArgument(
+          "invalid_cursor",
+          "Pass --before or --after the cursor a page printed, exactly as it was printed.");
+    }
+  }
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  std::string path = "/api/v1/usage/sessions";
+  if (!opt.before.empty()) path += "?before=" + opt.before;
+  if (!opt.after.empty()) path += (opt.before.empty() ? "?after=" : "&after=") + opt.after;
+  GPUWERK_ASSIGN_OR_RETURN(json page, server.Ok("GET", path));
+  if (PrintJsonIfAsked(ctx, page)) return {};
+  const json& items = Field(page, "items");
+  if (!items.is_array() || items.empty()) {
+    Print(ctx, "No billing sessions.\n");
+    return {};
+  }
+  Table table(
+      {"NAME", "INSTANCE", "GPU TYPE", "STARTED", "ENDED", "DURATION", "MINUTES", "AMOUNT"});
+  for (const auto& s : items) {
+    const bool active = Field(s, "active").is_boolean() && Field(s, "active").get<bool>();
+    table.AddRow({CellText(Field(s, "name")), CellText(Field(s, "instance_id")),
+                  CellText(Field(s, "gpu_type")), CellText(Field(s, "started_at")),
+                  active ? std::string("active") : CellText(Field(s, "ended_at")),
+                  SafeText(DurationText(Field(s, "duration_seconds"))),
+                  CellText(Field(s, "minutes")),
+                  CellText(Field(s, "amount")) + (active ? " so far" : "")});
+  }
+  Print(ctx, table.Render());
+  std::string footer =
+      "Page " + CellText(Field(page, "page")) + " of " + CellText(Field(page, "pages")) + ".";
+  if (!Str(page, "next").empty()) {
+    footer += " Older: gpuwerk usage sessions --before " + SafeText(Str(page, "next"));
+  }
+  if (!Str(page, "prev").empty()) {
+    footer += " Newer: gpuwerk usage sessions --after " + SafeText(Str(page, "prev"));
+  }
+  Print(ctx, footer + "\n");
+  return {};
+}
+
+/// The options of `admin invoices close|export`.
+struct AdminInvoiceOptions {
+  std::string month;
+  std::string output;
+};
+
+core::Result<void> AdminInvoicesCloseVerb(VerbContext& ctx, const AdminInvoiceOptions& opt) {
+  GPUWERK_TRY(CheckMonth(opt.month));
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  const json body = {{"month", opt.month}};
+  GPUWERK_ASSIGN_OR_RETURN(json closed, server.Ok("POST", "/api/v1/admin/invoices/close", &body));
+  if (PrintJsonIfAsked(ctx, closed)) return {};
+  const bool already =
+      Field(closed, "already_closed").is_boolean() && Field(closed, "already_closed").get<bool>();
+  Print(ctx, "Closed " + SafeText(Str(closed, "month")) + ": " +
+                 CellText(Field(closed, "invoices_created")) + " invoices made now, " +
+                 CellText(Field(closed, "invoices")) + " in all" +
+                 (already ? " (it was closed before)" : "") +
+                 ". Export them with: gpuwerk admin invoices export --month " +
+                 SafeText(Str(closed, "month")) + "\n");
+  return {};
+}
+
+core::Result<void> AdminInvoicesExportVerb(VerbContext& ctx, const AdminInvoiceOptions& opt) {
+  GPUWERK_TRY(CheckMonth(opt.month));
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  auto answer = server.client().Call("GET", "/api/v1/admin/invoices/export?month=" + opt.month);
+  if (!answer) return core::Fail(server.Explain(answer.error()));
+  if (!answer->ok()) return core::Fail(server.Explain(protocol::ErrorFromResponse(*answer)));
+  if (opt.output.empty()) {
+    Print(ctx, answer->text);
+    return {};
+  }
+  std::ofstream out(opt.output, std::ios::binary | std::ios::trunc);
+  out << answer->text;
+  out.close();
+  if (!out) {
+    return core::Fail(core::ErrorCode::kInvalidArgument, "cannot_write",
+                      "Cannot write " + opt.output + ": check the folder exists and is writable.");
+  }
+  if (!ctx.common.json) Print(ctx, "Wrote " + SafeText(opt.output) + ".\n");
+  return {};
+}
+
+}  // namespace
+
+void AddInvoiceVerbs(CLI::App& app, const VerbRegistry& verbs) {
+  // `billing` may be made by the payment-method verbs already; the invoices verb joins it.
+  auto found = app.get_subcommands([](CLI::App* s) { return s->get_name() == "billing"; });
+  CLI::App* billing = found.empty() ? VerbRegistry::AddGroup(app, "billing", "Your billing account")
+                                    : found.front();
+  verbs.AddVerb(*billing, "invoices", "Your billing account's monthly invoices, with their lines",
+                &BillingInvoicesVerb);
+}
+
+void AddUsageSessionVerbs(CLI::App& usage, const VerbRegistry& verbs) {
+  auto opt = std::make_shared<UsageSessionsOptions>();
+  CLI::App* cmd = verbs.AddVerb(usage, "sessions", "Your billing sessions, newest first, 15 a page",
+                                opt, &UsageSessionsVerb);
+  cmd->footer(
+      "Each page prints the cursors of its neighbours; pages stay put while new sessions start. "
+      "Active sessions show their amount so far. --json prints the page with its cursors.");
+  cmd->add_option("--before", opt->before, "the next (older) page's cursor");
+  cmd->add_option("--after", opt->after, "the previous (newer) page's cursor");
+}
+
+void AddAdminInvoiceVerbs(CLI::App& admin, const VerbRegistry& verbs) {
+  CLI::App* invoices = VerbRegistry::AddGroup(admin, "invoices", "Monthly invoices");
+  auto opt = std::make_shared<AdminInvoiceOptions>();
+  CLI::App* close = verbs.AddVerb(*invoices, "close",
+                                  "Close a UTC month: one invoice per billing account (idempotent)",
+                                  opt, &AdminInvoicesCloseVerb);
+  close->add_option("--month", opt->month, "the month, YYYY-MM (UTC), e.g. 2026-11")->required();
+  CLI::App* exp = verbs.AddVerb(*invoices, "export", "A closed month's invoice lines as CSV", opt,
+                                &AdminInvoicesExportVerb);
+  exp->add_option("--month", opt->month, "the month, YYYY-MM (UTC), e.g. 2026-11")->required();
+  exp->add_option("-o,--output", opt->output, "write the CSV to this file (default: stdout)");
+}
+
+}  // namespace gpuwerk::cli::internal

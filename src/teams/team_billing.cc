@@ -1,0 +1,54 @@
+#include "teams/team_billing.h"
+
+#include "audit/audit_log.h"
+#include "billing/billing_account_id.h"
+#include "billing/billing_session_table.h"
+#include "billing/payment_method_table.h"
+#include "teams/team_member_table.h"
+#include "teams/team_table.h"
+
+namespace gpuwerk::teams {
+
+core::Result<billing::BillingAccount> TeamBillingAccountOf(store::Transaction& tx,
+                                                           const std::string& person_id) {
+  GPUWERK_ASSIGN_OR_RETURN(auto membership, TeamMemberTable::ActiveOf(tx, person_id));
+  if (!membership) return billing::SoloAccountOf(tx, person_id);
+  GPUWERK_ASSIGN_OR_RETURN(auto team, TeamTable::Find(tx, membership->team_id));
+  if (!team) return core::Internal("an active membership of a missing team");
+  return billing::BillingAccount{.id = team->id,
+                                 .kind = billing::AccountKind::kTeam,
+                                 .name = team->name,
+                                 .may_manage = membership->role == Role::kOwner};
+}
+
+core::Result<SoloTakeover> MoveSoloBillingToTeam(store::Transaction& tx, core::Clock& clock,
+                                                 core::Rng& rng, const std::string& team_id,
+                                                 const std::string& owner_id) {
+  SoloTakeover out;
+  const std::string solo = billing::SoloBillingAccountId(owner_id);
+  GPUWERK_ASSIGN_OR_RETURN(auto method, billing::PaymentMethodTable::Find(tx, solo));
+  GPUWERK_ASSIGN_OR_RETURN(bool team_has_one, billing::PaymentMethodTable::Exists(tx, team_id));
+  if (method && !team_has_one) {
+    billing::PaymentMethod moved = *method;
+    moved.billing_account_id = team_id;
+    moved.updated_at = clock.NowUnix();
+    GPUWERK_TRY(billing::PaymentMethodTable::Upsert(tx, moved));
+    GPUWERK_TRY(billing::PaymentMethodTable::Delete(tx, solo));
+    out.payment_method_moved = true;
+  }
+  GPUWERK_ASSIGN_OR_RETURN(out.sessions_moved,
+                           billing::BillingSessionTable::MoveOpen(tx, owner_id, solo, team_id));
+  if (out.payment_method_moved || out.sessions_moved > 0) {
+    GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
+                                   {.actor_id = owner_id,
+                                    .action = "billing.move_to_team",
+                                    .target = team_id,
+                                    .source_address = "system",
+                                    .detail = {{"from", solo},
+                                               {"payment_method", out.payment_method_moved},
+                                               {"billing_sessions", out.sessions_moved}}}));
+  }
+  return out;
+}
+
+}  // namespace gpuwerk::teams

@@ -1,0 +1,614 @@
+// Teams over real HTTP (R-15, R-17; docs/teams.md): every /api/v1/team route, the invitation
+// link's page, the role rules for every kind of caller through a browser cookie and through an
+// API token, the mails (the server's Maildir outbox), and what a membership change does to
+// billing sessions (read from the store).
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "billing/billing_session_table.h"
+#include "sched/instance_table.h"
+#include "tests/integration/server_fixture.h"
+#include "tests/support/ssh_keygen.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kInvitePath[] = "/team/accept";
+
+class TeamsApiTest : public ServerTest {
+ protected:
+  /// A signed-in browser of a new proven person `email`, connecting from `source` (sign-ups are
+  /// rate limited per source address).
+  std::unique_ptr<HttpClient> Person(const std::string& email,
+                                     const std::string& source = "127.0.0.1") {
+    auto b = Browser();
+    b->SetSourceAddress(source);
+    SignUp(*b, email);
+    return b;
+  }
+  /// A client that holds only a new API token of the person signed in in `browser`.
+  std::unique_ptr<HttpClient> TokenClient(HttpClient& browser) {
+    auto r = browser.PostJson("/api/v1/tokens", {{"name", "cli"}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    auto c = Browser();
+    c->SetBearer(r.Json().value("token", ""));
+    return c;
+  }
+  /// `owner` invites `email` and returns the link's token from the mail.
+  std::string Invite(HttpClient& owner, const std::string& email) {
+    const auto seen = LinkTokens(email, kInvitePath, 0);
+    auto r = owner.PostJson("/api/v1/team/invites", {{"email", email}});
+    EXPECT_TRUE(r.status == 201 || r.status == 200) << r.body;
+    return NewLinkToken(email, kInvitePath, seen);
+  }
+  /// `owner` invites the person signed in in `browser` as `email`, who accepts.
+  void Join(HttpClient& owner, HttpClient& browser, const std::string& email) {
+    const std::string token = Invite(owner, email);
+    auto r = browser.PostJson("/api/v1/team/invites/accept", {{"token", token}});
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  std::string PersonId(HttpClient& who) {
+    auto me = who.Get("/api/v1/me");
+    EXPECT_EQ(me.status, 200) << me.body;
+    return me.Json().value("id", "");
+  }
+  json Team(HttpClient& who) {
+    auto r = who.Get("/api/v1/team");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json();
+  }
+  size_t MailCount(const std::string& to) {
+    (void)app_->DeliverMailNow();
+    return MailsTo(config_.data_dir / "mail", to).size();
+  }
+};
+
+TEST_F(TeamsApiTest, CreateShowInviteAcceptAndTheOwnerAloneSeesInvitations) {
+  auto ada = Person("ada@example.test");
+  auto made = ada->PostJson("/api/v1/team", {{"name", "  Lab One "}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(made.Json()["name"], "Lab One");
+  EXPECT_EQ(made.Json()["my_role"], "owner");
+  ASSERT_EQ(made.Json()["members"].size(), 1u);
+  EXPECT_EQ(made.Json()["members"][0]["email"], "ada@example.test");
+  EXPECT_TRUE(made.Json()["invites"].empty());
+
+  ExpectProblem(ada->PostJson("/api/v1/team", {{"name", "Second"}}), 409, "already_in_team");
+  auto grace = Person("grace@example.test");
+  ExpectProblem(grace->PostJson("/api/v1/team", {{"name", "lab one"}}), 409, "team_name_taken");
+  ExpectProblem(grace->PostJson("/api/v1/team", {{"name", "bad/name"}}), 400, "invalid_name");
+  ExpectProblem(grace->PostJson("/api/v1/team", {{"name", "x"}, {"extra", 1}}), 400,
+                "invalid_field");
+
+  const std::string token = Invite(*ada, "grace@example.test");
+  ASSERT_FALSE(token.empty());
+  auto mails = Mails("grace@example.test", 1);
+  ASSERT_FALSE(mails.empty());
+  EXPECT_NE(mails.back().text_body.find("Lab One"), std::string::npos) << mails.back().text_body;
+  EXPECT_NE(mails.back().text_body.find("ada@example.test"), std::string::npos);
+
+  auto owner_view = Team(*ada);
+  ASSERT_EQ(owner_view["invites"].size(), 1u);
+  EXPECT_EQ(owner_view["invites"][0]["email"], "grace@example.test");
+
+  auto accepted = grace->PostJson("/api/v1/team/invites/accept", {{"token", token}});
+  ASSERT_EQ(accepted.status, 200) << accepted.body;
+  EXPECT_EQ(accepted.Json()["my_role"], "member");
+  EXPECT_FALSE(accepted.Json().contains("invites"));  // members see no invitations
+  auto member_view = Team(*grace);
+  EXPECT_EQ(member_view["members"].size(), 2u);
+  EXPECT_FALSE(member_view.contains("invites"));
+  EXPECT_TRUE(Team(*ada)["invites"].empty());  // used: no longer pending
+}
+
+TEST_F(TeamsApiTest, AcceptMatchesTheAddressCaseInsensitivelyAndOnlyThatAddress) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  const std::string token = Invite(*ada, "Bob.Case@Example.TEST");
+  ASSERT_FALSE(token.empty());
+
+  // Someone else signed in: 403, and the invitation stays usable.
+  auto eve = Person("eve@example.test");
+  ExpectProblem(eve->PostJson("/api/v1/team/invites/accept", {{"token", token}}), 403,
+                "invite_for_another_address");
+  // The invited address typed in another case accepts.
+  auto bob = Person("bob.case@example.test");
+  auto accepted = bob->PostJson("/api/v1/team/invites/accept", {{"token", token}});
+  ASSERT_EQ(accepted.status, 200) << accepted.body;
+  EXPECT_EQ(Team(*ada)["members"].size(), 2u);
+  // Used: 410 invite_gone, nothing more created.
+  ExpectProblem(bob->PostJson("/api/v1/team/invites/accept", {{"token", token}}), 410,
+                "invite_gone");
+  ExpectProblem(eve->PostJson("/api/v1/team/invites/accept", {{"token", "nonsense"}}), 410,
+                "invite_gone");
+  EXPECT_EQ(Team(*ada)["members"].size(), 2u);
+}
+
+TEST_F(TeamsApiTest, ARevokedInviteIsGoneAndCreatesNothing) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  const std::string token = Invite(*ada, "carol@example.test");
+  const std::string id = Team(*ada)["invites"][0]["id"];
+  ASSERT_EQ(ada->Delete("/api/v1/team/invites/" + id).status, 204);
+  ExpectProblem(ada->Delete("/api/v1/team/invites/" + id), 410, "invite_gone");
+  ExpectProblem(ada->Delete("/api/v1/team/invites/inv_unknown"), 404, "not_found");
+
+  auto carol = Person("carol@example.test");
+  ExpectProblem(carol->PostJson("/api/v1/team/invites/accept", {{"token", token}}), 410,
+                "invite_gone");
+  ExpectProblem(carol->Get("/api/v1/team"), 404, "no_team");
+  EXPECT_EQ(Team(*ada)["members"].size(), 1u);
+  // The link's page says so too, and offers no button.
+  auto page = carol->Get(std::string(kInvitePath) + "?token=" + token);
+  EXPECT_EQ(page.status, 410);
+  EXPECT_EQ(page.body.find("<form"), std::string::npos);
+}
+
+TEST_F(TeamsApiTest, InvitingAMemberSendsNothingAndInvitingTwiceResendsOneInvitation) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  auto dan = Person("dan@example.test");
+  Join(*ada, *dan, "dan@example.test");
+  const size_t before = MailCount("dan@example.test");
+  ExpectProblem(ada->PostJson("/api/v1/team/invites", {{"email", "DAN@example.test"}}), 409,
+                "already_member");
+  EXPECT_EQ(MailCount("dan@example.test"), before);
+  ExpectProblem(ada->PostJson("/api/v1/team/invites", {{"email", "not an address"}}), 400,
+                "invalid_email");
+
+  const std::string first = Invite(*ada, "fay@example.test");
+  auto again = ada->PostJson("/api/v1/team/invites", {{"email", "fay@example.test"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Json()["resent"], true);
+  const std::string second = NewLinkToken("fay@example.test", kInvitePath, {first});
+  ASSERT_FALSE(second.empty());
+  EXPECT_EQ(Mails("fay@example.test", 2).size(), 2u);
+  EXPECT_EQ(Team(*ada)["invites"].size(), 1u);  // one pending invitation
+
+  auto fay = Person("fay@example.test");
+  ExpectProblem(fay->PostJson("/api/v1/team/invites/accept", {{"token", first}}), 410,
+                "invite_gone");
+  EXPECT_EQ(fay->PostJson("/api/v1/team/invites/accept", {{"token", second}}).status, 200);
+}
+
+TEST_F(TeamsApiTest, TheLinkPageAcceptsOnlyThroughItsButton) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab <b>"}}).status, 400);
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  const std::string token = Invite(*ada, "gus@example.test");
+  auto gus = Person("gus@example.test");
+  // A mail scanner's GET (signed in or not) uses nothing up.
+  for (int i = 0; i < 2; ++i) {
+    auto page = gus->Get(std::string(kInvitePath) + "?token=" + token);
+    EXPECT_EQ(page.status, 200) << page.body;
+    EXPECT_NE(page.body.find("<form method=\"post\" action=\"/team/accept\">"), std::string::npos);
+    EXPECT_NE(page.body.find("gus@example.test"), std::string::npos);
+  }
+  EXPECT_EQ(Team(*ada)["members"].size(), 1u);
+  EXPECT_EQ(Team(*ada)["invites"].size(), 1u);
+  // Another site's form is refused.
+  auto forged = gus->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded",
+                          {"Origin: https://evil.example"});
+  EXPECT_EQ(forged.status, 403);
+  // Signed out: the page says to sign in, and the invitation stays.
+  auto anon = Browser();
+  auto signed_out = anon->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded");
+  EXPECT_EQ(signed_out.status, 401);
+  EXPECT_EQ(Team(*ada)["members"].size(), 1u);
+  // The button, signed in as the invited address, accepts.
+  auto pressed = gus->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded");
+  EXPECT_EQ(pressed.status, 200) << pressed.body;
+  EXPECT_EQ(Team(*ada)["members"].size(), 2u);
+  auto twice = gus->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded");
+  EXPECT_EQ(twice.status, 410);
+}
+
+TEST_F(TeamsApiTest, TheLastOwnerCanNeitherLeaveNorBeRemovedNorDemoted) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  const std::string ada_id = PersonId(*ada);
+  ExpectProblem(ada->Send("POST", "/api/v1/team/leave", "", {}), 409, "last_owner");
+  ExpectProblem(ada->Delete("/api/v1/team/members/" + ada_id), 409, "last_owner");
+  ExpectProblem(ada->Send("PUT", "/api/v1/team/members/" + ada_id + "/role", R"({"role":"member"})",
+                          {"Content-Type: application/json"}),
+                409, "last_owner");
+  ExpectProblem(ada->Send("PUT", "/api/v1/team/members/" + ada_id + "/role", R"({"role":"admin"})",
+                          {"Content-Type: application/json"}),
+                400, "invalid_role");
+
+  auto hal = Person("hal@example.test");
+  Join(*ada, *hal, "hal@example.test");
+  const std::string hal_id = PersonId(*hal);
+  auto promoted = ada->Send("PUT", "/api/v1/team/members/" + hal_id + "/role",
+                            R"({"role":"owner"})", {"Content-Type: application/json"});
+  ASSERT_EQ(promoted.status, 200) << promoted.body;
+  EXPECT_EQ(promoted.Json()["role"], "owner");
+  // Two owners: the first may go now, and hal is the last.
+  EXPECT_EQ(ada->Send("POST", "/api/v1/team/leave", "", {}).status, 204);
+  ExpectProblem(ada->Get("/api/v1/team"), 404, "no_team");
+  ExpectProblem(hal->Send("POST", "/api/v1/team/leave", "", {}), 409, "last_owner");
+  EXPECT_EQ(Team(*hal)["members"].size(), 1u);
+}
+
+TEST_F(TeamsApiTest, RemovalMailsTheMemberWhoFallsBackToNoTeam) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  auto ivy = Person("ivy@example.test");
+  Join(*ada, *ivy, "ivy@example.test");
+  const size_t before = MailCount("ivy@example.test");
+  ASSERT_EQ(ada->Delete("/api/v1/team/members/" + PersonId(*ivy)).status, 204);
+  auto mails = Mails("ivy@example.test", before + 1);
+  ASSERT_EQ(mails.size(), before + 1);
+  bool found = false;
+  for (const auto& m : mails)
+    found |= m.text_body.find("Lab") != std::string::npos &&
+             m.subject.find("removed") != std::string::npos;
+  EXPECT_TRUE(found);
+  ExpectProblem(ivy->Get("/api/v1/team"), 404, "no_team");
+  ExpectProblem(ada->Delete("/api/v1/team/members/" + PersonId(*ivy)), 404, "not_found");
+}
+
+// R-15: the creator's running instance moves to the team; a member's launches are billed to the
+// team; removal deletes those and ends their billing sessions at that moment, leaves their solo
+// ones alone, and their next launch is billed to them.
+TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions) {
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  std::vector<std::string> agent_tokens;
+  for (const char* host : {"h1", "h2", "h3", "h4"}) {
+    auto added = op->PostJson("/api/v1/admin/hosts", {{"name", host},
+                                                      {"gpu_type", "spark-1x"},
+                                                      {"gpu_required", true},
+                                                      {"ssh_address", "127.0.0.1"}});
+    ASSERT_EQ(added.status, 201) << added.body;
+    agent_tokens.push_back(added.Json()["token"]);
+  }
+  // One fake agent round of every host (a host not heard from for 30 s gets no instances).
+  auto sync_all = [&] {
+    for (const auto& token : agent_tokens) {
+      HttpClient agent(app_->base_url());
+      agent.SetBearer(token);
+      auto synced = agent.PostJson("/api/v1/agent/sync",
+                                   {{"agent_version", "0.1.0"},
+                                    {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
+                                    {"engine", {{"ok", true}, {"error", ""}}},
+                                    {"containers", json::array()},
+                                    {"failures", json::array()}});
+      EXPECT_EQ(synced.status, 200) << synced.body;
+    }
+  };
+  sync_all();
+  auto key_of = [&](HttpClient& who, const std::string& file) {
+    auto key = GenerateKey(dir_.path(), file);
+    auto r = who.PostJson("/api/v1/ssh-keys", {{"name", "k"}, {"public_key", key.public_line}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json().value("id", "");
+  };
+  auto launch = [&](HttpClient& who, const std::string& name, const std::string& key) {
+    auto r = who.PostJson("/api/v1/instances",
+                          {{"name", name}, {"ssh_key_id", key}, {"gpu_type", "spark-1x"}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json().value("id", "");
+  };
+  struct SessionState {
+    std::string account;
+    std::optional<int64_t> ended_at;
+  };
+  auto session_of = [&](const std::string& instance_id) {
+    auto s = app_->database().Read([&](store::Transaction& tx) -> core::Result<SessionState> {
+      GPUWERK_ASSIGN_OR_RETURN(auto row, sched::InstanceTable::Find(tx, instance_id));
+      if (!row) return core::NotFound("instance");
+      GPUWERK_ASSIGN_OR_RETURN(auto session,
+                               billing::BillingSessionTable::Find(tx, row->billing_session_id));
+      if (!session) return core::NotFound("session");
+      return SessionState{session->billing_account_id, session->ended_at};
+    });
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? *s : SessionState{};
+  };
+
+  auto ada = Person("ada@example.test");
+  auto jon = Person("jon@example.test");
+  const std::string ada_key = key_of(*ada, "ada");
+  const std::string jon_key = key_of(*jon, "jon");
+  const std::string ada_id = PersonId(*ada);
+  const std::string jon_id = PersonId(*jon);
+  const std::string ada_box = launch(*ada, "ada-box", ada_key);
+  const std::string jon_solo = launch(*jon, "jon-solo", jon_key);
+  EXPECT_EQ(session_of(ada_box).account, "solo_" + ada_id);
+
+  auto made = ada->PostJson("/api/v1/team", {{"name", "Lab"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string team_id = made.Json()["id"];
+  EXPECT_EQ(session_of(ada_box).account, team_id);  // moved whole, billed once
+
+  Join(*ada, *jon, "jon@example.test");
+  const std::string jon_team = launch(*jon, "jon-team", jon_key);
+  EXPECT_EQ(session_of(jon_team).account, team_id);
+  EXPECT_EQ(session_of(jon_solo).account, "solo_" + jon_id);
+
+  clock_.Advance(std::chrono::seconds(125));
+  const int64_t removed_at = clock_.NowUnix();
+  ASSERT_EQ(ada->Delete("/api/v1/team/members/" + jon_id).status, 204);
+  EXPECT_EQ(session_of(jon_team).ended_at, removed_at);
+  EXPECT_FALSE(session_of(jon_solo).ended_at.has_value());
+  EXPECT_FALSE(session_of(ada_box).ended_at.has_value());
+  auto gone = jon->Get("/api/v1/instances/" + jon_team);
+  EXPECT_TRUE(gone.status == 404 || gone.Json().value("status", "") == "deleting" ||
+              gone.Json().value("status", "") == "deleted")
+      << gone.body;
+  auto solo = jon->Get("/api/v1/instances/" + jon_solo);
+  EXPECT_EQ(solo.status, 200) << solo.body;
+
+  sync_all();
+  const std::string jon_again = launch(*jon, "jon-again", jon_key);
+  EXPECT_EQ(session_of(jon_again).account, "solo_" + jon_id);
+}
+
+// Every team route, and the audit log, for each kind of caller, through a browser's sign-in
+// cookie and through an API token. Each row runs in its own team ("world"), its calls in the
+// order listed, so that a call that changes something (a member leaving, an outsider creating a
+// team) comes after the calls it would change.
+TEST_F(TeamsApiTest, PermissionMatrix) {
+  enum class Who { kOwner, kMember, kRemoved, kOutsider, kOperator, kSignedOut };
+  enum class Ep { kShow, kAudit, kInvite, kRevoke, kAccept, kRole, kRemove, kCreate, kLeave };
+  struct Cell {
+    Ep ep;
+    long status;
+    const char* code;  ///< "" for a success
+  };
+  struct Row {
+    Who who;
+    const char* name;
+    std::vector<Cell> cells;
+  };
+  const std::vector<Row> rows = {
+      {Who::kOwner,
+       "owner",
+       {{Ep::kShow, 200, ""},
+        {Ep::kAudit, 403, "forbidden"},
+        {Ep::kInvite, 201, ""},
+        {Ep::kRevoke, 204, ""},
+        {Ep::kAccept, 403, "invite_for_another_address"},
+        {Ep::kRole, 200, ""},
+        {Ep::kRemove, 204, ""},
+        {Ep::kCreate, 409, "already_in_team"},
+        {Ep::kLeave, 409, "last_owner"}}},
+      {Who::kMember,
+       "member",
+       {{Ep::kShow, 200, ""},
+        {Ep::kAudit, 403, "forbidden"},
+        {Ep::kInvite, 403, "owner_only"},
+        {Ep::kRevoke, 403, "owner_only"},
+        {Ep::kAccept, 403, "invite_for_another_address"},
+        {Ep::kRole, 403, "owner_only"},
+        {Ep::kRemove, 403, "owner_only"},
+        {Ep::kCreate, 409, "already_in_team"},
+        {Ep::kLeave, 204, ""}}},
+      {Who::kRemoved,
+       "removed member",
+       {{Ep::kShow, 404, "no_team"},
+        {Ep::kAudit, 403, "forbidden"},
+        {Ep::kInvite, 404, "no_team"},
+        {Ep::kRevoke, 404, "no_team"},
+        {Ep::kAccept, 403, "invite_for_another_address"},
+        {Ep::kRole, 404, "no_team"},
+        {Ep::kRemove, 404, "no_team"},
+        {Ep::kLeave, 404, "no_team"},
+        {Ep::kCreate, 201, ""}}},
+      {Who::kOutsider,
+       "outsider",
+       {{Ep::kShow, 404, "no_team"},
+        {Ep::kAudit, 403, "forbidden"},
+        {Ep::kInvite, 404, "no_team"},
+        {Ep::kRevoke, 404, "no_team"},
+        {Ep::kAccept, 403, "invite_for_another_address"},
+        {Ep::kRole, 404, "no_team"},
+        {Ep::kRemove, 404, "no_team"},
+        {Ep::kLeave, 404, "no_team"},
+        {Ep::kCreate, 201, ""}}},
+      // An operator has no power over other people's teams (docs/teams.md "Roles").
+      {Who::kOperator,
+       "operator",
+       {{Ep::kShow, 404, "no_team"},
+        {Ep::kAudit, 200, ""},
+        {Ep::kInvite, 404, "no_team"},
+        {Ep::kRevoke, 404, "no_team"},
+        {Ep::kAccept, 403, "invite_for_another_address"},
+        {Ep::kRole, 404, "no_team"},
+        {Ep::kRemove, 404, "no_team"},
+        {Ep::kLeave, 404, "no_team"},
+        {Ep::kCreate, 201, ""}}},
+      {Who::kSignedOut,
+       "signed out",
+       {{Ep::kShow, 401, "unauthenticated"},
+        {Ep::kAudit, 401, "unauthenticated"},
+        {Ep::kInvite, 401, "unauthenticated"},
+        {Ep::kRevoke, 401, "unauthenticated"},
+        {Ep::kAccept, 401, "unauthenticated"},
+        {Ep::kRole, 401, "unauthenticated"},
+        {Ep::kRemove, 401, "unauthenticated"},
+        {Ep::kLeave, 401, "unauthenticated"},
+        {Ep::kCreate, 401, "unauthenticated"}}},
+  };
+
+  int world = 0;
+  for (const Row& row : rows) {
+    for (const bool by_token : {false, true}) {
+      ++world;
+      const std::string w = std::to_string(world);
+      const std::string source = "127.0.1." + w;  // sign-ups are limited per address
+      SCOPED_TRACE(std::string(row.name) + (by_token ? " with an API token" : " with a cookie"));
+      // The world: a team with its owner, a member to act on, a pending invitation to revoke,
+      // and an invitation for someone else to try to accept.
+      auto owner = Person("owner" + w + "@m.test", source);
+      ASSERT_EQ(owner->PostJson("/api/v1/team", {{"name", "Team " + w}}).status, 201);
+      auto target = Person("target" + w + "@m.test", source);
+      Join(*owner, *target, "target" + w + "@m.test");
+      const std::string target_id = PersonId(*target);
+      (void)Invite(*owner, "pending" + w + "@m.test");
+      const std::string pending_id = Team(*owner)["invites"][0]["id"];
+      const std::string other_token = Invite(*owner, "other" + w + "@m.test");
+      ASSERT_FALSE(other_token.empty());
+
+      std::unique_ptr<HttpClient> actor;
+      switch (row.who) {
+        case Who::kOwner:
+          actor = std::move(owner);
+          break;
+        case Who::kMember:
+          actor = Person("member" + w + "@m.test", source);
+          Join(*owner, *actor, "member" + w + "@m.test");
+          break;
+        case Who::kRemoved: {
+          actor = Person("removed" + w + "@m.test", source);
+          Join(*owner, *actor, "removed" + w + "@m.test");
+          ASSERT_EQ(owner->Delete("/api/v1/team/members/" + PersonId(*actor)).status, 204);
+          break;
+        }
+        case Who::kOutsider:
+          actor = Person("outsider" + w + "@m.test", source);
+          break;
+        case Who::kOperator: {
+          const std::string email = "op" + w + "@m.test";
+          ASSERT_TRUE(app_->EnsureOperator(email, "operator password 1"));
+          actor = Browser();
+          ASSERT_EQ(actor
+                        ->PostJson("/api/v1/auth/login",
+                                   {{"email", email}, {"password", "operator password 1"}})
+                        .status,
+                    200);
+          break;
+        }
+        case Who::kSignedOut:
+          actor = Browser();
+          break;
+      }
+      if (by_token) {
+        if (row.who == Who::kSignedOut) {
+          actor->SetBearer("gwt_notarealtoken");
+        } else {
+          actor = TokenClient(*actor);
+        }
+      }
+      const std::vector<std::string> json_type = {"Content-Type: application/json"};
+      for (const Cell& cell : row.cells) {
+        HttpResult r;
+        const char* what = "";
+        switch (cell.ep) {
+          case Ep::kShow:
+            what = "GET /api/v1/team";
+            r = actor->Get("/api/v1/team");
+            break;
+          case Ep::kAudit:
+            what = "GET /api/v1/admin/audit";
+            r = actor->Get("/api/v1/admin/audit");
+            break;
+          case Ep::kInvite:
+            what = "POST /api/v1/team/invites";
+            r = actor->PostJson("/api/v1/team/invites", {{"email", "new" + w + "@m.test"}});
+            break;
+          case Ep::kRevoke:
+            what = "DELETE /api/v1/team/invites/{id}";
+            r = actor->Delete("/api/v1/team/invites/" + pending_id);
+            break;
+          case Ep::kAccept:
+            what = "POST /api/v1/team/invites/accept";
+            r = actor->PostJson("/api/v1/team/invites/accept", {{"token", other_token}});
+            break;
+          case Ep::kRole:
+            what = "PUT /api/v1/team/members/{id}/role";
+            r = actor->Send("PUT", "/api/v1/team/members/" + target_id + "/role",
+                            R"({"role":"member"})", json_type);
+            break;
+          case Ep::kRemove:
+            what = "DELETE /api/v1/team/members/{id}";
+            r = actor->Delete("/api/v1/team/members/" + target_id);
+            break;
+          case Ep::kCreate:
+            what = "POST /api/v1/team";
+            r = actor->PostJson("/api/v1/team", {{"name", "Own " + w}});
+            break;
+          case Ep::kLeave:
+            what = "POST /api/v1/team/leave";
+            r = actor->Send("POST", "/api/v1/team/leave", "", {});
+            break;
+        }
+        SCOPED_TRACE(what);
+        if (*cell.code != '\0') {
+          ExpectProblem(r, cell.status, cell.code);
+        } else {
+          EXPECT_EQ(r.status, cell.status) << r.body;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(TeamsApiTest, AdminAuditPagesAndFiltersByActorAndTarget) {
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  auto ada = Person("ada@example.test");
+  auto made = ada->PostJson("/api/v1/team", {{"name", "Lab"}});
+  ASSERT_EQ(made.status, 201);
+  const std::string team_id = made.Json()["id"];
+  for (int i = 0; i < 16; ++i) {
+    clock_.Advance(std::chrono::seconds(1));
+    auto r = ada->PostJson("/api/v1/team/invites",
+                           {{"email", "guest" + std::to_string(i) + "@example.test"}});
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  // 17 events on the team: team.create and 16 team.invite, newest first, 15 a page.
+  auto page1 = op->Get("/api/v1/admin/audit?target=" + team_id);
+  ASSERT_EQ(page1.status, 200) << page1.body;
+  auto p1 = page1.Json();
+  EXPECT_EQ(p1["total"], 17);
+  EXPECT_EQ(p1["pages"], 2);
+  EXPECT_EQ(p1["page"], 1);
+  ASSERT_EQ(p1["items"].size(), 15u);
+  EXPECT_EQ(p1["items"][0]["action"], "team.invite");
+  EXPECT_EQ(p1["items"][0]["detail"]["email"], "guest15@example.test");
+  EXPECT_EQ(p1["items"][0]["actor_email"], "ada@example.test");
+  EXPECT_FALSE(p1["items"][0]["source_address"].get<std::string>().empty());
+  auto p2 = op->Get("/api/v1/admin/audit?page=2&target=" + team_id).Json();
+  ASSERT_EQ(p2["items"].size(), 2u);
+  EXPECT_EQ(p2["items"][1]["action"], "team.create");
+  std::set<std::string> ids;
+  for (const auto& page : {p1, p2}) {
+    for (const auto& e : page["items"]) ids.insert(e["id"].get<std::string>());
+  }
+  EXPECT_EQ(ids.size(), 17u);  // no event twice, none missing
+
+  // By actor, as an email or a person id; and both filters at once.
+  auto by_email = op->Get("/api/v1/admin/audit?actor=ADA@example.test").Json();
+  auto by_id = op->Get("/api/v1/admin/audit?actor=" + PersonId(*ada)).Json();
+  EXPECT_EQ(by_email["total"], by_id["total"]);
+  EXPECT_GE(by_email["total"].get<int64_t>(), 17);
+  for (const auto& e : by_email["items"]) EXPECT_EQ(e["actor_email"], "ada@example.test");
+  auto both = op->Get("/api/v1/admin/audit?actor=" + PersonId(*op) + "&target=" + team_id).Json();
+  EXPECT_EQ(both["total"], 0);
+  auto nobody = op->Get("/api/v1/admin/audit?actor=nobody@example.test").Json();
+  EXPECT_EQ(nobody["total"], 0);
+  ExpectProblem(op->Get("/api/v1/admin/audit?page=0"), 400, "invalid_page");
+  ExpectProblem(op->Get("/api/v1/admin/audit?actor=" + std::string(400, 'a')), 400,
+                "invalid_query");
+  ExpectProblem(ada->Get("/api/v1/admin/audit"), 403, "forbidden");
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing
