@@ -143,6 +143,15 @@ Answer GetMe(ApiContext& ctx, Call& call) {
   nlohmann::json j = PersonJson(p);
   j["team"] = nullptr;
   j["role"] = nullptr;
+  if (ctx.teams) {
+    auto team = ctx.teams->Get(call.who);
+    if (team) {
+      j["team"] = {{"id", team->team.id}, {"name", team->team.name}};
+      j["role"] = std::string(teams::RoleName(team->my_role));
+    } else if (team.error().api_code != "no_team") {
+      return core::Fail(team.error());
+    }
+  }
   // whether launches and restarts are possible (the dashboard's red banner when not).
   GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
   j["billing"] = {{"account",

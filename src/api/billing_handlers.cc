@@ -36,7 +36,17 @@ nlohmann::json StateJson(billing::PaymentMethods& methods, const billing::Billin
                       {"provider", s.provider},
                       {"payment_method", nullptr},
                       {"how_to_add", nullptr}};
-  if (s.method) {
+  if (s.method && !s.account.may_manage) {
+    // A team member learns that the team's card is on file, never which card it is.
+    j["payment_method"] = {{"provider", s.method->provider},
+                           {"brand", nullptr},
+                           {"last4", nullptr},
+                           {"exp_month", nullptr},
+                           {"exp_year", nullptr},
+                           {"description", "a payment method managed by your team's owner"},
+                           {"created_at", nullptr},
+                           {"updated_at", nullptr}};
+  } else if (s.method) {
     j["payment_method"] = MethodJson(*s.method, s.method_description);
   } else {
     j["how_to_add"] = methods.provider().HowToAddPaymentMethod(s.account.may_manage);

@@ -46,10 +46,10 @@ class LocalPlatform {
   /// that was killed is adopted when it answers.
   ///
   /// The relay (docs/ssh.md) runs in this process with the store as its authorizer
-  /// (StoreRelayAuthorizer, re-checking open relay sessions every second so a deleted instance's
-  /// are closed within about a second) and the audit log as its session log; its host key and
-  /// relay key live in DATA/relay/ (created once, 0600). The agent adds the relay key's public
-  /// line to every container's authorized_keys.
+  /// (StoreRelayAuthorizer; RelayAccessPush re-checks the open relay sessions an access change
+  /// names as soon as the server publishes it, so a deleted instance's end at once) and the
+  /// audit log as its session log; its host key and relay key live in DATA/relay/ (created once,
+  /// 0600). The agent adds the relay key's public line to every container's authorized_keys.
   ///
   /// Errors: kUnavailable "engine_unavailable" (no engine found and podman missing or not
   /// answering within 30 s; the message says what to install or pass), kFailedPrecondition

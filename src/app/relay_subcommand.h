@@ -8,11 +8,12 @@ namespace gpuwerk::app {
 /// of RelayOptions() (each a flag, a `GPUWERK_<KEY>` variable and a key of `--config FILE` or
 /// GPUWERK_RELAY_CONFIG; precedence flags > environment > file > default). The relay asks the
 /// server for every login (relay::HttpRelayAuthorizer with an operator's API token), re-checks
-/// open relay sessions every second, and reports its relay sessions to the server under its name
-/// (default: the machine's host name; "local" is refused) with relay::HttpRelaySessionLog, as
-/// well as one line each in its own log. When parsed, the command runs until SIGINT or SIGTERM
-/// and stores its exit status in `exit_code` (0 after a clean stop, 1 when it cannot start, 2 for
-/// bad options).
+/// open relay sessions when the server's watch stream names a change (relay::HttpRelayWatch) and
+/// every --recheck-interval-seconds (15) as a backstop, and reports its relay sessions to the
+/// server under its name (default: the machine's host name; "local" is refused) with
+/// relay::HttpRelaySessionLog, as well as one line each in its own log. When parsed, the command
+/// runs until SIGINT or SIGTERM and stores its exit status in `exit_code` (0 after a clean stop, 1
+/// when it cannot start, 2 for bad options).
 void AddRelayCommand(CLI::App& app, int& exit_code);
 
 }  // namespace gpuwerk::app

@@ -317,16 +317,20 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
     GPUWERK_TRY(teams::MoveSoloBillingToTeam(tx, clock, rng, team_id, owner_id));
     return {};
   };
-  team_options.hooks.member_left = [&clock, &rng, notifier = p->desired_state.get()](
-                                       store::Transaction& tx, const std::string& team_id,
-                                       const std::string& person_id,
-                                       int64_t at) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(auto hosts, sched::DeleteInstancesBilledTo(tx, clock, rng, person_id,
-                                                                        team_id, at, "team_left"));
-    // Before the commit: an agent woken early finds the old state and its next periodic sync
-    // (SchedOptions::sync_interval_seconds) the deletion.
-    if (!hosts.empty()) notifier->Notify(hosts);
-    return {};
+  team_options.hooks.member_left =
+      [&clock, &rng, notifier = p->desired_state.get(), feed = &p->revocation.feed](
+          store::Transaction& tx, const std::string& team_id, const std::string& person_id,
+          int64_t at) -> core::Result<std::function<void()>> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto deleted,
+        sched::DeleteInstancesBilledTo(tx, clock, rng, person_id, team_id, at, "team_left"));
+    if (deleted.instance_ids.empty()) return std::function<void()>();
+    // Once committed: the hosts stop the containers and the relays end the relay sessions into
+    // them now (docs/ssh.md "Revocation"), as a delete the person asked for would.
+    return std::function<void()>([notifier, feed, deleted = std::move(deleted)] {
+      if (!deleted.hosts.empty()) notifier->Notify(deleted.hosts);
+      feed->Publish({.instance_ids = deleted.instance_ids, .reason = "team membership ended"});
+    });
   };
   p->teams = std::make_unique<teams::TeamService>(
       *p->db, clock, rng, *p->outbox, std::move(team_options), [worker] { worker->Wake(); });

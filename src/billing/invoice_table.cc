@@ -64,6 +64,17 @@ core::Result<void> InvoiceTable::InsertLine(store::Transaction& tx, const Invoic
   return {};
 }
 
+core::Result<std::set<std::string>> InvoiceTable::SessionsBilledIn(store::Transaction& tx,
+                                                                   const std::string& month) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto rows, tx.Query("SELECT l.session_id FROM invoice_lines l JOIN invoices i ON i.id = "
+                          "l.invoice_id WHERE i.month = ?",
+                          {month}));
+  std::set<std::string> out;
+  for (const auto& r : rows) out.insert(r.Text("session_id"));
+  return out;
+}
+
 core::Result<bool> InvoiceTable::MarkClosed(store::Transaction& tx, const std::string& month,
                                             int64_t now, int64_t invoices) {
   GPUWERK_ASSIGN_OR_RETURN(int64_t n, tx.Exec("INSERT INTO invoice_months_closed (month, "

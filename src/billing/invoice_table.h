@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,11 @@ class InvoiceTable {
   static core::Result<bool> InsertIfAbsent(store::Transaction& tx, const InvoiceRow& row);
   /// Inserts one line.
   static core::Result<void> InsertLine(store::Transaction& tx, const InvoiceLineRow& line);
+  /// The billing sessions that already have a line on some invoice of `month` ("YYYY-MM"),
+  /// whichever account it belongs to: a session moved to another account after the month was
+  /// closed (a new team's, docs/teams.md "Billing") is never billed for that month twice.
+  static core::Result<std::set<std::string>> SessionsBilledIn(store::Transaction& tx,
+                                                              const std::string& month);
   /// Records that `month` was closed at `now` (Unix seconds) with `invoices` invoices, unless it
   /// was already. Returns whether it was recorded now.
   static core::Result<bool> MarkClosed(store::Transaction& tx, const std::string& month,

@@ -37,9 +37,12 @@ core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
     GPUWERK_ASSIGN_OR_RETURN(auto closed_at, InvoiceTable::ClosedAt(tx, label));
     result.already_closed = closed_at.has_value();
     GPUWERK_ASSIGN_OR_RETURN(auto sessions, BillingSessionTable::ListOverlapping(tx, from, to));
+    GPUWERK_ASSIGN_OR_RETURN(const auto billed, InvoiceTable::SessionsBilledIn(tx, label));
     // (account, currency) → its lines, in session order.
     std::map<std::pair<std::string, std::string>, std::vector<InvoiceLineRow>> invoices;
     for (const SessionWithGaps& s : sessions) {
+      // Already on this month's invoice of the account it had then (it moved since): once only.
+      if (billed.contains(s.session.id)) continue;
       for (const MonthCharge& c : SessionCharges(s.session, s.gaps, now, silent_after_)) {
         if (c.month_start != from) continue;
         invoices[{s.session.billing_account_id, s.session.currency}].push_back(
@@ -106,7 +109,18 @@ core::Result<std::optional<MonthCloseResult>> Invoices::CloseDueMonth() {
 core::Result<std::vector<InvoiceRow>> Invoices::ForPerson(const std::string& person_id) {
   return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<InvoiceRow>> {
     GPUWERK_ASSIGN_OR_RETURN(const BillingAccount account, resolve_(tx, person_id));
-    return InvoiceTable::OfAccount(tx, account.id);
+    GPUWERK_ASSIGN_OR_RETURN(auto invoices, InvoiceTable::OfAccount(tx, account.id));
+    if (account.may_manage) return invoices;
+    // A team member who does not manage the account: their own lines only, totalled.
+    std::vector<InvoiceRow> own;
+    for (InvoiceRow& inv : invoices) {
+      std::erase_if(inv.lines, [&](const InvoiceLineRow& l) { return l.person_id != person_id; });
+      if (inv.lines.empty()) continue;
+      inv.total_minor = 0;
+      for (const InvoiceLineRow& l : inv.lines) inv.total_minor += l.amount_minor;
+      own.push_back(std::move(inv));
+    }
+    return own;
   });
 }
 

@@ -45,10 +45,11 @@ class Invoices {
   /// billed minutes in the month (SessionCharges as of now), one line on its account's invoice in
   /// its currency; an invoice's total is the sum of its lines. Idempotent: an account that has
   /// the month's invoice in that currency already gets nothing (UNIQUE key; two concurrent runs
-  /// make one invoice), and invoices are never changed once made. One transaction; audited
-  /// `billing.month_close` (target the month) when it made an invoice or first closed the month.
-  /// Errors: kInvalidArgument invalid_month; kFailedPrecondition month_not_ended (the month has
-  /// not ended yet at the clock's now); the store's.
+  /// make one invoice), a session with a line on any invoice of the month gets no second one
+  /// (it may have moved to a team's account since), and invoices are never changed once made. One
+  /// transaction; audited `billing.month_close` (target the month) when it made an invoice or first
+  /// closed the month. Errors: kInvalidArgument invalid_month; kFailedPrecondition month_not_ended
+  /// (the month has not ended yet at the clock's now); the store's.
   core::Result<MonthCloseResult> CloseMonth(std::string_view month, const std::string& actor_id,
                                             const std::string& source_address);
 
@@ -58,7 +59,10 @@ class Invoices {
   core::Result<std::optional<MonthCloseResult>> CloseDueMonth();
 
   /// The invoices of the billing account that pays for `person_id` now (ResolveAccount), newest
-  /// month first, with their lines. Errors: the resolver's (not_found); the store's.
+  /// month first, with their lines. A person who may not manage that account (a team member,
+  /// BillingAccount::may_manage false) gets only the invoices that hold lines of their own
+  /// launches, with those lines only and `total_minor` their sum: members never see another
+  /// member's usage. Errors: the resolver's (not_found); the store's.
   core::Result<std::vector<InvoiceRow>> ForPerson(const std::string& person_id);
 
   /// Every invoice line of `month` as CSV (RFC 4180, CRLF line ends, a header row; text cells

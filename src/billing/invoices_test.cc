@@ -47,17 +47,19 @@ class InvoicesTest : public ::testing::Test {
     }));
   }
   /// A session of `person` from `start` to `end` (nullopt: active) with evidence up to its end
-  /// (or `evidence_at`), at 65 minor units an hour unless told.
+  /// (or `evidence_at`), at 65 minor units an hour unless told, billed to `account` (default
+  /// their solo account).
   void AddSession(const std::string& id, const std::string& person, int64_t start,
                   std::optional<int64_t> end, int64_t price = 65,
                   const std::string& currency = "usd",
-                  std::optional<int64_t> evidence_at = std::nullopt) {
+                  std::optional<int64_t> evidence_at = std::nullopt,
+                  const std::string& account = "") {
     ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
       GPUWERK_TRY(BillingSessionTable::Insert(
           tx, {.id = id,
                .instance_id = "ins_" + id,
                .person_id = person,
-               .billing_account_id = SoloBillingAccountId(person),
+               .billing_account_id = account.empty() ? SoloBillingAccountId(person) : account,
                .instance_name = "name-" + id,
                .gpu_type = "spark-1x",
                .price_minor_per_hour = price,
@@ -249,6 +251,62 @@ TEST_F(InvoicesTest, AnActiveSessionIsBilledUpToTheMonthEndAndItsLastSighting) {
   EXPECT_EQ(page->rows[0].duration_seconds, 3 * 3600);
   EXPECT_EQ(page->rows[0].minutes, 180);
   EXPECT_EQ(page->rows[0].amount_minor, LineAmountMinor(65, 60) + LineAmountMinor(65, 120));
+}
+
+TEST_F(InvoicesTest, ASessionMovedToAnotherAccountAfterTheCloseIsNotBilledForThatMonthAgain) {
+  // Active through November on per_a's solo account; November is closed, then the session moves
+  // whole to a new team's account (teams::MoveSoloBillingToTeam) and November is closed again.
+  AddSession("bil_open", "per_a", At("2026-11-30T23:00:00Z"), std::nullopt, 65, "usd",
+             At("2026-12-01T01:59:50Z"));
+  auto first = invoices_->CloseMonth("2026-11", "", "system");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->lines_created, 1);
+  ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
+    GPUWERK_ASSIGN_OR_RETURN(
+        int64_t moved,
+        BillingSessionTable::MoveOpen(tx, "per_a", SoloBillingAccountId("per_a"), "team_new"));
+    EXPECT_EQ(moved, 1);
+    return {};
+  }));
+  auto again = invoices_->CloseMonth("2026-11", "", "system");
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->invoices_created, 0);
+  EXPECT_EQ(again->lines_created, 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoices"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_lines WHERE session_id = 'bil_open'"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoices WHERE billing_account_id = 'team_new'"), 0);
+}
+
+TEST_F(InvoicesTest, ATeamMemberSeesOnlyTheirOwnLinesAndTheOwnerSeesThemAll) {
+  // per_a owns team_t, per_b is a member; both launched billed to the team.
+  Invoices team_invoices(
+      *db_, clock_, rng_, kSilentAfter, [](store::Transaction&, const std::string& person) {
+        return core::Result<BillingAccount>(BillingAccount{.id = "team_t",
+                                                           .kind = AccountKind::kTeam,
+                                                           .name = "t",
+                                                           .may_manage = person == "per_a"});
+      });
+  AddSession("bil_own", "per_a", At("2026-11-10T10:00:00Z"), At("2026-11-10T11:00:00Z"), 65, "usd",
+             std::nullopt, "team_t");
+  AddSession("bil_mem", "per_b", At("2026-11-11T10:00:00Z"), At("2026-11-11T10:30:00Z"), 65, "usd",
+             std::nullopt, "team_t");
+  ASSERT_TRUE(team_invoices.CloseMonth("2026-11", "", "system"));
+  auto owner = team_invoices.ForPerson("per_a");
+  ASSERT_TRUE(owner);
+  ASSERT_EQ(owner->size(), 1u);
+  EXPECT_EQ((*owner)[0].lines.size(), 2u);
+  EXPECT_EQ((*owner)[0].total_minor, LineAmountMinor(65, 60) + LineAmountMinor(65, 30));
+  auto member = team_invoices.ForPerson("per_b");
+  ASSERT_TRUE(member);
+  ASSERT_EQ(member->size(), 1u);
+  ASSERT_EQ((*member)[0].lines.size(), 1u);
+  EXPECT_EQ((*member)[0].lines[0].session_id, "bil_mem");
+  EXPECT_EQ((*member)[0].total_minor, LineAmountMinor(65, 30));
+  // A member with no line of their own that month sees no invoice at all.
+  AddPerson("per_c");
+  auto other = team_invoices.ForPerson("per_c");
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(other->empty());
 }
 
 TEST_F(InvoicesTest, OneInvoicePerCurrency) {

@@ -176,6 +176,15 @@ core::Result<std::pair<std::string, BillingAccount>> PaymentMethods::AccountOfEm
   GPUWERK_ASSIGN_OR_RETURN(auto person, auth::PersonTable::FindByEmail(tx, address.normalised));
   if (!person) return core::NotFound("Person");
   GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person->person.id));
+  if (!account.may_manage) {
+    // A team member's address would reach the team's card: the operator names its owner, so
+    // that nobody changes a team's card by naming one of its members.
+    return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "billing_managed_by_team",
+                                  "That person pays through team \"" + account.name +
+                                      "\", whose owner manages its payment method: name one of "
+                                      "the team's owners instead.")
+                          .WithDetail("billing_account", account.id));
+  }
   return std::pair<std::string, BillingAccount>(person->person.id, std::move(account));
 }
 

@@ -91,13 +91,15 @@ class PaymentMethods {
   /// for the person with email `email` (replacing one on file), audited `billing.set_card` with
   /// `actor_id` and `source_address`; wakes `card_added` after the commit. `actor_id` "" is the
   /// system (`gpuwerk up`). Errors: invalid_email; not_found (no such person);
-  /// ValidateCard's; the store's. Nothing stored on error.
+  /// kFailedPrecondition `billing_managed_by_team` (the person is a member of a team they do not
+  /// own: the operator names an owner); ValidateCard's; the store's. Nothing stored on error.
   core::Result<PaymentMethod> SetCard(const std::string& actor_id, std::string_view email,
                                       const CardFacts& card, const std::string& source_address);
 
   /// The operator removes the payment method of the account that pays for `email`'s person,
   /// audited `billing.clear_card` when one was there. Returns the removed method, nullopt when
-  /// none was on file (nothing changed). Errors: invalid_email; not_found; the store's.
+  /// none was on file (nothing changed). Errors: invalid_email; not_found; kFailedPrecondition
+  /// `billing_managed_by_team` (a team member's address: name an owner); the store's.
   core::Result<std::optional<PaymentMethod>> ClearCard(const std::string& actor_id,
                                                        std::string_view email,
                                                        const std::string& source_address);

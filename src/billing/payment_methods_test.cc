@@ -234,6 +234,20 @@ TEST_F(PaymentMethodsTest, AResolverDecidesWhichAccountPays) {
   auto removed = methods_->Remove("per_b", "10.0.0.2");
   ASSERT_FALSE(removed);
   EXPECT_EQ(removed.error().api_code, "billing_managed_by_team");
+  // The operator cannot reach the team's card through a member's address either.
+  auto set = methods_->SetCard("per_op", "bob@example.test",
+                               {.brand = "visa", .last4 = "9999", .exp_month = 1, .exp_year = 2031},
+                               "10.0.0.1");
+  ASSERT_FALSE(set);
+  EXPECT_EQ(set.error().api_code, "billing_managed_by_team");
+  auto cleared = methods_->ClearCard("per_op", "bob@example.test", "10.0.0.1");
+  ASSERT_FALSE(cleared);
+  EXPECT_EQ(cleared.error().api_code, "billing_managed_by_team");
+  auto card =
+      db_->Read([](store::Transaction& tx) { return PaymentMethodTable::Find(tx, "team_1"); });
+  ASSERT_TRUE(card && *card);
+  EXPECT_EQ((*card)->last4, "1111");
+  EXPECT_EQ(AuditCount("billing.set_card"), 0);
 }
 
 }  // namespace

@@ -8,10 +8,11 @@
 
 namespace gpuwerk::sched {
 
-core::Result<std::vector<std::string>> DeleteInstancesBilledTo(
-    store::Transaction& tx, core::Clock& clock, core::Rng& rng, const std::string& person_id,
-    const std::string& billing_account_id, int64_t at, const std::string& reason) {
-  std::vector<std::string> hosts;
+core::Result<DeletedInstances> DeleteInstancesBilledTo(store::Transaction& tx, core::Clock& clock,
+                                                       core::Rng& rng, const std::string& person_id,
+                                                       const std::string& billing_account_id,
+                                                       int64_t at, const std::string& reason) {
+  DeletedInstances out;
   GPUWERK_ASSIGN_OR_RETURN(auto live, InstanceTable::ListLive(tx, person_id));
   for (const InstanceRow& row : live) {
     if (row.desired == DesiredState::kDeleted) continue;  // being deleted already
@@ -19,7 +20,8 @@ core::Result<std::vector<std::string>> DeleteInstancesBilledTo(
                              billing::BillingSessionTable::Find(tx, row.billing_session_id));
     if (!session || session->billing_account_id != billing_account_id) continue;
     GPUWERK_ASSIGN_OR_RETURN(auto names, internal::PlacementTable::HostNamesOf(tx, row.id));
-    hosts.insert(hosts.end(), names.begin(), names.end());
+    out.hosts.insert(out.hosts.end(), names.begin(), names.end());
+    out.instance_ids.push_back(row.id);
     GPUWERK_TRY(InstanceTable::MarkDeleting(tx, row.id));
     GPUWERK_TRY(billing::BillingSessionTable::End(tx, row.billing_session_id, at));
     GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
@@ -33,7 +35,7 @@ core::Result<std::vector<std::string>> DeleteInstancesBilledTo(
                                                {"reason", reason}}}));
     GPUWERK_TRY(internal::FinalizeIfGone(tx, clock, rng, row.id));
   }
-  return hosts;
+  return out;
 }
 
 }  // namespace gpuwerk::sched

@@ -341,7 +341,9 @@ core::Result<TeamView> TeamService::Accept(const auth::Principal& who, std::stri
 
 core::Result<void> TeamService::RemoveMember(const auth::Principal& who, std::string_view person_id,
                                              const auth::Caller& caller) {
+  std::function<void()> after_commit;
   auto removed = db_.Write([&](Transaction& tx) -> core::Result<void> {
+    after_commit = nullptr;  // a retried transaction starts over
     GPUWERK_ASSIGN_OR_RETURN(auto me, OwnerMembership(tx, who, "remove members"));
     GPUWERK_ASSIGN_OR_RETURN(auto target, MemberIn(tx, me.team_id, person_id));
     if (target.role == Role::kOwner) {
@@ -353,7 +355,8 @@ core::Result<void> TeamService::RemoveMember(const auth::Principal& who, std::st
                              TeamMemberTable::End(tx, target.id, now, "removed", who.person_id));
     if (!ended) return core::Internal("membership ended inside its transaction");
     if (options_.hooks.member_left) {
-      GPUWERK_TRY(options_.hooks.member_left(tx, me.team_id, target.person_id, now));
+      GPUWERK_ASSIGN_OR_RETURN(after_commit,
+                               options_.hooks.member_left(tx, me.team_id, target.person_id, now));
     }
     GPUWERK_ASSIGN_OR_RETURN(auto team, TeamTable::Find(tx, me.team_id));
     GPUWERK_ASSIGN_OR_RETURN(auto email, EmailOf(tx, target.person_id));
@@ -364,12 +367,15 @@ core::Result<void> TeamService::RemoveMember(const auth::Principal& who, std::st
     return Audit(tx, who, caller, "team.member_remove", me.team_id,
                  {{"person_id", target.person_id}, {"role", RoleName(target.role)}});
   });
+  if (removed && after_commit) after_commit();
   if (removed && mail_enqueued_) mail_enqueued_();
   return removed;
 }
 
 core::Result<void> TeamService::Leave(const auth::Principal& who, const auth::Caller& caller) {
-  return db_.Write([&](Transaction& tx) -> core::Result<void> {
+  std::function<void()> after_commit;
+  auto left = db_.Write([&](Transaction& tx) -> core::Result<void> {
+    after_commit = nullptr;  // a retried transaction starts over
     GPUWERK_ASSIGN_OR_RETURN(auto me, MembershipOf(tx, who));
     if (me.role == Role::kOwner) {
       GPUWERK_ASSIGN_OR_RETURN(int64_t owners, TeamMemberTable::CountOwners(tx, me.team_id));
@@ -379,10 +385,13 @@ core::Result<void> TeamService::Leave(const auth::Principal& who, const auth::Ca
     GPUWERK_ASSIGN_OR_RETURN(bool ended, TeamMemberTable::End(tx, me.id, now, "left", ""));
     if (!ended) return core::Internal("membership ended inside its transaction");
     if (options_.hooks.member_left) {
-      GPUWERK_TRY(options_.hooks.member_left(tx, me.team_id, who.person_id, now));
+      GPUWERK_ASSIGN_OR_RETURN(after_commit,
+                               options_.hooks.member_left(tx, me.team_id, who.person_id, now));
     }
     return Audit(tx, who, caller, "team.leave", me.team_id, {{"role", RoleName(me.role)}});
   });
+  if (left && after_commit) after_commit();
+  return left;
 }
 
 core::Result<Member> TeamService::SetRole(const auth::Principal& who, std::string_view person_id,

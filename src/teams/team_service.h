@@ -33,8 +33,11 @@ struct TeamHooks {
       team_created;
   /// `person_id` stopped being a member of `team_id` at `at` (Unix seconds), by leaving or being
   /// removed: their team-billed instances end at that minute and they fall back to solo billing.
-  std::function<core::Result<void>(store::Transaction&, const std::string& team_id,
-                                   const std::string& person_id, int64_t at)>
+  /// Returns what to do once the transaction has committed (empty: nothing), called exactly once
+  /// then and never when it rolls back: telling relays and hosts about deleted instances must not
+  /// run before the deletion is visible to them.
+  std::function<core::Result<std::function<void()>>(store::Transaction&, const std::string& team_id,
+                                                    const std::string& person_id, int64_t at)>
       member_left;
 };
 

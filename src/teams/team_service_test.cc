@@ -26,9 +26,9 @@ class TeamServiceTest : public ::testing::Test {
     };
     options.hooks.member_left = [this](store::Transaction&, const std::string& team_id,
                                        const std::string& person,
-                                       int64_t at) -> core::Result<void> {
+                                       int64_t at) -> core::Result<std::function<void()>> {
       left_.push_back(team_id + "/" + person + "@" + std::to_string(at));
-      return {};
+      return std::function<void()>([this, person] { committed_left_.push_back(person); });
     };
     teams_ = std::make_unique<TeamService>(*db_, clock_, rng_, *outbox_, options);
   }
@@ -80,6 +80,7 @@ class TeamServiceTest : public ::testing::Test {
   std::unique_ptr<TeamService> teams_;
   std::vector<std::string> created_;
   std::vector<std::string> left_;
+  std::vector<std::string> committed_left_;  ///< the hook's after-commit actions that ran
   int next_ = 1;
   const auth::Caller from_{.address = "192.0.2.1"};
 };
@@ -225,9 +226,11 @@ TEST_F(TeamServiceTest, TheLastOwnerCannotLeaveBeRemovedOrDemoted) {
   ASSERT_TRUE(teams_->SetRole(owner, owner.person_id, "member", from_));
   ASSERT_TRUE(teams_->Leave(owner, from_));
   ASSERT_EQ(left_.size(), 1u);
+  EXPECT_EQ(committed_left_, std::vector<std::string>{owner.person_id});
   auto last = teams_->Leave(bob, from_);
   ASSERT_FALSE(last);
   EXPECT_EQ(last.error().api_code, "last_owner");
+  EXPECT_EQ(committed_left_.size(), 1u);  // refused: nothing to run after a commit
   auto gone = teams_->Get(owner);
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error().api_code, "no_team");
@@ -246,6 +249,7 @@ TEST_F(TeamServiceTest, RemovingAMemberEndsTheMembershipRunsTheHookAndMailsThem)
   EXPECT_EQ(MailsTo("bob@example.test"), before + 1);
   ASSERT_EQ(left_.size(), 1u);
   EXPECT_EQ(left_[0], team->team.id + "/" + bob.person_id + "@" + std::to_string(clock_.NowUnix()));
+  EXPECT_EQ(committed_left_, std::vector<std::string>{bob.person_id});
   auto again = teams_->RemoveMember(owner, bob.person_id, from_);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().api_code, "not_found");

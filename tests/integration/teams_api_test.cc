@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -106,6 +107,19 @@ TEST_F(TeamsApiTest, CreateShowInviteAcceptAndTheOwnerAloneSeesInvitations) {
   EXPECT_EQ(member_view["members"].size(), 2u);
   EXPECT_FALSE(member_view.contains("invites"));
   EXPECT_TRUE(Team(*ada)["invites"].empty());  // used: no longer pending
+
+  // GET /api/v1/me names each one's team and role; someone in no team gets nulls.
+  auto ada_me = ada->Get("/api/v1/me").Json();
+  EXPECT_EQ(ada_me["team"]["name"], "Lab One");
+  EXPECT_EQ(ada_me["team"]["id"], made.Json()["id"]);
+  EXPECT_EQ(ada_me["role"], "owner");
+  auto grace_me = grace->Get("/api/v1/me").Json();
+  EXPECT_EQ(grace_me["team"]["id"], made.Json()["id"]);
+  EXPECT_EQ(grace_me["role"], "member");
+  EXPECT_EQ(grace_me["billing"]["account"]["kind"], "team");
+  auto loner_me = Person("lin@example.test")->Get("/api/v1/me").Json();
+  EXPECT_TRUE(loner_me["team"].is_null());
+  EXPECT_TRUE(loner_me["role"].is_null());
 }
 
 TEST_F(TeamsApiTest, AcceptMatchesTheAddressCaseInsensitivelyAndOnlyThatAddress) {
@@ -338,9 +352,22 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   EXPECT_EQ(session_of(jon_team).account, team_id);
   EXPECT_EQ(session_of(jon_solo).account, "solo_" + jon_id);
 
+  // What the relays hear (docs/ssh.md "Revocation"): published once the removal commits, before
+  // the answer.
+  std::mutex published_mu;
+  std::vector<std::string> published;
+  const uint64_t listener = app_->access_changes().Subscribe([&](const core::AccessChange& c) {
+    std::lock_guard lock(published_mu);
+    published.insert(published.end(), c.instance_ids.begin(), c.instance_ids.end());
+  });
   clock_.Advance(std::chrono::seconds(125));
   const int64_t removed_at = clock_.NowUnix();
   ASSERT_EQ(ada->Delete("/api/v1/team/members/" + jon_id).status, 204);
+  app_->access_changes().Unsubscribe(listener);
+  {
+    std::lock_guard lock(published_mu);
+    EXPECT_EQ(published, std::vector<std::string>{jon_team});
+  }
   EXPECT_EQ(session_of(jon_team).ended_at, removed_at);
   EXPECT_FALSE(session_of(jon_solo).ended_at.has_value());
   EXPECT_FALSE(session_of(ada_box).ended_at.has_value());
@@ -356,13 +383,29 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   EXPECT_EQ(session_of(jon_again).account, "solo_" + jon_id);
 }
 
-// Every team route, and the audit log, for each kind of caller, through a browser's sign-in
-// cookie and through an API token. Each row runs in its own team ("world"), its calls in the
-// order listed, so that a call that changes something (a member leaving, an outsider creating a
-// team) comes after the calls it would change.
+// Every team route, the audit log and the billing routes, for each kind of caller, through a
+// browser's sign-in cookie and through an API token (every world's people have a card recorded by
+// the operator; the owner's moved to the team when it was made). Each row runs in its own team
+// ("world"), its calls in the order listed, so that a call that changes something (a member
+// leaving, an outsider creating a team) comes after the calls it would change.
 TEST_F(TeamsApiTest, PermissionMatrix) {
   enum class Who { kOwner, kMember, kRemoved, kOutsider, kOperator, kSignedOut };
-  enum class Ep { kShow, kAudit, kInvite, kRevoke, kAccept, kRole, kRemove, kCreate, kLeave };
+  enum class Ep {
+    kShow,
+    kAudit,
+    kInvite,
+    kRevoke,
+    kAccept,
+    kRole,
+    kRemove,
+    kCreate,
+    kLeave,
+    kBilling,
+    kInvoices,
+    kUsage,
+    kCardSetup,
+    kCardRemove,
+  };
   struct Cell {
     Ep ep;
     long status;
@@ -377,6 +420,10 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOwner,
        "owner",
        {{Ep::kShow, 200, ""},
+        {Ep::kBilling, 200, ""},
+        {Ep::kInvoices, 200, ""},
+        {Ep::kUsage, 200, ""},
+        {Ep::kCardSetup, 409, "manual_provider"},
         {Ep::kAudit, 403, "forbidden"},
         {Ep::kInvite, 201, ""},
         {Ep::kRevoke, 204, ""},
@@ -384,10 +431,16 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
         {Ep::kRole, 200, ""},
         {Ep::kRemove, 204, ""},
         {Ep::kCreate, 409, "already_in_team"},
-        {Ep::kLeave, 409, "last_owner"}}},
+        {Ep::kLeave, 409, "last_owner"},
+        {Ep::kCardRemove, 200, ""}}},
       {Who::kMember,
        "member",
        {{Ep::kShow, 200, ""},
+        {Ep::kBilling, 200, ""},
+        {Ep::kInvoices, 200, ""},
+        {Ep::kUsage, 200, ""},
+        {Ep::kCardSetup, 403, "billing_managed_by_team"},
+        {Ep::kCardRemove, 403, "billing_managed_by_team"},
         {Ep::kAudit, 403, "forbidden"},
         {Ep::kInvite, 403, "owner_only"},
         {Ep::kRevoke, 403, "owner_only"},
@@ -399,6 +452,11 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kRemoved,
        "removed member",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kBilling, 200, ""},
+        {Ep::kInvoices, 200, ""},
+        {Ep::kUsage, 200, ""},
+        {Ep::kCardSetup, 409, "manual_provider"},
+        {Ep::kCardRemove, 200, ""},
         {Ep::kAudit, 403, "forbidden"},
         {Ep::kInvite, 404, "no_team"},
         {Ep::kRevoke, 404, "no_team"},
@@ -410,6 +468,11 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOutsider,
        "outsider",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kBilling, 200, ""},
+        {Ep::kInvoices, 200, ""},
+        {Ep::kUsage, 200, ""},
+        {Ep::kCardSetup, 409, "manual_provider"},
+        {Ep::kCardRemove, 200, ""},
         {Ep::kAudit, 403, "forbidden"},
         {Ep::kInvite, 404, "no_team"},
         {Ep::kRevoke, 404, "no_team"},
@@ -422,6 +485,11 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOperator,
        "operator",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kBilling, 200, ""},
+        {Ep::kInvoices, 200, ""},
+        {Ep::kUsage, 200, ""},
+        {Ep::kCardSetup, 409, "manual_provider"},
+        {Ep::kCardRemove, 404, "not_found"},  // none recorded for this operator
         {Ep::kAudit, 200, ""},
         {Ep::kInvite, 404, "no_team"},
         {Ep::kRevoke, 404, "no_team"},
@@ -433,6 +501,11 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kSignedOut,
        "signed out",
        {{Ep::kShow, 401, "unauthenticated"},
+        {Ep::kBilling, 401, "unauthenticated"},
+        {Ep::kInvoices, 401, "unauthenticated"},
+        {Ep::kUsage, 401, "unauthenticated"},
+        {Ep::kCardSetup, 401, "unauthenticated"},
+        {Ep::kCardRemove, 401, "unauthenticated"},
         {Ep::kAudit, 401, "unauthenticated"},
         {Ep::kInvite, 401, "unauthenticated"},
         {Ep::kRevoke, 401, "unauthenticated"},
@@ -543,6 +616,37 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
           case Ep::kLeave:
             what = "POST /api/v1/team/leave";
             r = actor->Send("POST", "/api/v1/team/leave", "", {});
+            break;
+          case Ep::kBilling:
+            what = "GET /api/v1/billing";
+            r = actor->Get("/api/v1/billing");
+            if (r.status == 200 && row.who == Who::kMember) {
+              // The team's card is on file, but which card it is stays the owner's to know.
+              const json method = r.Json()["payment_method"];
+              EXPECT_TRUE(method.is_object()) << r.body;
+              EXPECT_TRUE(method["last4"].is_null()) << r.body;
+              EXPECT_TRUE(method["brand"].is_null()) << r.body;
+              EXPECT_EQ(r.Json()["account"]["kind"], "team");
+            } else if (r.status == 200 && row.who == Who::kOwner) {
+              EXPECT_TRUE(r.Json()["payment_method"]["last4"].is_string()) << r.body;
+              EXPECT_EQ(r.Json()["account"]["kind"], "team");
+            }
+            break;
+          case Ep::kInvoices:
+            what = "GET /api/v1/billing/invoices";
+            r = actor->Get("/api/v1/billing/invoices");
+            break;
+          case Ep::kUsage:
+            what = "GET /api/v1/usage/sessions";
+            r = actor->Get("/api/v1/usage/sessions");
+            break;
+          case Ep::kCardSetup:
+            what = "POST /api/v1/billing/card-setup";
+            r = actor->Send("POST", "/api/v1/billing/card-setup", "", {});
+            break;
+          case Ep::kCardRemove:
+            what = "DELETE /api/v1/billing/payment-method";
+            r = actor->Delete("/api/v1/billing/payment-method");
             break;
         }
         SCOPED_TRACE(what);
