@@ -1009,9 +1009,14 @@ TEST_F(RelayBoundsTest, AClientThatGrantsAHugeWindowAndStopsReadingStaysWithinTh
 
 /// A client that queues requests without waiting for answers (python3-paramiko): in mode `env`,
 /// `count` env requests on one session channel; in mode `forward`, `count` tcpip-forward
-/// requests. Prints {"closed_by_relay": …} once the relay hung up or 10 s passed.
+/// requests. Once logged in (and the channel open) it creates the file `ready` in the working
+/// folder and waits for `go` before the burst, so that the test can stop the instance's sshd
+/// first: whether requests queue up must not depend on how fast the instance answers each one
+/// compared with how fast the relay reads the next (under CPU load the relay could get every
+/// answer before the next request and never see a queue). Prints {"closed_by_relay": …} once the
+/// relay hung up or 10 s passed.
 constexpr const char* kParamikoBurst = R"py(
-import json, socket, sys, time
+import json, os, socket, sys, time
 import paramiko
 port, key_path, user, mode, count = (int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4],
                                      int(sys.argv[5]))
@@ -1019,12 +1024,19 @@ key = paramiko.Ed25519Key.from_private_key_file(key_path)
 t = paramiko.Transport(socket.create_connection(("127.0.0.1", port)))
 t.start_client(timeout=10)
 t.auth_publickey(user, key)
+def wait_for_go():
+    open("ready", "w").close()
+    deadline = time.monotonic() + 30
+    while not os.path.exists("go") and time.monotonic() < deadline:
+        time.sleep(0.01)
 try:
     if mode == "env":
         ch = t.open_session(timeout=10)
+        wait_for_go()
         for i in range(count):
             ch.set_environment_variable("GPUWERK_V%d" % i, "x")  # want_reply false
     else:
+        wait_for_go()
         for i in range(count):
             t.global_request("tcpip-forward", ("127.0.0.1", 0), wait=False)
 except (EOFError, OSError, paramiko.SSHException):
@@ -1050,9 +1062,21 @@ TEST_F(RelayBoundsTest, RequestsQueuedPastTheirCapsEndTheConnection) {
   const fs::path script = dir_.path() / "paramiko_burst.py";
   std::ofstream(script) << kParamikoBurst;
   auto burst = [&](const std::string& mode) {
-    auto r = RunCommand(
-        dir_.path(), "/usr/bin/python3 " + script.string() + " " + std::to_string(relay_->port()) +
-                         " " + alice_.private_path.string() + " alpha-aaaaa " + mode + " 200");
+    const fs::path work = dir_.path() / ("burst-" + mode);
+    fs::create_directories(work);
+    CommandResult r;
+    std::thread client([&] {
+      r = RunCommand(work, "/usr/bin/python3 " + script.string() + " " +
+                               std::to_string(relay_->port()) + " " + alice_.private_path.string() +
+                               " alpha-aaaaa " + mode + " 200");
+    });
+    // Logged in: the instance answers nothing more until the burst is judged.
+    const bool ready = WaitFor([&] { return fs::exists(work / "ready"); }, 30s);
+    sshd_->PauseConnections();
+    std::ofstream(work / "go").close();
+    client.join();
+    sshd_->ResumeConnections();
+    EXPECT_TRUE(ready) << r.err;
     EXPECT_EQ(r.exit_code, 0) << r.err;
     const auto out = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
     EXPECT_TRUE(out.is_object() && out["closed_by_relay"].get<bool>()) << mode << ": " << r.out;

@@ -18,8 +18,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/net.h"
 #include "tests/support/ssh_keygen.h"
@@ -136,8 +138,43 @@ class Sshd {
     }
     ADD_FAILURE() << "sshd did not listen again after SIGHUP: " << ReadFile(dir_ / "sshd.log");
   }
+  /// Stops (SIGSTOP) every process serving a connection (the listener's descendants), so that
+  /// nothing already connected gets an answer until ResumeConnections; new connections are still
+  /// accepted and served.
+  void PauseConnections() { SignalConnections(SIGSTOP); }
+  /// Lets the processes stopped by PauseConnections go on (SIGCONT).
+  void ResumeConnections() { SignalConnections(SIGCONT); }
 
  private:
+  /// Sends `signal` to every descendant of the listener, read from /proc/*/stat.
+  void SignalConnections(int signal) {
+    std::map<pid_t, pid_t> parent;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      const auto close = line.rfind(')');  // the command may hold spaces and parentheses
+      if (close == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+      parent[static_cast<pid_t>(std::stol(name))] = static_cast<pid_t>(ppid);
+    }
+    for (const auto& [pid, ppid] : parent) {
+      for (pid_t up = ppid; up > 1;) {
+        if (up == pid_) {
+          ::kill(pid, signal);
+          break;
+        }
+        auto it = parent.find(up);
+        if (it == parent.end()) break;
+        up = it->second;
+      }
+    }
+  }
+
   std::filesystem::path dir_;
   std::string address_;
   uint16_t port_ = 0;
