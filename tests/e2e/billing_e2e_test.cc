@@ -33,20 +33,8 @@ const auto* const kEngine = RegisterEngineEnvironment("gpuwerk-billing-engine");
 using nlohmann::json;
 using std::chrono::seconds;
 
-class BillingE2eTest : public ::testing::Test {
+class BillingE2eTest : public E2eTest<> {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
-    ASSERT_EQ(EngineEnvironment::setup_error(), "");
-    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
-                               << EngineEnvironment::socket();
-  }
-  void TearDown() override {
-    platform_.Stop();
-    if (HasFailure()) platform_.PrintLogs(40);
-    if (engine_) platform_.RemoveContainers(*engine_);
-  }
   /// `gpuwerk ARGS` with a login file of `who`'s own.
   CommandResult Cli(const std::string& who, const std::string& args,
                     const std::string& input = "") {
@@ -60,10 +48,6 @@ class BillingE2eTest : public ::testing::Test {
   json HostContainers(const E2eHost& host) {
     return engine_->ContainersWithLabel(kHostLabel, host.id);
   }
-
-  TempDir dir_;
-  E2ePlatform platform_{dir_.path()};
-  std::unique_ptr<EngineProbe> engine_;
 };
 
 TEST_F(BillingE2eTest, NoCardNoLaunchThenTheQueueEntryLaunchesOnceTheCardIsRecorded) {

@@ -106,22 +106,8 @@ struct Racer {
   std::string key_id;
 };
 
-class CapacityRaceE2eTest : public ::testing::Test {
+class CapacityRaceE2eTest : public E2eTest<::testing::Test, 30> {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
-    ASSERT_EQ(EngineEnvironment::setup_error(), "");
-    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
-                               << EngineEnvironment::socket();
-  }
-
-  void TearDown() override {
-    platform_.Stop();
-    if (HasFailure()) platform_.PrintLogs(30);
-    if (engine_) platform_.RemoveContainers(*engine_);
-  }
-
   /// Racer `i`: signs up from 127.0.0.(2 + i / 25), proves the address, signs in, puts an
   /// ssh-keygen key on file.
   Racer NewRacer(int i) {
@@ -248,9 +234,6 @@ class CapacityRaceE2eTest : public ::testing::Test {
         << "the agents did not all sync " << rounds << " more times";
   }
 
-  TempDir dir_;
-  E2ePlatform platform_{dir_.path()};
-  std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
 };
 

@@ -74,16 +74,8 @@ std::optional<SshTarget> ParseSshCommand(const json& command) {
   return t;
 }
 
-class InstancesE2eTest : public ::testing::Test {
+class InstancesE2eTest : public E2eTest<> {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
-    ASSERT_EQ(EngineEnvironment::setup_error(), "");
-    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
-                               << EngineEnvironment::socket();
-  }
-
   void TearDown() override {
     platform_.Stop();
     if (HasFailure()) platform_.PrintLogs();
@@ -249,10 +241,7 @@ class InstancesE2eTest : public ::testing::Test {
                       input);
   }
 
-  TempDir dir_;
-  E2ePlatform platform_{dir_.path()};
   std::string agent_engine_;  ///< the socket the agent talks to; "" for the suite's engine
-  std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
   std::set<std::string> instances_;  ///< every instance id this test created: cleaned up
 };

@@ -80,22 +80,8 @@ int64_t StoreCount(const fs::path& db_path, const std::string& sql,
 }
 
 /// The parameter: the fault point the server dies at.
-class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
+class QueueCrashE2eTest : public E2eTest<::testing::TestWithParam<std::string>, 80> {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
-    ASSERT_EQ(EngineEnvironment::setup_error(), "");
-    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
-    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
-                               << EngineEnvironment::socket();
-  }
-
-  void TearDown() override {
-    platform_.Stop();
-    if (HasFailure()) platform_.PrintLogs(80);
-    if (engine_) platform_.RemoveContainers(*engine_);
-  }
-
   /// Starts `gpuwerk server` (E2ePlatform::StartServer: a free port the first time, the same
   /// one after) with `fault_points` as GPUWERK_FAULT_POINTS and the test's `extra_env_`.
   void StartServer(const std::string& fault_points) {
@@ -172,11 +158,8 @@ class QueueCrashE2eTest : public ::testing::TestWithParam<std::string> {
         << "the agents did not all sync " << rounds << " more times";
   }
 
-  TempDir dir_;
-  E2ePlatform platform_{dir_.path()};
   std::map<std::string, std::string> extra_env_;  ///< more server settings (e.g. SMTP); {} here
   std::string host_id_;
-  std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
 };
 

@@ -8,6 +8,7 @@
 // failures: callers check HasFatalFailure() after a call that can fail.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/net.h"
 #include "tests/support/sign_up.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuwerk::testing {
 
@@ -212,6 +214,33 @@ class E2ePlatform {
   std::string url_;
   ChildProcess server_;
   std::vector<std::unique_ptr<E2eHost>> hosts_;
+};
+
+/// The fixture of an e2e suite that runs its own gpuwerk on the suite's engine
+/// (RegisterEngineEnvironment): SetUp skips when not root and fails when the engine does not
+/// answer; TearDown stops the platform, prints its logs when the test failed (`kLogLines` lines
+/// of each) and removes the test's containers. `Base` is ::testing::Test or
+/// ::testing::TestWithParam<…>. A suite that adds to SetUp calls E2eTest::SetUp() first and
+/// returns when IsSkipped() or HasFatalFailure().
+template <class Base = ::testing::Test, size_t kLogLines = 40>
+class E2eTest : public Base {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << EngineEnvironment::setup_error();
+    ASSERT_EQ(EngineEnvironment::setup_error(), "");
+    engine_ = std::make_unique<EngineProbe>(EngineEnvironment::socket());
+    ASSERT_TRUE(engine_->Up()) << "the suite's engine does not answer on "
+                               << EngineEnvironment::socket();
+  }
+  void TearDown() override {
+    platform_.Stop();
+    if (::testing::Test::HasFailure()) platform_.PrintLogs(kLogLines);
+    if (engine_) platform_.RemoveContainers(*engine_);
+  }
+
+  TempDir dir_;
+  E2ePlatform platform_{dir_.path()};
+  std::unique_ptr<EngineProbe> engine_;
 };
 
 }  // namespace gpuwerk::testing
