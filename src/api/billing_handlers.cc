@@ -7,6 +7,7 @@
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "billing/money.h"
 #include "billing/payment_methods.h"
 
 namespace gpuwerk::api {
@@ -54,6 +55,18 @@ nlohmann::json StateJson(billing::PaymentMethods& methods, const billing::Billin
   return j;
 }
 
+/// The current month's running total (docs/billing.md "Running total").
+nlohmann::json CurrentMonthJson(const billing::CurrentMonth& m) {
+  nlohmann::json totals = nlohmann::json::array();
+  for (const billing::CurrencyTotal& t : m.totals) {
+    totals.push_back({{"currency", t.currency},
+                      {"amount_minor", t.amount_minor},
+                      {"amount", billing::FormatAmount(t.amount_minor, t.currency)}});
+  }
+  return {
+      {"month", m.month}, {"totals", std::move(totals)}, {"as_of", core::FormatRfc3339(m.as_of)}};
+}
+
 /// The JSON card an operator sends: {brand, last4, exp_month, exp_year}.
 core::Result<billing::CardFacts> CardFrom(const Request& req) {
   GPUWERK_ASSIGN_OR_RETURN(auto body,
@@ -74,7 +87,13 @@ namespace handlers {
 
 Answer GetBilling(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
-  return Response::Json(200, StateJson(ctx.payment_methods, state));
+  nlohmann::json j = StateJson(ctx.payment_methods, state);
+  j["current_month"] = nullptr;
+  if (ctx.invoices) {
+    GPUWERK_ASSIGN_OR_RETURN(auto month, ctx.invoices->CurrentMonthOf(call.who.person_id));
+    j["current_month"] = CurrentMonthJson(month);
+  }
+  return Response::Json(200, j);
 }
 
 Answer BeginCardSetup(ApiContext& ctx, Call& call) {
