@@ -102,6 +102,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
 
     // Teams (R-15; docs/teams.md): every role rule is TeamService's, whatever the credential.
     {"GET", "/api/v1/team", kPerson, h::GetTeam},
+    {"GET", "/api/v1/team/usage", kPerson, h::GetTeamUsage},
     {"POST", "/api/v1/team", kProvenPerson, h::CreateTeam},
     {"POST", "/api/v1/team/invites", kProvenPerson, h::InviteToTeam},
     {"DELETE", "/api/v1/team/invites/{id}", kPerson, h::RevokeTeamInvite},

@@ -392,6 +392,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
   enum class Who { kOwner, kMember, kRemoved, kOutsider, kOperator, kSignedOut };
   enum class Ep {
     kShow,
+    kTeamUsage,
     kAudit,
     kInvite,
     kRevoke,
@@ -420,6 +421,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOwner,
        "owner",
        {{Ep::kShow, 200, ""},
+        {Ep::kTeamUsage, 200, ""},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -436,6 +438,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kMember,
        "member",
        {{Ep::kShow, 200, ""},
+        {Ep::kTeamUsage, 403, "owner_only"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -452,6 +455,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kRemoved,
        "removed member",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kTeamUsage, 404, "no_team"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -468,6 +472,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOutsider,
        "outsider",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kTeamUsage, 404, "no_team"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -485,6 +490,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOperator,
        "operator",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kTeamUsage, 404, "no_team"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -501,6 +507,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kSignedOut,
        "signed out",
        {{Ep::kShow, 401, "unauthenticated"},
+        {Ep::kTeamUsage, 401, "unauthenticated"},
         {Ep::kBilling, 401, "unauthenticated"},
         {Ep::kInvoices, 401, "unauthenticated"},
         {Ep::kUsage, 401, "unauthenticated"},
@@ -583,6 +590,15 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
           case Ep::kShow:
             what = "GET /api/v1/team";
             r = actor->Get("/api/v1/team");
+            break;
+          case Ep::kTeamUsage:
+            what = "GET /api/v1/team/usage";
+            r = actor->Get("/api/v1/team/usage");
+            if (r.status == 200) {
+              EXPECT_TRUE(r.Json()["people"].is_array()) << r.body;
+              EXPECT_TRUE(r.Json()["totals"].is_array()) << r.body;
+              EXPECT_EQ(r.Json()["closed"], false) << r.body;
+            }
             break;
           case Ep::kAudit:
             what = "GET /api/v1/admin/audit";

@@ -111,6 +111,7 @@ Answer AdminSetCard(ApiContext& ctx, Call& call);
 Answer AdminClearCard(ApiContext& ctx, Call& call);
 // team_handlers.cc: /api/v1/team, the invitation link's page /team/accept.
 Answer GetTeam(ApiContext& ctx, Call& call);
+Answer GetTeamUsage(ApiContext& ctx, Call& call);
 Answer CreateTeam(ApiContext& ctx, Call& call);
 Answer InviteToTeam(ApiContext& ctx, Call& call);
 Answer RevokeTeamInvite(ApiContext& ctx, Call& call);
