@@ -1,7 +1,8 @@
 // /api/v1/billing (R-14, docs/billing.md): a person's billing account and its payment method,
 // card setup and removal (only a person who manages the account: billing_managed_by_team
 // otherwise); /api/v1/admin/billing/{email}/card: the operator records or clears a payment
-// method under the manual provider (audited).
+// method under the manual provider (audited); /api/v1/admin/billing/teams/{team}/card: the same
+// for a team's billing account, named by its id or exact name.
 #include <string>
 
 #include "api/api_context.h"
@@ -9,6 +10,7 @@
 #include "api/internal/handlers.h"
 #include "billing/money.h"
 #include "billing/payment_methods.h"
+#include "teams/team_billing.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -132,6 +134,40 @@ Answer AdminClearCard(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto removed, ctx.payment_methods.ClearCard(call.who.person_id, email,
                                                                        call.req.remote_address));
   nlohmann::json j = {{"email", email}, {"removed", nullptr}};
+  if (removed) {
+    j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
+    j["message"] =
+        "Payment method cleared. Running instances keep running and billing; new launches and "
+        "restarts are refused until one is on file again.";
+  } else {
+    j["message"] = "No payment method was on file; nothing changed.";
+  }
+  return Response::Json(200, j);
+}
+
+Answer AdminSetTeamCard(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(billing::CardFacts card, CardFrom(call.req));
+  const std::string ref = call.req.PathParam("team");
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto stored, ctx.payment_methods.SetCardOf(
+                       call.who.person_id,
+                       [&](store::Transaction& tx) { return teams::TeamCardHolder(tx, ref); }, card,
+                       call.req.remote_address));
+  return Response::Json(
+      200,
+      {{"team", ref},
+       {"billing_account", stored.billing_account_id},
+       {"payment_method", MethodJson(stored, ctx.payment_methods.provider().Describe(stored))}});
+}
+
+Answer AdminClearTeamCard(ApiContext& ctx, Call& call) {
+  const std::string ref = call.req.PathParam("team");
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto removed, ctx.payment_methods.ClearCardOf(
+                        call.who.person_id,
+                        [&](store::Transaction& tx) { return teams::TeamCardHolder(tx, ref); },
+                        call.req.remote_address));
+  nlohmann::json j = {{"team", ref}, {"removed", nullptr}};
   if (removed) {
     j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
     j["message"] =

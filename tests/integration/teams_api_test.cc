@@ -381,6 +381,84 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   sync_all();
   const std::string jon_again = launch(*jon, "jon-again", jon_key);
   EXPECT_EQ(session_of(jon_again).account, "solo_" + jon_id);
+
+  // The owner's usage by person (docs/teams.md "Usage by member"): the removed member is still
+  // there, their solo launches are not, and the rows add up to the team's running total.
+  clock_.Advance(std::chrono::seconds(60));
+  auto usage = ada->Get("/api/v1/team/usage");
+  ASSERT_EQ(usage.status, 200) << usage.body;
+  const json people = usage.Json()["people"];
+  ASSERT_EQ(people.size(), 2u) << usage.body;
+  int64_t sum = 0;
+  for (const json& p : people) {
+    sum += p["amount_minor"].get<int64_t>();
+    EXPECT_EQ(p["member"], p["person_id"] == ada_id) << p.dump();
+    EXPECT_EQ(p["label"], p["person_id"] == ada_id ? "ada@example.test" : "jon@example.test");
+  }
+  ASSERT_EQ(usage.Json()["totals"].size(), 1u) << usage.body;
+  EXPECT_EQ(usage.Json()["totals"][0]["amount_minor"], sum);
+  const json running = ada->Get("/api/v1/billing").Json()["current_month"];
+  EXPECT_EQ(running["totals"], usage.Json()["totals"]);
+  EXPECT_EQ(running["month"], usage.Json()["month"]);
+  ExpectProblem(jon->Get("/api/v1/team/usage"), 404, "no_team");
+  ExpectProblem(ada->Get("/api/v1/team/usage?month=2026-13"), 400, "invalid_month");
+}
+
+// The operator records and clears a team's card by the team's id or exact name (docs/billing.md
+// "Manual provider"); a member's address is refused; audited like a person's card.
+TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  auto ada = Person("ada@example.test");
+  auto kim = Person("kim@example.test");
+  auto made = ada->PostJson("/api/v1/team", {{"name", "Lab One"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string team_id = made.Json()["id"];
+  Join(*ada, *kim, "kim@example.test");
+  const std::vector<std::string> json_type = {"Content-Type: application/json"};
+  const std::string card =
+      json{{"brand", "visa"}, {"last4", "4242"}, {"exp_month", 12}, {"exp_year", 2099}}.dump();
+  const std::string by_name = "/api/v1/admin/billing/teams/Lab%20One/card";
+  const std::string by_id = "/api/v1/admin/billing/teams/" + team_id + "/card";
+
+  // Not the operator: 403; an unknown team or a name in another case: 404; a member's address:
+  // 409. Nothing recorded.
+  ExpectProblem(ada->Send("PUT", by_name, card, json_type), 403, "forbidden");
+  ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/teams/lab%20one/card", card, json_type), 404,
+                "team_not_found");
+  ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/teams/team_nope/card", card, json_type), 404,
+                "team_not_found");
+  ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/kim%40example.test/card", card, json_type),
+                409, "billing_managed_by_team");
+  EXPECT_TRUE(ada->Get("/api/v1/billing").Json()["payment_method"].is_null());
+
+  auto set = op->Send("PUT", by_name, card, json_type);
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(set.Json()["billing_account"], team_id);
+  EXPECT_EQ(ada->Get("/api/v1/billing").Json()["payment_method"]["last4"], "4242");
+  EXPECT_EQ(kim->Get("/api/v1/me").Json()["billing"]["payment_method_on_file"], true);
+  auto cleared = op->Delete(by_id);
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_EQ(cleared.Json()["removed"]["last4"], "4242");
+  EXPECT_TRUE(ada->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  auto again = op->Delete(by_id);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(again.Json()["removed"].is_null());
+  ASSERT_EQ(op->Send("PUT", by_id, card, json_type).status, 200);
+
+  auto audit = op->Get("/api/v1/admin/audit?target=" + team_id);
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  int set_events = 0, clear_events = 0;
+  for (const json& e : audit.Json()["items"]) {
+    if (e["action"] == "billing.set_card") ++set_events;
+    if (e["action"] == "billing.clear_card") ++clear_events;
+  }
+  EXPECT_EQ(set_events, 2);
+  EXPECT_EQ(clear_events, 1);
 }
 
 // Every team route, the audit log and the billing routes, for each kind of caller, through a

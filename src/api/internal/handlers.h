@@ -109,6 +109,8 @@ Answer BeginCardSetup(ApiContext& ctx, Call& call);
 Answer RemovePaymentMethod(ApiContext& ctx, Call& call);
 Answer AdminSetCard(ApiContext& ctx, Call& call);
 Answer AdminClearCard(ApiContext& ctx, Call& call);
+Answer AdminSetTeamCard(ApiContext& ctx, Call& call);
+Answer AdminClearTeamCard(ApiContext& ctx, Call& call);
 // team_handlers.cc: /api/v1/team, the invitation link's page /team/accept.
 Answer GetTeam(ApiContext& ctx, Call& call);
 Answer GetTeamUsage(ApiContext& ctx, Call& call);
