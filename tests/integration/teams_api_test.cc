@@ -421,12 +421,15 @@ TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
   Join(*ada, *kim, "kim@example.test");
   const std::vector<std::string> json_type = {"Content-Type: application/json"};
   const std::string card =
-      json{{"brand", "visa"}, {"last4", "4242"}, {"exp_month", 12}, {"exp_year", 2099}}.dump();
+      json{{"brand", "visa"}, {"last4", "1881"}, {"exp_month", 12}, {"exp_year", 2099}}.dump();
   const std::string by_name = "/api/v1/admin/billing/teams/Lab%20One/card";
   const std::string by_id = "/api/v1/admin/billing/teams/" + team_id + "/card";
 
+  // ada's card (Person records one) moved to the team when she made it.
+  const json before = ada->Get("/api/v1/billing").Json()["payment_method"];
+  ASSERT_TRUE(before.is_object());
   // Not the operator: 403; an unknown team or a name in another case: 404; a member's address:
-  // 409. Nothing recorded.
+  // 409. Nothing changed.
   ExpectProblem(ada->Send("PUT", by_name, card, json_type), 403, "forbidden");
   ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/teams/lab%20one/card", card, json_type), 404,
                 "team_not_found");
@@ -434,17 +437,18 @@ TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
                 "team_not_found");
   ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/kim%40example.test/card", card, json_type),
                 409, "billing_managed_by_team");
-  EXPECT_TRUE(ada->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  EXPECT_EQ(ada->Get("/api/v1/billing").Json()["payment_method"], before);
 
   auto set = op->Send("PUT", by_name, card, json_type);
   ASSERT_EQ(set.status, 200) << set.body;
   EXPECT_EQ(set.Json()["billing_account"], team_id);
-  EXPECT_EQ(ada->Get("/api/v1/billing").Json()["payment_method"]["last4"], "4242");
+  EXPECT_EQ(ada->Get("/api/v1/billing").Json()["payment_method"]["last4"], "1881");
   EXPECT_EQ(kim->Get("/api/v1/me").Json()["billing"]["payment_method_on_file"], true);
   auto cleared = op->Delete(by_id);
   ASSERT_EQ(cleared.status, 200) << cleared.body;
-  EXPECT_EQ(cleared.Json()["removed"]["last4"], "4242");
+  EXPECT_EQ(cleared.Json()["removed"]["last4"], "1881");
   EXPECT_TRUE(ada->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  EXPECT_EQ(kim->Get("/api/v1/me").Json()["billing"]["payment_method_on_file"], false);
   auto again = op->Delete(by_id);
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_TRUE(again.Json()["removed"].is_null());
@@ -453,7 +457,8 @@ TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
   auto audit = op->Get("/api/v1/admin/audit?target=" + team_id);
   ASSERT_EQ(audit.status, 200) << audit.body;
   int set_events = 0, clear_events = 0;
-  for (const json& e : audit.Json()["items"]) {
+  const json events = audit.Json()["items"];
+  for (const json& e : events) {
     if (e["action"] == "billing.set_card") ++set_events;
     if (e["action"] == "billing.clear_card") ++clear_events;
   }
