@@ -98,10 +98,14 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     // The manual provider: the operator records and clears payment methods (audited).
     {"PUT", "/api/v1/admin/billing/{email}/card", kOperator, h::AdminSetCard},
     {"DELETE", "/api/v1/admin/billing/{email}/card", kOperator, h::AdminClearCard},
+    // The same for a team's billing account, named by its id (team_…) or exact name.
+    {"PUT", "/api/v1/admin/billing/teams/{team}/card", kOperator, h::AdminSetTeamCard},
+    {"DELETE", "/api/v1/admin/billing/teams/{team}/card", kOperator, h::AdminClearTeamCard},
     {"GET", "/api/v1/admin/audit", kOperator, h::AdminListAudit},
 
     // Teams (R-15; docs/teams.md): every role rule is TeamService's, whatever the credential.
     {"GET", "/api/v1/team", kPerson, h::GetTeam},
+    {"GET", "/api/v1/team/usage", kPerson, h::GetTeamUsage},
     {"POST", "/api/v1/team", kProvenPerson, h::CreateTeam},
     {"POST", "/api/v1/team/invites", kProvenPerson, h::InviteToTeam},
     {"DELETE", "/api/v1/team/invites/{id}", kPerson, h::RevokeTeamInvite},

@@ -1,13 +1,16 @@
 // /api/v1/billing (R-14, docs/billing.md): a person's billing account and its payment method,
 // card setup and removal (only a person who manages the account: billing_managed_by_team
 // otherwise); /api/v1/admin/billing/{email}/card: the operator records or clears a payment
-// method under the manual provider (audited).
+// method under the manual provider (audited); /api/v1/admin/billing/teams/{team}/card: the same
+// for a team's billing account, named by its id or exact name.
 #include <string>
 
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "billing/money.h"
 #include "billing/payment_methods.h"
+#include "teams/team_billing.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -54,6 +57,18 @@ nlohmann::json StateJson(billing::PaymentMethods& methods, const billing::Billin
   return j;
 }
 
+/// The current month's running total (docs/billing.md "Running total").
+nlohmann::json CurrentMonthJson(const billing::CurrentMonth& m) {
+  nlohmann::json totals = nlohmann::json::array();
+  for (const billing::CurrencyTotal& t : m.totals) {
+    totals.push_back({{"currency", t.currency},
+                      {"amount_minor", t.amount_minor},
+                      {"amount", billing::FormatAmount(t.amount_minor, t.currency)}});
+  }
+  return {
+      {"month", m.month}, {"totals", std::move(totals)}, {"as_of", core::FormatRfc3339(m.as_of)}};
+}
+
 /// The JSON card an operator sends: {brand, last4, exp_month, exp_year}.
 core::Result<billing::CardFacts> CardFrom(const Request& req) {
   GPUWERK_ASSIGN_OR_RETURN(auto body,
@@ -74,7 +89,13 @@ namespace handlers {
 
 Answer GetBilling(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
-  return Response::Json(200, StateJson(ctx.payment_methods, state));
+  nlohmann::json j = StateJson(ctx.payment_methods, state);
+  j["current_month"] = nullptr;
+  if (ctx.invoices) {
+    GPUWERK_ASSIGN_OR_RETURN(auto month, ctx.invoices->CurrentMonthOf(call.who.person_id));
+    j["current_month"] = CurrentMonthJson(month);
+  }
+  return Response::Json(200, j);
 }
 
 Answer BeginCardSetup(ApiContext& ctx, Call& call) {
@@ -113,6 +134,40 @@ Answer AdminClearCard(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto removed, ctx.payment_methods.ClearCard(call.who.person_id, email,
                                                                        call.req.remote_address));
   nlohmann::json j = {{"email", email}, {"removed", nullptr}};
+  if (removed) {
+    j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
+    j["message"] =
+        "Payment method cleared. Running instances keep running and billing; new launches and "
+        "restarts are refused until one is on file again.";
+  } else {
+    j["message"] = "No payment method was on file; nothing changed.";
+  }
+  return Response::Json(200, j);
+}
+
+Answer AdminSetTeamCard(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(billing::CardFacts card, CardFrom(call.req));
+  const std::string ref = call.req.PathParam("team");
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto stored, ctx.payment_methods.SetCardOf(
+                       call.who.person_id,
+                       [&](store::Transaction& tx) { return teams::TeamCardHolder(tx, ref); }, card,
+                       call.req.remote_address));
+  return Response::Json(
+      200,
+      {{"team", ref},
+       {"billing_account", stored.billing_account_id},
+       {"payment_method", MethodJson(stored, ctx.payment_methods.provider().Describe(stored))}});
+}
+
+Answer AdminClearTeamCard(ApiContext& ctx, Call& call) {
+  const std::string ref = call.req.PathParam("team");
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto removed, ctx.payment_methods.ClearCardOf(
+                        call.who.person_id,
+                        [&](store::Transaction& tx) { return teams::TeamCardHolder(tx, ref); },
+                        call.req.remote_address));
+  nlohmann::json j = {{"team", ref}, {"removed", nullptr}};
   if (removed) {
     j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
     j["message"] =

@@ -7,8 +7,10 @@
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
+#include "billing/money.h"
 #include "core/encoding.h"
 #include "teams/team_service.h"
+#include "teams/team_usage.h"
 
 namespace gpuwerk::api {
 namespace {
@@ -64,6 +66,33 @@ json TeamJson(const teams::TeamView& v) {
   return j;
 }
 
+/// GET /api/v1/team/usage's answer (docs/api.md "Teams").
+json TeamUsageJson(const teams::TeamUsage& u) {
+  json people = json::array();
+  for (const teams::PersonUsage& p : u.people) {
+    people.push_back({{"person_id", p.person_id},
+                      {"label", p.label},
+                      {"member", p.member},
+                      {"minutes", p.minutes},
+                      {"amount_minor", p.amount_minor},
+                      {"currency", p.currency},
+                      {"amount", billing::FormatAmount(p.amount_minor, p.currency)}});
+  }
+  json totals = json::array();
+  for (const billing::CurrencyTotal& t : u.totals) {
+    totals.push_back({{"currency", t.currency},
+                      {"amount_minor", t.amount_minor},
+                      {"amount", billing::FormatAmount(t.amount_minor, t.currency)}});
+  }
+  return {{"team_id", u.team_id},
+          {"team_name", u.team_name},
+          {"month", u.month},
+          {"closed", u.closed},
+          {"as_of", core::FormatRfc3339(u.as_of)},
+          {"people", std::move(people)},
+          {"totals", std::move(totals)}};
+}
+
 std::string FormToken(const Request& req) {
   auto fields = ParseQuery(req.body).value_or(std::map<std::string, std::string>{});
   auto it = fields.find("token");
@@ -78,6 +107,22 @@ Answer GetTeam(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
   GPUWERK_ASSIGN_OR_RETURN(auto view, teams->Get(call.who));
   return Response::Json(200, TeamJson(view));
+}
+
+Answer GetTeamUsage(ApiContext& ctx, Call& call) {
+  if (auto teams = Teams(ctx); !teams) return core::Fail(teams.error());
+  if (ctx.invoices == nullptr) {
+    return core::Fail(core::ErrorCode::kUnavailable, "unavailable",
+                      "This server runs no invoices.");
+  }
+  auto it = call.req.query.find("month");
+  const std::string month = it == call.req.query.end() ? "" : it->second;
+  if (it != call.req.query.end() && month.empty()) {
+    return core::InvalidArgument("invalid_month", "Say which month: ?month=YYYY-MM (UTC).");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto usage,
+                           teams::TeamUsageOf(ctx.db, ctx.clock, *ctx.invoices, call.who, month));
+  return Response::Json(200, TeamUsageJson(usage));
 }
 
 Answer CreateTeam(ApiContext& ctx, Call& call) {

@@ -7,6 +7,7 @@
 #include "billing/billing_session_table.h"
 #include "billing/charges.h"
 #include "billing/money.h"
+#include "billing/month_lines.h"
 
 namespace gpuwerk::billing {
 
@@ -36,27 +37,7 @@ core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
     MonthCloseResult result{.month = label};
     GPUWERK_ASSIGN_OR_RETURN(auto closed_at, InvoiceTable::ClosedAt(tx, label));
     result.already_closed = closed_at.has_value();
-    GPUWERK_ASSIGN_OR_RETURN(auto sessions, BillingSessionTable::ListOverlapping(tx, from, to));
-    GPUWERK_ASSIGN_OR_RETURN(const auto billed, InvoiceTable::SessionsBilledIn(tx, label));
-    // (account, currency) → its lines, in session order.
-    std::map<std::pair<std::string, std::string>, std::vector<InvoiceLineRow>> invoices;
-    for (const SessionWithGaps& s : sessions) {
-      // Already on this month's invoice of the account it had then (it moved since): once only.
-      if (billed.contains(s.session.id)) continue;
-      for (const MonthCharge& c : SessionCharges(s.session, s.gaps, now, silent_after_)) {
-        if (c.month_start != from) continue;
-        invoices[{s.session.billing_account_id, s.session.currency}].push_back(
-            {.invoice_id = "",
-             .session_id = s.session.id,
-             .instance_id = s.session.instance_id,
-             .instance_name = s.session.instance_name,
-             .gpu_type = s.session.gpu_type,
-             .person_id = s.session.person_id,
-             .minutes = c.minutes,
-             .price_minor_per_hour = s.session.price_minor_per_hour,
-             .amount_minor = c.amount_minor});
-      }
-    }
+    GPUWERK_ASSIGN_OR_RETURN(auto invoices, PendingMonthLines(tx, from, now, silent_after_));
     for (auto& [key, lines] : invoices) {
       InvoiceRow invoice{.id = core::NewId(rng_, "inv"),
                          .billing_account_id = key.first,
@@ -122,6 +103,28 @@ core::Result<std::vector<InvoiceRow>> Invoices::ForPerson(const std::string& per
     }
     return own;
   });
+}
+
+core::Result<CurrentMonth> Invoices::CurrentMonthOf(const std::string& person_id) {
+  return db_.Read([&](store::Transaction& tx) -> core::Result<CurrentMonth> {
+    GPUWERK_ASSIGN_OR_RETURN(const BillingAccount account, resolve_(tx, person_id));
+    const int64_t now = clock_.NowUnix();
+    GPUWERK_ASSIGN_OR_RETURN(AccountMonth month,
+                             MonthOfAccount(tx, account.id, now, now, silent_after_));
+    if (!account.may_manage) {
+      // A team member who does not manage the account: their own launches only.
+      for (InvoiceRow& inv : month.invoices) {
+        std::erase_if(inv.lines, [&](const InvoiceLineRow& l) { return l.person_id != person_id; });
+      }
+    }
+    return CurrentMonth{.month = month.month, .as_of = now, .totals = TotalsOf(month.invoices)};
+  });
+}
+
+core::Result<AccountMonth> Invoices::AccountMonthOf(store::Transaction& tx,
+                                                    const std::string& account_id,
+                                                    int64_t month_start) {
+  return MonthOfAccount(tx, account_id, month_start, clock_.NowUnix(), silent_after_);
 }
 
 std::string CsvCell(std::string_view text) {

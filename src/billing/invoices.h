@@ -12,6 +12,7 @@
 
 #include "billing/billing_account.h"
 #include "billing/invoice_table.h"
+#include "billing/month_lines.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -26,6 +27,13 @@ struct MonthCloseResult {
   int64_t lines_created = 0;     ///< by this run
   int64_t invoices = 0;          ///< the month's invoices after this run
   bool already_closed = false;   ///< the month was closed before this run
+};
+
+/// The current UTC month's running total as a person may see it.
+struct CurrentMonth {
+  std::string month;                  ///< "YYYY-MM" (UTC)
+  int64_t as_of = 0;                  ///< Unix seconds
+  std::vector<CurrencyTotal> totals;  ///< by currency; empty when nothing is billed yet
 };
 
 /// How long after a month ends the background close runs (seconds): the last sync rounds and
@@ -64,6 +72,20 @@ class Invoices {
   /// launches, with those lines only and `total_minor` their sum: members never see another
   /// member's usage. Errors: the resolver's (not_found); the store's.
   core::Result<std::vector<InvoiceRow>> ForPerson(const std::string& person_id);
+
+  /// The current UTC month's running total of the billing account that pays for `person_id` now
+  /// (ResolveAccount): what the month's invoices would say if it closed at the clock's now
+  /// (MonthOfAccount: sessions billed to that account only, SessionCharges, so it agrees with
+  /// the invoice to the minor unit). A person who may not manage the account (a team member)
+  /// gets the total of their own launches only. Errors: the resolver's; the store's.
+  core::Result<CurrentMonth> CurrentMonthOf(const std::string& person_id);
+
+  /// Billing account `account_id`'s month starting at `month_start` (Unix seconds, any second of
+  /// the month) as of the clock's now, inside the caller's transaction (MonthOfAccount with this
+  /// object's evidence rule): the stored invoices of a closed month, else the running lines.
+  /// Errors: the store's.
+  core::Result<AccountMonth> AccountMonthOf(store::Transaction& tx, const std::string& account_id,
+                                            int64_t month_start);
 
   /// Every invoice line of `month` as CSV (RFC 4180, CRLF line ends, a header row; text cells
   /// that start with =, +, -, @, a tab or a carriage return get a leading ' so spreadsheets do

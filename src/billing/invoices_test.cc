@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -307,6 +308,74 @@ TEST_F(InvoicesTest, ATeamMemberSeesOnlyTheirOwnLinesAndTheOwnerSeesThemAll) {
   auto other = team_invoices.ForPerson("per_c");
   ASSERT_TRUE(other);
   EXPECT_TRUE(other->empty());
+}
+
+TEST_F(InvoicesTest, TheRunningTotalIsWhatTheMonthsInvoiceThenSays) {
+  // Clock: 2026-12-01T02:00Z; the running month is December. per_a: one ended session, one still
+  // active (charged up to now: its last sighting is now), one in euros; a session per_a launched
+  // billed to team_t is not per_a's solo account's (only sessions billed to the account count).
+  SetNow(At("2026-12-20T12:00:00Z"));
+  AddSession("bil_d1", "per_a", At("2026-12-10T10:00:00Z"), At("2026-12-10T11:01:01Z"));
+  AddSession("bil_d2", "per_a", At("2026-12-20T11:00:00Z"), std::nullopt, 65, "usd",
+             At("2026-12-20T12:00:00Z"));
+  AddSession("bil_d3", "per_a", At("2026-12-11T10:00:00Z"), At("2026-12-11T10:10:00Z"), 100, "eur");
+  AddSession("bil_dt", "per_a", At("2026-12-12T10:00:00Z"), At("2026-12-12T13:00:00Z"), 65, "usd",
+             std::nullopt, "team_t");
+  // November's session that ran into December: its December minutes are December's.
+  AddSession("bil_nov", "per_a", At("2026-11-30T23:30:00Z"), At("2026-12-01T00:30:00Z"));
+  AddSession("bil_b", "per_b", At("2026-12-13T10:00:00Z"), At("2026-12-13T10:05:00Z"));
+
+  auto running = invoices_->CurrentMonthOf("per_a");
+  ASSERT_TRUE(running) << running.error().message;
+  EXPECT_EQ(running->month, "2026-12");
+  EXPECT_EQ(running->as_of, At("2026-12-20T12:00:00Z"));
+  const int64_t usd = LineAmountMinor(65, 62) + LineAmountMinor(65, 60) + LineAmountMinor(65, 30);
+  EXPECT_EQ(running->totals,
+            (std::vector<CurrencyTotal>{{"eur", LineAmountMinor(100, 10)}, {"usd", usd}}));
+
+  // The active session ends now; December closes in January: the invoice says the same.
+  ASSERT_TRUE(db_->Write([&](store::Transaction& tx) {
+    return BillingSessionTable::End(tx, "bil_d2", At("2026-12-20T12:00:00Z"));
+  }));
+  SetNow(At("2027-01-01T02:00:00Z"));
+  ASSERT_TRUE(invoices_->CloseMonth("2026-12", "", "system"));
+  auto invoices = invoices_->ForPerson("per_a");
+  ASSERT_TRUE(invoices);
+  std::vector<CurrencyTotal> closed;
+  for (const InvoiceRow& inv : *invoices) {
+    if (inv.month == "2026-12") closed.push_back({inv.currency, inv.total_minor});
+  }
+  std::sort(closed.begin(), closed.end(),
+            [](const auto& x, const auto& y) { return x.currency < y.currency; });
+  EXPECT_EQ(closed, running->totals);
+  // A new month with nothing billed yet: no totals.
+  auto january = invoices_->CurrentMonthOf("per_a");
+  ASSERT_TRUE(january);
+  EXPECT_EQ(january->month, "2027-01");
+  EXPECT_TRUE(january->totals.empty());
+}
+
+TEST_F(InvoicesTest, ATeamMembersRunningTotalIsTheirOwnLaunchesOnly) {
+  Invoices team_invoices(
+      *db_, clock_, rng_, kSilentAfter, [](store::Transaction&, const std::string& person) {
+        return core::Result<BillingAccount>(BillingAccount{.id = "team_t",
+                                                           .kind = AccountKind::kTeam,
+                                                           .name = "t",
+                                                           .may_manage = person == "per_a"});
+      });
+  SetNow(At("2026-12-20T12:00:00Z"));
+  AddSession("bil_own", "per_a", At("2026-12-10T10:00:00Z"), At("2026-12-10T11:00:00Z"), 65, "usd",
+             std::nullopt, "team_t");
+  AddSession("bil_mem", "per_b", At("2026-12-11T10:00:00Z"), At("2026-12-11T10:30:00Z"), 65, "usd",
+             std::nullopt, "team_t");
+  auto owner = team_invoices.CurrentMonthOf("per_a");
+  ASSERT_TRUE(owner);
+  EXPECT_EQ(
+      owner->totals,
+      (std::vector<CurrencyTotal>{{"usd", LineAmountMinor(65, 60) + LineAmountMinor(65, 30)}}));
+  auto member = team_invoices.CurrentMonthOf("per_b");
+  ASSERT_TRUE(member);
+  EXPECT_EQ(member->totals, (std::vector<CurrencyTotal>{{"usd", LineAmountMinor(65, 30)}}));
 }
 
 TEST_F(InvoicesTest, OneInvoicePerCurrency) {

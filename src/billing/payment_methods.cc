@@ -191,12 +191,31 @@ core::Result<std::pair<std::string, BillingAccount>> PaymentMethods::AccountOfEm
 core::Result<PaymentMethod> PaymentMethods::SetCard(const std::string& actor_id,
                                                     std::string_view email, const CardFacts& card,
                                                     const std::string& source_address) {
+  return SetCardOf(actor_id, HolderOfEmail(email), card, source_address);
+}
+
+core::Result<std::optional<PaymentMethod>> PaymentMethods::ClearCard(
+    const std::string& actor_id, std::string_view email, const std::string& source_address) {
+  return ClearCardOf(actor_id, HolderOfEmail(email), source_address);
+}
+
+PaymentMethods::FindCardHolder PaymentMethods::HolderOfEmail(std::string_view email) const {
+  return [this, email](store::Transaction& tx) -> core::Result<CardHolder> {
+    GPUWERK_ASSIGN_OR_RETURN(auto who, AccountOfEmail(tx, email));
+    return CardHolder{.person_id = who.first, .account = std::move(who.second)};
+  };
+}
+
+core::Result<PaymentMethod> PaymentMethods::SetCardOf(const std::string& actor_id,
+                                                      const FindCardHolder& find,
+                                                      const CardFacts& card,
+                                                      const std::string& source_address) {
   const int64_t now = clock_.NowUnix();
   GPUWERK_ASSIGN_OR_RETURN(CardFacts valid, ValidateCard(card, now));
   GPUWERK_ASSIGN_OR_RETURN(
       PaymentMethod stored, db_.Write([&](store::Transaction& tx) -> core::Result<PaymentMethod> {
-        GPUWERK_ASSIGN_OR_RETURN(auto who, AccountOfEmail(tx, email));
-        PaymentMethod m{.billing_account_id = who.second.id,
+        GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+        PaymentMethod m{.billing_account_id = who.account.id,
                         .provider = std::string(ManualProvider::kName),
                         .brand = valid.brand,
                         .last4 = valid.last4,
@@ -207,33 +226,33 @@ core::Result<PaymentMethod> PaymentMethods::SetCard(const std::string& actor_id,
                         .updated_at = now};
         GPUWERK_TRY(PaymentMethodTable::Upsert(tx, m));
         nlohmann::json detail = CardDetail(m);
-        detail["person_id"] = who.first;
+        if (!who.person_id.empty()) detail["person_id"] = who.person_id;
         GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                        {.actor_id = actor_id,
                                         .action = "billing.set_card",
-                                        .target = who.second.id,
+                                        .target = who.account.id,
                                         .source_address = source_address,
                                         .detail = std::move(detail)}));
-        GPUWERK_ASSIGN_OR_RETURN(auto after, PaymentMethodTable::Find(tx, who.second.id));
+        GPUWERK_ASSIGN_OR_RETURN(auto after, PaymentMethodTable::Find(tx, who.account.id));
         return std::move(*after);
       }));
   NotifyCardAdded();
   return stored;
 }
 
-core::Result<std::optional<PaymentMethod>> PaymentMethods::ClearCard(
-    const std::string& actor_id, std::string_view email, const std::string& source_address) {
+core::Result<std::optional<PaymentMethod>> PaymentMethods::ClearCardOf(
+    const std::string& actor_id, const FindCardHolder& find, const std::string& source_address) {
   return db_.Write([&](store::Transaction& tx) -> core::Result<std::optional<PaymentMethod>> {
-    GPUWERK_ASSIGN_OR_RETURN(auto who, AccountOfEmail(tx, email));
-    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.second.id));
+    GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
     if (!method) return std::optional<PaymentMethod>();
-    GPUWERK_TRY(PaymentMethodTable::Delete(tx, who.second.id));
+    GPUWERK_TRY(PaymentMethodTable::Delete(tx, who.account.id));
     nlohmann::json detail = CardDetail(*method);
-    detail["person_id"] = who.first;
+    if (!who.person_id.empty()) detail["person_id"] = who.person_id;
     GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
                                    {.actor_id = actor_id,
                                     .action = "billing.clear_card",
-                                    .target = who.second.id,
+                                    .target = who.account.id,
                                     .source_address = source_address,
                                     .detail = std::move(detail)}));
     return method;

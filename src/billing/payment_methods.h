@@ -87,6 +87,25 @@ class PaymentMethods {
   core::Result<PaymentMethod> Remove(const std::string& person_id,
                                      const std::string& source_address);
 
+  /// Whose card the operator sets or clears: the billing account, and the person the operator
+  /// named ("" when they named the account itself, e.g. a team).
+  struct CardHolder {
+    std::string person_id;
+    BillingAccount account;
+  };
+  /// Finds the holder inside the card change's transaction, reading only through it. Errors: its
+  /// own (not_found, …), returned as they are with nothing changed.
+  using FindCardHolder = std::function<core::Result<CardHolder>(store::Transaction& tx)>;
+
+  /// As SetCard, for the billing account `find` names (the teams module's team form: `gpuwerk
+  /// admin billing set-card TEAM`). Audited `billing.set_card`, target the account.
+  core::Result<PaymentMethod> SetCardOf(const std::string& actor_id, const FindCardHolder& find,
+                                        const CardFacts& card, const std::string& source_address);
+  /// As ClearCard, for the billing account `find` names. Audited `billing.clear_card`.
+  core::Result<std::optional<PaymentMethod>> ClearCardOf(const std::string& actor_id,
+                                                         const FindCardHolder& find,
+                                                         const std::string& source_address);
+
   /// The operator records `card` as the manual payment method of the billing account that pays
   /// for the person with email `email` (replacing one on file), audited `billing.set_card` with
   /// `actor_id` and `source_address`; wakes `card_added` after the commit. `actor_id` "" is the
@@ -113,6 +132,8 @@ class PaymentMethods {
   /// not_found; the store's.
   core::Result<std::pair<std::string, BillingAccount>> AccountOfEmail(store::Transaction& tx,
                                                                       std::string_view email) const;
+  /// A FindCardHolder for AccountOfEmail (`email` must outlive the call it is passed to).
+  FindCardHolder HolderOfEmail(std::string_view email) const;
 
   store::Database& db_;
   core::Clock& clock_;

@@ -15,6 +15,22 @@ std::string MethodText(const json& state) {
   return "none. " + Str(state, "how_to_add");
 }
 
+/// "2026-12 so far: 12.34 USD, 5 EUR (as of …)" from GET /api/v1/billing's current_month.
+std::string MonthText(const json& state) {
+  const json& month = Field(state, "current_month");
+  if (!month.is_object()) return "not available on this server";
+  std::string amounts;
+  const json& totals = Field(month, "totals");
+  if (totals.is_array()) {
+    for (const auto& t : totals) {
+      if (!amounts.empty()) amounts += ", ";
+      amounts += Str(t, "amount");
+    }
+  }
+  if (amounts.empty()) amounts = "nothing yet";
+  return Str(month, "month") + " so far: " + amounts + " (as of " + Str(month, "as_of") + ")";
+}
+
 core::Result<void> BillingShowVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json state, server.Ok("GET", "/api/v1/billing"));
@@ -26,6 +42,7 @@ core::Result<void> BillingShowVerb(VerbContext& ctx) {
       {"Account:", who},
       {"Provider:", Str(state, "provider")},
       {"Card:", MethodText(state)},
+      {"Month:", MonthText(state)},
   };
   std::string text;
   for (const auto& [label, value] : rows) {

@@ -159,14 +159,20 @@ class FakeApi {
     }
     // Billing under the manual provider (docs/billing.md "API and CLI").
     if (req.method == "GET" && req.path == "/api/v1/billing") {
-      return FakeResponse::Json(200, {{"account",
-                                       {{"id", "solo_per_1"},
-                                        {"kind", "solo"},
-                                        {"name", "ada@example.com"},
-                                        {"may_manage", true}}},
-                                      {"provider", "manual"},
-                                      {"payment_method", nullptr},
-                                      {"how_to_add", "Ask your operator to record one."}});
+      return FakeResponse::Json(
+          200,
+          {{"account",
+            {{"id", "solo_per_1"},
+             {"kind", "solo"},
+             {"name", "ada@example.com"},
+             {"may_manage", true}}},
+           {"provider", "manual"},
+           {"payment_method", nullptr},
+           {"how_to_add", "Ask your operator to record one."},
+           {"current_month",
+            {{"month", "2026-12"},
+             {"totals", {{{"currency", "usd"}, {"amount_minor", 1234}, {"amount", "12.34 USD"}}}},
+             {"as_of", "2026-12-03T06:00:00Z"}}}});
     }
     if (req.method == "POST" && req.path == "/api/v1/billing/card-setup") {
       return FakeResponse::Problem(409, "manual_provider", "Ask your operator to record one.");
@@ -373,9 +379,13 @@ TEST_F(CommandsTest, BillingVerbsShowAddAndSetCards) {
   EXPECT_NE(shown.out.find("Account:   solo (ada@example.com)"), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find("Card:      none. Ask your operator to record one."), std::string::npos)
       << shown.out;
+  EXPECT_NE(shown.out.find("Month:     2026-12 so far: 12.34 USD (as of 2026-12-03T06:00:00Z)"),
+            std::string::npos)
+      << shown.out;
   CliResult as_json = Run({"billing", "--json"});
   ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
   EXPECT_EQ(json::parse(as_json.out)["provider"], "manual");
+  EXPECT_EQ(json::parse(as_json.out)["current_month"]["totals"][0]["amount_minor"], 1234);
   CliResult add = Run({"billing", "add-card"});
   EXPECT_EQ(add.exit_code, 1);
   EXPECT_EQ(add.err, "gpuwerk: Ask your operator to record one. (manual_provider)\n");
@@ -396,6 +406,11 @@ TEST_F(CommandsTest, BillingVerbsShowAddAndSetCards) {
   EXPECT_EQ(put.path, "/api/v1/admin/billing/bob%2B1%40example.com/card");
   EXPECT_EQ(put.Json(),
             json({{"brand", "visa"}, {"last4", "4242"}, {"exp_month", 12}, {"exp_year", 2030}}));
+  // A team is named by its id or exact name (no '@'): the team route.
+  CliResult team = Run({"admin", "billing", "set-card", "Lab One", "--brand", "visa", "--last4",
+                        "4242", "--exp", "12/2030"});
+  ASSERT_EQ(team.exit_code, 0) << team.err;
+  EXPECT_EQ(server_.requests().back().path, "/api/v1/admin/billing/teams/Lab%20One/card");
 }
 
 TEST_F(CommandsTest, LoginWithAWrongPasswordPrintsTheServersReason) {

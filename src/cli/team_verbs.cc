@@ -19,6 +19,7 @@ struct TeamOptions {
   std::string invite;  ///< revoke: an invitation's id or address
   std::string member;  ///< remove, role: a member's email or person id
   std::string role;    ///< role: "owner" or "member"
+  std::string month;   ///< usage: "YYYY-MM" (UTC); "" the current month
 };
 
 /// The member of `team` whose email (case-insensitively) or person id is `who`. Errors:
@@ -163,6 +164,39 @@ core::Result<void> TeamRoleVerb(VerbContext& ctx, const TeamOptions& opt) {
   return {};
 }
 
+core::Result<void> TeamUsageVerb(VerbContext& ctx, const TeamOptions& opt) {
+  GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
+  std::string path = "/api/v1/team/usage";
+  if (!opt.month.empty()) path += "?month=" + PathEscape(opt.month);
+  GPUWERK_ASSIGN_OR_RETURN(json usage, server.Ok("GET", path));
+  if (PrintJsonIfAsked(ctx, usage)) return {};
+  const bool closed = Field(usage, "closed") == true;
+  std::string out =
+      "Team " + SafeText(Str(usage, "team_name")) + ", " + SafeText(Str(usage, "month")) +
+      (closed ? " (invoiced)" : " (running, as of " + SafeText(Str(usage, "as_of")) + ")") +
+      ":\n\n";
+  const json& people = Field(usage, "people");
+  if (!people.is_array() || people.empty()) {
+    out += "Nothing billed to the team this month.\n";
+  } else {
+    Table table({"WHO", "MEMBER", "MINUTES", "AMOUNT", "ID"});
+    for (const auto& p : people) {
+      table.AddRow({CellText(Field(p, "label")), Field(p, "member") == true ? "yes" : "no",
+                    CellText(Field(p, "minutes")), CellText(Field(p, "amount")),
+                    CellText(Field(p, "person_id"))});
+    }
+    out += table.Render();
+    std::string totals;
+    for (const auto& t : Field(usage, "totals")) {
+      if (!totals.empty()) totals += ", ";
+      totals += SafeText(Str(t, "amount"));
+    }
+    out += "\nTeam total: " + totals + "\n";
+  }
+  Print(ctx, out);
+  return {};
+}
+
 }  // namespace
 
 void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs) {
@@ -185,6 +219,12 @@ void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs) {
       ->add_option("MEMBER", opt->member, "the member's email or person id")
       ->required();
   verbs.AddVerb(*team, "leave", "Leave your team", &TeamLeaveVerb);
+  verbs
+      .AddVerb(*team, "usage",
+               "Your team's usage by person for a month: what its invoice (or running total) "
+               "adds up (owners)",
+               opt, &TeamUsageVerb)
+      ->add_option("--month", opt->month, "a UTC month as YYYY-MM (default: the current one)");
   CLI::App* role = verbs.AddVerb(*team, "role", "Make a member an owner or a member (owners)", opt,
                                  &TeamRoleVerb);
   role->add_option("MEMBER", opt->member, "the member's email or person id")->required();

@@ -85,6 +85,9 @@ class FakeTeamApi {
       in_team = false;
       return FakeResponse::NoContent();
     }
+    if (req.path == "/api/v1/team/usage" && req.method == "GET") {
+      return FakeResponse::Json(200, usage);
+    }
     if (req.path == "/api/v1/admin/audit" && req.method == "GET") {
       json items = json::array();
       items.push_back({{"id", "aud_2"},
@@ -111,6 +114,27 @@ class FakeTeamApi {
   std::mutex mu_;
   std::vector<std::string> requests;
   bool in_team = true;
+  json usage = {{"team_id", "team_1"},
+                {"team_name", "Lab"},
+                {"month", "2026-11"},
+                {"closed", true},
+                {"as_of", "2026-12-01T02:00:00Z"},
+                {"people",
+                 {{{"person_id", "per_ada"},
+                   {"label", "ada@example.com"},
+                   {"member", true},
+                   {"minutes", 62},
+                   {"amount_minor", 67},
+                   {"currency", "usd"},
+                   {"amount", "0.67 USD"}},
+                  {{"person_id", "per_cy"},
+                   {"label", "deleted account per_cy"},
+                   {"member", false},
+                   {"minutes", 1},
+                   {"amount_minor", 1},
+                   {"currency", "usd"},
+                   {"amount", "0.01 USD"}}}},
+                {"totals", {{{"currency", "usd"}, {"amount_minor", 68}, {"amount", "0.68 USD"}}}}};
   json team = {{"id", "team_1"},
                {"name", "Lab"},
                {"created_at", "2026-01-01T00:00:00Z"},
@@ -190,6 +214,22 @@ TEST_F(TeamVerbsTest, ShowPrintsMembersAndInvitations) {
   CliResult j = Run({"team", "show", "--json"});
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_EQ(json::parse(j.out), api_.team);
+}
+
+TEST_F(TeamVerbsTest, UsagePrintsEachPersonAndTheTeamTotal) {
+  CliResult r = Run({"team", "usage", "--month", "2026-11"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(api_.requests.back(), "GET /api/v1/team/usage?month=2026-11");
+  EXPECT_EQ(r.out,
+            "Team Lab, 2026-11 (invoiced):\n\n"
+            "WHO                     MEMBER  MINUTES  AMOUNT    ID\n"
+            "ada@example.com         yes     62       0.67 USD  per_ada\n"
+            "deleted account per_cy  no      1        0.01 USD  per_cy\n\n"
+            "Team total: 0.68 USD\n");
+  CliResult j = Run({"team", "usage", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(api_.requests.back(), "GET /api/v1/team/usage");
+  EXPECT_EQ(json::parse(j.out), api_.usage);
 }
 
 TEST_F(TeamVerbsTest, CreateAndTheServersRefusal) {

@@ -1,5 +1,8 @@
 #include "teams/team_billing.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "audit/audit_log.h"
 #include "billing/billing_account_id.h"
 #include "billing/billing_session_table.h"
@@ -49,6 +52,37 @@ core::Result<SoloTakeover> MoveSoloBillingToTeam(store::Transaction& tx, core::C
                                                {"billing_sessions", out.sessions_moved}}}));
   }
   return out;
+}
+
+}  // namespace gpuwerk::teams
+
+namespace gpuwerk::teams {
+
+core::Result<billing::PaymentMethods::CardHolder> TeamCardHolder(store::Transaction& tx,
+                                                                 std::string_view ref) {
+  std::optional<TeamRow> team;
+  if (ref.starts_with("team_")) {
+    GPUWERK_ASSIGN_OR_RETURN(team, TeamTable::Find(tx, std::string(ref)));
+  }
+  if (!team) {
+    // Names are unique ignoring case; the operator must type the name exactly as it is.
+    std::string norm(ref);
+    std::transform(norm.begin(), norm.end(), norm.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    GPUWERK_ASSIGN_OR_RETURN(auto by_name, TeamTable::FindByName(tx, norm));
+    if (by_name && by_name->name == ref) team = std::move(by_name);
+  }
+  if (!team) {
+    return core::Fail(core::Error(core::ErrorCode::kNotFound, "team_not_found",
+                                  "No team has that id or exact name; teams are named by their "
+                                  "id (team_…) or their exact name.")
+                          .WithDetail("team", std::string(ref)));
+  }
+  return billing::PaymentMethods::CardHolder{.person_id = "",
+                                             .account = {.id = team->id,
+                                                         .kind = billing::AccountKind::kTeam,
+                                                         .name = team->name,
+                                                         .may_manage = true}};
 }
 
 }  // namespace gpuwerk::teams

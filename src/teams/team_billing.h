@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "billing/billing_account.h"
+#include "billing/payment_methods.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -36,5 +38,12 @@ struct SoloTakeover {
 core::Result<SoloTakeover> MoveSoloBillingToTeam(store::Transaction& tx, core::Clock& clock,
                                                  core::Rng& rng, const std::string& team_id,
                                                  const std::string& owner_id);
+
+/// The team an operator names in `gpuwerk admin billing set-card|clear-card TEAM` (docs/teams.md
+/// "Billing"): its id ("team_…", tried first) or its exact name, as the card holder of the
+/// team's billing account (person id ""). Reads only, through `tx`. Errors: kNotFound
+/// "team_not_found" naming `ref`; the store's.
+core::Result<billing::PaymentMethods::CardHolder> TeamCardHolder(store::Transaction& tx,
+                                                                 std::string_view ref);
 
 }  // namespace gpuwerk::teams

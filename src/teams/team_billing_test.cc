@@ -140,5 +140,27 @@ TEST_F(TeamBillingTest, AMemberIsBilledToTheTeamWithoutManagingItsCard) {
   EXPECT_EQ(Resolve("per_bob").id, "solo_per_bob");
 }
 
+TEST_F(TeamBillingTest, TheOperatorNamesATeamByItsIdOrExactName) {
+  auto ada = Person("per_ada", "ada@example.test");
+  auto made = teams_->Create(ada, "Lab One", caller_);
+  ASSERT_TRUE(made) << made.error().message;
+  auto holder = [&](std::string_view ref) {
+    return db_->Read([&](store::Transaction& tx) { return TeamCardHolder(tx, ref); });
+  };
+  auto by_id = holder(made->team.id);
+  ASSERT_TRUE(by_id) << by_id.error().message;
+  EXPECT_EQ(by_id->account.id, made->team.id);
+  EXPECT_EQ(by_id->account.kind, billing::AccountKind::kTeam);
+  EXPECT_EQ(by_id->person_id, "");
+  auto by_name = holder("Lab One");
+  ASSERT_TRUE(by_name);
+  EXPECT_EQ(by_name->account.id, made->team.id);
+  for (std::string_view wrong : {"lab one", "Lab", "team_nope", ""}) {
+    auto none = holder(wrong);
+    ASSERT_FALSE(none) << wrong;
+    EXPECT_EQ(none.error().api_code, "team_not_found");
+  }
+}
+
 }  // namespace
 }  // namespace gpuwerk::teams

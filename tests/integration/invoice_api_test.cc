@@ -86,6 +86,13 @@ TEST_F(InvoiceApiTest, UsageRowAndInvoiceLineAgreeAndOnlyOperatorsCloseMonths) {
   EXPECT_EQ(usage.Json()["total"], 1);
   ExpectProblem(alice.browser->Get("/api/v1/usage/sessions?before=nonsense"), 400,
                 "invalid_cursor");
+  // The running total says what January's invoice will: the usage row's amount.
+  const json running = alice.browser->Get("/api/v1/billing").Json()["current_month"];
+  EXPECT_EQ(running["month"], "2027-01");
+  ASSERT_EQ(running["totals"].size(), 1u) << running.dump();
+  EXPECT_EQ(running["totals"][0]["currency"], "usd");
+  EXPECT_EQ(running["totals"][0]["amount_minor"], 66);
+  EXPECT_EQ(running["totals"][0]["amount"], "0.66 USD");
 
   // People cannot close or export; signed out is 401.
   ExpectProblem(alice.browser->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}}),
@@ -118,6 +125,11 @@ TEST_F(InvoiceApiTest, UsageRowAndInvoiceLineAgreeAndOnlyOperatorsCloseMonths) {
   const json inv = invoices.Json()["items"][0];
   EXPECT_EQ(inv["month"], "2027-01");
   EXPECT_EQ(inv["total_minor"], 66);
+  EXPECT_EQ(inv["total_minor"], running["totals"][0]["amount_minor"]);
+  // February has nothing billed yet.
+  const json february = alice.browser->Get("/api/v1/billing").Json()["current_month"];
+  EXPECT_EQ(february["month"], "2027-02");
+  EXPECT_EQ(february["totals"].size(), 0u);
   ASSERT_EQ(inv["lines"].size(), 1u);
   EXPECT_EQ(inv["lines"][0]["billing_session_id"], row["billing_session_id"]);
   EXPECT_EQ(inv["lines"][0]["minutes"], row["minutes"]);

@@ -381,6 +381,89 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   sync_all();
   const std::string jon_again = launch(*jon, "jon-again", jon_key);
   EXPECT_EQ(session_of(jon_again).account, "solo_" + jon_id);
+
+  // The owner's usage by person (docs/teams.md "Usage by member"): the removed member is still
+  // there, their solo launches are not, and the rows add up to the team's running total.
+  clock_.Advance(std::chrono::seconds(60));
+  auto usage = ada->Get("/api/v1/team/usage");
+  ASSERT_EQ(usage.status, 200) << usage.body;
+  const json people = usage.Json()["people"];
+  ASSERT_EQ(people.size(), 2u) << usage.body;
+  int64_t sum = 0;
+  for (const json& p : people) {
+    sum += p["amount_minor"].get<int64_t>();
+    EXPECT_EQ(p["member"], p["person_id"] == ada_id) << p.dump();
+    EXPECT_EQ(p["label"], p["person_id"] == ada_id ? "ada@example.test" : "jon@example.test");
+  }
+  ASSERT_EQ(usage.Json()["totals"].size(), 1u) << usage.body;
+  EXPECT_EQ(usage.Json()["totals"][0]["amount_minor"], sum);
+  const json running = ada->Get("/api/v1/billing").Json()["current_month"];
+  EXPECT_EQ(running["totals"], usage.Json()["totals"]);
+  EXPECT_EQ(running["month"], usage.Json()["month"]);
+  ExpectProblem(jon->Get("/api/v1/team/usage"), 404, "no_team");
+  ExpectProblem(ada->Get("/api/v1/team/usage?month=2026-13"), 400, "invalid_month");
+}
+
+// The operator records and clears a team's card by the team's id or exact name (docs/billing.md
+// "Manual provider"); a member's address is refused; audited like a person's card.
+TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
+  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
+  auto op = Browser();
+  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
+                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
+                .status,
+            200);
+  auto ada = Person("ada@example.test");
+  auto kim = Person("kim@example.test");
+  auto made = ada->PostJson("/api/v1/team", {{"name", "Lab One"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string team_id = made.Json()["id"];
+  Join(*ada, *kim, "kim@example.test");
+  const std::vector<std::string> json_type = {"Content-Type: application/json"};
+  const std::string card =
+      json{{"brand", "visa"}, {"last4", "1881"}, {"exp_month", 12}, {"exp_year", 2099}}.dump();
+  const std::string by_name = "/api/v1/admin/billing/teams/Lab%20One/card";
+  const std::string by_id = "/api/v1/admin/billing/teams/" + team_id + "/card";
+
+  // ada's card (Person records one) moved to the team when she made it.
+  const json before = ada->Get("/api/v1/billing").Json()["payment_method"];
+  ASSERT_TRUE(before.is_object());
+  // Not the operator: 403; an unknown team or a name in another case: 404; a member's address:
+  // 409. Nothing changed.
+  ExpectProblem(ada->Send("PUT", by_name, card, json_type), 403, "forbidden");
+  ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/teams/lab%20one/card", card, json_type), 404,
+                "team_not_found");
+  ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/teams/team_nope/card", card, json_type), 404,
+                "team_not_found");
+  ExpectProblem(op->Send("PUT", "/api/v1/admin/billing/kim%40example.test/card", card, json_type),
+                409, "billing_managed_by_team");
+  EXPECT_EQ(ada->Get("/api/v1/billing").Json()["payment_method"], before);
+
+  auto set = op->Send("PUT", by_name, card, json_type);
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(set.Json()["billing_account"], team_id);
+  EXPECT_EQ(ada->Get("/api/v1/billing").Json()["payment_method"]["last4"], "1881");
+  EXPECT_EQ(kim->Get("/api/v1/me").Json()["billing"]["payment_method_on_file"], true);
+  auto cleared = op->Delete(by_id);
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_EQ(cleared.Json()["removed"]["last4"], "1881");
+  EXPECT_TRUE(ada->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  EXPECT_EQ(kim->Get("/api/v1/me").Json()["billing"]["payment_method_on_file"], false);
+  auto again = op->Delete(by_id);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(again.Json()["removed"].is_null());
+  ASSERT_EQ(op->Send("PUT", by_id, card, json_type).status, 200);
+
+  auto audit = op->Get("/api/v1/admin/audit?target=" + team_id);
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  int set_events = 0, clear_events = 0;
+  const json events = audit.Json()["items"];
+  for (const json& e : events) {
+    if (e["action"] == "billing.set_card") ++set_events;
+    if (e["action"] == "billing.clear_card") ++clear_events;
+  }
+  EXPECT_EQ(set_events, 2);
+  EXPECT_EQ(clear_events, 1);
 }
 
 // Every team route, the audit log and the billing routes, for each kind of caller, through a
@@ -392,6 +475,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
   enum class Who { kOwner, kMember, kRemoved, kOutsider, kOperator, kSignedOut };
   enum class Ep {
     kShow,
+    kTeamUsage,
     kAudit,
     kInvite,
     kRevoke,
@@ -420,6 +504,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOwner,
        "owner",
        {{Ep::kShow, 200, ""},
+        {Ep::kTeamUsage, 200, ""},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -436,6 +521,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kMember,
        "member",
        {{Ep::kShow, 200, ""},
+        {Ep::kTeamUsage, 403, "owner_only"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -452,6 +538,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kRemoved,
        "removed member",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kTeamUsage, 404, "no_team"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -468,6 +555,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOutsider,
        "outsider",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kTeamUsage, 404, "no_team"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -485,6 +573,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kOperator,
        "operator",
        {{Ep::kShow, 404, "no_team"},
+        {Ep::kTeamUsage, 404, "no_team"},
         {Ep::kBilling, 200, ""},
         {Ep::kInvoices, 200, ""},
         {Ep::kUsage, 200, ""},
@@ -501,6 +590,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       {Who::kSignedOut,
        "signed out",
        {{Ep::kShow, 401, "unauthenticated"},
+        {Ep::kTeamUsage, 401, "unauthenticated"},
         {Ep::kBilling, 401, "unauthenticated"},
         {Ep::kInvoices, 401, "unauthenticated"},
         {Ep::kUsage, 401, "unauthenticated"},
@@ -583,6 +673,15 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
           case Ep::kShow:
             what = "GET /api/v1/team";
             r = actor->Get("/api/v1/team");
+            break;
+          case Ep::kTeamUsage:
+            what = "GET /api/v1/team/usage";
+            r = actor->Get("/api/v1/team/usage");
+            if (r.status == 200) {
+              EXPECT_TRUE(r.Json()["people"].is_array()) << r.body;
+              EXPECT_TRUE(r.Json()["totals"].is_array()) << r.body;
+              EXPECT_EQ(r.Json()["closed"], false) << r.body;
+            }
             break;
           case Ep::kAudit:
             what = "GET /api/v1/admin/audit";

@@ -109,8 +109,11 @@ Answer BeginCardSetup(ApiContext& ctx, Call& call);
 Answer RemovePaymentMethod(ApiContext& ctx, Call& call);
 Answer AdminSetCard(ApiContext& ctx, Call& call);
 Answer AdminClearCard(ApiContext& ctx, Call& call);
+Answer AdminSetTeamCard(ApiContext& ctx, Call& call);
+Answer AdminClearTeamCard(ApiContext& ctx, Call& call);
 // team_handlers.cc: /api/v1/team, the invitation link's page /team/accept.
 Answer GetTeam(ApiContext& ctx, Call& call);
+Answer GetTeamUsage(ApiContext& ctx, Call& call);
 Answer CreateTeam(ApiContext& ctx, Call& call);
 Answer InviteToTeam(ApiContext& ctx, Call& call);
 Answer RevokeTeamInvite(ApiContext& ctx, Call& call);
