@@ -85,6 +85,10 @@ class BillingSessionTable {
   /// close's read). In (billing_account_id, started_at, id) order.
   static core::Result<std::vector<SessionWithGaps>> ListOverlapping(store::Transaction& tx,
                                                                     int64_t from, int64_t to);
+  /// ListOverlapping for the sessions billed to `account_id` only, read through the
+  /// (billing_account_id, started_at, id) index: what one account's running total reads.
+  static core::Result<std::vector<SessionWithGaps>> ListOverlappingOfAccount(
+      store::Transaction& tx, const std::string& account_id, int64_t from, int64_t to);
 
   /// Up to `limit` sessions launched by `person_id`, newest first ((started_at, id) descending),
   /// with their gaps: those strictly older than `before` when given, else strictly newer than

@@ -13,7 +13,10 @@ core::Result<LinesByInvoice> PendingMonthLines(store::Transaction& tx, int64_t m
                                                const std::string& only_account) {
   const int64_t from = MonthStart(month_start);
   const int64_t to = NextMonthStart(from);
-  GPUWERK_ASSIGN_OR_RETURN(auto sessions, BillingSessionTable::ListOverlapping(tx, from, to));
+  GPUWERK_ASSIGN_OR_RETURN(auto sessions, only_account.empty()
+                                              ? BillingSessionTable::ListOverlapping(tx, from, to)
+                                              : BillingSessionTable::ListOverlappingOfAccount(
+                                                    tx, only_account, from, to));
   GPUWERK_ASSIGN_OR_RETURN(const auto billed, InvoiceTable::SessionsBilledIn(tx, MonthLabel(from)));
   LinesByInvoice out;
   for (const SessionWithGaps& s : sessions) {
