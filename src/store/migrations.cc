@@ -459,6 +459,38 @@ CREATE INDEX key_claim_challenges_by_person ON key_claim_challenges(person_id, c
 CREATE INDEX queue_entries_passed_over ON queue_entries(passed_over_at)
   WHERE status = 'open' AND passed_over_at IS NOT NULL;
 )sql",
+      // 19: Stripe (docs/stripe.md, owned by billing): the Stripe customer of each billing
+      // account (deleted_at set once Stripe says it is gone; a new one replaces it), the ledger
+      // of webhook events applied (each at most once), the newest event applied per object and
+      // aspect (an older event never undoes a newer state), and payment holds (a failed invoice
+      // payment: launches and restarts answer 402 payment_failed until one is paid).
+      R"sql(
+CREATE TABLE stripe_customers (
+  customer_id TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  deleted_at BIGINT
+);
+CREATE UNIQUE INDEX stripe_customers_live ON stripe_customers(billing_account_id)
+  WHERE deleted_at IS NULL;
+CREATE TABLE stripe_events (
+  id TEXT PRIMARY KEY,
+  type TEXT NOT NULL,
+  created BIGINT NOT NULL,
+  applied_at BIGINT NOT NULL
+);
+CREATE TABLE stripe_event_versions (
+  aspect TEXT PRIMARY KEY,
+  created BIGINT NOT NULL,
+  event_id TEXT NOT NULL
+);
+CREATE TABLE payment_holds (
+  billing_account_id TEXT PRIMARY KEY,
+  reason TEXT NOT NULL,
+  provider_ref TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }
