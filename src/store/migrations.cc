@@ -462,8 +462,8 @@ CREATE INDEX queue_entries_passed_over ON queue_entries(passed_over_at)
       // 19: Stripe (docs/stripe.md, owned by billing): the Stripe customer of each billing
       // account (deleted_at set once Stripe says it is gone; a new one replaces it), the ledger
       // of webhook events applied (each at most once), the newest event applied per object and
-      // aspect (an older event never undoes a newer state), and payment holds (a failed invoice
-      // payment: launches and restarts answer 402 payment_failed until one is paid).
+      // aspect (an older event never undoes a newer state), and payment holds (an invoice whose payment
+      // failed: launches and restarts answer 402 payment_failed until it is paid).
       R"sql(
 CREATE TABLE stripe_customers (
   customer_id TEXT PRIMARY KEY,
@@ -485,11 +485,12 @@ CREATE TABLE stripe_event_versions (
   event_id TEXT NOT NULL
 );
 CREATE TABLE payment_holds (
-  billing_account_id TEXT PRIMARY KEY,
+  provider_ref TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
   reason TEXT NOT NULL,
-  provider_ref TEXT NOT NULL,
   created_at BIGINT NOT NULL
 );
+CREATE INDEX payment_holds_by_account ON payment_holds(billing_account_id);
 )sql",
   };
   return kMigrations;
