@@ -18,11 +18,14 @@ core::Result<void> StripeEventLedger::Record(store::Transaction& tx, const std::
 }
 
 core::Result<bool> StripeEventLedger::Advance(store::Transaction& tx, const std::string& aspect,
-                                              int64_t created, const std::string& event_id) {
+                                              int64_t created, const std::string& event_id,
+                                              bool wins_ties) {
   GPUWERK_ASSIGN_OR_RETURN(
       auto row,
       tx.QueryOne("SELECT created FROM stripe_event_versions WHERE aspect = ?", {aspect}));
-  if (row && row->Int("created") > created) return false;
+  if (row && (row->Int("created") > created || (!wins_ties && row->Int("created") == created))) {
+    return false;
+  }
   if (row) {
     GPUWERK_TRY(
         tx.Exec("UPDATE stripe_event_versions SET created = ?, event_id = ? WHERE aspect = ?",

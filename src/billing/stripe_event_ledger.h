@@ -26,9 +26,11 @@ class StripeEventLedger {
   static core::Result<void> Record(store::Transaction& tx, const std::string& event_id,
                                    const std::string& type, int64_t created, int64_t now);
   /// Whether an event created at `created` may change `aspect`: no newer event (strictly larger
-  /// `created`) changed it before. When it may, `aspect` now remembers `created` and `event_id`.
+  /// `created`; with `wins_ties` false, also an equal one: Stripe's `created` has whole seconds)
+  /// changed it before. When it may, `aspect` now remembers `created` and `event_id`.
   static core::Result<bool> Advance(store::Transaction& tx, const std::string& aspect,
-                                    int64_t created, const std::string& event_id);
+                                    int64_t created, const std::string& event_id,
+                                    bool wins_ties = true);
 };
 
 }  // namespace gpuwerk::billing

@@ -241,7 +241,8 @@ core::Result<std::string> StripeWebhooks::InvoiceEvent(const Event& e, bool paid
         GPUWERK_ASSIGN_OR_RETURN(auto known, StripeCustomerTable::Find(tx, customer));
         if (!known || invoice_id.empty()) return std::string("ignored");
         GPUWERK_ASSIGN_OR_RETURN(
-            bool newer, StripeEventLedger::Advance(tx, "invoice:" + invoice_id, e.created, e.id));
+            bool newer, StripeEventLedger::Advance(tx, "invoice:" + invoice_id, e.created, e.id,
+                                                   /*wins_ties=*/paid));
         if (!newer) return std::string("stale");
         if (paid) {
           GPUWERK_ASSIGN_OR_RETURN(bool ended, PaymentHoldTable::Delete(tx, invoice_id));
