@@ -462,8 +462,8 @@ CREATE INDEX queue_entries_passed_over ON queue_entries(passed_over_at)
       // 19: Stripe (docs/stripe.md, owned by billing): the Stripe customer of each billing
       // account (deleted_at set once Stripe says it is gone; a new one replaces it), the ledger
       // of webhook events applied (each at most once), the newest event applied per object and
-      // aspect (an older event never undoes a newer state), and payment holds (an invoice whose payment
-      // failed: launches and restarts answer 402 payment_failed until it is paid).
+      // aspect (an older event never undoes a newer state), and payment holds (an invoice whose
+      // payment failed: launches and restarts answer 402 payment_failed until it is paid).
       R"sql(
 CREATE TABLE stripe_customers (
   customer_id TEXT PRIMARY KEY,
