@@ -116,7 +116,7 @@ core::Result<nlohmann::json> StripeClient::Call(std::string_view method, std::st
   const std::string code = Str(error, "code");
   const std::string type = Str(error, "type");
   const std::string param = Str(error, "param");
-  if (code == "resource_missing" || status == 404) {
+  if (code == "resource_missing") {
     return core::Fail(core::Error(core::ErrorCode::kNotFound, "resource_missing",
                                   "Stripe does not know that object")
                           .WithDetail("param", param));
