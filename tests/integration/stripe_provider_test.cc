@@ -230,5 +230,43 @@ TEST_F(StripeProviderTest, UnknownTypesAndCustomersAreAnswered2xx) {
   EXPECT_NE(d[0]["body"].get<std::string>().find("ignored"), std::string::npos) << d.dump();
 }
 
+TEST_F(StripeProviderTest, StripeUnreachableOrFailingIs503ProviderUnavailable) {
+  Person fay = NewPerson("fay@example.test", Card::kNone);
+  ASSERT_EQ(hooks_
+                ->PostJson("/_test/faults", {{"method", "POST"},
+                                             {"path", "/v1/checkout/sessions"},
+                                             {"action", "status"},
+                                             {"status", 500},
+                                             {"count", 1}})
+                .status,
+            200);
+  ExpectProblem(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json"), 503,
+                "provider_unavailable");
+  ASSERT_EQ(hooks_
+                ->PostJson("/_test/faults", {{"method", "POST"},
+                                             {"path", "/v1/checkout/sessions"},
+                                             {"action", "drop"},
+                                             {"count", 1}})
+                .status,
+            200);
+  ExpectProblem(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json"), 503,
+                "provider_unavailable");
+  // Stripe back: the same customer serves the next setup.
+  EXPECT_EQ(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json").status, 201);
+  EXPECT_EQ(Objects("customers").size(), 1u);
+}
+
+TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgotten) {
+  Person gus = NewPerson("gus@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(gus))[0]["status"], 200);
+  const std::string pm = Objects("payment_methods")[0]["id"];
+  auto detached =
+      hooks_->PostJson("/_test/payment_methods/" + pm + "/detach", {{"deliver", false}});
+  ASSERT_EQ(detached.status, 200) << detached.body;
+  const json d = Deliver(detached.Json()["events"].back().get<std::string>());
+  EXPECT_EQ(d[0]["status"], 200) << d.dump();
+  EXPECT_TRUE(gus.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing
