@@ -3,7 +3,7 @@
 # joins src/billing/CMakeLists.txt.
 gpuwerk_library(NAME billing_stripe
   SRCS billing/stripe_signature.cc billing/stripe_client.cc billing/stripe_customer_table.cc
-       billing/stripe_provider.cc billing/stripe_event_ledger.cc billing/stripe_webhooks.cc
+       billing/stripe_provider.cc billing/stripe_event_ledger.cc billing/stripe_invoice_ledger.cc billing/stripe_webhooks.cc
   DEPS gpuwerk::core gpuwerk::billing gpuwerk::store gpuwerk::mail gpuwerk::audit gpuwerk::auth CURL::libcurl nlohmann_json::nlohmann_json
        spdlog::spdlog PkgConfig::SODIUM)
 gpuwerk_test(NAME billing_stripe_test

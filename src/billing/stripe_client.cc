@@ -64,10 +64,16 @@ StripeClient::StripeClient(StripeClientOptions options) : options_(std::move(opt
 core::Result<nlohmann::json> StripeClient::Call(std::string_view method, std::string_view path,
                                                 const StripeForm& form,
                                                 std::string_view idempotency_key) const {
+  return CallEncoded(method, path, EncodeStripeForm(form), idempotency_key);
+}
+
+core::Result<nlohmann::json> StripeClient::CallEncoded(std::string_view method,
+                                                       std::string_view path,
+                                                       const std::string& encoded,
+                                                       std::string_view idempotency_key) const {
   core::CurlGlobalInitOnce();
   core::CurlEasy curl(curl_easy_init());
   if (!curl) return core::Fail(Unavailable("Stripe: cannot make an HTTP handle"));
-  const std::string encoded = EncodeStripeForm(form);
   std::string url = options_.api_base + std::string(path);
   if (method == "GET" && !encoded.empty()) url += "?" + encoded;
   std::vector<std::string> headers = {"Authorization: Bearer " + options_.secret_key,

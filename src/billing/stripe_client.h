@@ -49,6 +49,12 @@ class StripeClient {
                                     const StripeForm& form = {},
                                     std::string_view idempotency_key = {}) const;
 
+  /// Call with the body (or query) already encoded (EncodeStripeForm): a retry resends the
+  /// exact bytes stored beside its idempotency key. Errors: Call's.
+  core::Result<nlohmann::json> CallEncoded(std::string_view method, std::string_view path,
+                                           const std::string& encoded,
+                                           std::string_view idempotency_key = {}) const;
+
  private:
   StripeClientOptions options_;
 };

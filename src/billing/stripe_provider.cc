@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "billing/manual_provider.h"
+#include "billing/stripe_invoice_ledger.h"
 
 namespace gpuwerk::billing {
 namespace {
@@ -138,9 +139,70 @@ core::Result<void> StripeProvider::Detach(const BillingAccount&, const PaymentMe
   return core::Fail(done.error());
 }
 
-core::Result<PushedInvoice> StripeProvider::PushInvoice(const InvoiceToPush&) {
-  return core::Fail(core::ErrorCode::kFailedPrecondition, "not_applicable",
-                    "Pushing invoices to Stripe is not built yet: export them as CSV.");
+core::Result<std::string> StripeProvider::SendOnce(const StripeInvoiceRequest& fresh) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      StripeInvoiceRequest stored,
+      db_.Write([&](store::Transaction& tx) -> core::Result<StripeInvoiceRequest> {
+        return StripeInvoiceLedger::Prepare(tx, fresh, clock_.NowUnix());
+      }));
+  if (!stored.answer_id.empty()) return stored.answer_id;
+  GPUWERK_ASSIGN_OR_RETURN(
+      nlohmann::json answer,
+      client_.CallEncoded("POST", stored.path, stored.body, stored.idempotency_key));
+  const std::string id = answer.value("id", "");
+  if (!IsStripeId(id)) {
+    return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
+                      "Stripe answered without a usable id");
+  }
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    return StripeInvoiceLedger::Answered(tx, stored.idempotency_key, id, clock_.NowUnix());
+  }));
+  return id;
+}
+
+core::Result<PushedInvoice> StripeProvider::PushInvoice(const InvoiceToPush& invoice) {
+  using Known = std::pair<std::optional<PushedInvoice>, std::optional<StripeCustomer>>;
+  GPUWERK_ASSIGN_OR_RETURN(
+      Known known, db_.Read([&](store::Transaction& tx) -> core::Result<Known> {
+        GPUWERK_ASSIGN_OR_RETURN(auto pushed, StripeInvoiceLedger::Pushed(tx, invoice.id));
+        GPUWERK_ASSIGN_OR_RETURN(auto customer,
+                                 StripeCustomerTable::FindLive(tx, invoice.billing_account_id));
+        return Known{std::move(pushed), std::move(customer)};
+      }));
+  if (known.first) return *known.first;  // done once: never again, whatever Stripe remembers
+  if (!known.second) {
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "no_customer",
+                      "The billing account has no Stripe customer (no card was ever added).");
+  }
+  const std::string& customer = known.second->customer_id;
+  for (const InvoiceLineToPush& line : invoice.lines) {
+    GPUWERK_TRY(SendOnce({.idempotency_key = "gpuwerk-invoiceitem-" + line.id,
+                          .invoice_id = invoice.id,
+                          .path = "/v1/invoiceitems",
+                          .body = EncodeStripeForm({{"customer", customer},
+                                                    {"amount", std::to_string(line.amount_minor)},
+                                                    {"currency", invoice.currency},
+                                                    {"description", line.description},
+                                                    {"metadata[gpuwerk_line]", line.id}})}));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::string stripe_invoice,
+      SendOnce({.idempotency_key = "gpuwerk-invoice-" + invoice.id,
+                .invoice_id = invoice.id,
+                .path = "/v1/invoices",
+                .body = EncodeStripeForm({{"customer", customer},
+                                          {"pending_invoice_items_behavior", "include"},
+                                          {"metadata[gpuwerk_invoice]", invoice.id},
+                                          {"metadata[month]", invoice.month}})}));
+  GPUWERK_TRY(SendOnce({.idempotency_key = "gpuwerk-finalize-" + invoice.id,
+                        .invoice_id = invoice.id,
+                        .path = "/v1/invoices/" + stripe_invoice + "/finalize",
+                        .body = ""}));
+  PushedInvoice pushed{.provider_ref = stripe_invoice, .status = "open"};
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    return StripeInvoiceLedger::RecordPushed(tx, invoice.id, pushed, clock_.NowUnix());
+  }));
+  return pushed;
 }
 
 }  // namespace gpuwerk::billing

@@ -5,6 +5,7 @@
 #include "billing/payment_provider.h"
 #include "billing/stripe_client.h"
 #include "billing/stripe_customer_table.h"
+#include "billing/stripe_invoice_ledger.h"
 #include "core/clock.h"
 #include "store/database.h"
 
@@ -43,7 +44,12 @@ class StripeProvider final : public PaymentProvider {
   /// no longer attached, is success. Errors: kUnavailable `provider_unavailable`;
   /// StripeClient::Call's.
   core::Result<void> Detach(const BillingAccount& account, const PaymentMethod& method) override;
-  /// Not yet: kFailedPrecondition `not_applicable` (docs/stripe.md "Invoices").
+  /// Invoice items (one per line), an invoice with `pending_invoice_items_behavior=include`,
+  /// finalize: each request stored with its idempotency key (derived from our line and invoice
+  /// ids) and exact body before it is sent, so a retry after a lost answer resends the same
+  /// bytes; a step answered is not sent again, and a push done is never repeated (even after
+  /// Stripe's 24 h key window). Errors: kFailedPrecondition `no_customer`; kUnavailable
+  /// `provider_unavailable`; StripeClient::Call's; the store's.
   core::Result<PushedInvoice> PushInvoice(const InvoiceToPush& invoice) override;
 
   /// The account's live Stripe customer id, creating one on Stripe (idempotency key derived
@@ -53,6 +59,10 @@ class StripeProvider final : public PaymentProvider {
   core::Result<std::string> EnsureCustomer(const BillingAccount& account, const std::string& email);
 
  private:
+  /// Sends the request stored under `fresh`'s key (storing `fresh` first when none is), unless
+  /// it was answered already; the id Stripe answered.
+  core::Result<std::string> SendOnce(const StripeInvoiceRequest& fresh);
+
   store::Database& db_;
   core::Clock& clock_;
   const StripeClient& client_;

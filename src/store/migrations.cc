@@ -492,6 +492,27 @@ CREATE TABLE payment_holds (
 );
 CREATE INDEX payment_holds_by_account ON payment_holds(billing_account_id);
 )sql",
+      // 20: invoices pushed to Stripe (docs/stripe.md "Invoices", owned by billing): every
+      // request of a push with its idempotency key and its exact body (a retry after a lost
+      // answer resends the same bytes), the id Stripe answered, and the pushes done (never
+      // repeated, even after Stripe forgot the keys).
+      R"sql(
+CREATE TABLE stripe_invoice_requests (
+  idempotency_key TEXT PRIMARY KEY,
+  invoice_id TEXT NOT NULL,
+  path TEXT NOT NULL,
+  body TEXT NOT NULL,
+  answer_id TEXT NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  answered_at BIGINT
+);
+CREATE TABLE stripe_invoice_pushes (
+  invoice_id TEXT PRIMARY KEY,
+  provider_ref TEXT NOT NULL,
+  status TEXT NOT NULL,
+  pushed_at BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }

@@ -268,5 +268,47 @@ TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgotten) {
   EXPECT_TRUE(gus.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
 }
 
+TEST_F(StripeProviderTest, AnInvoicePushRetriedAfterALostAnswerMakesOneInvoice) {
+  Person hal = NewPerson("hal@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(hal))[0]["status"], 200);
+  const std::string account = Objects("customers")[0]["metadata"]["billing_account_id"];
+  billing::InvoiceToPush invoice{
+      .id = "inv_test_1",
+      .billing_account_id = account,
+      .month = "2026-11",
+      .currency = "eur",
+      .lines = {{.id = "line_1", .description = "gpu", .amount_minor = 1200},
+                {.id = "line_2", .description = "gpu", .amount_minor = 34}},
+      .total_minor = 1234};
+  // Stripe makes the invoice, but its answer never arrives.
+  ASSERT_EQ(
+      hooks_
+          ->PostJson(
+              "/_test/faults",
+              {{"method", "POST"}, {"path", "/v1/invoices"}, {"action", "drop"}, {"count", 1}})
+          .status,
+      200);
+  auto& provider = app_->payment_methods().provider();
+  auto lost = provider.PushInvoice(invoice);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().api_code, "provider_unavailable");
+  auto pushed = provider.PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().message;
+  EXPECT_EQ(pushed->status, "open");
+  const json invoices = Objects("invoices");
+  ASSERT_EQ(invoices.size(), 1u);
+  EXPECT_EQ(invoices[0]["id"], pushed->provider_ref);
+  EXPECT_EQ(invoices[0]["amount_due"], 1234);
+  EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  // Done once: never again, even after Stripe forgot every key.
+  ASSERT_EQ(hooks_->PostJson("/_test/idempotency/expire", json::object()).status, 200);
+  auto again = provider.PushInvoice(invoice);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->provider_ref, pushed->provider_ref);
+  EXPECT_EQ(Objects("invoices").size(), 1u);
+  EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  ExpectNoViolations();
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing
