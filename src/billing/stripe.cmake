@@ -7,5 +7,5 @@ gpuwerk_library(NAME billing_stripe
   DEPS gpuwerk::core gpuwerk::billing gpuwerk::store gpuwerk::mail gpuwerk::audit gpuwerk::auth CURL::libcurl nlohmann_json::nlohmann_json
        spdlog::spdlog PkgConfig::SODIUM)
 gpuwerk_test(NAME billing_stripe_test
-  SRCS billing/stripe_signature_test.cc
+  SRCS billing/stripe_signature_test.cc billing/stripe_client_test.cc
   DEPS gpuwerk::billing_stripe)
