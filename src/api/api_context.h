@@ -1,5 +1,8 @@
 #pragma once
 
+#include <functional>
+#include <string_view>
+
 #include "access/relay_access.h"
 #include "api/authenticator.h"
 #include "api/event_hub.h"
@@ -57,6 +60,11 @@ struct ApiContext {
   /// the usage history (GET /api/v1/usage/sessions). Null when the server runs none (503).
   billing::Invoices* invoices = nullptr;
   billing::UsageHistory* usage = nullptr;
+  /// Applies one Stripe webhook delivery (POST /api/v1/billing/webhooks/stripe): the raw
+  /// `Stripe-Signature` header and the raw body in, what became of the event out (app/ installs
+  /// billing::StripeWebhooks::Handle). Empty when the provider is not `stripe` (404).
+  std::function<core::Result<nlohmann::json>(std::string_view signature, std::string_view body)>
+      stripe_webhook;
 };
 
 }  // namespace gpuwerk::api

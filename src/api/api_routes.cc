@@ -78,6 +78,8 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/billing", kPerson, h::GetBilling},
     {"POST", "/api/v1/billing/card-setup", kProvenPerson, h::BeginCardSetup, Tx::kOwn, Body::kNone},
     {"DELETE", "/api/v1/billing/payment-method", kPerson, h::RemovePaymentMethod},
+    // Stripe's webhook: no credentials, the signature is the proof (docs/stripe.md "Webhooks").
+    {"POST", "/api/v1/billing/webhooks/stripe", kPublic, h::StripeWebhook},
 
     // Operators: capacity, everyone's relay sessions, invitations, releasing a key.
     {"GET", "/api/v1/admin/gpu-types", kOperator, h::AdminListGpuTypes},

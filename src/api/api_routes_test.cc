@@ -36,7 +36,8 @@ Access ExpectedAccess(std::string_view method, std::string_view pattern) {
   if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
   if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;
   if (pattern.starts_with("/api/v1/auth/") || pattern.starts_with("/auth/") ||
-      pattern == "/team/accept" || pattern == "/" || pattern == "/home.js") {
+      pattern == "/team/accept" || pattern == "/" || pattern == "/home.js" ||
+      pattern == "/api/v1/billing/webhooks/stripe") {
     return Access::kPublic;
   }
   return Access::kPerson;

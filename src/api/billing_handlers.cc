@@ -179,5 +179,15 @@ Answer AdminClearTeamCard(ApiContext& ctx, Call& call) {
   return Response::Json(200, j);
 }
 
+Answer StripeWebhook(ApiContext& ctx, Call& call) {
+  if (!ctx.stripe_webhook) {
+    return core::Fail(core::ErrorCode::kNotFound, "not_found",
+                      "The payment provider is not stripe: no Stripe webhooks here.");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(nlohmann::json outcome,
+                           ctx.stripe_webhook(call.req.Header("Stripe-Signature"), call.req.body));
+  return Response::Json(200, outcome);
+}
+
 }  // namespace handlers
 }  // namespace gpuwerk::api

@@ -28,6 +28,9 @@
 #include "auth/person_table.h"
 #include "billing/manual_provider.h"
 #include "billing/payment_methods.h"
+#include "billing/stripe_client.h"
+#include "billing/stripe_provider.h"
+#include "billing/stripe_webhooks.h"
 #include "core/open_files.h"
 #include "keys/ssh_key_registry.h"
 #include "keys/ssh_key_table.h"
@@ -44,6 +47,7 @@
 #include "sched/queue_service.h"
 #include "store/sqlite_database.h"
 #include "teams/team_billing.h"
+#include "teams/team_member_table.h"
 #include "teams/team_service.h"
 
 namespace gpuwerk::app {
@@ -69,7 +73,9 @@ struct ServerApp::Parts {
   std::unique_ptr<auth::AccountService> accounts;
   std::unique_ptr<keys::SshKeyRegistry> ssh_keys;
   /// Who holds cards: the manual provider, the default.
+  std::unique_ptr<billing::StripeClient> stripe_client;  ///< payment_provider = stripe only
   std::unique_ptr<billing::PaymentProvider> payment_provider;
+  std::unique_ptr<billing::StripeWebhooks> stripe_webhooks;  ///< payment_provider = stripe only
   /// The launch gate and payment methods; a recorded card ends pass-over streaks and drains.
   std::unique_ptr<billing::PaymentMethods> payment_methods;
   std::unique_ptr<sched::DesiredStateNotifier> desired_state;
@@ -125,6 +131,35 @@ auth::HashCost CostFromName(const std::string& name) {
   if (name == "moderate") return auth::HashCost::kModerate;
   if (name == "test-only-minimum") return auth::HashCost::kTestOnlyMinimum;
   return auth::HashCost::kInteractive;
+}
+
+/// The webhook signing secrets of `stripe_webhook_secrets`: comma-separated, spaces trimmed.
+std::vector<std::string> SplitSecrets(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(std::move(item));
+    start = end + 1;
+  }
+  return out;
+}
+
+/// Who is mailed about a billing account (a failed payment): a solo account's person, a team's
+/// oldest active owner.
+core::Result<std::string> AccountOwnerEmail(store::Transaction& tx, const std::string& account_id) {
+  if (account_id.starts_with("solo_")) return billing::SoloOwnerEmail(tx, account_id);
+  GPUWERK_ASSIGN_OR_RETURN(auto members, teams::TeamMemberTable::ListActive(tx, account_id));
+  for (const auto& m : members) {
+    if (m.role != teams::Role::kOwner) continue;
+    GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, m.person_id));
+    if (email) return *email;
+  }
+  return std::string();
 }
 
 core::Result<std::unique_ptr<mail::Mailer>> MakeMailer(mail::MailTransport transport,
@@ -279,7 +314,15 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   // launches and restarts need a payment method on the billing account; a recorded one
   // ends the pass-over streaks of its people's queue entries and drains the queues at once, so
   // that a passed-over entry launches while capacity is free (docs/billing.md "Gating").
-  p->payment_provider = std::make_unique<billing::ManualProvider>();
+  if (config.payment_provider == "stripe") {
+    p->stripe_client = std::make_unique<billing::StripeClient>(billing::StripeClientOptions{
+        .api_base = config.stripe_api_base, .secret_key = config.stripe_secret_key});
+    p->payment_provider = std::make_unique<billing::StripeProvider>(
+        *p->db, clock, *p->stripe_client,
+        billing::StripeProviderOptions{.public_url = account_options.public_url});
+  } else {
+    p->payment_provider = std::make_unique<billing::ManualProvider>();
+  }
   Parts* parts_for_billing = p.get();
   p->payment_methods = std::make_unique<billing::PaymentMethods>(
       *p->db, clock, rng, *p->payment_provider, p->resolve_account, [parts_for_billing] {
@@ -363,6 +406,23 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->api_context->relay_watch = p->revocation.watch.get();
   p->api_context->invoices = p->invoices.get();
   p->api_context->usage = p->usage.get();
+  if (p->stripe_client) {
+    billing::StripeWebhooksOptions webhook_options;
+    webhook_options.signing_secrets = SplitSecrets(config.stripe_webhook_secrets);
+    webhook_options.owner_email = &AccountOwnerEmail;
+    webhook_options.public_url = account_options.public_url;
+    webhook_options.mail_queued = [worker] { worker->Wake(); };
+    p->stripe_webhooks = std::make_unique<billing::StripeWebhooks>(
+        *p->db, clock, rng, *p->stripe_client, *p->payment_methods, *p->outbox,
+        std::move(webhook_options));
+    p->api_context->stripe_webhook = [hooks = p->stripe_webhooks.get()](
+                                         std::string_view signature,
+                                         std::string_view body) -> core::Result<nlohmann::json> {
+      GPUWERK_ASSIGN_OR_RETURN(billing::WebhookOutcome outcome, hooks->Handle(signature, body));
+      return nlohmann::json{
+          {"event", outcome.event_id}, {"type", outcome.type}, {"result", outcome.result}};
+    };
+  }
   // The configured first operator exists before /healthz answers, so that whoever waits for it
   // can sign in as them (an e2e test once signed in between the two and got 401).
   if (!config.operator_email.empty()) {

@@ -121,6 +121,24 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .field = &C::host_unknown_after_seconds,
        .help = "a host whose agent has not synced for this long gets no new instances, and its "
                "instances show unknown"},
+      {.key = "payment_provider",
+       .field = &C::payment_provider,
+       .help = "who holds payment methods: manual (the operator records cards) or stripe "
+               "(people add a card in Stripe Checkout; docs/stripe.md)"},
+      {.key = "stripe_api_base",
+       .field = &C::stripe_api_base,
+       .help = "with payment_provider = stripe: the Stripe API's base URL (a stand-in in tests)"},
+      {.key = "stripe_secret_key",
+       .field = &C::stripe_secret_key,
+       .help = "with payment_provider = stripe: the Stripe secret API key (sk_…)",
+       .secret = true},
+      {.key = "stripe_webhook_secrets",
+       .field = &C::stripe_webhook_secrets,
+       .help = "with payment_provider = stripe: the webhook endpoint's signing secrets (whsec_…), "
+               "comma-separated; two while a secret rolls",
+       .details = "Stripe's endpoint: POST <public_url>/api/v1/billing/webhooks/stripe "
+                  "(docs/stripe.md \"Webhooks\").",
+       .secret = true},
       {.key = "operator_email",
        .field = &C::operator_email,
        .help = "bootstrap: create this operator account at start when no account has the email "
@@ -228,6 +246,20 @@ core::Result<void> Validate(const ServerConfig& c) {
     return std::unexpected(
         ConfigError("operator_email needs operator_password of at least 12 characters (set "
                     "GPUWERK_OPERATOR_PASSWORD)"));
+  }
+  if (c.payment_provider != "manual" && c.payment_provider != "stripe") {
+    return std::unexpected(ConfigError("payment_provider must be manual or stripe"));
+  }
+  if (c.payment_provider == "stripe") {
+    if (c.stripe_secret_key.empty() || c.stripe_webhook_secrets.empty()) {
+      return std::unexpected(
+          ConfigError("payment_provider = 'stripe' needs stripe_secret_key and "
+                      "stripe_webhook_secrets (set GPUWERK_STRIPE_SECRET_KEY and "
+                      "GPUWERK_STRIPE_WEBHOOK_SECRETS, or their -file flags)"));
+    }
+    if (!c.stripe_api_base.starts_with("http://") && !c.stripe_api_base.starts_with("https://")) {
+      return std::unexpected(ConfigError("stripe_api_base must start with http:// or https://"));
+    }
   }
   if (c.ssh_port < 1 || c.ssh_port > 65535) {
     return std::unexpected(ConfigError("ssh_port must be from 1 to 65535"));

@@ -42,7 +42,11 @@ struct ServerConfig {
   std::string instance_image = "localhost/gpuwerk-instance:bookworm";
   int64_t instance_memory_bytes = 0;  ///< bytes; 0: no limit
   int host_unknown_after_seconds = 30;
-  std::string operator_email;  ///< empty: no bootstrap operator (`up` makes its own)
+  std::string payment_provider = "manual";  ///< manual or stripe (docs/billing.md "Providers")
+  std::string stripe_api_base = "https://api.stripe.com";
+  std::string stripe_secret_key;       ///< "sk_…"; payment_provider = stripe
+  std::string stripe_webhook_secrets;  ///< "whsec_…", comma-separated while rolling
+  std::string operator_email;          ///< empty: no bootstrap operator (`up` makes its own)
   std::string operator_password;
   std::string engine;  ///< `up` only; empty: find or start one
   std::string ssh_domain;

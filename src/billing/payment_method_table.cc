@@ -31,6 +31,16 @@ core::Result<std::optional<PaymentMethod>> PaymentMethodTable::Find(
   return std::optional<PaymentMethod>(FromRow(*row));
 }
 
+core::Result<std::optional<PaymentMethod>> PaymentMethodTable::FindByProviderRef(
+    store::Transaction& tx, const std::string& provider, const std::string& provider_ref) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne(std::string("SELECT ") + kColumns +
+                                " FROM payment_methods WHERE provider = ? AND provider_ref = ?",
+                            {provider, provider_ref}));
+  if (!row) return std::optional<PaymentMethod>();
+  return std::optional<PaymentMethod>(FromRow(*row));
+}
+
 core::Result<bool> PaymentMethodTable::Exists(store::Transaction& tx,
                                               const std::string& billing_account_id) {
   GPUWERK_ASSIGN_OR_RETURN(

@@ -33,6 +33,10 @@ class PaymentMethodTable {
   /// The method on file for `billing_account_id`; nullopt when none.
   static core::Result<std::optional<PaymentMethod>> Find(store::Transaction& tx,
                                                          const std::string& billing_account_id);
+  /// The method on file whose provider is `provider` and provider_ref is `provider_ref` (a
+  /// provider's webhook names its own id); nullopt when none.
+  static core::Result<std::optional<PaymentMethod>> FindByProviderRef(
+      store::Transaction& tx, const std::string& provider, const std::string& provider_ref);
   /// Whether `billing_account_id` has a method on file (one indexed read: the launch gate).
   static core::Result<bool> Exists(store::Transaction& tx, const std::string& billing_account_id);
   /// Stores `m` as its account's method, replacing the one on file (keeping that one's

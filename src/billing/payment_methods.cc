@@ -10,6 +10,7 @@
 #include "auth/email_address.h"
 #include "auth/person_table.h"
 #include "billing/manual_provider.h"
+#include "billing/payment_hold_table.h"
 
 namespace gpuwerk::billing {
 namespace {
@@ -101,8 +102,17 @@ core::Result<void> PaymentMethods::RequireForLaunch(store::Transaction& tx,
                                                     std::string_view action) const {
   GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
   GPUWERK_ASSIGN_OR_RETURN(bool on_file, PaymentMethodTable::Exists(tx, account.id));
-  if (on_file) return {};
   const std::string what = action == "restart" ? "Restarting an instance" : "Launching an instance";
+  if (on_file) {
+    GPUWERK_ASSIGN_OR_RETURN(bool held, PaymentHoldTable::Exists(tx, account.id));
+    if (!held) return {};
+    return core::Fail(
+        core::Error(core::ErrorCode::kPaymentRequired, "payment_failed",
+                    what + " is refused: the payment of an invoice of your billing account "
+                           "failed. Pay it (the mail about it says how) or add another card.")
+            .WithDetail("billing_account", account.id)
+            .WithDetail("provider", std::string(provider_.name())));
+  }
   return core::Fail(
       core::Error(core::ErrorCode::kPaymentRequired, "payment_method_required",
                   what + " needs a payment method on your billing account, and it has none. " +

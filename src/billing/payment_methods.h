@@ -63,10 +63,11 @@ class PaymentMethods {
   core::Result<bool> HasPaymentMethod(store::Transaction& tx, const std::string& person_id) const;
 
   /// The launch and restart gate, in the caller's write transaction: nothing when
-  /// `person_id`'s billing account has a payment method, else kPaymentRequired (402)
-  /// `payment_method_required` whose message says what to do
-  /// (PaymentProvider::HowToAddPaymentMethod); `action` ("launch", "restart") names what was
-  /// refused. Errors: that; the resolver's; the store's.
+  /// `person_id`'s billing account has a payment method and no payment hold, else
+  /// kPaymentRequired (402) `payment_method_required` whose message says what to do
+  /// (PaymentProvider::HowToAddPaymentMethod), or `payment_failed` while an invoice's payment
+  /// failed (PaymentHoldTable); `action` ("launch", "restart") names what was refused. Errors:
+  /// those; the resolver's; the store's.
   core::Result<void> RequireForLaunch(store::Transaction& tx, const std::string& person_id,
                                       std::string_view action) const;
 

@@ -459,6 +459,60 @@ CREATE INDEX key_claim_challenges_by_person ON key_claim_challenges(person_id, c
 CREATE INDEX queue_entries_passed_over ON queue_entries(passed_over_at)
   WHERE status = 'open' AND passed_over_at IS NOT NULL;
 )sql",
+      // 19: Stripe (docs/stripe.md, owned by billing): the Stripe customer of each billing
+      // account (deleted_at set once Stripe says it is gone; a new one replaces it), the ledger
+      // of webhook events applied (each at most once), the newest event applied per object and
+      // aspect (an older event never undoes a newer state), and payment holds (an invoice whose
+      // payment failed: launches and restarts answer 402 payment_failed until it is paid).
+      R"sql(
+CREATE TABLE stripe_customers (
+  customer_id TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  deleted_at BIGINT
+);
+CREATE UNIQUE INDEX stripe_customers_live ON stripe_customers(billing_account_id)
+  WHERE deleted_at IS NULL;
+CREATE TABLE stripe_events (
+  id TEXT PRIMARY KEY,
+  type TEXT NOT NULL,
+  created BIGINT NOT NULL,
+  applied_at BIGINT NOT NULL
+);
+CREATE TABLE stripe_event_versions (
+  aspect TEXT PRIMARY KEY,
+  created BIGINT NOT NULL,
+  event_id TEXT NOT NULL
+);
+CREATE TABLE payment_holds (
+  provider_ref TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX payment_holds_by_account ON payment_holds(billing_account_id);
+)sql",
+      // 20: invoices pushed to Stripe (docs/stripe.md "Invoices", owned by billing): every
+      // request of a push with its idempotency key and its exact body (a retry after a lost
+      // answer resends the same bytes), the id Stripe answered, and the pushes done (never
+      // repeated, even after Stripe forgot the keys).
+      R"sql(
+CREATE TABLE stripe_invoice_requests (
+  idempotency_key TEXT PRIMARY KEY,
+  invoice_id TEXT NOT NULL,
+  path TEXT NOT NULL,
+  body TEXT NOT NULL,
+  answer_id TEXT NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  answered_at BIGINT
+);
+CREATE TABLE stripe_invoice_pushes (
+  invoice_id TEXT PRIMARY KEY,
+  provider_ref TEXT NOT NULL,
+  status TEXT NOT NULL,
+  pushed_at BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }

@@ -111,6 +111,9 @@ Answer AdminSetCard(ApiContext& ctx, Call& call);
 Answer AdminClearCard(ApiContext& ctx, Call& call);
 Answer AdminSetTeamCard(ApiContext& ctx, Call& call);
 Answer AdminClearTeamCard(ApiContext& ctx, Call& call);
+/// POST /api/v1/billing/webhooks/stripe: the raw body and Stripe-Signature to
+/// ApiContext::stripe_webhook (404 not_found when the provider is not stripe).
+Answer StripeWebhook(ApiContext& ctx, Call& call);
 // team_handlers.cc: /api/v1/team, the invitation link's page /team/accept.
 Answer GetTeam(ApiContext& ctx, Call& call);
 Answer GetTeamUsage(ApiContext& ctx, Call& call);

@@ -1,0 +1,208 @@
+#include "billing/stripe_provider.h"
+
+#include <spdlog/spdlog.h>
+
+#include "billing/manual_provider.h"
+#include "billing/stripe_invoice_ledger.h"
+
+namespace gpuwerk::billing {
+namespace {
+
+core::Result<int64_t> CustomerCount(store::Transaction& tx, const std::string& account_id) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row,
+      tx.QueryOne("SELECT COUNT(*) AS n FROM stripe_customers WHERE billing_account_id = ?",
+                  {account_id}));
+  return row ? row->Int("n") : 0;
+}
+
+}  // namespace
+
+bool IsStripeId(std::string_view id) {
+  if (id.empty() || id.size() > 255) return false;
+  for (char c : id) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+StripeProvider::StripeProvider(store::Database& db, core::Clock& clock, const StripeClient& client,
+                               StripeProviderOptions options)
+    : db_(db), clock_(clock), client_(client), options_(std::move(options)) {
+  while (!options_.public_url.empty() && options_.public_url.back() == '/') {
+    options_.public_url.pop_back();
+  }
+}
+
+std::string StripeProvider::HowToAddPaymentMethod(bool may_manage) const {
+  if (!may_manage) {
+    return "Your team's owner manages its payment method: ask them to add a card.";
+  }
+  return "Add a card: 'gpuwerk billing add-card' (or POST /api/v1/billing/card-setup) opens "
+         "Stripe's card page.";
+}
+
+core::Result<std::string> StripeProvider::EnsureCustomer(const BillingAccount& account,
+                                                         const std::string& email) {
+  struct Known {
+    std::optional<StripeCustomer> live;
+    int64_t count = 0;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(
+      Known known, db_.Read([&](store::Transaction& tx) -> core::Result<Known> {
+        GPUWERK_ASSIGN_OR_RETURN(auto live, StripeCustomerTable::FindLive(tx, account.id));
+        GPUWERK_ASSIGN_OR_RETURN(int64_t count, CustomerCount(tx, account.id));
+        return Known{std::move(live), count};
+      }));
+  if (known.live) {
+    auto got = client_.Call("GET", "/v1/customers/" + known.live->customer_id);
+    bool gone = false;
+    if (got) {
+      gone = got->is_object() && got->value("deleted", false) == true;
+    } else if (got.error().code == core::ErrorCode::kNotFound) {
+      gone = true;
+    } else {
+      return core::Fail(got.error());
+    }
+    if (!gone) return known.live->customer_id;
+    spdlog::warn(
+        "billing: Stripe customer {} of billing account {} is deleted on Stripe's side; "
+        "a new one replaces it",
+        known.live->customer_id, account.id);
+    GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_TRY(StripeCustomerTable::MarkDeleted(tx, known.live->customer_id, clock_.NowUnix()));
+      return {};
+    }));
+  }
+  const std::string key = "gpuwerk-customer-" + account.id + "-" + std::to_string(known.count + 1);
+  GPUWERK_ASSIGN_OR_RETURN(
+      nlohmann::json created,
+      client_.Call(
+          "POST", "/v1/customers",
+          {{"email", email}, {"name", account.name}, {"metadata[billing_account_id]", account.id}},
+          key));
+  const std::string id = created.value("id", "");
+  if (!IsStripeId(id)) {
+    return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
+                      "Stripe answered a customer without a usable id");
+  }
+  return db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
+    GPUWERK_ASSIGN_OR_RETURN(auto live, StripeCustomerTable::FindLive(tx, account.id));
+    if (live) return live->customer_id;  // a concurrent setup recorded one first
+    GPUWERK_ASSIGN_OR_RETURN(auto same, StripeCustomerTable::Find(tx, id));
+    if (same) return id;  // the idempotent replay of a customer already recorded
+    GPUWERK_TRY(StripeCustomerTable::Insert(
+        tx, {.customer_id = id, .billing_account_id = account.id, .created_at = clock_.NowUnix()}));
+    return id;
+  });
+}
+
+core::Result<CardSetup> StripeProvider::BeginCardSetup(const CardSetupRequest& request) {
+  GPUWERK_ASSIGN_OR_RETURN(std::string customer, EnsureCustomer(request.account, request.email));
+  GPUWERK_ASSIGN_OR_RETURN(
+      nlohmann::json session,
+      client_.Call("POST", "/v1/checkout/sessions",
+                   {{"mode", "setup"},
+                    {"customer", customer},
+                    {"payment_method_types[0]", "card"},
+                    {"client_reference_id", request.account.id},
+                    {"metadata[billing_account_id]", request.account.id},
+                    {"success_url", options_.public_url + "/billing?card_setup=done"},
+                    {"cancel_url", options_.public_url + "/billing?card_setup=cancelled"}}));
+  CardSetup out;
+  if (auto it = session.find("url"); it != session.end() && it->is_string()) out.url = *it;
+  if (auto it = session.find("expires_at"); it != session.end() && it->is_number_integer()) {
+    out.expires_at = it->get<int64_t>();
+  }
+  if (out.url.empty()) {
+    return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
+                      "Stripe answered a Checkout Session without a url");
+  }
+  return out;
+}
+
+std::string StripeProvider::Describe(const PaymentMethod& method) const {
+  return CardSummary(method);
+}
+
+core::Result<void> StripeProvider::Detach(const BillingAccount&, const PaymentMethod& method) {
+  if (!IsStripeId(method.provider_ref)) return {};  // nothing Stripe could know
+  auto done = client_.Call("POST", "/v1/payment_methods/" + method.provider_ref + "/detach");
+  if (done) return {};
+  if (done.error().code == core::ErrorCode::kNotFound) return {};
+  if (done.error().api_code == "stripe_error" &&
+      done.error().details.value("stripe_code", "") == "payment_method_unexpected_state") {
+    return {};  // not attached (any more)
+  }
+  return core::Fail(done.error());
+}
+
+core::Result<std::string> StripeProvider::SendOnce(const StripeInvoiceRequest& fresh) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      StripeInvoiceRequest stored,
+      db_.Write([&](store::Transaction& tx) -> core::Result<StripeInvoiceRequest> {
+        return StripeInvoiceLedger::Prepare(tx, fresh, clock_.NowUnix());
+      }));
+  if (!stored.answer_id.empty()) return stored.answer_id;
+  GPUWERK_ASSIGN_OR_RETURN(
+      nlohmann::json answer,
+      client_.CallEncoded("POST", stored.path, stored.body, stored.idempotency_key));
+  const std::string id = answer.value("id", "");
+  if (!IsStripeId(id)) {
+    return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
+                      "Stripe answered without a usable id");
+  }
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    return StripeInvoiceLedger::Answered(tx, stored.idempotency_key, id, clock_.NowUnix());
+  }));
+  return id;
+}
+
+core::Result<PushedInvoice> StripeProvider::PushInvoice(const InvoiceToPush& invoice) {
+  using Known = std::pair<std::optional<PushedInvoice>, std::optional<StripeCustomer>>;
+  GPUWERK_ASSIGN_OR_RETURN(
+      Known known, db_.Read([&](store::Transaction& tx) -> core::Result<Known> {
+        GPUWERK_ASSIGN_OR_RETURN(auto pushed, StripeInvoiceLedger::Pushed(tx, invoice.id));
+        GPUWERK_ASSIGN_OR_RETURN(auto customer,
+                                 StripeCustomerTable::FindLive(tx, invoice.billing_account_id));
+        return Known{std::move(pushed), std::move(customer)};
+      }));
+  if (known.first) return *known.first;  // done once: never again, whatever Stripe remembers
+  if (!known.second) {
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "no_customer",
+                      "The billing account has no Stripe customer (no card was ever added).");
+  }
+  const std::string& customer = known.second->customer_id;
+  for (const InvoiceLineToPush& line : invoice.lines) {
+    GPUWERK_TRY(SendOnce({.idempotency_key = "gpuwerk-invoiceitem-" + line.id,
+                          .invoice_id = invoice.id,
+                          .path = "/v1/invoiceitems",
+                          .body = EncodeStripeForm({{"customer", customer},
+                                                    {"amount", std::to_string(line.amount_minor)},
+                                                    {"currency", invoice.currency},
+                                                    {"description", line.description},
+                                                    {"metadata[gpuwerk_line]", line.id}})}));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::string stripe_invoice,
+      SendOnce({.idempotency_key = "gpuwerk-invoice-" + invoice.id,
+                .invoice_id = invoice.id,
+                .path = "/v1/invoices",
+                .body = EncodeStripeForm({{"customer", customer},
+                                          {"pending_invoice_items_behavior", "include"},
+                                          {"metadata[gpuwerk_invoice]", invoice.id},
+                                          {"metadata[month]", invoice.month}})}));
+  GPUWERK_TRY(SendOnce({.idempotency_key = "gpuwerk-finalize-" + invoice.id,
+                        .invoice_id = invoice.id,
+                        .path = "/v1/invoices/" + stripe_invoice + "/finalize",
+                        .body = ""}));
+  PushedInvoice pushed{.provider_ref = stripe_invoice, .status = "open"};
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    return StripeInvoiceLedger::RecordPushed(tx, invoice.id, pushed, clock_.NowUnix());
+  }));
+  return pushed;
+}
+
+}  // namespace gpuwerk::billing

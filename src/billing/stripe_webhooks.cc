@@ -1,0 +1,295 @@
+#include "billing/stripe_webhooks.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "audit/audit_log.h"
+#include "auth/person_table.h"
+#include "billing/billing_account_id.h"
+#include "billing/payment_hold_table.h"
+#include "billing/payment_method_table.h"
+#include "billing/stripe_customer_table.h"
+#include "billing/stripe_event_ledger.h"
+#include "billing/stripe_provider.h"
+#include "billing/stripe_signature.h"
+#include "core/strings.h"
+
+namespace gpuwerk::billing {
+
+struct StripeWebhooks::Event {
+  std::string id;
+  std::string type;
+  int64_t created = 0;
+  nlohmann::json object;  ///< data.object
+};
+
+namespace {
+
+using nlohmann::json;
+
+std::string Str(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+int64_t Int(const json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+/// An id field that may be expanded into its object: the id either way.
+std::string IdOf(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  if (it == object.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return Str(*it, "id");
+}
+
+core::Error InvalidEvent(std::string message) {
+  return core::Error(core::ErrorCode::kInvalidArgument, "invalid_event", std::move(message));
+}
+
+/// Already applied: the ledger answers; the effect ran in the transaction that recorded it.
+core::Result<bool> AlreadySeen(store::Transaction& tx, const std::string& id) {
+  return StripeEventLedger::Seen(tx, id);
+}
+
+mail::Mail PaymentFailedMail(const std::string& to, const std::string& invoice_id,
+                             const std::string& public_url) {
+  mail::Mail m;
+  m.to = to;
+  m.subject = "gpuwerk: a payment failed";
+  m.text_body = fmt::format(
+      "The payment of your gpuwerk invoice {} failed.\n\n"
+      "Until it is paid, new launches and restarts are refused (running instances keep "
+      "running). Pay it from the link in Stripe's mail, or add another card: {}/billing\n",
+      invoice_id, public_url);
+  return m;
+}
+
+}  // namespace
+
+core::Result<std::string> SoloOwnerEmail(store::Transaction& tx,
+                                         const std::string& billing_account_id) {
+  constexpr std::string_view kSolo = "solo_";
+  if (!billing_account_id.starts_with(kSolo)) return std::string();
+  GPUWERK_ASSIGN_OR_RETURN(auto email,
+                           auth::PersonTable::Email(tx, billing_account_id.substr(kSolo.size())));
+  return email.value_or("");
+}
+
+StripeWebhooks::StripeWebhooks(store::Database& db, core::Clock& clock, core::Rng& rng,
+                               const StripeClient& client, PaymentMethods& methods,
+                               mail::Outbox& outbox, StripeWebhooksOptions options)
+    : db_(db),
+      clock_(clock),
+      rng_(rng),
+      client_(client),
+      methods_(methods),
+      outbox_(outbox),
+      options_(std::move(options)) {}
+
+core::Result<WebhookOutcome> StripeWebhooks::Handle(std::string_view signature_header,
+                                                    std::string_view raw_body) {
+  GPUWERK_TRY(VerifyStripeSignature(signature_header, raw_body, options_.signing_secrets,
+                                    clock_.NowUnix()));
+  const json body = json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
+  Event e;
+  e.id = Str(body, "id");
+  e.type = Str(body, "type");
+  e.created = Int(body, "created");
+  if (body.is_object()) {
+    if (auto data = body.find("data"); data != body.end() && data->is_object()) {
+      e.object = data->value("object", json::object());
+    }
+  }
+  if (e.id.empty() || e.id.size() > 255 || e.type.empty() || e.type.size() > 255 ||
+      !e.object.is_object()) {
+    return core::Fail(InvalidEvent("The body is not a Stripe event (id, type, data.object)."));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(bool seen,
+                           db_.Read([&](store::Transaction& tx) { return AlreadySeen(tx, e.id); }));
+  WebhookOutcome out{.event_id = e.id, .type = e.type, .result = "duplicate"};
+  if (seen) return out;
+  core::Result<std::string> result;
+  if (e.type == "checkout.session.completed") {
+    result = CheckoutCompleted(e);
+  } else if (e.type == "payment_method.detached") {
+    result = PaymentMethodDetached(e);
+  } else if (e.type == "invoice.payment_failed") {
+    result = InvoiceEvent(e, /*paid=*/false);
+  } else if (e.type == "invoice.paid") {
+    result = InvoiceEvent(e, /*paid=*/true);
+  } else if (e.type == "customer.deleted") {
+    result = CustomerDeleted(e);
+  } else {
+    result = Ignore(e, "a type gpuwerk does not act on");
+  }
+  if (!result) return core::Fail(result.error());
+  out.result = *result;
+  return out;
+}
+
+core::Result<std::string> StripeWebhooks::Ignore(const Event& e, std::string_view why) {
+  spdlog::info("billing: Stripe event {} ({}) ignored: {}", core::BoundedPrintable(e.id),
+               core::BoundedPrintable(e.type), why);
+  return db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
+    GPUWERK_ASSIGN_OR_RETURN(bool seen, AlreadySeen(tx, e.id));
+    if (seen) return std::string("duplicate");
+    GPUWERK_TRY(StripeEventLedger::Record(tx, e.id, e.type, e.created, clock_.NowUnix()));
+    return std::string("ignored");
+  });
+}
+
+core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
+  const std::string customer = IdOf(e.object, "customer");
+  const std::string setup_intent_id = IdOf(e.object, "setup_intent");
+  if (Str(e.object, "mode") != "setup" || customer.empty() || !IsStripeId(setup_intent_id)) {
+    return Ignore(e, "not a card setup gpuwerk started");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto known, db_.Read([&](store::Transaction& tx) {
+    return StripeCustomerTable::Find(tx, customer);
+  }));
+  if (!known) {
+    spdlog::warn("billing: Stripe event {} names customer {} that no billing account has",
+                 core::BoundedPrintable(e.id), core::BoundedPrintable(customer));
+    return Ignore(e, "unknown customer");
+  }
+  // The network first, outside any transaction (PaymentProvider: never inside one).
+  GPUWERK_ASSIGN_OR_RETURN(json intent,
+                           client_.Call("GET", "/v1/setup_intents/" + setup_intent_id));
+  const std::string pm_id = IdOf(intent, "payment_method");
+  if (!IsStripeId(pm_id)) return Ignore(e, "the SetupIntent has no payment method");
+  GPUWERK_ASSIGN_OR_RETURN(json pm, client_.Call("GET", "/v1/payment_methods/" + pm_id));
+  GPUWERK_TRY(client_.Call("POST", "/v1/customers/" + customer,
+                           {{"invoice_settings[default_payment_method]", pm_id}}));
+  const json card = pm.value("card", json::object());
+  PaymentMethod method{.billing_account_id = known->billing_account_id,
+                       .provider = std::string(StripeProvider::kName),
+                       .brand = Str(card, "brand"),
+                       .last4 = Str(card, "last4"),
+                       .exp_month = Int(card, "exp_month"),
+                       .exp_year = Int(card, "exp_year"),
+                       .provider_ref = pm_id,
+                       .created_at = clock_.NowUnix(),
+                       .updated_at = clock_.NowUnix()};
+  if (method.brand.empty()) method.brand = Str(pm, "type");
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::string result, db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
+        GPUWERK_ASSIGN_OR_RETURN(bool seen, AlreadySeen(tx, e.id));
+        if (seen) return std::string("duplicate");
+        GPUWERK_TRY(StripeEventLedger::Record(tx, e.id, e.type, e.created, clock_.NowUnix()));
+        GPUWERK_ASSIGN_OR_RETURN(
+            bool newer,
+            StripeEventLedger::Advance(tx, "card:" + method.billing_account_id, e.created, e.id));
+        if (!newer) return std::string("stale");
+        GPUWERK_TRY(PaymentMethodTable::Upsert(tx, method));
+        GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                       {.action = "billing.payment_method_add",
+                                        .target = method.billing_account_id,
+                                        .source_address = "stripe",
+                                        .detail = {{"provider", method.provider},
+                                                   {"brand", method.brand},
+                                                   {"last4", method.last4},
+                                                   {"exp_month", method.exp_month},
+                                                   {"exp_year", method.exp_year},
+                                                   {"event", e.id}}}));
+        return std::string("applied");
+      }));
+  if (result == "applied") methods_.NotifyCardAdded();
+  return result;
+}
+
+core::Result<std::string> StripeWebhooks::PaymentMethodDetached(const Event& e) {
+  const std::string pm_id = Str(e.object, "id");
+  return db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
+    GPUWERK_ASSIGN_OR_RETURN(bool seen, AlreadySeen(tx, e.id));
+    if (seen) return std::string("duplicate");
+    GPUWERK_TRY(StripeEventLedger::Record(tx, e.id, e.type, e.created, clock_.NowUnix()));
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::FindByProviderRef(
+                                              tx, std::string(StripeProvider::kName), pm_id));
+    if (!method) return std::string("ignored");  // not the one on file
+    GPUWERK_ASSIGN_OR_RETURN(
+        bool newer,
+        StripeEventLedger::Advance(tx, "card:" + method->billing_account_id, e.created, e.id));
+    if (!newer) return std::string("stale");
+    GPUWERK_TRY(PaymentMethodTable::Delete(tx, method->billing_account_id));
+    GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                   {.action = "billing.payment_method_remove",
+                                    .target = method->billing_account_id,
+                                    .source_address = "stripe",
+                                    .detail = {{"provider", method->provider},
+                                               {"brand", method->brand},
+                                               {"last4", method->last4},
+                                               {"event", e.id}}}));
+    return std::string("applied");
+  });
+}
+
+core::Result<std::string> StripeWebhooks::InvoiceEvent(const Event& e, bool paid) {
+  const std::string invoice_id = Str(e.object, "id");
+  const std::string customer = IdOf(e.object, "customer");
+  bool mailed = false;
+  GPUWERK_ASSIGN_OR_RETURN(
+      std::string result, db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
+        GPUWERK_ASSIGN_OR_RETURN(bool seen, AlreadySeen(tx, e.id));
+        if (seen) return std::string("duplicate");
+        GPUWERK_TRY(StripeEventLedger::Record(tx, e.id, e.type, e.created, clock_.NowUnix()));
+        GPUWERK_ASSIGN_OR_RETURN(auto known, StripeCustomerTable::Find(tx, customer));
+        if (!known || invoice_id.empty()) return std::string("ignored");
+        GPUWERK_ASSIGN_OR_RETURN(
+            bool newer, StripeEventLedger::Advance(tx, "invoice:" + invoice_id, e.created, e.id,
+                                                   /*wins_ties=*/paid));
+        if (!newer) return std::string("stale");
+        if (paid) {
+          GPUWERK_ASSIGN_OR_RETURN(bool ended, PaymentHoldTable::Delete(tx, invoice_id));
+          if (ended) {
+            GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                           {.action = "billing.payment_hold_end",
+                                            .target = known->billing_account_id,
+                                            .source_address = "stripe",
+                                            .detail = {{"invoice", invoice_id}, {"event", e.id}}}));
+          }
+          return std::string("applied");
+        }
+        GPUWERK_TRY(PaymentHoldTable::Put(tx, {.provider_ref = invoice_id,
+                                               .billing_account_id = known->billing_account_id,
+                                               .reason = "payment_failed",
+                                               .created_at = clock_.NowUnix()}));
+        GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                       {.action = "billing.payment_hold",
+                                        .target = known->billing_account_id,
+                                        .source_address = "stripe",
+                                        .detail = {{"invoice", invoice_id}, {"event", e.id}}}));
+        GPUWERK_ASSIGN_OR_RETURN(std::string to,
+                                 options_.owner_email(tx, known->billing_account_id));
+        if (!to.empty()) {
+          GPUWERK_TRY(outbox_.Enqueue(tx, PaymentFailedMail(to, invoice_id, options_.public_url)));
+          mailed = true;
+        } else {
+          spdlog::warn("billing: no owner address for billing account {}: no payment-failed mail",
+                       core::BoundedPrintable(known->billing_account_id));
+        }
+        return std::string("applied");
+      }));
+  if (mailed && options_.mail_queued) options_.mail_queued();
+  if (paid && result == "applied") methods_.NotifyCardAdded();
+  return result;
+}
+
+core::Result<std::string> StripeWebhooks::CustomerDeleted(const Event& e) {
+  const std::string customer = Str(e.object, "id");
+  return db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
+    GPUWERK_ASSIGN_OR_RETURN(bool seen, AlreadySeen(tx, e.id));
+    if (seen) return std::string("duplicate");
+    GPUWERK_TRY(StripeEventLedger::Record(tx, e.id, e.type, e.created, clock_.NowUnix()));
+    GPUWERK_ASSIGN_OR_RETURN(bool marked,
+                             StripeCustomerTable::MarkDeleted(tx, customer, clock_.NowUnix()));
+    return std::string(marked ? "applied" : "ignored");
+  });
+}
+
+}  // namespace gpuwerk::billing

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "billing/payment_methods.h"
+#include "billing/stripe_client.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "mail/outbox.h"
+#include "store/database.h"
+
+namespace gpuwerk::billing {
+
+/// The email address of whoever owns billing account `billing_account_id` (a solo account's
+/// person; a team's owner), read in the caller's transaction; "" when none is known.
+using AccountOwnerEmail = std::function<core::Result<std::string>(
+    store::Transaction& tx, const std::string& billing_account_id)>;
+
+/// The owner of a solo account (SoloBillingAccountId); "" for any other account.
+core::Result<std::string> SoloOwnerEmail(store::Transaction& tx,
+                                         const std::string& billing_account_id);
+
+/// What StripeWebhooks needs besides its collaborators.
+struct StripeWebhooksOptions {
+  /// The endpoint's signing secrets ("whsec_…"); more than one while the operator rolls them.
+  std::vector<std::string> signing_secrets;
+  AccountOwnerEmail owner_email = &SoloOwnerEmail;
+  std::string public_url;             ///< for links in mails, no trailing "/"
+  std::function<void()> mail_queued;  ///< wakes the outbox worker after a commit; optional
+};
+
+/// What became of one delivery.
+struct WebhookOutcome {
+  std::string event_id;
+  std::string type;
+  /// "applied", "duplicate" (the ledger had it), "stale" (an older event than the state it
+  /// would change: recorded, no effect), "ignored" (a type or customer gpuwerk does not know).
+  std::string result;
+};
+
+/// Applies Stripe's webhook events (docs/stripe.md "Webhooks"; https://stripe.com/docs/webhooks
+/// and the Event object of API version 2023-08-16). Each event is applied at most once: its id
+/// is recorded in the ledger (StripeEventLedger) in the transaction of its effect; per aspect
+/// an older event (smaller `created`) never undoes what a newer one did. Effects:
+///   checkout.session.completed (mode setup) → retrieves the SetupIntent and its PaymentMethod,
+///     makes it the customer's invoice_settings.default_payment_method, stores it as the
+///     account's method (provider "stripe"), audits `billing.payment_method_add`, then
+///     PaymentMethods::NotifyCardAdded;
+///   payment_method.detached → forgets it when it is the account's method on file;
+///   invoice.payment_failed → a payment hold (402 payment_failed) and a mail to the owner;
+///   invoice.paid → that invoice's hold ends (queues drain);
+///   customer.deleted → the customer is recorded as deleted (replaced at the next card setup).
+/// Unknown types and customers are answered 2xx and logged (escaped). Thread-safe.
+class StripeWebhooks {
+ public:
+  /// References outlive this.
+  StripeWebhooks(store::Database& db, core::Clock& clock, core::Rng& rng,
+                 const StripeClient& client, PaymentMethods& methods, mail::Outbox& outbox,
+                 StripeWebhooksOptions options);
+
+  /// Handles one delivery: `signature_header` the raw `Stripe-Signature`, `raw_body` the body
+  /// exactly as it arrived. Errors: VerifyStripeSignature's (400 invalid_signature, nothing
+  /// changed); kInvalidArgument `invalid_event` (signed, but not an event); kUnavailable
+  /// `provider_unavailable` (a Stripe call failed: Stripe delivers again); the store's.
+  core::Result<WebhookOutcome> Handle(std::string_view signature_header, std::string_view raw_body);
+
+ private:
+  struct Event;
+  core::Result<std::string> CheckoutCompleted(const Event& e);
+  core::Result<std::string> PaymentMethodDetached(const Event& e);
+  core::Result<std::string> InvoiceEvent(const Event& e, bool paid);
+  core::Result<std::string> CustomerDeleted(const Event& e);
+  /// Records `e` as ignored (logged) unless it was recorded already.
+  core::Result<std::string> Ignore(const Event& e, std::string_view why);
+
+  store::Database& db_;
+  core::Clock& clock_;
+  core::Rng& rng_;
+  const StripeClient& client_;
+  PaymentMethods& methods_;
+  mail::Outbox& outbox_;
+  StripeWebhooksOptions options_;
+};
+
+}  // namespace gpuwerk::billing
