@@ -4,6 +4,7 @@
 
 #include "billing/manual_provider.h"
 #include "billing/stripe_invoice_ledger.h"
+#include "core/strings.h"
 
 namespace gpuwerk::billing {
 namespace {
@@ -70,7 +71,7 @@ core::Result<std::string> StripeProvider::EnsureCustomer(const BillingAccount& a
     spdlog::warn(
         "billing: Stripe customer {} of billing account {} is deleted on Stripe's side; "
         "a new one replaces it",
-        known.live->customer_id, account.id);
+        core::BoundedPrintable(known.live->customer_id), core::BoundedPrintable(account.id));
     GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
       GPUWERK_TRY(StripeCustomerTable::MarkDeleted(tx, known.live->customer_id, clock_.NowUnix()));
       return {};

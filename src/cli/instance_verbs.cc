@@ -64,7 +64,7 @@ void PrintInstance(VerbContext& ctx, const json& in) {
          (Str(in, "ssh_command").empty() ? std::string("(not ready yet)")
                                          : SafeText(Str(in, "ssh_command"))) +
          "\n";
-  out += "session:     " + SafeText(Str(Field(in, "billing_session"), "id")) + " since " +
+  out += "billing:     " + SafeText(Str(Field(in, "billing_session"), "id")) + " since " +
          SafeText(Str(Field(in, "billing_session"), "started_at")) + "\n";
   Print(ctx, out);
 }

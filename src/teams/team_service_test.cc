@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "auth/person_table.h"
 #include "core/logging.h"
 #include "tests/support/temp_database.h"
@@ -194,7 +197,7 @@ TEST_F(TeamServiceTest, RevokedAndExpiredInvitesAreGone) {
             0);
 }
 
-TEST_F(TeamServiceTest, TheLastOwnerCannotLeaveBeRemovedOrDemoted) {
+TEST_F(TeamServiceTest, C28_TheLastOwnerCannotLeaveBeRemovedOrDemoted) {
   auto owner = Person("owner@example.test");
   ASSERT_TRUE(teams_->Create(owner, "Lab", from_));
   auto bob = Person("bob@example.test");
@@ -234,6 +237,42 @@ TEST_F(TeamServiceTest, TheLastOwnerCannotLeaveBeRemovedOrDemoted) {
   auto gone = teams_->Get(owner);
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error().api_code, "no_team");
+}
+
+// C28's other half: two owners demote each other at the same moment, twenty times over; each
+// time exactly one demotion goes through (the other finds its caller no longer an owner, or the
+// other the last one) and the team keeps exactly one owner.
+TEST_F(TeamServiceTest, C28_TwoOwnersDemotingEachOtherAtOnceLeaveOneOwner) {
+  for (int round = 0; round < 20; ++round) {
+    const std::string n = std::to_string(round);
+    auto ann = Person("ann" + n + "@example.test");
+    auto ben = Person("ben" + n + "@example.test");
+    auto team = teams_->Create(ann, "Race " + n, from_);
+    ASSERT_TRUE(team);
+    ASSERT_TRUE(teams_->InviteByEmail(ann, "ben" + n + "@example.test", from_));
+    ASSERT_TRUE(teams_->Accept(ben, NewestToken("ben" + n + "@example.test"), from_));
+    ASSERT_TRUE(teams_->SetRole(ann, ben.person_id, "owner", from_));
+    std::atomic<int> done{0};
+    core::Result<Member> a_demotes_b = core::Internal("not run");
+    core::Result<Member> b_demotes_a = core::Internal("not run");
+    std::thread t1([&] { a_demotes_b = teams_->SetRole(ann, ben.person_id, "member", from_); });
+    std::thread t2([&] { b_demotes_a = teams_->SetRole(ben, ann.person_id, "member", from_); });
+    t1.join();
+    t2.join();
+    for (const auto* r : {&a_demotes_b, &b_demotes_a}) {
+      if (*r) {
+        ++done;
+      } else {
+        EXPECT_TRUE(r->error().api_code == "owner_only" || r->error().api_code == "last_owner")
+            << r->error().api_code;
+      }
+    }
+    EXPECT_EQ(done, 1) << "round " << round;
+    EXPECT_EQ(Count("SELECT COUNT(*) FROM team_members WHERE team_id = '" + team->team.id +
+                    "' AND ended_at IS NULL AND role = 'owner'"),
+              1)
+        << "round " << round;
+  }
 }
 
 TEST_F(TeamServiceTest, RemovingAMemberEndsTheMembershipRunsTheHookAndMailsThem) {

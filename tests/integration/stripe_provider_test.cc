@@ -115,7 +115,7 @@ class StripeProviderTest : public QueueFixture {
   std::unique_ptr<HttpClient> api_;
 };
 
-TEST_F(StripeProviderTest, CardSetupPaidOnStripeLetsALaunchThroughAndEachEventAppliesOnce) {
+TEST_F(StripeProviderTest, C23_CardSetupPaidOnStripeLetsALaunchThroughAndEachEventAppliesOnce) {
   AddHost("spark-a");
   Person alice = NewPerson("alice@example.test", Card::kNone);
   ExpectProblem(Create(alice, "alpha"), 402, "payment_method_required");
@@ -201,7 +201,7 @@ TEST_F(StripeProviderTest, AFailedPaymentHoldsLaunchesAndMailsTheOwnerUntilTheIn
   ExpectNoViolations();
 }
 
-TEST_F(StripeProviderTest, AnOlderEventNeverUndoesANewerOne) {
+TEST_F(StripeProviderTest, C24_AnOlderEventNeverUndoesANewerOne) {
   AddHost("spark-a");
   Person dan = NewPerson("dan@example.test", Card::kNone);
   ASSERT_EQ(Deliver(PaidCheckout(dan))[0]["status"], 200);
@@ -268,7 +268,7 @@ TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgotten) {
   EXPECT_TRUE(gus.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
 }
 
-TEST_F(StripeProviderTest, AnInvoicePushRetriedAfterALostAnswerMakesOneInvoice) {
+TEST_F(StripeProviderTest, C25_AnInvoicePushRetriedAfterALostAnswerMakesOneInvoice) {
   Person hal = NewPerson("hal@example.test", Card::kNone);
   ASSERT_EQ(Deliver(PaidCheckout(hal))[0]["status"], 200);
   const std::string account = Objects("customers")[0]["metadata"]["billing_account_id"];
