@@ -3,6 +3,7 @@
 // otherwise); /api/v1/admin/billing/{email}/card: the operator records or clears a payment
 // method under the manual provider (audited); /api/v1/admin/billing/teams/{team}/card: the same
 // for a team's billing account, named by its id or exact name.
+#include <optional>
 #include <string>
 
 #include "api/api_context.h"
@@ -83,6 +84,32 @@ core::Result<billing::CardFacts> CardFrom(const Request& req) {
   return card;
 }
 
+/// What the operator's set-card routes answer: who was named (`{key: value}`, "email" or
+/// "team"), the billing account and the method now on file.
+nlohmann::json SetCardJson(billing::PaymentMethods& methods, const char* key,
+                           const std::string& value, const billing::PaymentMethod& stored) {
+  return {{key, value},
+          {"billing_account", stored.billing_account_id},
+          {"payment_method", MethodJson(stored, methods.provider().Describe(stored))}};
+}
+
+/// What the operator's clear-card routes answer: who was named, the removed method (or null) and
+/// what it means.
+nlohmann::json ClearCardJson(billing::PaymentMethods& methods, const char* key,
+                             const std::string& value,
+                             const std::optional<billing::PaymentMethod>& removed) {
+  nlohmann::json j = {{key, value}, {"removed", nullptr}};
+  if (removed) {
+    j["removed"] = MethodJson(*removed, methods.provider().Describe(*removed));
+    j["message"] =
+        "Payment method cleared. Running instances keep running and billing; new launches and "
+        "restarts are refused until one is on file again.";
+  } else {
+    j["message"] = "No payment method was on file; nothing changed.";
+  }
+  return j;
+}
+
 }  // namespace
 
 namespace handlers {
@@ -122,27 +149,14 @@ Answer AdminSetCard(ApiContext& ctx, Call& call) {
   const std::string email = call.req.PathParam("email");
   GPUWERK_ASSIGN_OR_RETURN(auto stored, ctx.payment_methods.SetCard(call.who.person_id, email, card,
                                                                     call.req.remote_address));
-  return Response::Json(
-      200,
-      {{"email", email},
-       {"billing_account", stored.billing_account_id},
-       {"payment_method", MethodJson(stored, ctx.payment_methods.provider().Describe(stored))}});
+  return Response::Json(200, SetCardJson(ctx.payment_methods, "email", email, stored));
 }
 
 Answer AdminClearCard(ApiContext& ctx, Call& call) {
   const std::string email = call.req.PathParam("email");
   GPUWERK_ASSIGN_OR_RETURN(auto removed, ctx.payment_methods.ClearCard(call.who.person_id, email,
                                                                        call.req.remote_address));
-  nlohmann::json j = {{"email", email}, {"removed", nullptr}};
-  if (removed) {
-    j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
-    j["message"] =
-        "Payment method cleared. Running instances keep running and billing; new launches and "
-        "restarts are refused until one is on file again.";
-  } else {
-    j["message"] = "No payment method was on file; nothing changed.";
-  }
-  return Response::Json(200, j);
+  return Response::Json(200, ClearCardJson(ctx.payment_methods, "email", email, removed));
 }
 
 Answer AdminSetTeamCard(ApiContext& ctx, Call& call) {
@@ -153,11 +167,7 @@ Answer AdminSetTeamCard(ApiContext& ctx, Call& call) {
                        call.who.person_id,
                        [&](store::Transaction& tx) { return teams::TeamCardHolder(tx, ref); }, card,
                        call.req.remote_address));
-  return Response::Json(
-      200,
-      {{"team", ref},
-       {"billing_account", stored.billing_account_id},
-       {"payment_method", MethodJson(stored, ctx.payment_methods.provider().Describe(stored))}});
+  return Response::Json(200, SetCardJson(ctx.payment_methods, "team", ref, stored));
 }
 
 Answer AdminClearTeamCard(ApiContext& ctx, Call& call) {
@@ -167,16 +177,7 @@ Answer AdminClearTeamCard(ApiContext& ctx, Call& call) {
                         call.who.person_id,
                         [&](store::Transaction& tx) { return teams::TeamCardHolder(tx, ref); },
                         call.req.remote_address));
-  nlohmann::json j = {{"team", ref}, {"removed", nullptr}};
-  if (removed) {
-    j["removed"] = MethodJson(*removed, ctx.payment_methods.provider().Describe(*removed));
-    j["message"] =
-        "Payment method cleared. Running instances keep running and billing; new launches and "
-        "restarts are refused until one is on file again.";
-  } else {
-    j["message"] = "No payment method was on file; nothing changed.";
-  }
-  return Response::Json(200, j);
+  return Response::Json(200, ClearCardJson(ctx.payment_methods, "team", ref, removed));
 }
 
 Answer StripeWebhook(ApiContext& ctx, Call& call) {

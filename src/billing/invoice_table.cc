@@ -41,6 +41,30 @@ constexpr const char* kLineColumns =
     "l.invoice_id, l.session_id, l.instance_id, l.instance_name, l.gpu_type, l.person_id, "
     "l.minutes, l.price_minor_per_hour, l.amount_minor";
 
+/// The invoices matching `where` (one "column = ?" condition on `invoices`, a constant of this
+/// file) with `value` bound, in `order`, each with its lines (by session id): two statements
+/// whatever the count.
+core::Result<std::vector<InvoiceRow>> WithLines(store::Transaction& tx, const std::string& where,
+                                                const std::string& value,
+                                                const std::string& order) {
+  GPUWERK_ASSIGN_OR_RETURN(auto rows,
+                           tx.Query("SELECT id, billing_account_id, month, currency, total_minor, "
+                                    "created_at FROM invoices WHERE " +
+                                        where + " ORDER BY " + order,
+                                    {value}));
+  std::vector<InvoiceRow> out;
+  for (const auto& r : rows) out.push_back(InvoiceFromRow(r));
+  if (out.empty()) return out;
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto lines, tx.Query(std::string("SELECT ") + kLineColumns +
+                               " FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id "
+                               "WHERE i." +
+                               where + " ORDER BY l.invoice_id, l.session_id",
+                           {value}));
+  Attach(out, lines);
+  return out;
+}
+
 }  // namespace
 
 core::Result<bool> InvoiceTable::InsertIfAbsent(store::Transaction& tx, const InvoiceRow& row) {
@@ -95,41 +119,12 @@ core::Result<std::optional<int64_t>> InvoiceTable::ClosedAt(store::Transaction& 
 
 core::Result<std::vector<InvoiceRow>> InvoiceTable::OfAccount(store::Transaction& tx,
                                                               const std::string& account_id) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto rows,
-      tx.Query("SELECT id, billing_account_id, month, currency, total_minor, created_at FROM "
-               "invoices WHERE billing_account_id = ? ORDER BY month DESC, currency, id",
-               {account_id}));
-  std::vector<InvoiceRow> out;
-  for (const auto& r : rows) out.push_back(InvoiceFromRow(r));
-  if (out.empty()) return out;
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto lines, tx.Query(std::string("SELECT ") + kLineColumns +
-                               " FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id "
-                               "WHERE i.billing_account_id = ? ORDER BY l.invoice_id, "
-                               "l.session_id",
-                           {account_id}));
-  Attach(out, lines);
-  return out;
+  return WithLines(tx, "billing_account_id = ?", account_id, "month DESC, currency, id");
 }
 
 core::Result<std::vector<InvoiceRow>> InvoiceTable::OfMonth(store::Transaction& tx,
                                                             const std::string& month) {
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto rows,
-      tx.Query("SELECT id, billing_account_id, month, currency, total_minor, created_at FROM "
-               "invoices WHERE month = ? ORDER BY billing_account_id, currency",
-               {month}));
-  std::vector<InvoiceRow> out;
-  for (const auto& r : rows) out.push_back(InvoiceFromRow(r));
-  if (out.empty()) return out;
-  GPUWERK_ASSIGN_OR_RETURN(
-      auto lines, tx.Query(std::string("SELECT ") + kLineColumns +
-                               " FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id "
-                               "WHERE i.month = ? ORDER BY l.invoice_id, l.session_id",
-                           {month}));
-  Attach(out, lines);
-  return out;
+  return WithLines(tx, "month = ?", month, "billing_account_id, currency");
 }
 
 }  // namespace gpuwerk::billing
