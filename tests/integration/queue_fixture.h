@@ -20,11 +20,8 @@ class QueueFixture : public ServerTest {
   void SetUp() override {
     ServerTest::SetUp();
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
-    op_ = Browser();
-    auto login = op_->PostJson("/api/v1/auth/login",
-                               {{"email", "op@example.test"}, {"password", "operator password 1"}});
-    ASSERT_EQ(login.status, 200) << login.body;
+    op_ = SignedInOperator();
+    ASSERT_FALSE(HasFailure());
   }
 
   /// A person signed up as `email` with one SSH key of their own (a key has one account) named

@@ -116,6 +116,16 @@ class ServerTest : public ::testing::Test {
         "", email, {.brand = "visa", .last4 = "4242", .exp_month = 12, .exp_year = 2099}, "test");
     ASSERT_TRUE(set) << set.error().message;
   }
+  /// A browser signed in as operator `email` (made an operator first, password "operator
+  /// password 1"). Failures are gtest failures: callers check HasFatalFailure() after it.
+  std::unique_ptr<HttpClient> SignedInOperator(const std::string& email = "op@example.test") {
+    EXPECT_TRUE(app_->EnsureOperator(email, "operator password 1"));
+    auto op = Browser();
+    auto login =
+        op->PostJson("/api/v1/auth/login", {{"email", email}, {"password", "operator password 1"}});
+    if (login.status != 200) ADD_FAILURE() << "operator sign-in: " << login.status << login.body;
+    return op;
+  }
   /// Where the server's mail lands: its local Maildir outbox (an SMTP fixture's inbox instead).
   virtual std::filesystem::path MailDir() const { return config_.data_dir / "mail"; }
 

@@ -273,12 +273,8 @@ TEST_F(TeamsApiTest, RemovalMailsTheMemberWhoFallsBackToNoTeam) {
 // team; removal deletes those and ends their billing sessions at that moment, leaves their solo
 // ones alone, and their next launch is billed to them.
 TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions) {
-  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
-  auto op = Browser();
-  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
-                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
-                .status,
-            200);
+  auto op = SignedInOperator();
+  ASSERT_FALSE(HasFailure());
   std::vector<std::string> agent_tokens;
   for (const char* host : {"h1", "h2", "h3", "h4"}) {
     auto added = op->PostJson("/api/v1/admin/hosts", {{"name", host},
@@ -407,12 +403,8 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
 // The operator records and clears a team's card by the team's id or exact name (docs/billing.md
 // "Manual provider"); a member's address is refused; audited like a person's card.
 TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
-  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
-  auto op = Browser();
-  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
-                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
-                .status,
-            200);
+  auto op = SignedInOperator();
+  ASSERT_FALSE(HasFailure());
   auto ada = Person("ada@example.test");
   auto kim = Person("kim@example.test");
   auto made = ada->PostJson("/api/v1/team", {{"name", "Lab One"}});
@@ -644,14 +636,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
           actor = Person("outsider" + w + "@m.test", source);
           break;
         case Who::kOperator: {
-          const std::string email = "op" + w + "@m.test";
-          ASSERT_TRUE(app_->EnsureOperator(email, "operator password 1"));
-          actor = Browser();
-          ASSERT_EQ(actor
-                        ->PostJson("/api/v1/auth/login",
-                                   {{"email", email}, {"password", "operator password 1"}})
-                        .status,
-                    200);
+          actor = SignedInOperator("op" + w + "@m.test");
           break;
         }
         case Who::kSignedOut:
@@ -760,12 +745,8 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
 }
 
 TEST_F(TeamsApiTest, AdminAuditPagesAndFiltersByActorAndTarget) {
-  ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
-  auto op = Browser();
-  ASSERT_EQ(op->PostJson("/api/v1/auth/login",
-                         {{"email", "op@example.test"}, {"password", "operator password 1"}})
-                .status,
-            200);
+  auto op = SignedInOperator();
+  ASSERT_FALSE(HasFailure());
   // No card: a card would move to the team with its own audit event in the same second as
   // team.create (billing.move_to_team), and the two would share a place in the order.
   auto ada = Browser();
