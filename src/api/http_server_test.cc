@@ -1129,9 +1129,10 @@ TEST_F(HttpServerTest, AcceptFailuresBackOffLogOnceAndRecover) {
   StartServer();
   const std::string get = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
   // One connection served first: the server then has an accept waiting (each accepted
-  // connection posts the next accept), so the fault, checked when an accept is posted, does
-  // not hit the first one. Without it, an I/O thread that had not yet posted the server's first
-  // accept (a loaded machine) saw the fault and `first` waited in the backlog past its read.
+  // connection posts the next accept before it is served), so the fault, checked when an accept is
+  // posted, does not hit the first one. Without it, an I/O thread that had not yet posted the
+  // server's first accept (a loaded machine) saw the fault and `first` waited in the backlog past
+  // its read.
   {
     RawClient warm(server_->port());
     ASSERT_TRUE(warm.Send(get));

@@ -153,6 +153,10 @@ void ServerCore::DoAccept() {
       accept_error_ = {};
       accept_backoff_ = std::chrono::milliseconds(0);
     }
+    // The next accept is posted before this connection is served, so it is waiting by the time
+    // any answer leaves (the accept-fault test relies on that; before, a loaded machine could
+    // answer this connection first). Admit and Refuse lock what they share.
+    DoAccept();
     if (!stopping_) {
       beast::error_code peer_ec;
       const auto peer = socket.remote_endpoint(peer_ec);
@@ -166,7 +170,6 @@ void ServerCore::DoAccept() {
         Refuse(std::move(socket), admission, source);
       }
     }
-    DoAccept();
   });
 }
 
