@@ -49,6 +49,9 @@ struct Relay::Impl {
     l.max_failures_per_source = o.max_auth_failures_per_source;
     l.failure_window = o.auth_failure_window;
     l.max_sessions_per_person = o.max_sessions_per_person;
+    l.penalty_timeout = o.penalty_timeout;
+    l.penalty_min = o.penalty_min;
+    l.penalty_max = o.penalty_max;
     return l;
   }
 
@@ -66,6 +69,7 @@ struct Relay::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> dropped{0};  ///< connections closed at accept by a limit
+  std::atomic<uint64_t> evicted{0};  ///< silent connections closed to make room
   core::SodiumRng rng;               ///< relay session ids (RelaySessionRecord::id)
 
   struct Entry {
@@ -100,6 +104,11 @@ struct Relay::Impl {
   void AcceptLoop();
   void Reap(bool all);
   void Serve(int fd, std::string source);
+  /// Asks the connection that has waited longest (at least silent_eviction_after) without
+  /// sending its identification string to close, and adds to its source's penalty, to make
+  /// room for a new connection from `source`. False when there is none, or when `source`'s
+  /// prefix holds such a silent connection itself.
+  bool EvictSilentConnection(const std::string& source);
   /// Logs a connection closed at accept, at most once per source prefix (or once for the random
   /// early drop) a minute, with the count since the last line.
   void LogDrop(const std::string& source, internal::SourceLimiter::Admission why);
@@ -167,6 +176,11 @@ void Relay::Impl::LogDrop(const std::string& source, internal::SourceLimiter::Ad
              std::to_string(options.max_startups_rate) + ":" +
              std::to_string(options.max_startups_full) + ")";
       break;
+    case Admission::kSourcePenalized:
+      what =
+          "its connections keep running out of time before logging in (penalty_timeout, "
+          "penalty_min)";
+      break;
     case Admission::kAdmitted:
       return;
   }
@@ -180,13 +194,43 @@ void Relay::Impl::LogDrop(const std::string& source, internal::SourceLimiter::Ad
   }
 }
 
+bool Relay::Impl::EvictSilentConnection(const std::string& source) {
+  if (options.silent_eviction_after.count() <= 0) return false;
+  const auto now = std::chrono::steady_clock::now();
+  const std::string prefix = internal::SourcePrefix(source);
+  std::shared_ptr<internal::ConnectionControl> oldest;
+  {
+    std::lock_guard lock(mu);
+    for (const auto& [id, e] : connections) {
+      const auto& c = e.control;
+      if (c->banner_received || c->close_requested || c->finished) continue;
+      // A source that holds a silent connection itself takes nobody's place: a flood would
+      // otherwise churn its own connections young, and a real client holds none.
+      if (c->source_prefix == prefix) return false;
+      if (now - c->accepted_at < options.silent_eviction_after) continue;
+      if (!oldest || c->accepted_at < oldest->accepted_at) oldest = c;
+    }
+  }
+  if (!oldest) return false;
+  // Counted as a timeout: a connection silent this long under pressure is the flood's.
+  limiter.RecordPreAuthTimeout(oldest->source_address, now);
+  oldest->RequestClose("closed to make room: no SSH identification string");
+  ++evicted;
+  return true;
+}
+
 void Relay::Impl::Serve(int fd, std::string source) {
   if (const auto admission = limiter.TryAdmit(source);
       admission != internal::SourceLimiter::Admission::kAdmitted) {
-    ++dropped;
-    LogDrop(source, admission);
-    ::close(fd);
-    return;
+    if (admission == internal::SourceLimiter::Admission::kStartupsDrop &&
+        EvictSilentConnection(source)) {
+      limiter.AdmitInPlaceOfSilent(source);
+    } else {
+      ++dropped;
+      LogDrop(source, admission);
+      ::close(fd);
+      return;
+    }
   }
   internal::SshSessionPtr session(ssh_new());
   if (session == nullptr || ssh_bind_accept_fd(bind.get(), session.get(), fd) != SSH_OK) {
@@ -209,6 +253,8 @@ void Relay::Impl::Serve(int fd, std::string source) {
   control->id = next_id++;
   control->record_id = core::NewId(rng, "rls");
   control->source_address = source;
+  control->source_prefix = internal::SourcePrefix(source);
+  control->accepted_at = std::chrono::steady_clock::now();
   control->client_fd = fd;
   control->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   internal::ConnectionContext ctx;
@@ -533,6 +579,8 @@ void Relay::Impl::RecheckLoop() {
 RelayStats Relay::Stats() const {
   RelayStats s;
   s.dropped_at_accept = impl_->dropped;
+  s.evicted_silent = impl_->evicted;
+  s.penalized_sources = impl_->limiter.penalized_sources();
   s.recheck_calls = impl_->recheck_calls;
   s.failed_rechecks = impl_->failed_rechecks;
   s.failed_rechecks_in_a_row = impl_->failed_in_a_row;

@@ -73,6 +73,22 @@ struct RelayOptions {
   /// connections from it are dropped at accept until the window has passed.
   int max_auth_failures_per_source = 30;
   std::chrono::seconds auth_failure_window{60};
+  /// Penalties per source that outlast a connection (as OpenSSH 9.8's `PerSourcePenalties`):
+  /// each connection from a source that ends without a login because it ran out of time (no
+  /// identification string within banner_timeout, no key exchange within handshake_timeout, no
+  /// login within login_grace, or closed silent to make room, below) adds `penalty_timeout` to
+  /// the source's penalty; once the penalty left reaches `penalty_min`, new connections from the
+  /// source are closed at accept until it has run out; it never exceeds `penalty_max`.
+  /// 0 s penalty_timeout: no penalties.
+  std::chrono::seconds penalty_timeout{10};
+  std::chrono::seconds penalty_min{15};
+  std::chrono::seconds penalty_max{600};
+  /// When the random early drop (max_startups) would close a new connection, the relay instead
+  /// closes the connection that has waited longest without sending its identification string,
+  /// if it has waited at least this long, and admits the new one: every client sends that
+  /// string at once (RFC 4253 §4.2), so only a silent flood loses its places, and a login
+  /// always finds room. Zero: never (plain MaxStartups).
+  std::chrono::milliseconds silent_eviction_after{1'000};
 
   // What one authenticated connection may make the relay hold (docs/ssh.md "Limits"; issue 12
   // finding 3). Each limit bounds memory that the client, or the instance's sshd (which the
@@ -107,6 +123,9 @@ struct RelayStats {
   int open_relay_sessions = 0;  ///< authenticated and connected upstream
   /// Connections closed at accept by an admission limit since the relay started.
   uint64_t dropped_at_accept = 0;
+  /// Connections that sent nothing, closed to make room for a new one (silent_eviction_after).
+  uint64_t evicted_silent = 0;
+  size_t penalized_sources = 0;  ///< sources whose new connections are closed at accept now
   /// RelayAuthorizer::Recheck calls since the relay started, and how many of them failed.
   uint64_t recheck_calls = 0;
   uint64_t failed_rechecks = 0;

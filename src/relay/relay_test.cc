@@ -1414,6 +1414,8 @@ class RelayAdmissionTest : public RelayLogCaptureTest {
     }
     return out;
   }
+  /// The pre-authentication flood below; `spread`: each source a /24 of its own.
+  void Flood(bool spread);
 };
 
 TEST_F(RelayAdmissionTest, SilentConnectionIsClosedAtTheBannerDeadline) {
@@ -1443,8 +1445,14 @@ TEST_F(RelayAdmissionTest, SilentConnectionIsClosedAtTheBannerDeadline) {
       "[ info ] silent connection closed after %lld ms, a stalled key exchange after %lld "
       "ms\n",
       static_cast<long long>(silent_for.count()), static_cast<long long>(stalled_for.count()));
-  // And a real client, which sends its string at once, logs in.
-  auto ok = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo ok'");
+  // Two connections of 127.0.0.0/24 ran out of time: 20 s of penalty (penalty_timeout 10 s
+  // each, past penalty_min 15 s), so the /24's next connection is closed at accept.
+  EXPECT_EQ(relay_->Stats().penalized_sources, 1u);
+  int penalized = ConnectFrom("127.0.0.9", relay_->port());
+  EXPECT_LT(WaitForClose(penalized, 2s), 1s);
+  ::close(penalized);
+  // And a real client from elsewhere, which sends its string at once, logs in.
+  auto ok = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "-b 127.200.0.1") + " 'echo ok'");
   EXPECT_EQ(ok.out, "ok\n") << ok.err;
 }
 
@@ -1483,6 +1491,7 @@ TEST_F(RelayAdmissionTest, MaxStartupsClosesNewConnectionsPastBegin) {
   o.max_startups_begin = 2;
   o.max_startups_rate = 100;
   o.max_startups_full = 4;
+  o.silent_eviction_after = 0ms;  // plain MaxStartups: the silent ones keep their places
   ASSERT_NO_FATAL_FAILURE(StartRelay(o));
   int a = ConnectFrom("127.0.1.1", relay_->port());
   int b = ConnectFrom("127.0.2.1", relay_->port());
@@ -1506,6 +1515,54 @@ TEST_F(RelayAdmissionTest, MaxStartupsClosesNewConnectionsPastBegin) {
     EXPECT_NE(line.find("max_startups 2:100:4"), std::string::npos) << line;
   }
   EXPECT_EQ(lines, 1) << LogText();
+}
+
+// A new connection that the random early drop would close takes the place of the connection
+// that has sent nothing for longest (past silent_eviction_after), never of one that sent its
+// identification string; the evicted one's source is penalized.
+TEST_F(RelayAdmissionTest, ALoginTakesThePlaceOfASilentConnectionNeverOfATalkingOne) {
+  relay_.reset();
+  RelayOptions o = BaseOptions();
+  o.max_startups_begin = 2;
+  o.max_startups_rate = 100;
+  o.max_startups_full = 4;
+  o.silent_eviction_after = 300ms;
+  ASSERT_NO_FATAL_FAILURE(StartRelay(o));
+  // Two connections that sent their identification string and stall in the key exchange:
+  // not evictable, so a login is closed at accept.
+  const std::string banner = "SSH-2.0-stalls\r\n";
+  int talking1 = ConnectFrom("127.0.1.1", relay_->port());
+  int talking2 = ConnectFrom("127.0.2.1", relay_->port());
+  for (int fd : {talking1, talking2}) {
+    ASSERT_EQ(::write(fd, banner.data(), banner.size()), static_cast<ssize_t>(banner.size()));
+  }
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 2; }));
+  std::this_thread::sleep_for(400ms);
+  auto refused = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "-b 127.0.4.1") + " true");
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_EQ(relay_->Stats().evicted_silent, 0u);
+  ::close(talking1);
+  ::close(talking2);
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 0; }));
+
+  // Two silent ones, the older first: past 300 ms, a login takes the older one's place.
+  int older = ConnectFrom("127.0.5.1", relay_->port());
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 1; }));
+  std::this_thread::sleep_for(50ms);
+  int newer = ConnectFrom("127.0.6.1", relay_->port());
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 2; }));
+  std::this_thread::sleep_for(400ms);
+  auto ok = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa", "-b 127.0.4.1") + " 'echo ok'");
+  EXPECT_EQ(ok.out, "ok\n") << ok.err;
+  EXPECT_LT(WaitForClose(older, 2s), 1s);  // closed to make room
+  EXPECT_EQ(relay_->Stats().evicted_silent, 1u);
+  // The newer silent one keeps its place (until banner_timeout).
+  pollfd still{newer, POLLIN, 0};
+  char byte = 0;
+  const bool newer_open = ::poll(&still, 1, 0) == 0 || ::recv(newer, &byte, 1, MSG_PEEK) > 0;
+  EXPECT_TRUE(newer_open);
+  ::close(older);
+  ::close(newer);
 }
 
 TEST_F(RelayAdmissionTest, TwentyFiveSessionsFromOneAddressAllWork) {
@@ -1572,13 +1629,31 @@ int EnvInt(const char* name, int fallback) {
 // connections that never send a byte, each reopened a second after the relay closes it, while
 // LOGINS stock `ssh` logins run one after another from another address. Before the admission
 // limits, 51 × 20 such connections filled max_connections and 2 of 20 logins got through.
+// Spread (GPUWERK_PREAUTH_SPREAD=1, or the test after this one): sources 127.1.0.1, 127.2.0.1, …,
+// a /24 each, so that no per-source count holds the flood: the silent connections' eviction
+// and the penalties per source do (docs/ssh.md "Before login").
 TEST_F(RelayAdmissionTest, FloodOfSilentConnectionsFromFiftySourcesLeavesLoginsThrough) {
+  Flood(EnvInt("GPUWERK_PREAUTH_SPREAD", 0) != 0);
+}
+
+TEST_F(RelayAdmissionTest, FloodOfSilentConnectionsFromFiftyPrefixesLeavesLoginsThrough) {
+  Flood(/*spread=*/true);
+}
+
+void RelayAdmissionTest::Flood(bool spread) {
   const int sources = EnvInt("GPUWERK_PREAUTH_SOURCES", 50);
   const int per_source = EnvInt("GPUWERK_PREAUTH_PER_SOURCE", 20);
   const int logins = EnvInt("GPUWERK_PREAUTH_LOGINS", 20);
-  // 0: sources 127.0.0.1 … (one /24, as in the finding); 1: 127.1.0.1, 127.2.0.1, … (a /24
-  // each, so that only max_startups stands in the way).
-  const bool spread = EnvInt("GPUWERK_PREAUTH_SPREAD", 0) != 0;
+  // The bench's baseline: plain MaxStartups, without the eviction of silent connections and
+  // the penalties per source (what the relay had before them).
+  const bool baseline = EnvInt("GPUWERK_PREAUTH_BASELINE", 0) != 0;
+  if (baseline) {
+    relay_.reset();
+    RelayOptions o = BaseOptions();
+    o.penalty_timeout = 0s;
+    o.silent_eviction_after = 0ms;
+    ASSERT_NO_FATAL_FAILURE(StartRelay(o));
+  }
   rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   nofile.rlim_cur = nofile.rlim_max;
@@ -1663,21 +1738,24 @@ TEST_F(RelayAdmissionTest, FloodOfSilentConnectionsFromFiftySourcesLeavesLoginsT
     drop_lines += lines[i].find("at accept") != std::string::npos;
   }
   std::printf(
-      "[ info ] pre-auth flood: %d sources (%s) x %d silent connections: %d of %d logins "
+      "[ info ] pre-auth flood%s: %d sources (%s) x %d silent connections: %d of %d logins "
       "succeeded in %.1f s (median %.0f ms, max %.0f ms); flood opened %llu connections, the "
-      "relay closed %llu (%llu at accept), %d open at the end; %zu relay log lines at info or "
-      "above during the flood, %d of them about closes at accept\n",
-      sources, spread ? "one /24 each" : "one /24", per_source, ok, logins, secs,
+      "relay closed %llu (%llu at accept, %llu silent ones to make room), %d open at the end, "
+      "%zu sources penalized; %zu relay log lines at info or above during the flood, %d of "
+      "them about closes at accept\n",
+      baseline ? " (baseline: no eviction, no penalties)" : "", sources,
+      spread ? "one /24 each" : "one /24", per_source, ok, logins, secs,
       ms.empty() ? 0.0 : ms[ms.size() / 2], ms.empty() ? 0.0 : ms.back(),
       static_cast<unsigned long long>(opened.load()),
       static_cast<unsigned long long>(closed.load()),
-      static_cast<unsigned long long>(stats.dropped_at_accept), stats.open_connections,
-      lines.size() - lines_before, drop_lines);
-  if (!spread) {
-    EXPECT_GE(ok, logins - logins / 20);  // at least 19 of 20
-    // The log stays bounded: one line per source a minute for the closes at accept.
-    EXPECT_LE(drop_lines, 2);
-  }
+      static_cast<unsigned long long>(stats.dropped_at_accept),
+      static_cast<unsigned long long>(stats.evicted_silent), stats.open_connections,
+      stats.penalized_sources, lines.size() - lines_before, drop_lines);
+  if (baseline) return;
+  EXPECT_GE(ok, logins - logins / 20);  // at least 19 of 20
+  // The log stays bounded: one line per source (and one for the random early drop) a minute
+  // for the closes at accept.
+  EXPECT_LE(drop_lines, spread ? sources + 1 : 2);
 }
 
 // Issue 12 finding 6 at the relay's seam (docs/ssh.md "Revocation"): re-checks run off the

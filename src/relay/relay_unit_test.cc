@@ -163,6 +163,62 @@ TEST(RelaySourceLimiterTest, SourcesAreCountedPerIpv4Slash24AndIpv6Slash64) {
   EXPECT_EQ(l.TryAdmit("198.51.100.3"), Admission::kSourceFailures);
 }
 
+// Issue 12 finding 4, as OpenSSH 9.8's PerSourcePenalties: connections that run out of time
+// before logging in add up to a penalty that outlasts them; past penalty_min, the prefix's new
+// connections are closed at accept until it has run out.
+TEST(RelaySourceLimiterTest, TimeoutsAddUpToAPenaltyThatOutlastsTheConnections) {
+  using namespace std::chrono_literals;
+  using Admission = internal::SourceLimiter::Admission;
+  internal::AdmissionLimits limits;
+  limits.penalty_timeout = 10s;
+  limits.penalty_min = 15s;
+  limits.penalty_max = 60s;
+  internal::SourceLimiter l(limits);
+  const auto t0 = internal::SourceLimiter::Clock::now();
+  l.RecordPreAuthTimeout("192.0.2.1", t0);  // 10 s: below penalty_min
+  EXPECT_EQ(l.TryAdmit("192.0.2.9", t0), Admission::kAdmitted);
+  l.Release("192.0.2.9", "");
+  l.RecordPreAuthTimeout("192.0.2.2", t0 + 1s);  // 19 s left: the whole /24 waits
+  EXPECT_EQ(l.penalized_sources(t0 + 1s), 1u);
+  EXPECT_EQ(l.TryAdmit("192.0.2.9", t0 + 2s), Admission::kSourcePenalized);
+  EXPECT_EQ(l.TryAdmit("192.0.3.1", t0 + 2s), Admission::kAdmitted);          // another /24
+  EXPECT_EQ(l.TryAdmit("192.0.2.9", t0 + 19s), Admission::kSourcePenalized);  // 20 s in all
+  EXPECT_EQ(l.TryAdmit("192.0.2.9", t0 + 20s), Admission::kAdmitted);         // run out
+  l.Release("192.0.2.9", "");
+  EXPECT_EQ(l.penalized_sources(t0 + 20s), 0u);
+  // Many at once never make it more than penalty_max.
+  for (int i = 0; i < 100; ++i) l.RecordPreAuthTimeout("198.51.100.1", t0 + 30s);
+  EXPECT_EQ(l.TryAdmit("198.51.100.7", t0 + 89s), Admission::kSourcePenalized);
+  EXPECT_EQ(l.TryAdmit("198.51.100.7", t0 + 91s), Admission::kAdmitted);
+
+  // 0 s: no penalties at all.
+  limits.penalty_timeout = 0s;
+  internal::SourceLimiter off(limits);
+  for (int i = 0; i < 10; ++i) off.RecordPreAuthTimeout("203.0.113.1", t0);
+  EXPECT_EQ(off.TryAdmit("203.0.113.1", t0), Admission::kAdmitted);
+}
+
+TEST(RelaySourceLimiterTest, PenaltiesRememberABoundedNumberOfSourcesThenLetNewOnesIn) {
+  using namespace std::chrono_literals;
+  using Admission = internal::SourceLimiter::Admission;
+  internal::AdmissionLimits limits;
+  limits.max_penalized_sources = 3;
+  internal::SourceLimiter l(limits);
+  const auto t0 = internal::SourceLimiter::Clock::now();
+  for (int s = 1; s <= 5; ++s) {
+    const std::string source = "10.0." + std::to_string(s) + ".1";
+    l.RecordPreAuthTimeout(source, t0);
+    l.RecordPreAuthTimeout(source, t0);
+  }
+  EXPECT_EQ(l.penalized_sources(t0), 3u);
+  EXPECT_EQ(l.TryAdmit("10.0.3.9", t0), Admission::kSourcePenalized);
+  EXPECT_EQ(l.TryAdmit("10.0.4.9", t0), Admission::kAdmitted);  // permissive past the bound
+  // Once the remembered ones have run out, room is made for new ones.
+  l.RecordPreAuthTimeout("10.0.9.1", t0 + 25s);
+  l.RecordPreAuthTimeout("10.0.9.1", t0 + 25s);
+  EXPECT_EQ(l.TryAdmit("10.0.9.2", t0 + 25s), Admission::kSourcePenalized);
+}
+
 TEST(RelaySourceLimiterTest, MaxStartupsDropsRandomlyPastBeginAndAlwaysAtFull) {
   using Admission = internal::SourceLimiter::Admission;
   internal::AdmissionLimits limits;

@@ -78,7 +78,11 @@ class ClientAuthentication {
     PacketCount count(client_);
     taken_ = 0;
     while (!login_) {
-      if (control_.close_requested || SteadyClock::now() >= deadline || fatal_) return {};
+      if (control_.close_requested || fatal_) return {};
+      if (SteadyClock::now() >= deadline) {
+        ctx_.limiter->RecordPreAuthTimeout(control_.source_address);  // login_grace
+        return {};
+      }
       int rc = ssh_event_dopoll(event, 200);
       if (rc == SSH_ERROR && !IsConnected(client_)) return {};
       TakeMessages();

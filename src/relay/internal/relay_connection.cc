@@ -114,12 +114,14 @@ class Connection {
       }
       if (control_.close_requested) return false;
       const bool banner = ssh_get_clientbanner(client) != nullptr;
+      if (banner) control_.banner_received = true;
       const auto now = SteadyClock::now();
       if (!banner && now >= banner_deadline) {
         spdlog::debug(
             "relay: closed the connection from {}: no SSH identification string within "
             "{} ms (banner_timeout)",
             control_.source_address, opts_.banner_timeout.count());
+        ctx_.limiter->RecordPreAuthTimeout(control_.source_address);
         return false;
       }
       if (now >= deadline) {
@@ -127,6 +129,7 @@ class Connection {
             "relay: closed the connection from {}: key exchange not done within {} ms "
             "(handshake_timeout)",
             control_.source_address, opts_.handshake_timeout.count());
+        ctx_.limiter->RecordPreAuthTimeout(control_.source_address);
         return false;
       }
       const auto next = banner ? deadline : std::min(banner_deadline, deadline);

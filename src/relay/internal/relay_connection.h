@@ -21,6 +21,10 @@ struct ConnectionControl {
   std::string source_address;
   int wake_fd = -1;  ///< eventfd the connection's loop polls; owned by the Relay's registry
 
+  std::string source_prefix;                          ///< SourcePrefix(source_address)
+  std::chrono::steady_clock::time_point accepted_at;  ///< set before the thread starts
+  /// The client's identification string arrived (a silent connection may be evicted).
+  std::atomic<bool> banner_received{false};
   std::atomic<bool> close_requested{false};
   std::atomic<bool> authenticated{false};
   std::atomic<bool> finished{false};

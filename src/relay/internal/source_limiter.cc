@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace gpuwerk::relay::internal {
@@ -61,6 +62,13 @@ SourceLimiter::Admission SourceLimiter::TryAdmit(const std::string& address, Clo
       static_cast<int>(it->second.size()) >= limits_.max_failures_per_source) {
     return Admission::kSourceFailures;
   }
+  if (auto it = penalties_.find(prefix); it != penalties_.end()) {
+    if (it->second.expiry <= now) {
+      penalties_.erase(it);
+    } else if (it->second.active) {
+      return Admission::kSourcePenalized;
+    }
+  }
   // sshd's drop_connection (MaxStartups): certain at `full`, else rate% at `begin` rising
   // linearly to 100% at `full`.
   if (unauthenticated_ >= limits_.startups_begin) {
@@ -75,6 +83,39 @@ SourceLimiter::Admission SourceLimiter::TryAdmit(const std::string& address, Clo
   ++unauthenticated_;
   ++unauthenticated_by_source_[prefix];
   return Admission::kAdmitted;
+}
+
+void SourceLimiter::AdmitInPlaceOfSilent(const std::string& address) {
+  const std::string prefix = SourcePrefix(address);
+  std::lock_guard lock(mu_);
+  ++total_;
+  ++unauthenticated_;
+  ++unauthenticated_by_source_[prefix];
+}
+
+void SourceLimiter::RecordPreAuthTimeout(const std::string& address, Clock::time_point now) {
+  if (limits_.penalty_timeout.count() <= 0) return;
+  const std::string prefix = SourcePrefix(address);
+  std::lock_guard lock(mu_);
+  auto it = penalties_.find(prefix);
+  if (it == penalties_.end()) {
+    if (penalties_.size() >= limits_.max_penalized_sources) {
+      std::erase_if(penalties_, [&](const auto& e) { return e.second.expiry <= now; });
+      if (penalties_.size() >= limits_.max_penalized_sources) return;  // permissive
+    }
+    it = penalties_.emplace(prefix, Penalty{now, false}).first;
+  }
+  Penalty& p = it->second;
+  if (p.expiry <= now) p = Penalty{now, false};
+  p.expiry = std::min(p.expiry + limits_.penalty_timeout, now + limits_.penalty_max);
+  if (p.expiry - now >= limits_.penalty_min) p.active = true;
+}
+
+size_t SourceLimiter::penalized_sources(Clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(
+      std::count_if(penalties_.begin(), penalties_.end(),
+                    [&](const auto& e) { return e.second.active && e.second.expiry > now; }));
 }
 
 void SourceLimiter::ReleaseUnauthenticated(const std::string& prefix) {

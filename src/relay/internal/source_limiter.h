@@ -29,6 +29,18 @@ struct AdmissionLimits {
   int max_failures_per_source = 30;  ///< failed logins per SourcePrefix within the window
   std::chrono::seconds failure_window{60};
   int max_sessions_per_person = 50;  ///< logged-in connections of one person
+  /// Penalties per source that outlast a connection, as OpenSSH's PerSourcePenalties (sshd_config
+  /// (5), OpenSSH 9.8): each connection from a prefix that ended without a login because it ran
+  /// out of time (no identification string, key exchange or login in time, or closed silent to
+  /// make room) adds `penalty_timeout` seconds to the prefix's penalty; once the penalty left
+  /// reaches `penalty_min`, new connections from the prefix are closed at accept until it has
+  /// run out. It never exceeds `penalty_max`. 0 s `penalty_timeout`: no penalties.
+  std::chrono::seconds penalty_timeout{10};
+  std::chrono::seconds penalty_min{15};
+  std::chrono::seconds penalty_max{600};
+  /// Prefixes with a penalty remembered at once; past it, new prefixes get none (as OpenSSH's
+  /// `overflow:permissive`), so memory stays bounded under a flood from everywhere.
+  size_t max_penalized_sources = 65536;
 };
 
 /// Per-source and per-person admission for the relay: connections are counted from accept as
@@ -42,10 +54,11 @@ class SourceLimiter {
   /// Why a connection was or was not admitted.
   enum class Admission {
     kAdmitted,
-    kTotalFull,       ///< max_total
-    kSourceFull,      ///< max_unauthenticated_per_source
-    kSourceFailures,  ///< max_failures_per_source within failure_window
-    kStartupsDrop,    ///< the random early drop (startups_begin … startups_full)
+    kTotalFull,        ///< max_total
+    kSourceFull,       ///< max_unauthenticated_per_source
+    kSourceFailures,   ///< max_failures_per_source within failure_window
+    kStartupsDrop,     ///< the random early drop (startups_begin … startups_full)
+    kSourcePenalized,  ///< the prefix's penalty (penalty_min … penalty_max) has not run out
   };
 
   /// `seed` feeds the random early drop's draws.
@@ -56,6 +69,15 @@ class SourceLimiter {
   /// draw of the early drop (tests).
   Admission TryAdmit(const std::string& address, Clock::time_point now = Clock::now(),
                      std::optional<int> draw = std::nullopt);
+  /// Counts a connection from `address` that TryAdmit answered kStartupsDrop for, admitted
+  /// after all because it takes the place of a connection the caller is closing (one that sent
+  /// nothing: Relay's silent-connection eviction). Give it back with Release, as any other.
+  void AdmitInPlaceOfSilent(const std::string& address);
+  /// A connection from `address` ended without a login because it ran out of time (or was
+  /// closed silent to make room): adds penalty_timeout to its prefix's penalty.
+  void RecordPreAuthTimeout(const std::string& address, Clock::time_point now = Clock::now());
+  /// Prefixes whose penalty has not run out (tests, stats).
+  size_t penalized_sources(Clock::time_point now = Clock::now()) const;
   /// The connection from `address` logged in as `person`: from now on counted for the person
   /// (not as unauthenticated). False, with nothing changed, when the person already holds
   /// max_sessions_per_person.
@@ -91,6 +113,11 @@ class SourceLimiter {
   std::map<std::string, int> unauthenticated_by_source_;
   std::map<std::string, int> sessions_by_person_;
   std::map<std::string, std::deque<Clock::time_point>> failures_;
+  struct Penalty {
+    Clock::time_point expiry;
+    bool active = false;  ///< reached penalty_min; stays so until expiry
+  };
+  std::map<std::string, Penalty> penalties_;
   struct LogState {
     Clock::time_point logged_at;
     uint64_t since = 0;  ///< refusals since the last logged one
