@@ -32,6 +32,8 @@ class StripeProvider final : public PaymentProvider {
                  StripeProviderOptions options);
 
   std::string_view name() const override { return kName; }
+  /// True: closed invoices are pushed to Stripe (PushInvoice).
+  bool CollectsInvoices() const override { return true; }
   std::string HowToAddPaymentMethod(bool may_manage) const override;
   /// Ensures the account's Stripe customer, then creates a Checkout Session (`mode=setup`,
   /// `payment_method_types[]=card`, client_reference_id and metadata[billing_account_id] the

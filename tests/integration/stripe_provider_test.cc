@@ -4,10 +4,15 @@
 // when delivered twice and concurrently; bad, stale and future signatures refused with nothing
 // changed; a rolled secret's two v1 values accepted; a customer deleted on Stripe's side
 // replaced; a failed invoice payment holding launches (402 payment_failed, a mail) until paid; an
-// older event never undoing a newer one; and no request of ours breaking Stripe's OpenAPI
-// description.
+// older event never undoing a newer one; the month close pushing each
+// closed invoice (one account's error never holding up another's, a failed push retried by the next
+// background pass, a lost answer resent with the same body); and no request of ours breaking
+// Stripe's OpenAPI description.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "core/time_format.h"
 #include "tests/integration/queue_fixture.h"
 #include "tests/support/stripe_stand_in.h"
 
@@ -95,6 +100,85 @@ class StripeProviderTest : public QueueFixture {
     auto r = hooks_->PostJson("/_test/invoices/" + invoice + "/" + what, {{"deliver", false}});
     EXPECT_EQ(r.status, 200) << r.body;
     return r.Json()["events"].back().get<std::string>();
+  }
+  /// Moves the server's clock to `rfc3339` (forward only).
+  void SetNow(const char* rfc3339) {
+    clock_.Advance(std::chrono::seconds(core::ParseRfc3339(rfc3339).value() - clock_.NowUnix()));
+  }
+  /// An agent's report of instance `id`'s node-0 container, running since `started_at`.
+  static json Container(const std::string& id, const std::string& started_at) {
+    return json::array({{{"instance_id", id},
+                         {"node_index", 0},
+                         {"container_id", "c-" + id},
+                         {"state", "running"},
+                         {"exit_code", 0},
+                         {"started_at", started_at},
+                         {"finished_at", "0001-01-01T00:00:00Z"},
+                         {"ssh_port", 40123},
+                         {"ssh_ready", true},
+                         {"restart_generation", 0},
+                         {"error", ""}}});
+  }
+  /// Launches `name` for `p`, has its host report the container running for `seconds` (a sync
+  /// at most every 10 minutes: the same run, so the whole time is billed), then deletes it; the
+  /// instance's id.
+  std::string RunInstance(Person& p, const std::string& name, int64_t seconds) {
+    auto made = Create(p, name);
+    EXPECT_EQ(made.status, 201) << made.body;
+    const std::string id = made.Json().value("id", "");
+    std::string host;
+    for (const auto& [h, token] : tokens_) {
+      if (InstanceOn(h) == id) host = h;
+    }
+    EXPECT_FALSE(host.empty()) << "no host holds " << id;
+    const std::string started = core::FormatRfc3339(clock_.NowUnix());
+    EXPECT_EQ(Sync(host, Container(id, started)).status, 200);
+    for (int64_t left = seconds; left > 0;) {
+      const int64_t step = std::min<int64_t>(left, 600);
+      clock_.Advance(std::chrono::seconds(step));
+      left -= step;
+      EXPECT_EQ(Sync(host, Container(id, started)).status, 200);
+    }
+    EXPECT_EQ(p.browser->Delete("/api/v1/instances/" + id).status, 204);
+    EXPECT_EQ(Sync(host).status, 200);
+    return id;
+  }
+  /// The stand-in's customer whose email is `email` (null when none).
+  json CustomerOf(const std::string& email) {
+    for (const auto& c : Objects("customers")) {
+      if (c["email"] == email && !c.value("deleted", false)) return c;
+    }
+    return nullptr;
+  }
+  /// The stand-in's invoices whose metadata names our invoice `invoice_id`.
+  std::vector<json> StripeInvoicesOf(const std::string& invoice_id) {
+    std::vector<json> out;
+    for (const auto& i : Objects("invoices")) {
+      if (i["metadata"].value("gpuwerk_invoice", "") == invoice_id) out.push_back(i);
+    }
+    return out;
+  }
+  /// Our invoices of `month`, as the operator's CSV does not say them: straight from the store.
+  json OurInvoices(const std::string& month) {
+    json out = json::array();
+    auto read = app_->database().Read([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_ASSIGN_OR_RETURN(auto rows,
+                               tx.Query("SELECT id, billing_account_id, total_minor FROM invoices "
+                                        "WHERE month = ? ORDER BY billing_account_id",
+                                        {month}));
+      for (const auto& r : rows) {
+        out.push_back({{"id", r.Text("id")},
+                       {"billing_account_id", r.Text("billing_account_id")},
+                       {"total_minor", r.Int("total_minor")}});
+      }
+      return {};
+    });
+    EXPECT_TRUE(read) << read.error().message;
+    return out;
+  }
+  void AddFault(const json& fault) {
+    auto r = hooks_->PostJson("/_test/faults", fault);
+    ASSERT_EQ(r.status, 200) << r.body;
   }
   void ExpectNoViolations() {
     const json requests = hooks_->Get("/_test/requests").Json()["data"];
@@ -307,6 +391,135 @@ TEST_F(StripeProviderTest, C25_AnInvoicePushRetriedAfterALostAnswerMakesOneInvoi
   EXPECT_EQ(again->provider_ref, pushed->provider_ref);
   EXPECT_EQ(Objects("invoices").size(), 1u);
   EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, TheMonthClosePushesEachInvoiceAndOneAccountsErrorHoldsUpNoOther) {
+  // The fixture's clock starts at 2027-01-15T08:00:00Z: January is the month billed.
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person ann = NewPerson("ann@example.test", Card::kNone);
+  Person ben = NewPerson("ben@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(ann))[0]["status"], 200);
+  ASSERT_EQ(Deliver(PaidCheckout(ben))[0]["status"], 200);
+  RunInstance(ann, "alpha", 3660);  // 61 minutes at 65 an hour: 66
+  RunInstance(ben, "bravo", 1800);  // 30 minutes: 33
+  const std::string ann_customer = CustomerOf("ann@example.test").value("id", "");
+  const std::string ben_customer = CustomerOf("ben@example.test").value("id", "");
+  ASSERT_FALSE(ann_customer.empty() || ben_customer.empty());
+  // Stripe refuses every invoice item of Ann's customer until the test says otherwise.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/invoiceitems"},
+            {"customer", ann_customer},
+            {"action", "status"},
+            {"status", 400},
+            {"error",
+             {{"type", "invalid_request_error"},
+              {"code", "account_invalid"},
+              {"message", "Injected: this customer cannot be invoiced."}}},
+            {"count", -1}});
+
+  // Inside the background close's hour of grace: only the operator closes January here.
+  SetNow("2027-02-01T00:00:05Z");
+  auto closed = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  const json answer = closed.Json();
+  EXPECT_EQ(answer["invoices_created"], 2);
+  const json push = answer["push"];
+  ASSERT_TRUE(push.is_object()) << answer.dump();
+  EXPECT_EQ(push["provider"], "stripe");
+  // Ben's invoice went through (now, or by the background pass a moment before); Ann's did not.
+  EXPECT_EQ(push["pushed"].size() + push["pushed_before"].get<size_t>(), 1u) << push.dump();
+  ASSERT_EQ(push["failed"].size(), 1u) << push.dump();
+  const json failed = push["failed"][0];
+  EXPECT_TRUE(failed["billing_account"].get<std::string>().starts_with("solo_"));
+  EXPECT_EQ(failed["code"], "stripe_error") << failed.dump();
+  EXPECT_NE(failed["message"].get<std::string>().find("account_invalid"), std::string::npos);
+  EXPECT_EQ(failed["next_attempt_at"], "2027-02-01T00:01:05Z");
+  const json ours = OurInvoices("2027-01");
+  ASSERT_EQ(ours.size(), 2u);
+  std::map<int64_t, std::string> by_total;  // 66 → Ann's invoice, 33 → Ben's
+  for (const auto& inv : ours) by_total[inv["total_minor"].get<int64_t>()] = inv["id"];
+  ASSERT_EQ(by_total.count(66) + by_total.count(33), 2u) << ours.dump();
+  EXPECT_EQ(failed["invoice"], by_total[66]);
+  std::vector<json> ben_on_stripe = StripeInvoicesOf(by_total[33]);
+  ASSERT_EQ(ben_on_stripe.size(), 1u);
+  EXPECT_EQ(ben_on_stripe[0]["customer"], ben_customer);
+  EXPECT_EQ(ben_on_stripe[0]["amount_due"], 33);
+  EXPECT_EQ(ben_on_stripe[0]["currency"], "usd");
+  EXPECT_EQ(ben_on_stripe[0]["status"], "open");  // finalized
+  EXPECT_EQ(ben_on_stripe[0]["metadata"]["month"], "2027-01");
+  ASSERT_EQ(ben_on_stripe[0]["lines"]["data"].size(), 1u);
+  EXPECT_EQ(ben_on_stripe[0]["lines"]["data"][0]["description"],
+            "bravo (spark-1x), 30 minutes, 2027-01");
+  EXPECT_TRUE(StripeInvoicesOf(by_total[66]).empty());
+
+  // Not due again before a minute has passed; the next background pass after it tries again,
+  // and with Stripe fixed, Ann's invoice goes through too.
+  auto early = app_->PushDueInvoicesNow();
+  ASSERT_TRUE(early) << early.error().message;
+  EXPECT_TRUE(early->results.empty());
+  ASSERT_EQ(hooks_->Delete("/_test/faults").status, 200);
+  clock_.Advance(std::chrono::seconds(61));
+  auto retried = app_->PushDueInvoicesNow();
+  ASSERT_TRUE(retried) << retried.error().message;
+  std::vector<json> ann_on_stripe = StripeInvoicesOf(by_total[66]);
+  ASSERT_EQ(ann_on_stripe.size(), 1u) << "not pushed by the next pass";
+  EXPECT_EQ(ann_on_stripe[0]["customer"], ann_customer);
+  EXPECT_EQ(ann_on_stripe[0]["amount_due"], 66);
+  EXPECT_EQ(ann_on_stripe[0]["status"], "open");
+  EXPECT_EQ(Objects("invoices").size(), 2u);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_pushes WHERE pushed_at IS NOT NULL"), 2);
+  EXPECT_EQ(Count("SELECT attempts FROM invoice_pushes WHERE invoice_id = '" + by_total[66] + "'"),
+            2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.invoice_push'"), 2);
+
+  // Closing again pushes nothing twice.
+  auto again = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Json()["push"]["pushed"].size(), 0u) << again.body;
+  EXPECT_EQ(again.Json()["push"]["pushed_before"], 2);
+  EXPECT_EQ(again.Json()["push"]["failed"].size(), 0u);
+  EXPECT_EQ(Objects("invoices").size(), 2u);
+  EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, AClosePushWhoseAnswerWasLostIsResentWithTheSameBodyByTheNextPass) {
+  AddHost("spark-a");
+  Person cat = NewPerson("cat@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(cat))[0]["status"], 200);
+  RunInstance(cat, "alpha", 600);
+  // Stripe makes the invoice, but its answer never arrives.
+  AddFault({{"method", "POST"}, {"path", "/v1/invoices"}, {"action", "drop"}, {"count", 1}});
+  SetNow("2027-02-01T00:00:05Z");
+  auto closed = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  const json push = closed.Json()["push"];
+  ASSERT_EQ(push["failed"].size(), 1u) << push.dump();
+  EXPECT_EQ(push["failed"][0]["code"], "provider_unavailable");
+  clock_.Advance(std::chrono::seconds(61));
+  auto retried = app_->PushDueInvoicesNow();
+  ASSERT_TRUE(retried) << retried.error().message;
+  ASSERT_EQ(retried->results.size(), 1u);
+  EXPECT_TRUE(retried->results[0].pushed) << retried->results[0].error_message;
+
+  const json invoices = Objects("invoices");
+  ASSERT_EQ(invoices.size(), 1u);
+  EXPECT_EQ(invoices[0]["id"], retried->results[0].provider_ref);
+  EXPECT_EQ(invoices[0]["amount_due"], 11);  // 10 minutes at 65 an hour: 10.83
+  EXPECT_EQ(invoices[0]["status"], "open");
+  // The invoice was asked for twice, with the same key and the very same parameters: Stripe
+  // replayed its first answer.
+  std::vector<json> creates;
+  const json requests = hooks_->Get("/_test/requests").Json()["data"];
+  for (const auto& r : requests) {
+    if (r["method"] == "POST" && r["path"] == "/v1/invoices") creates.push_back(r);
+  }
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_EQ(creates[0]["idempotency_key"], creates[1]["idempotency_key"]);
+  EXPECT_EQ(creates[0]["params"], creates[1]["params"]);
+  EXPECT_EQ(Objects("invoiceitems").size(), 1u);
   ExpectNoViolations();
 }
 

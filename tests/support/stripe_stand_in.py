@@ -58,6 +58,7 @@ Test hooks (JSON in, JSON out; not Stripe's):
        the next `count` (-1: every) matching requests: action "drop" runs the request and then
        closes the connection without an answer (a lost answer); action "status" answers
        status/error without running it. "customer" matches the request's customer parameter.
+  DELETE /_test/faults                           forgets every fault not used up yet
 
 Webhooks are POSTed as JSON with `Stripe-Signature: t=<unix>,v1=<hex hmac-sha256 of "t.body">`
 (one v1 per secret, in the order given).
@@ -826,6 +827,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "POST" and path == "/_test/faults":
                 with s.lock:
                     s.faults.append(args)
+                self.send_json(200, {})
+                return
+            if method == "DELETE" and path == "/_test/faults":
+                with s.lock:
+                    s.faults.clear()
                 self.send_json(200, {})
                 return
             match = re.fullmatch(r"/_test/events/([^/]+)/deliver", path)
