@@ -4,7 +4,8 @@
 // when delivered twice and concurrently; bad, stale and future signatures refused with nothing
 // changed; a rolled secret's two v1 values accepted; a customer deleted on Stripe's side
 // replaced; a failed invoice payment holding launches (402 payment_failed, a mail) until paid; an
-// older event never undoing a newer one; the month close pushing each
+// older event never undoing a newer one; a card removed here detached at Stripe, and one
+// detached at Stripe forgotten here, running instances running on; the month close pushing each
 // closed invoice (one account's error never holding up another's, a failed push retried by the next
 // background pass, a lost answer resent with the same body); and no request of ours breaking
 // Stripe's OpenAPI description.
@@ -142,6 +143,30 @@ class StripeProviderTest : public QueueFixture {
     EXPECT_EQ(p.browser->Delete("/api/v1/instances/" + id).status, 204);
     EXPECT_EQ(Sync(host).status, 200);
     return id;
+  }
+  /// Launches `name` for `p` and has its host report the container running; the instance's id.
+  std::string StartRunning(Person& p, const std::string& name) {
+    auto made = Create(p, name);
+    EXPECT_EQ(made.status, 201) << made.body;
+    const std::string id = made.Json().value("id", "");
+    for (const auto& [h, token] : tokens_) {
+      if (InstanceOn(h) == id) {
+        EXPECT_EQ(Sync(h, Container(id, core::FormatRfc3339(clock_.NowUnix()))).status, 200);
+      }
+    }
+    return id;
+  }
+  /// Without a payment method: instance `id` keeps running and its billing session billing, while
+  /// a new launch and a restart answer 402 payment_method_required.
+  void ExpectKeepsRunningButNoNewLaunch(Person& p, const std::string& id) {
+    const json shown = p.browser->Get("/api/v1/instances/" + id).Json();
+    EXPECT_EQ(shown["status"], "running") << shown.dump();
+    const json usage = p.browser->Get("/api/v1/usage/sessions").Json();
+    ASSERT_EQ(usage["items"].size(), 1u) << usage.dump();
+    EXPECT_EQ(usage["items"][0]["active"], true);
+    ExpectProblem(Create(p, "another"), 402, "payment_method_required");
+    ExpectProblem(p.browser->Post("/api/v1/instances/" + id + "/restart", "", "application/json"),
+                  402, "payment_method_required");
   }
   /// The stand-in's customer whose email is `email` (null when none).
   json CustomerOf(const std::string& email) {
@@ -340,16 +365,84 @@ TEST_F(StripeProviderTest, StripeUnreachableOrFailingIs503ProviderUnavailable) {
   EXPECT_EQ(Objects("customers").size(), 1u);
 }
 
-TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgotten) {
+TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgottenAndRunningInstancesKeepRunning) {
+  AddHost("spark-a");
+  AddHost("spark-b");
   Person gus = NewPerson("gus@example.test", Card::kNone);
   ASSERT_EQ(Deliver(PaidCheckout(gus))[0]["status"], 200);
+  const std::string id = StartRunning(gus, "alpha");
   const std::string pm = Objects("payment_methods")[0]["id"];
   auto detached =
       hooks_->PostJson("/_test/payment_methods/" + pm + "/detach", {{"deliver", false}});
   ASSERT_EQ(detached.status, 200) << detached.body;
   const json d = Deliver(detached.Json()["events"].back().get<std::string>());
   EXPECT_EQ(d[0]["status"], 200) << d.dump();
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
   EXPECT_TRUE(gus.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectKeepsRunningButNoNewLaunch(gus, id);
+  // Removing it here afterwards: nothing on file any more.
+  ExpectProblem(gus.browser->Delete("/api/v1/billing/payment-method"), 404, "not_found");
+}
+
+TEST_F(StripeProviderTest, RemovingTheCardDetachesItAtStripeAndForgetsItHere) {
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person ida = NewPerson("ida@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(ida))[0]["status"], 200);
+  const std::string id = StartRunning(ida, "alpha");
+  const std::string pm = Objects("payment_methods")[0]["id"];
+  ASSERT_EQ(Objects("customers")[0]["invoice_settings"]["default_payment_method"], pm);
+
+  auto removed = ida.browser->Delete("/api/v1/billing/payment-method");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  EXPECT_EQ(removed.Json()["removed"]["last4"], "4242");
+  EXPECT_TRUE(removed.Json()["payment_method"].is_null());
+  EXPECT_NE(removed.Json()["message"].get<std::string>().find("Running instances keep running"),
+            std::string::npos);
+  // Detached at Stripe: no customer, and no longer the customer's default for invoices.
+  EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
+  EXPECT_TRUE(Objects("customers")[0]["invoice_settings"]["default_payment_method"].is_null());
+  EXPECT_TRUE(ida.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectKeepsRunningButNoNewLaunch(ida, id);
+
+  // Stripe's word of the detach arrives after: nothing more to do, nothing audited twice.
+  std::string event;
+  const json events = hooks_->Get("/_test/events").Json()["data"];
+  for (const auto& e : events) {
+    if (e["type"] == "payment_method.detached") event = e["id"];
+  }
+  ASSERT_FALSE(event.empty());
+  const json d = Deliver(event);
+  EXPECT_EQ(d[0]["status"], 200) << d.dump();
+  EXPECT_NE(d[0]["body"].get<std::string>().find("ignored"), std::string::npos) << d.dump();
+  EXPECT_EQ(
+      Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.payment_method_remove'"), 1);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, RemovingACardStripeDetachedAlreadyStillRemovesIt) {
+  Person jo = NewPerson("jo@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(jo))[0]["status"], 200);
+  const std::string pm = Objects("payment_methods")[0]["id"];
+  // Stripe detached it, and its event is not here yet.
+  ASSERT_EQ(
+      hooks_->PostJson("/_test/payment_methods/" + pm + "/detach", {{"deliver", false}}).status,
+      200);
+  auto removed = jo.browser->Delete("/api/v1/billing/payment-method");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  EXPECT_TRUE(jo.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, TheOperatorClearingAStripeCardDetachesItAtStripe) {
+  Person kim = NewPerson("kim@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(kim))[0]["status"], 200);
+  auto cleared = op_->Delete("/api/v1/admin/billing/kim@example.test/card");
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_EQ(cleared.Json()["removed"]["last4"], "4242") << cleared.body;
+  EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
+  EXPECT_TRUE(kim.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectNoViolations();
 }
 
 TEST_F(StripeProviderTest, C25_AnInvoicePushRetriedAfterALostAnswerMakesOneInvoice) {
