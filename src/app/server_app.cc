@@ -50,6 +50,7 @@
 #include "teams/team_billing.h"
 #include "teams/team_member_table.h"
 #include "teams/team_service.h"
+#include "teams/team_table.h"
 
 namespace gpuwerk::app {
 
@@ -152,17 +153,22 @@ std::vector<std::string> SplitSecrets(const std::string& list) {
   return out;
 }
 
-/// Who is mailed about a billing account (a failed payment): a solo account's person, a team's
-/// oldest active owner.
-core::Result<std::string> AccountOwnerEmail(store::Transaction& tx, const std::string& account_id) {
-  if (account_id.starts_with("solo_")) return billing::SoloOwnerEmail(tx, account_id);
+/// Who is mailed about a billing account (a failed payment): a solo account's person; every
+/// active owner of a team, with the team's name.
+core::Result<billing::AccountOwners> AccountOwners(store::Transaction& tx,
+                                                   const std::string& account_id) {
+  if (account_id.starts_with("solo_")) return billing::SoloAccountOwners(tx, account_id);
+  billing::AccountOwners out;
+  GPUWERK_ASSIGN_OR_RETURN(auto team, teams::TeamTable::Find(tx, account_id));
+  if (!team) return out;
+  out.team_name = team->name;
   GPUWERK_ASSIGN_OR_RETURN(auto members, teams::TeamMemberTable::ListActive(tx, account_id));
   for (const auto& m : members) {
     if (m.role != teams::Role::kOwner) continue;
     GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, m.person_id));
-    if (email) return *email;
+    if (email) out.emails.push_back(std::move(*email));
   }
-  return std::string();
+  return out;
 }
 
 /// The invoice worker's push pass: batches of due invoices until one comes back short or the
@@ -438,7 +444,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   if (p->stripe_client) {
     billing::StripeWebhooksOptions webhook_options;
     webhook_options.signing_secrets = SplitSecrets(config.stripe_webhook_secrets);
-    webhook_options.owner_email = &AccountOwnerEmail;
+    webhook_options.owners = &AccountOwners;
     webhook_options.public_url = account_options.public_url;
     webhook_options.mail_queued = [worker] { worker->Wake(); };
     p->stripe_webhooks = std::make_unique<billing::StripeWebhooks>(

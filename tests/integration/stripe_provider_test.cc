@@ -15,6 +15,7 @@
 
 #include "core/time_format.h"
 #include "tests/integration/queue_fixture.h"
+#include "tests/integration/smtp_fixture.h"
 #include "tests/support/stripe_stand_in.h"
 
 namespace gpuwerk::testing {
@@ -613,6 +614,94 @@ TEST_F(StripeProviderTest, AClosePushWhoseAnswerWasLostIsResentWithTheSameBodyBy
   EXPECT_EQ(creates[0]["idempotency_key"], creates[1]["idempotency_key"]);
   EXPECT_EQ(creates[0]["params"], creates[1]["params"]);
   EXPECT_EQ(Objects("invoiceitems").size(), 1u);
+  ExpectNoViolations();
+}
+
+// The stripe provider with the server's mail going to a real SMTP server (aiosmtpd).
+class StripeSmtpTest : public WithSmtpSink<StripeProviderTest> {
+ protected:
+  void Customize(app::ServerConfig& c) override {
+    StripeProviderTest::Customize(c);
+    WithSmtpSink<StripeProviderTest>::Customize(c);
+  }
+  /// `owner` invites `p` to their team; `p` accepts with the mailed link's token.
+  void JoinTeam(Person& owner, Person& p) {
+    const size_t before = MailsTo(inbox(), p.email).size();
+    auto invited = owner.browser->PostJson("/api/v1/team/invites", {{"email", p.email}});
+    ASSERT_EQ(invited.status, 201) << invited.body;
+    auto mails = Received(p.email, before + 1);
+    ASSERT_EQ(mails.size(), before + 1);
+    std::string token;
+    for (const auto& m : mails) {
+      if (!m.TokenFromLink("/team/accept").empty()) token = m.TokenFromLink("/team/accept");
+    }
+    ASSERT_FALSE(token.empty());
+    auto accepted = p.browser->PostJson("/api/v1/team/invites/accept", {{"token", token}});
+    ASSERT_EQ(accepted.status, 200) << accepted.body;
+  }
+  /// The payment-failed mails `to` has received (waiting up to 10 s for `count`).
+  std::vector<ReceivedMail> PaymentFailedMails(const std::string& to, size_t count) {
+    std::vector<ReceivedMail> out;
+    for (int i = 0; i < 100; ++i) {
+      out.clear();
+      for (auto& m : Received(to, 0)) {
+        if (m.subject == "gpuwerk: a payment failed") out.push_back(std::move(m));
+      }
+      if (out.size() >= count) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return out;
+  }
+};
+
+TEST_F(StripeSmtpTest, ATeamsFailedPaymentMailsEveryOwnerAndHoldsEveryMembersLaunchesUntilPaid) {
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person olga = NewPerson("olga@example.test", Card::kNone);
+  Person max = NewPerson("max@example.test", Card::kNone);
+  Person nina = NewPerson("nina@example.test", Card::kNone);
+  auto team = olga.browser->PostJson("/api/v1/team", {{"name", "Lab"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const std::string team_id = team.Json().value("id", "");
+  ASSERT_TRUE(team_id.starts_with("team_")) << team.body;
+  JoinTeam(olga, max);
+  JoinTeam(olga, nina);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string nina_id = nina.browser->Get("/api/v1/me").Json().value("id", "");
+  auto promoted =
+      olga.browser->Send("PUT", "/api/v1/team/members/" + nina_id + "/role",
+                         json{{"role", "owner"}}.dump(), {"Content-Type: application/json"});
+  ASSERT_EQ(promoted.status, 200) << promoted.body;
+  // The owner pays for the team through Checkout; the member launches on the team's card.
+  ASSERT_EQ(Deliver(PaidCheckout(olga))[0]["status"], 200);
+  const json customer = Objects("customers")[0];
+  EXPECT_EQ(customer["metadata"]["billing_account_id"], team_id);
+  const std::string alpha = StartRunning(max, "alpha");
+
+  const std::string invoice = OpenInvoice(customer["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  // Every launch and restart billed to the team waits for the payment; the running instance
+  // runs on.
+  ExpectProblem(Create(max, "bravo"), 402, "payment_failed");
+  ExpectProblem(
+      max.browser->Post("/api/v1/instances/" + alpha + "/restart", "", "application/json"), 402,
+      "payment_failed");
+  ExpectProblem(Create(olga, "charlie"), 402, "payment_failed");
+  EXPECT_EQ(max.browser->Get("/api/v1/instances/" + alpha).Json()["status"], "running");
+  // Both owners are mailed, through SMTP, naming the team; the member is not.
+  for (const std::string& owner : {olga.email, nina.email}) {
+    const auto mails = PaymentFailedMails(owner, 1);
+    ASSERT_EQ(mails.size(), 1u) << owner;
+    EXPECT_NE(mails[0].text_body.find("team \"Lab\""), std::string::npos) << mails[0].text_body;
+    EXPECT_NE(mails[0].text_body.find(invoice), std::string::npos) << mails[0].text_body;
+    EXPECT_NE(mails[0].text_body.find("/billing"), std::string::npos) << mails[0].text_body;
+  }
+  EXPECT_TRUE(PaymentFailedMails(max.email, 0).empty());
+
+  // Paid: the team's members launch again.
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "paid"))[0]["status"], 200);
+  const auto created = Create(max, "bravo");
+  EXPECT_EQ(created.status, 201) << created.body;
   ExpectNoViolations();
 }
 
