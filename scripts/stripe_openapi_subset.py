@@ -34,6 +34,7 @@ ENDPOINTS = [
     ("get", "/v1/checkout/sessions/{session}"),
     ("get", "/v1/setup_intents/{intent}"),
     ("get", "/v1/payment_methods/{payment_method}"),
+    ("post", "/v1/payment_methods/{payment_method}/detach"),
     ("post", "/v1/invoiceitems"),
     ("post", "/v1/invoices"),
     ("get", "/v1/invoices/{invoice}"),

@@ -10,6 +10,7 @@
 #include "api/relay_watch_hub.h"
 #include "api/ssh_command.h"
 #include "auth/account_service.h"
+#include "billing/invoice_pusher.h"
 #include "billing/invoices.h"
 #include "billing/payment_methods.h"
 #include "billing/usage_history.h"
@@ -60,6 +61,9 @@ struct ApiContext {
   /// the usage history (GET /api/v1/usage/sessions). Null when the server runs none (503).
   billing::Invoices* invoices = nullptr;
   billing::UsageHistory* usage = nullptr;
+  /// Pushes closed invoices to the provider that collects them (the month close by hand pushes
+  /// the month's queued invoices). Null when the provider collects nothing (manual).
+  billing::InvoicePusher* invoice_pusher = nullptr;
   /// Applies one Stripe webhook delivery (POST /api/v1/billing/webhooks/stripe): the raw
   /// `Stripe-Signature` header and the raw body in, what became of the event out (app/ installs
   /// billing::StripeWebhooks::Handle). Empty when the provider is not `stripe` (404).

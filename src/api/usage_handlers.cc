@@ -89,11 +89,41 @@ Answer AdminCloseInvoices(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto month, RequireString(body, "month", 7));
   GPUWERK_ASSIGN_OR_RETURN(
       auto closed, ctx.invoices->CloseMonth(month, call.who.person_id, call.req.remote_address));
-  return Response::Json(200, {{"month", closed.month},
-                              {"invoices_created", closed.invoices_created},
-                              {"lines_created", closed.lines_created},
-                              {"invoices", closed.invoices},
-                              {"already_closed", closed.already_closed}});
+  nlohmann::json answer = {{"month", closed.month},
+                           {"invoices_created", closed.invoices_created},
+                           {"lines_created", closed.lines_created},
+                           {"invoices", closed.invoices},
+                           {"already_closed", closed.already_closed},
+                           {"push", nullptr}};
+  if (ctx.invoice_pusher) {
+    // The month's queued invoices go to the provider now (the background pass retries failures).
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto report,
+        ctx.invoice_pusher->PushMonth(closed.month, call.who.person_id, call.req.remote_address));
+    nlohmann::json pushed = nlohmann::json::array();
+    nlohmann::json failed = nlohmann::json::array();
+    for (const billing::InvoicePushResult& r : report.results) {
+      nlohmann::json item = {{"invoice", r.invoice_id},
+                             {"billing_account", r.billing_account_id},
+                             {"currency", r.currency},
+                             {"total_minor", r.total_minor},
+                             {"attempts", r.attempts}};
+      if (r.pushed) {
+        item["provider_ref"] = r.provider_ref;
+        pushed.push_back(std::move(item));
+      } else {
+        item["code"] = r.error_code;
+        item["message"] = r.error_message;
+        item["next_attempt_at"] = core::FormatRfc3339(r.next_attempt_at);
+        failed.push_back(std::move(item));
+      }
+    }
+    answer["push"] = {{"provider", std::string(ctx.invoice_pusher->provider().name())},
+                      {"pushed", std::move(pushed)},
+                      {"failed", std::move(failed)},
+                      {"pushed_before", report.pushed_before}};
+  }
+  return Response::Json(200, answer);
 }
 
 Answer AdminExportInvoices(ApiContext& ctx, Call& call) {

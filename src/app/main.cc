@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include "app/server_app.h"
 #include "app/server_config.h"
 #include "cli/commands.h"
+#include "core/clock.h"
 #include "core/logging.h"
 #include "core/random.h"
 
@@ -53,9 +55,27 @@ std::string OperatorPassword(const std::filesystem::path& data_dir, core::Rng& r
   return password;
 }
 
+/// The system clock shifted by a fixed number of seconds: the test-only server setting
+/// `test_clock_offset_seconds` (an end-to-end test restarts the real server a month ahead to close
+/// that month). Thread-safe.
+class OffsetClock final : public core::Clock {
+ public:
+  explicit OffsetClock(int64_t offset_seconds) : offset_(offset_seconds) {}
+  TimePoint Now() const override { return std::chrono::system_clock::now() + offset_; }
+
+ private:
+  std::chrono::seconds offset_;
+};
+
 int RunServer(const ServerConfig& config, bool up) {
   core::InitLogging(config.log_level);
-  core::SystemClock clock;
+  OffsetClock clock(config.test_clock_offset_seconds);
+  if (config.test_clock_offset_seconds != 0) {
+    spdlog::warn(
+        "server: the clock runs {} s ahead of the system's (test_clock_offset_seconds: test "
+        "suites only)",
+        config.test_clock_offset_seconds);
+  }
   core::SodiumRng rng;
   sigset_t signals = BlockStopSignals();
   auto server = ServerApp::Start(config, clock, rng);

@@ -26,6 +26,7 @@
 #include "auth/email_address.h"
 #include "auth/password_hasher.h"
 #include "auth/person_table.h"
+#include "billing/invoice_pusher.h"
 #include "billing/manual_provider.h"
 #include "billing/payment_methods.h"
 #include "billing/stripe_client.h"
@@ -49,6 +50,7 @@
 #include "teams/team_billing.h"
 #include "teams/team_member_table.h"
 #include "teams/team_service.h"
+#include "teams/team_table.h"
 
 namespace gpuwerk::app {
 
@@ -93,7 +95,9 @@ struct ServerApp::Parts {
   std::unique_ptr<api::EventHub> events;                   ///< people's event streams
   std::unique_ptr<access::RelayAccess> relay_access;       ///< for remote relays' requests
   std::unique_ptr<api::Authenticator> authn;
-  std::unique_ptr<billing::Invoices> invoices;   ///< invoices and the month close (R-13)
+  std::unique_ptr<billing::Invoices> invoices;  ///< invoices and the month close (R-13)
+  /// Pushes closed invoices to the provider when it collects them (stripe); null under manual.
+  std::unique_ptr<billing::InvoicePusher> invoice_pusher;
   std::unique_ptr<billing::UsageHistory> usage;  ///< the usage history (R-16)
   std::unique_ptr<api::ApiContext> api_context;
   std::unique_ptr<api::Metrics> metrics;
@@ -110,7 +114,7 @@ struct ServerApp::Parts {
   // keys.
   std::thread drain_worker;
   // The worker that closes the previous month once it has ended (Invoices::CloseDueMonth),
-  // checking once a minute.
+  // checking once a minute, then pushes the queued invoices that are due (InvoicePusher).
   std::thread invoice_worker;
   // Revocation (docs/ssh.md "Revocation"): where access changes are published, and the remote
   // relays' streams of them. The hub goes before the feed it listens to.
@@ -149,17 +153,38 @@ std::vector<std::string> SplitSecrets(const std::string& list) {
   return out;
 }
 
-/// Who is mailed about a billing account (a failed payment): a solo account's person, a team's
-/// oldest active owner.
-core::Result<std::string> AccountOwnerEmail(store::Transaction& tx, const std::string& account_id) {
-  if (account_id.starts_with("solo_")) return billing::SoloOwnerEmail(tx, account_id);
+/// Who is mailed about a billing account (a failed payment): a solo account's person; every
+/// active owner of a team, with the team's name.
+core::Result<billing::AccountOwners> AccountOwners(store::Transaction& tx,
+                                                   const std::string& account_id) {
+  if (account_id.starts_with("solo_")) return billing::SoloAccountOwners(tx, account_id);
+  billing::AccountOwners out;
+  GPUWERK_ASSIGN_OR_RETURN(auto team, teams::TeamTable::Find(tx, account_id));
+  if (!team) return out;
+  out.team_name = team->name;
   GPUWERK_ASSIGN_OR_RETURN(auto members, teams::TeamMemberTable::ListActive(tx, account_id));
   for (const auto& m : members) {
     if (m.role != teams::Role::kOwner) continue;
     GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, m.person_id));
-    if (email) return *email;
+    if (email) out.emails.push_back(std::move(*email));
   }
-  return std::string();
+  return out;
+}
+
+/// The invoice worker's push pass: batches of due invoices until one comes back short or the
+/// server stops; each failure is logged by the pusher and retried at a later pass.
+void PushDueInvoices(ServerApp::Parts& parts) {
+  if (!parts.invoice_pusher) return;
+  for (;;) {
+    auto report = parts.invoice_pusher->PushDue();
+    if (!report) {
+      spdlog::warn("billing: pushing invoices failed: {}", report.error().message);
+      return;
+    }
+    if (static_cast<int64_t>(report->results.size()) < billing::kPushBatch) return;
+    std::lock_guard lock(parts.worker_mu);
+    if (parts.worker_stop) return;
+  }
 }
 
 core::Result<std::unique_ptr<mail::Mailer>> MakeMailer(mail::MailTransport transport,
@@ -389,8 +414,17 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->events->ListenTo(*p->desired_state);
   p->relay_access =
       std::make_unique<access::RelayAccess>(*p->db, *p->instances, *p->clock, *p->rng);
+  // A provider that collects invoices (stripe) gets each closed invoice pushed: queued by the
+  // month close, sent by the invoice worker and by the operator's close (docs/billing.md
+  // "Collecting invoices").
+  const bool collects = p->payment_provider->CollectsInvoices();
   p->invoices = std::make_unique<billing::Invoices>(
-      *p->db, clock, rng, sched_options.host_unknown_after_seconds, p->resolve_account);
+      *p->db, clock, rng, sched_options.host_unknown_after_seconds, p->resolve_account,
+      collects ? std::string(p->payment_provider->name()) : std::string());
+  if (collects) {
+    p->invoice_pusher =
+        std::make_unique<billing::InvoicePusher>(*p->db, clock, rng, *p->payment_provider);
+  }
   p->usage = std::make_unique<billing::UsageHistory>(*p->db, clock,
                                                      sched_options.host_unknown_after_seconds);
   p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
@@ -405,11 +439,12 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->revocation.watch = std::make_unique<api::RelayWatchHub>(p->revocation.feed);
   p->api_context->relay_watch = p->revocation.watch.get();
   p->api_context->invoices = p->invoices.get();
+  p->api_context->invoice_pusher = p->invoice_pusher.get();
   p->api_context->usage = p->usage.get();
   if (p->stripe_client) {
     billing::StripeWebhooksOptions webhook_options;
     webhook_options.signing_secrets = SplitSecrets(config.stripe_webhook_secrets);
-    webhook_options.owner_email = &AccountOwnerEmail;
+    webhook_options.owners = &AccountOwners;
     webhook_options.public_url = account_options.public_url;
     webhook_options.mail_queued = [worker] { worker->Wake(); };
     p->stripe_webhooks = std::make_unique<billing::StripeWebhooks>(
@@ -485,6 +520,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
         spdlog::info("billing: closed month {}: {} invoices made", (*closed)->month,
                      (*closed)->invoices_created);
       }
+      PushDueInvoices(*parts);
       lock.lock();
     }
   });
@@ -536,6 +572,11 @@ core::Result<bool> ServerApp::RecordLocalOperatorCard(const std::string& email) 
 }
 
 core::Result<sched::DrainResult> ServerApp::DrainQueuesNow() { return parts_->queue->DrainAll(); }
+
+core::Result<billing::InvoicePushReport> ServerApp::PushDueInvoicesNow() {
+  if (!parts_->invoice_pusher) return billing::InvoicePushReport{};
+  return parts_->invoice_pusher->PushDue();
+}
 
 void ServerApp::SetRelayAddress(const std::string& host, uint16_t port) {
   parts_->ssh_command->SetRelay("", host, port);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "app/server_config.h"
+#include "billing/invoice_pusher.h"
 #include "billing/payment_methods.h"
 #include "core/access_change_feed.h"
 #include "core/clock.h"
@@ -54,6 +55,9 @@ class ServerApp {
   core::Result<bool> RecordLocalOperatorCard(const std::string& email);
   /// Drains every GPU type's queue now, as the periodic worker does (tests).
   core::Result<sched::DrainResult> DrainQueuesNow();
+  /// Pushes the queued invoices that are due now, as the invoice worker's pass does (tests);
+  /// an empty report when the provider collects nothing (manual). Errors: the store's.
+  core::Result<billing::InvoicePushReport> PushDueInvoicesNow();
   /// Makes instances' `ssh_command` go through the relay at `host`:`port` (`gpuwerk up`, once
   /// its relay listens); see api::SshCommandFormat.
   void SetRelayAddress(const std::string& host, uint16_t port);

@@ -158,6 +158,14 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
       {.key = "ssh_port",
        .field = &C::ssh_port,
        .help = "the relays' public SSH port, used with ssh_domain"},
+      {.key = "test_clock_offset_seconds",
+       .field = &C::test_clock_offset_seconds,
+       .help = "test suites only: the server's clock runs this many seconds (0 to 31622400) "
+               "ahead of the system's",
+       .details = "End-to-end tests restart the real server a month ahead to close that month "
+                  "(docs/billing.md \"Month close\"). Never set it for people: every time the "
+                  "server keeps, bills and checks (sign-in sessions, webhook signatures) moves "
+                  "with it. Logged as a warning at start."},
   };
   return kOptions;
 }
@@ -195,6 +203,10 @@ core::Result<void> Validate(const ServerConfig& c) {
       c.password_hash_cost != "test-only-minimum") {
     return std::unexpected(
         ConfigError("password_hash_cost must be interactive, moderate or test-only-minimum"));
+  }
+  if (c.test_clock_offset_seconds < 0 || c.test_clock_offset_seconds > 366 * 86400) {
+    return std::unexpected(
+        ConfigError("test_clock_offset_seconds must be from 0 to 31622400 (366 days)"));
   }
   if (c.http_threads < 1 || c.http_threads > 256) {
     return std::unexpected(ConfigError("http_threads must be from 1 to 256"));

@@ -51,6 +51,9 @@ struct ServerConfig {
   std::string engine;  ///< `up` only; empty: find or start one
   std::string ssh_domain;
   int ssh_port = 22;
+  /// Test suites only: the server's clock runs this many seconds ahead of the system's (0 to
+  /// 366 days; main's OffsetClock), so that an end-to-end test can close a month.
+  int64_t test_clock_offset_seconds = 0;
   std::string ssh_listen = "127.0.0.1:2222";  ///< `up` only
 };
 

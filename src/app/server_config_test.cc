@@ -356,6 +356,14 @@ TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
   c = ServerConfig{};
   c.public_url = "gpu.example.test";
   EXPECT_FALSE(Validate(c));
+  // The test-only clock offset: ahead only, at most a year.
+  c = ServerConfig{};
+  c.test_clock_offset_seconds = 40 * 86400;
+  EXPECT_TRUE(Validate(c));
+  c.test_clock_offset_seconds = -1;
+  EXPECT_FALSE(Validate(c));
+  c.test_clock_offset_seconds = 367 * 86400;
+  EXPECT_FALSE(Validate(c));
 }
 
 TEST(ServerConfigTest, SignUpPolicyAndDomainsAreChecked) {

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "core/strings.h"
+
 namespace gpuwerk::billing {
 namespace {
 
@@ -65,6 +67,33 @@ core::Result<std::vector<InvoiceRow>> WithLines(store::Transaction& tx, const st
   return out;
 }
 
+constexpr const char* kPushColumns =
+    "i.id, i.billing_account_id, i.month, i.currency, i.total_minor, i.created_at, p.provider, "
+    "p.queued_at, p.attempts, p.next_attempt_at, p.last_error_code, p.last_error, p.provider_ref, "
+    "p.pushed_at";
+
+InvoicePushRow PushFromRow(const store::Row& r) {
+  return {.invoice = InvoiceFromRow(r),
+          .provider = r.Text("provider"),
+          .queued_at = r.Int("queued_at"),
+          .attempts = r.Int("attempts"),
+          .next_attempt_at = r.Int("next_attempt_at"),
+          .last_error_code = r.Text("last_error_code"),
+          .last_error = r.Text("last_error"),
+          .provider_ref = r.Text("provider_ref"),
+          .pushed_at = r.OptInt("pushed_at")};
+}
+
+/// Attaches the `lines` rows to their pushes' invoices in `pushes`.
+void AttachToPushes(std::vector<InvoicePushRow>& pushes, const std::vector<store::Row>& lines) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < pushes.size(); ++i) index.emplace(pushes[i].invoice.id, i);
+  for (const auto& l : lines) {
+    auto it = index.find(l.Text("invoice_id"));
+    if (it != index.end()) pushes[it->second].invoice.lines.push_back(LineFromRow(l));
+  }
+}
+
 }  // namespace
 
 core::Result<bool> InvoiceTable::InsertIfAbsent(store::Transaction& tx, const InvoiceRow& row) {
@@ -125,6 +154,106 @@ core::Result<std::vector<InvoiceRow>> InvoiceTable::OfAccount(store::Transaction
 core::Result<std::vector<InvoiceRow>> InvoiceTable::OfMonth(store::Transaction& tx,
                                                             const std::string& month) {
   return WithLines(tx, "month = ?", month, "billing_account_id, currency");
+}
+
+core::Result<void> InvoiceTable::QueuePush(store::Transaction& tx, const std::string& invoice_id,
+                                           const std::string& provider, int64_t now) {
+  GPUWERK_TRY(tx.Exec(
+      "INSERT INTO invoice_pushes (invoice_id, provider, queued_at, next_attempt_at) VALUES "
+      "(?, ?, ?, ?) ON CONFLICT (invoice_id) DO NOTHING",
+      {invoice_id, provider, now, now}));
+  return {};
+}
+
+core::Result<std::vector<InvoicePushRow>> InvoiceTable::PendingPushes(store::Transaction& tx,
+                                                                      const std::string& provider,
+                                                                      const std::string& month,
+                                                                      int64_t due_by,
+                                                                      int64_t limit) {
+  std::vector<store::Row> rows;
+  std::vector<store::Row> lines;
+  if (month.empty()) {
+    constexpr const char* kDue =
+        "p.provider = ? AND p.pushed_at IS NULL AND p.next_attempt_at <= ? "
+        "ORDER BY p.next_attempt_at, p.invoice_id LIMIT ?";
+    GPUWERK_ASSIGN_OR_RETURN(
+        rows,
+        tx.Query(std::string("SELECT ") + kPushColumns +
+                     " FROM invoice_pushes p JOIN invoices i ON i.id = p.invoice_id WHERE " + kDue,
+                 {provider, due_by, limit}));
+    if (rows.empty()) return std::vector<InvoicePushRow>();
+    GPUWERK_ASSIGN_OR_RETURN(
+        lines, tx.Query(std::string("SELECT ") + kLineColumns +
+                            " FROM invoice_lines l WHERE l.invoice_id IN (SELECT p.invoice_id "
+                            "FROM invoice_pushes p WHERE " +
+                            kDue + ") ORDER BY l.invoice_id, l.session_id",
+                        {provider, due_by, limit}));
+  } else {
+    GPUWERK_ASSIGN_OR_RETURN(
+        rows, tx.Query(std::string("SELECT ") + kPushColumns +
+                           " FROM invoice_pushes p JOIN invoices i ON i.id = p.invoice_id WHERE "
+                           "p.provider = ? AND p.pushed_at IS NULL AND i.month = ? "
+                           "ORDER BY p.next_attempt_at, p.invoice_id",
+                       {provider, month}));
+    if (rows.empty()) return std::vector<InvoicePushRow>();
+    GPUWERK_ASSIGN_OR_RETURN(
+        lines, tx.Query(std::string("SELECT ") + kLineColumns +
+                            " FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id "
+                            "JOIN invoice_pushes p ON p.invoice_id = i.id WHERE p.provider = ? "
+                            "AND p.pushed_at IS NULL AND i.month = ? "
+                            "ORDER BY l.invoice_id, l.session_id",
+                        {provider, month}));
+  }
+  std::vector<InvoicePushRow> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(PushFromRow(r));
+  AttachToPushes(out, lines);
+  return out;
+}
+
+core::Result<std::optional<InvoicePushRow>> InvoiceTable::PushOf(store::Transaction& tx,
+                                                                 const std::string& invoice_id) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne(std::string("SELECT ") + kPushColumns +
+                                " FROM invoice_pushes p JOIN invoices i ON i.id = p.invoice_id "
+                                "WHERE p.invoice_id = ?",
+                            {invoice_id}));
+  if (!row) return std::optional<InvoicePushRow>();
+  return std::optional<InvoicePushRow>(PushFromRow(*row));
+}
+
+core::Result<int64_t> InvoiceTable::PushedCount(store::Transaction& tx, const std::string& provider,
+                                                const std::string& month) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT COUNT(*) AS n FROM invoice_pushes p JOIN invoices i ON i.id = "
+                            "p.invoice_id WHERE p.provider = ? AND p.pushed_at IS NOT NULL AND "
+                            "i.month = ?",
+                            {provider, month}));
+  return row ? row->Int("n") : 0;
+}
+
+core::Result<bool> InvoiceTable::RecordPushDone(store::Transaction& tx,
+                                                const std::string& invoice_id,
+                                                const std::string& provider_ref, int64_t now) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      int64_t n, tx.Exec("UPDATE invoice_pushes SET attempts = attempts + 1, provider_ref = ?, "
+                         "pushed_at = ? WHERE invoice_id = ? AND pushed_at IS NULL",
+                         {provider_ref, now, invoice_id}));
+  return n > 0;
+}
+
+core::Result<bool> InvoiceTable::RecordPushFailed(store::Transaction& tx,
+                                                  const std::string& invoice_id,
+                                                  const std::string& code,
+                                                  const std::string& message,
+                                                  int64_t next_attempt_at) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      int64_t n,
+      tx.Exec("UPDATE invoice_pushes SET attempts = attempts + 1, last_error_code = ?, "
+              "last_error = ?, next_attempt_at = ? WHERE invoice_id = ? AND pushed_at IS NULL",
+              {core::BoundedPrintable(code, 64), core::BoundedPrintable(message, kPushErrorBytes),
+               next_attempt_at, invoice_id}));
+  return n > 0;
 }
 
 }  // namespace gpuwerk::billing

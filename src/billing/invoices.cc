@@ -1,23 +1,27 @@
 #include "billing/invoices.h"
 
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "audit/audit_log.h"
 #include "billing/billing_session_table.h"
 #include "billing/charges.h"
+#include "billing/manual_provider.h"
 #include "billing/money.h"
 #include "billing/month_lines.h"
+#include "billing/payment_method_table.h"
 
 namespace gpuwerk::billing {
 
 Invoices::Invoices(store::Database& db, core::Clock& clock, core::Rng& rng, int64_t silent_after,
-                   ResolveAccount resolve)
+                   ResolveAccount resolve, std::string collecting_provider)
     : db_(db),
       clock_(clock),
       rng_(rng),
       silent_after_(silent_after),
-      resolve_(resolve ? std::move(resolve) : ResolveAccount(SoloAccountOf)) {}
+      resolve_(resolve ? std::move(resolve) : ResolveAccount(SoloAccountOf)),
+      collecting_provider_(std::move(collecting_provider)) {}
 
 core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
                                                     const std::string& actor_id,
@@ -38,6 +42,12 @@ core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
     GPUWERK_ASSIGN_OR_RETURN(auto closed_at, InvoiceTable::ClosedAt(tx, label));
     result.already_closed = closed_at.has_value();
     GPUWERK_ASSIGN_OR_RETURN(auto invoices, PendingMonthLines(tx, from, now, silent_after_));
+    // Accounts the operator collects from (a card recorded by hand) are never pushed.
+    std::set<std::string> operator_collects;
+    if (!collecting_provider_.empty() && !invoices.empty()) {
+      GPUWERK_ASSIGN_OR_RETURN(operator_collects, PaymentMethodTable::AccountsOfProvider(
+                                                      tx, std::string(ManualProvider::kName)));
+    }
     for (auto& [key, lines] : invoices) {
       InvoiceRow invoice{.id = core::NewId(rng_, "inv"),
                          .billing_account_id = key.first,
@@ -54,6 +64,11 @@ core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
         GPUWERK_TRY(InvoiceTable::InsertLine(tx, l));
         ++result.lines_created;
       }
+      if (!collecting_provider_.empty() &&
+          !operator_collects.contains(invoice.billing_account_id)) {
+        GPUWERK_TRY(InvoiceTable::QueuePush(tx, invoice.id, collecting_provider_, now));
+        ++result.invoices_queued;
+      }
     }
     GPUWERK_ASSIGN_OR_RETURN(auto count,
                              tx.QueryOne("SELECT COUNT(*) FROM invoices WHERE month = ?", {label}));
@@ -68,7 +83,8 @@ core::Result<MonthCloseResult> Invoices::CloseMonth(std::string_view month,
                                       .source_address = source_address,
                                       .detail = {{"invoices_created", result.invoices_created},
                                                  {"lines_created", result.lines_created},
-                                                 {"invoices", result.invoices}}}));
+                                                 {"invoices", result.invoices},
+                                                 {"invoices_queued", result.invoices_queued}}}));
     }
     return result;
   });

@@ -27,6 +27,9 @@ struct MonthCloseResult {
   int64_t lines_created = 0;     ///< by this run
   int64_t invoices = 0;          ///< the month's invoices after this run
   bool already_closed = false;   ///< the month was closed before this run
+  /// Invoices this run queued for a push to the collecting provider (InvoicePusher); 0 when
+  /// the provider collects nothing (manual).
+  int64_t invoices_queued = 0;
 };
 
 /// The current UTC month's running total as a person may see it.
@@ -45,16 +48,22 @@ class Invoices {
  public:
   /// `silent_after`: seconds after which a host counts as silent (SchedOptions::
   /// host_unknown_after_seconds; the evidence rule, metering.h). `resolve` (default SoloAccountOf)
-  /// says which billing account a person's invoices are read from.
+  /// says which billing account a person's invoices are read from. `collecting_provider`: the
+  /// PaymentProvider::name() of a provider that collects invoices (CollectsInvoices, e.g.
+  /// "stripe"), for which the month close queues each invoice it makes; "" (the default, the
+  /// manual provider) queues none.
   Invoices(store::Database& db, core::Clock& clock, core::Rng& rng, int64_t silent_after,
-           ResolveAccount resolve = {});
+           ResolveAccount resolve = {}, std::string collecting_provider = {});
 
   /// Closes UTC month `month` ("YYYY-MM") for every billing account: for each billing session with
   /// billed minutes in the month (SessionCharges as of now), one line on its account's invoice in
   /// its currency; an invoice's total is the sum of its lines. Idempotent: an account that has
   /// the month's invoice in that currency already gets nothing (UNIQUE key; two concurrent runs
   /// make one invoice), a session with a line on any invoice of the month gets no second one
-  /// (it may have moved to a team's account since), and invoices are never changed once made. One
+  /// (it may have moved to a team's account since), and invoices are never changed once made.
+  /// With a collecting provider, each invoice made is queued for its push (`invoice_pushes`, due
+  /// at once; InvoicePusher sends it after the commit), except for accounts whose payment method
+  /// on file the operator recorded (provider "manual": the operator collects those). One
   /// transaction; audited `billing.month_close` (target the month) when it made an invoice or first
   /// closed the month. Errors: kInvalidArgument invalid_month; kFailedPrecondition month_not_ended
   /// (the month has not ended yet at the clock's now); the store's.
@@ -98,6 +107,7 @@ class Invoices {
   core::Rng& rng_;
   int64_t silent_after_;
   ResolveAccount resolve_;
+  std::string collecting_provider_;
 };
 
 /// One CSV cell (RFC 4180 quoting; the formula-injection guard of ExportCsv).

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "billing/charges.h"
+#include "billing/invoice_pusher.h"
+#include "billing/payment_method_table.h"
 #include "billing/usage_history.h"
 #include "core/logging.h"
 #include "core/time_format.h"
@@ -493,6 +495,82 @@ TEST_F(InvoicesTest, UsagePagesHoldStillWhileRowsArrive) {
   }
   EXPECT_EQ(usage_->Sessions("per_a", p1->next_cursor, p1->next_cursor).error().api_code,
             "invalid_cursor");
+}
+
+TEST_F(InvoicesTest, ACollectingProvidersCloseQueuesEachInvoiceButNotTheOperatorCollectedOnes) {
+  AddPerson("per_c");
+  AddSession("bil_a1", "per_a", At("2026-11-10T10:00:00Z"), At("2026-11-10T11:00:00Z"));
+  AddSession("bil_b1", "per_b", At("2026-11-12T10:00:00Z"), At("2026-11-12T10:01:00Z"));
+  AddSession("bil_c1", "per_c", At("2026-11-12T10:00:00Z"), At("2026-11-12T10:01:00Z"));
+  // per_c's card was recorded by the operator: the operator collects that account itself.
+  ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> core::Result<void> {
+    return PaymentMethodTable::Upsert(tx, {.billing_account_id = SoloBillingAccountId("per_c"),
+                                           .provider = "manual",
+                                           .brand = "visa",
+                                           .last4 = "4242",
+                                           .exp_month = 12,
+                                           .exp_year = 2099});
+  }));
+  Invoices stripe(*db_, clock_, rng_, kSilentAfter, {}, "stripe");
+  auto closed = stripe.CloseMonth("2026-11", "", "system");
+  ASSERT_TRUE(closed) << closed.error().message;
+  EXPECT_EQ(closed->invoices_created, 3);
+  EXPECT_EQ(closed->invoices_queued, 2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_pushes WHERE provider = 'stripe' AND "
+                  "pushed_at IS NULL AND attempts = 0"),
+            2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_pushes p JOIN invoices i ON i.id = p.invoice_id "
+                  "WHERE i.billing_account_id = 'solo_per_c'"),
+            0);
+  // Due at once, with their lines, oldest first; another provider's queue is empty.
+  auto due = db_->Read([&](store::Transaction& tx) {
+    return InvoiceTable::PendingPushes(tx, "stripe", "", clock_.NowUnix(), 10);
+  });
+  ASSERT_TRUE(due) << due.error().message;
+  ASSERT_EQ(due->size(), 2u);
+  for (const InvoicePushRow& p : *due) {
+    EXPECT_EQ(p.invoice.lines.size(), 1u);
+    EXPECT_EQ(p.invoice.month, "2026-11");
+    const InvoiceToPush push = ToPush(p.invoice);
+    ASSERT_EQ(push.lines.size(), 1u);
+    EXPECT_EQ(push.lines[0].id, p.invoice.id + "-" + p.invoice.lines[0].session_id);
+    EXPECT_EQ(push.total_minor, p.invoice.total_minor);
+  }
+  auto limited = db_->Read([&](store::Transaction& tx) {
+    return InvoiceTable::PendingPushes(tx, "stripe", "", clock_.NowUnix(), 1);
+  });
+  ASSERT_TRUE(limited);
+  ASSERT_EQ(limited->size(), 1u);
+  EXPECT_EQ(limited->front().invoice.lines.size(), 1u);
+  auto other = db_->Read([&](store::Transaction& tx) {
+    return InvoiceTable::PendingPushes(tx, "other", "", clock_.NowUnix(), 10);
+  });
+  ASSERT_TRUE(other);
+  EXPECT_TRUE(other->empty());
+  // Closing again queues nothing more.
+  auto again = stripe.CloseMonth("2026-11", "", "system");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->invoices_queued, 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_pushes"), 2);
+}
+
+TEST_F(InvoicesTest, TheManualProvidersCloseQueuesNothing) {
+  AddSession("bil_a1", "per_a", At("2026-11-10T10:00:00Z"), At("2026-11-10T11:00:00Z"));
+  auto closed = invoices_->CloseMonth("2026-11", "", "system");
+  ASSERT_TRUE(closed) << closed.error().message;
+  EXPECT_EQ(closed->invoices_created, 1);
+  EXPECT_EQ(closed->invoices_queued, 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_pushes"), 0);
+}
+
+TEST(InvoicePusherTest, RetriesBackOffFromAMinuteToSixHours) {
+  EXPECT_EQ(PushRetryDelaySeconds(1), 60);
+  EXPECT_EQ(PushRetryDelaySeconds(2), 120);
+  EXPECT_EQ(PushRetryDelaySeconds(3), 240);
+  EXPECT_EQ(PushRetryDelaySeconds(9), 15360);
+  EXPECT_EQ(PushRetryDelaySeconds(10), 6 * 3600);
+  EXPECT_EQ(PushRetryDelaySeconds(1000), 6 * 3600);
+  EXPECT_EQ(PushRetryDelaySeconds(0), 60);
 }
 
 }  // namespace

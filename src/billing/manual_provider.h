@@ -14,6 +14,8 @@ class ManualProvider final : public PaymentProvider {
   static constexpr std::string_view kName = "manual";
 
   std::string_view name() const override { return kName; }
+  /// False: the operator collects money outside gpuwerk.
+  bool CollectsInvoices() const override { return false; }
   std::string HowToAddPaymentMethod(bool may_manage) const override;
   /// Always kFailedPrecondition `manual_provider`: ask the operator.
   core::Result<CardSetup> BeginCardSetup(const CardSetupRequest& request) override;

@@ -41,6 +41,16 @@ core::Result<std::optional<PaymentMethod>> PaymentMethodTable::FindByProviderRef
   return std::optional<PaymentMethod>(FromRow(*row));
 }
 
+core::Result<std::set<std::string>> PaymentMethodTable::AccountsOfProvider(
+    store::Transaction& tx, const std::string& provider) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto rows,
+      tx.Query("SELECT billing_account_id FROM payment_methods WHERE provider = ?", {provider}));
+  std::set<std::string> out;
+  for (const auto& r : rows) out.insert(r.Text("billing_account_id"));
+  return out;
+}
+
 core::Result<bool> PaymentMethodTable::Exists(store::Transaction& tx,
                                               const std::string& billing_account_id) {
   GPUWERK_ASSIGN_OR_RETURN(

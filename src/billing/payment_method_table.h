@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -37,6 +38,10 @@ class PaymentMethodTable {
   /// provider's webhook names its own id); nullopt when none.
   static core::Result<std::optional<PaymentMethod>> FindByProviderRef(
       store::Transaction& tx, const std::string& provider, const std::string& provider_ref);
+  /// The billing accounts whose method on file is held by `provider` (e.g. "manual": the ones
+  /// the operator collects from itself), in one statement.
+  static core::Result<std::set<std::string>> AccountsOfProvider(store::Transaction& tx,
+                                                                const std::string& provider);
   /// Whether `billing_account_id` has a method on file (one indexed read: the launch gate).
   static core::Result<bool> Exists(store::Transaction& tx, const std::string& billing_account_id);
   /// Stores `m` as its account's method, replacing the one on file (keeping that one's

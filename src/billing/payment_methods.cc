@@ -162,8 +162,11 @@ core::Result<PaymentMethod> PaymentMethods::Remove(const std::string& person_id,
   GPUWERK_TRY(provider_.Detach(found.first, found.second));
   GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     GPUWERK_ASSIGN_OR_RETURN(auto now_on_file, PaymentMethodTable::Find(tx, found.first.id));
+    // Forgotten meanwhile (the provider's own word that it was detached came first, and was
+    // audited then): removed all the same.
+    if (!now_on_file) return {};
     // Replaced meanwhile (a new card arrived): the new one stays.
-    if (!now_on_file || now_on_file->updated_at != found.second.updated_at ||
+    if (now_on_file->updated_at != found.second.updated_at ||
         now_on_file->provider_ref != found.second.provider_ref) {
       return core::Fail(core::ErrorCode::kFailedPrecondition, "payment_method_changed",
                         "Your payment method changed while it was being removed; look at it "
@@ -252,10 +255,28 @@ core::Result<PaymentMethod> PaymentMethods::SetCardOf(const std::string& actor_i
 
 core::Result<std::optional<PaymentMethod>> PaymentMethods::ClearCardOf(
     const std::string& actor_id, const FindCardHolder& find, const std::string& source_address) {
+  // A method the provider holds (a card added at Stripe) is detached there first (network,
+  // outside any transaction): one still attached there but forgotten here would go on being
+  // charged.
+  using Held = std::optional<std::pair<BillingAccount, PaymentMethod>>;
+  GPUWERK_ASSIGN_OR_RETURN(Held held, db_.Read([&](store::Transaction& tx) -> core::Result<Held> {
+    GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
+    if (!method || method->provider != provider_.name()) return Held();
+    return Held(std::pair(std::move(who.account), std::move(*method)));
+  }));
+  if (held) GPUWERK_TRY(provider_.Detach(held->first, held->second));
   return db_.Write([&](store::Transaction& tx) -> core::Result<std::optional<PaymentMethod>> {
     GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
     GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
     if (!method) return std::optional<PaymentMethod>();
+    if (held && (method->provider_ref != held->second.provider_ref ||
+                 method->updated_at != held->second.updated_at)) {
+      // Replaced meanwhile (a new card arrived): the new one stays, not detached.
+      return core::Fail(core::ErrorCode::kFailedPrecondition, "payment_method_changed",
+                        "The payment method changed while it was being cleared; look at it again "
+                        "and try again.");
+    }
     GPUWERK_TRY(PaymentMethodTable::Delete(tx, who.account.id));
     nlohmann::json detail = CardDetail(*method);
     if (!who.person_id.empty()) detail["person_id"] = who.person_id;

@@ -80,11 +80,14 @@ class PaymentMethods {
   /// (a team member); the provider's (`manual_provider`); not_found; the store's.
   core::Result<CardSetup> BeginCardSetup(const std::string& person_id);
 
-  /// Removes the payment method of `person_id`'s account (the provider detaches it first).
-  /// Running instances keep running and billing; new launches and restarts are refused until
-  /// a method is on file again. Audited `billing.payment_method_remove`. Errors:
-  /// kPermissionDenied `billing_managed_by_team`; not_found (no method on file); the provider's;
-  /// the store's.
+  /// Removes the payment method of `person_id`'s account (the provider detaches it first:
+  /// Stripe's POST /v1/payment_methods/{pm}/detach). Running instances keep running and billing;
+  /// new launches and restarts are refused until a method is on file again. Audited
+  /// `billing.payment_method_remove` (not again when the provider's own word that it was
+  /// detached removed it meanwhile). Errors: kPermissionDenied `billing_managed_by_team`;
+  /// not_found (no method on file); kFailedPrecondition `payment_method_changed` (another method
+  /// arrived meanwhile: it stays); the provider's (provider_unavailable, stripe_error); the
+  /// store's.
   core::Result<PaymentMethod> Remove(const std::string& person_id,
                                      const std::string& source_address);
 
@@ -118,8 +121,11 @@ class PaymentMethods {
 
   /// The operator removes the payment method of the account that pays for `email`'s person,
   /// audited `billing.clear_card` when one was there. Returns the removed method, nullopt when
-  /// none was on file (nothing changed). Errors: invalid_email; not_found; kFailedPrecondition
-  /// `billing_managed_by_team` (a team member's address: name an owner); the store's.
+  /// none was on file (nothing changed). A method the provider holds (Stripe's `pm_…`) is
+  /// detached there first (PaymentProvider::Detach), as when a person removes it. Errors:
+  /// invalid_email; not_found; kFailedPrecondition `billing_managed_by_team` (a team member's
+  /// address: name an owner); `payment_method_changed` (replaced while it was being cleared); the
+  /// provider's (provider_unavailable); the store's.
   core::Result<std::optional<PaymentMethod>> ClearCard(const std::string& actor_id,
                                                        std::string_view email,
                                                        const std::string& source_address);

@@ -66,6 +66,11 @@ class PaymentProvider {
   /// PaymentMethod::provider.
   virtual std::string_view name() const = 0;
 
+  /// Whether this provider collects closed invoices itself (PushInvoice does something): the
+  /// month close then queues each invoice it makes for a push (InvoicePusher). ManualProvider:
+  /// false (the operator exports CSV); StripeProvider: true.
+  virtual bool CollectsInvoices() const = 0;
+
   /// What a person whose billing account has no payment method is told to do (the detail of a
   /// 402 payment_method_required, R-14), for a person who manages their account's method
   /// (`may_manage`) or one who does not (a team member). One or two sentences.

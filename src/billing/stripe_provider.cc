@@ -130,13 +130,20 @@ std::string StripeProvider::Describe(const PaymentMethod& method) const {
 
 core::Result<void> StripeProvider::Detach(const BillingAccount&, const PaymentMethod& method) {
   if (!IsStripeId(method.provider_ref)) return {};  // nothing Stripe could know
-  auto done = client_.Call("POST", "/v1/payment_methods/" + method.provider_ref + "/detach");
+  const std::string path = "/v1/payment_methods/" + method.provider_ref;
+  auto done = client_.Call("POST", path + "/detach");
   if (done) return {};
   if (done.error().code == core::ErrorCode::kNotFound) return {};
-  if (done.error().api_code == "stripe_error" &&
-      done.error().details.value("stripe_code", "") == "payment_method_unexpected_state") {
-    return {};  // not attached (any more)
+  if (done.error().api_code != "stripe_error") return core::Fail(done.error());
+  // Stripe refuses to detach a method that is not attached (any more: e.g. Stripe detached it
+  // itself) with a 400 that carries no code: ask Stripe whether it is still attached.
+  auto found = client_.Call("GET", path);
+  if (!found) {
+    if (found.error().code == core::ErrorCode::kNotFound) return {};
+    return core::Fail(found.error());
   }
+  auto customer = found->find("customer");
+  if (customer == found->end() || customer->is_null()) return {};  // not attached: done
   return core::Fail(done.error());
 }
 

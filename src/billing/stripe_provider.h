@@ -32,6 +32,8 @@ class StripeProvider final : public PaymentProvider {
                  StripeProviderOptions options);
 
   std::string_view name() const override { return kName; }
+  /// True: closed invoices are pushed to Stripe (PushInvoice).
+  bool CollectsInvoices() const override { return true; }
   std::string HowToAddPaymentMethod(bool may_manage) const override;
   /// Ensures the account's Stripe customer, then creates a Checkout Session (`mode=setup`,
   /// `payment_method_types[]=card`, client_reference_id and metadata[billing_account_id] the
@@ -40,9 +42,11 @@ class StripeProvider final : public PaymentProvider {
   core::Result<CardSetup> BeginCardSetup(const CardSetupRequest& request) override;
   /// "visa ending 4242, expires 12/2030".
   std::string Describe(const PaymentMethod& method) const override;
-  /// POST /v1/payment_methods/{pm}/detach; a pm Stripe does not know (resource_missing), or one
-  /// no longer attached, is success. Errors: kUnavailable `provider_unavailable`;
-  /// StripeClient::Call's.
+  /// POST /v1/payment_methods/{pm}/detach (Stripe's PaymentMethod object; afterwards its
+  /// `customer` is null and it is no longer the customer's default for invoices). A pm Stripe
+  /// does not know (resource_missing), or one no longer attached (Stripe's 400 without a code,
+  /// confirmed by GET /v1/payment_methods/{pm} answering `customer: null`), is success. Errors:
+  /// kUnavailable `provider_unavailable`; StripeClient::Call's (`stripe_error`).
   core::Result<void> Detach(const BillingAccount& account, const PaymentMethod& method) override;
   /// Invoice items (one per line), an invoice with `pending_invoice_items_behavior=include`,
   /// finalize: each request stored with its idempotency key (derived from our line and invoice

@@ -58,27 +58,38 @@ core::Result<bool> AlreadySeen(store::Transaction& tx, const std::string& id) {
 }
 
 mail::Mail PaymentFailedMail(const std::string& to, const std::string& invoice_id,
-                             const std::string& public_url) {
+                             const std::string& team_name, const std::string& public_url) {
   mail::Mail m;
   m.to = to;
   m.subject = "gpuwerk: a payment failed";
-  m.text_body = fmt::format(
-      "The payment of your gpuwerk invoice {} failed.\n\n"
-      "Until it is paid, new launches and restarts are refused (running instances keep "
-      "running). Pay it from the link in Stripe's mail, or add another card: {}/billing\n",
-      invoice_id, public_url);
+  if (team_name.empty()) {
+    m.text_body = fmt::format(
+        "The payment of your gpuwerk invoice {} failed.\n\n"
+        "Until it is paid, new launches and restarts are refused (running instances keep "
+        "running). Pay it from the link in Stripe's mail, or add another card: {}/billing\n",
+        invoice_id, public_url);
+  } else {
+    m.text_body = fmt::format(
+        "The payment of team \"{}\"'s gpuwerk invoice {} failed.\n\n"
+        "Until it is paid, the team's members cannot launch or restart instances (running "
+        "instances keep running). As an owner of the team, pay it from the link in Stripe's "
+        "mail, or add another card: {}/billing\n",
+        core::BoundedPrintable(team_name, 100), invoice_id, public_url);
+  }
   return m;
 }
 
 }  // namespace
 
-core::Result<std::string> SoloOwnerEmail(store::Transaction& tx,
-                                         const std::string& billing_account_id) {
+core::Result<AccountOwners> SoloAccountOwners(store::Transaction& tx,
+                                              const std::string& billing_account_id) {
   constexpr std::string_view kSolo = "solo_";
-  if (!billing_account_id.starts_with(kSolo)) return std::string();
+  AccountOwners out;
+  if (!billing_account_id.starts_with(kSolo)) return out;
   GPUWERK_ASSIGN_OR_RETURN(auto email,
                            auth::PersonTable::Email(tx, billing_account_id.substr(kSolo.size())));
-  return email.value_or("");
+  if (email) out.emails.push_back(std::move(*email));
+  return out;
 }
 
 StripeWebhooks::StripeWebhooks(store::Database& db, core::Clock& clock, core::Rng& rng,
@@ -264,12 +275,14 @@ core::Result<std::string> StripeWebhooks::InvoiceEvent(const Event& e, bool paid
                                         .target = known->billing_account_id,
                                         .source_address = "stripe",
                                         .detail = {{"invoice", invoice_id}, {"event", e.id}}}));
-        GPUWERK_ASSIGN_OR_RETURN(std::string to,
-                                 options_.owner_email(tx, known->billing_account_id));
-        if (!to.empty()) {
-          GPUWERK_TRY(outbox_.Enqueue(tx, PaymentFailedMail(to, invoice_id, options_.public_url)));
+        GPUWERK_ASSIGN_OR_RETURN(AccountOwners owners,
+                                 options_.owners(tx, known->billing_account_id));
+        for (const std::string& to : owners.emails) {
+          GPUWERK_TRY(outbox_.Enqueue(
+              tx, PaymentFailedMail(to, invoice_id, owners.team_name, options_.public_url)));
           mailed = true;
-        } else {
+        }
+        if (owners.emails.empty()) {
           spdlog::warn("billing: no owner address for billing account {}: no payment-failed mail",
                        core::BoundedPrintable(known->billing_account_id));
         }

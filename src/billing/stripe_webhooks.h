@@ -15,20 +15,29 @@
 
 namespace gpuwerk::billing {
 
-/// The email address of whoever owns billing account `billing_account_id` (a solo account's
-/// person; a team's owner), read in the caller's transaction; "" when none is known.
-using AccountOwnerEmail = std::function<core::Result<std::string>(
+/// Who owns a billing account, as a payment-failed mail addresses them.
+struct AccountOwners {
+  /// The owners' email addresses: a solo account's person; every active owner of a team. Empty
+  /// when none is known.
+  std::vector<std::string> emails;
+  /// The team's name for a team's account ("" for a solo account): the mail names it.
+  std::string team_name;
+};
+
+/// Whoever owns billing account `billing_account_id`, read in the caller's transaction.
+using AccountOwnersOf = std::function<core::Result<AccountOwners>(
     store::Transaction& tx, const std::string& billing_account_id)>;
 
-/// The owner of a solo account (SoloBillingAccountId); "" for any other account.
-core::Result<std::string> SoloOwnerEmail(store::Transaction& tx,
-                                         const std::string& billing_account_id);
+/// The owner of a solo account (SoloBillingAccountId); nobody for any other account (billing
+/// does not know teams: app/ installs the teams-aware reader).
+core::Result<AccountOwners> SoloAccountOwners(store::Transaction& tx,
+                                              const std::string& billing_account_id);
 
 /// What StripeWebhooks needs besides its collaborators.
 struct StripeWebhooksOptions {
   /// The endpoint's signing secrets ("whsec_…"); more than one while the operator rolls them.
   std::vector<std::string> signing_secrets;
-  AccountOwnerEmail owner_email = &SoloOwnerEmail;
+  AccountOwnersOf owners = &SoloAccountOwners;
   std::string public_url;             ///< for links in mails, no trailing "/"
   std::function<void()> mail_queued;  ///< wakes the outbox worker after a commit; optional
 };
@@ -51,7 +60,8 @@ struct WebhookOutcome {
 ///     account's method (provider "stripe"), audits `billing.payment_method_add`, then
 ///     PaymentMethods::NotifyCardAdded;
 ///   payment_method.detached → forgets it when it is the account's method on file;
-///   invoice.payment_failed → a payment hold (402 payment_failed) and a mail to the owner;
+///   invoice.payment_failed → a payment hold on the account (402 payment_failed for every
+///     launch and restart billed to it: a team's members too) and a mail to each owner;
 ///   invoice.paid → that invoice's hold ends (queues drain);
 ///   customer.deleted → the customer is recorded as deleted (replaced at the next card setup).
 /// Unknown types and customers are answered 2xx and logged (escaped). Thread-safe.

@@ -79,6 +79,30 @@ class FakeApi {
                                       {"next", "100.bil_a"},
                                       {"prev", "200.bil_b"}});
     }
+    if (req.method == "POST" && req.path == "/api/v1/admin/invoices/close") {
+      // Under a provider that collects invoices: one pushed, one failed (docs/billing.md
+      // "Collecting invoices"); a month of 2025 under the manual provider: no push.
+      json push = nullptr;
+      if (body.value("month", "") == "2026-11") {
+        push = {
+            {"provider", "stripe"},
+            {"pushed",
+             {{{"invoice", "inv_1"}, {"billing_account", "solo_per_1"}, {"provider_ref", "in_1"}}}},
+            {"failed",
+             {{{"invoice", "inv_2"},
+               {"billing_account", "team_2"},
+               {"code", "no_customer"},
+               {"message", "no\u001b[31m customer"},
+               {"next_attempt_at", "2026-12-01T01:01:00Z"}}}},
+            {"pushed_before", 3}};
+      }
+      return FakeResponse::Json(200, {{"month", body.value("month", "")},
+                                      {"invoices_created", 2},
+                                      {"lines_created", 2},
+                                      {"invoices", 5},
+                                      {"already_closed", false},
+                                      {"push", push}});
+    }
     if (req.method == "GET" && req.path == "/api/v1/admin/invoices/export") {
       return {200, "invoice_id,instance_name\r\ninv_1,'=x\r\n", {{"Content-Type", "text/csv"}}};
     }
@@ -904,6 +928,30 @@ TEST_F(CommandsTest, AdminInvoicesExportWritesTheCsvAsItCame) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--month 2026-11"), std::string::npos) << bad.err;
   EXPECT_EQ(server_.requests().back().target, "/api/v1/admin/invoices/export?month=2026-11");
+}
+
+TEST_F(CommandsTest, AdminInvoicesCloseSaysWhatWasPushedAndWhatFailed) {
+  LogIn();
+  CliResult r = Run({"admin", "invoices", "close", "--month", "2026-11"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Closed 2026-11: 2 invoices made now, 5 in all."), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Pushed to stripe now: 1 invoices; pushed before: 3; failed: 1."),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("pushed inv_1 (billing account solo_per_1) as in_1"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("failed inv_2 (billing account team_2): no_customer:"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "outside text is made safe";
+  EXPECT_NE(r.out.find("tries again from 2026-12-01T01:01:00Z"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("export"), std::string::npos) << r.out;
+  // The manual provider pushes nothing: the operator exports.
+  CliResult manual = Run({"admin", "invoices", "close", "--month", "2025-11"});
+  ASSERT_EQ(manual.exit_code, 0) << manual.err;
+  EXPECT_NE(manual.out.find("gpuwerk admin invoices export --month 2025-11"), std::string::npos)
+      << manual.out;
+  EXPECT_EQ(manual.out.find("Pushed"), std::string::npos) << manual.out;
 }
 
 TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {

@@ -114,12 +114,33 @@ core::Result<void> AdminInvoicesCloseVerb(VerbContext& ctx, const AdminInvoiceOp
   if (PrintJsonIfAsked(ctx, closed)) return {};
   const bool already =
       Field(closed, "already_closed").is_boolean() && Field(closed, "already_closed").get<bool>();
-  Print(ctx, "Closed " + SafeText(Str(closed, "month")) + ": " +
-                 CellText(Field(closed, "invoices_created")) + " invoices made now, " +
-                 CellText(Field(closed, "invoices")) + " in all" +
-                 (already ? " (it was closed before)" : "") +
-                 ". Export them with: gpuwerk admin invoices export --month " +
-                 SafeText(Str(closed, "month")) + "\n");
+  const std::string month = SafeText(Str(closed, "month"));
+  Print(ctx, "Closed " + month + ": " + CellText(Field(closed, "invoices_created")) +
+                 " invoices made now, " + CellText(Field(closed, "invoices")) + " in all" +
+                 (already ? " (it was closed before)" : "") + ".\n");
+  const json& push = Field(closed, "push");
+  if (!push.is_object()) {
+    // The manual provider collects nothing itself: the operator does, from the export.
+    Print(ctx, "Export them with: gpuwerk admin invoices export --month " + month + "\n");
+    return {};
+  }
+  const std::string provider = SafeText(Str(push, "provider"));
+  const json& pushed = Field(push, "pushed");
+  const json& failed = Field(push, "failed");
+  Print(ctx, "Pushed to " + provider + " now: " + std::to_string(pushed.size()) +
+                 " invoices; pushed before: " + CellText(Field(push, "pushed_before")) +
+                 "; failed: " + std::to_string(failed.size()) + ".\n");
+  for (const auto& p : pushed) {
+    Print(ctx, "  pushed " + SafeText(Str(p, "invoice")) + " (billing account " +
+                   SafeText(Str(p, "billing_account")) + ") as " +
+                   SafeText(Str(p, "provider_ref")) + "\n");
+  }
+  for (const auto& f : failed) {
+    Print(ctx, "  failed " + SafeText(Str(f, "invoice")) + " (billing account " +
+                   SafeText(Str(f, "billing_account")) + "): " + SafeText(Str(f, "code")) + ": " +
+                   SafeText(Str(f, "message")) + " (the server tries again from " +
+                   SafeText(Str(f, "next_attempt_at")) + ")\n");
+  }
   return {};
 }
 

@@ -513,6 +513,25 @@ CREATE TABLE stripe_invoice_pushes (
   pushed_at BIGINT NOT NULL
 );
 )sql",
+      // 21: invoices queued at the month close for the payment provider that collects them
+      // (docs/billing.md "Collecting invoices", owned by billing/invoice_table.h): which
+      // provider, how many attempts so far, when the background pass tries next, the last
+      // error (code and bounded message), and once pushed, the provider's id for it and when.
+      R"sql(
+CREATE TABLE invoice_pushes (
+  invoice_id TEXT PRIMARY KEY REFERENCES invoices(id),
+  provider TEXT NOT NULL,
+  queued_at BIGINT NOT NULL,
+  attempts BIGINT NOT NULL DEFAULT 0,
+  next_attempt_at BIGINT NOT NULL,
+  last_error_code TEXT NOT NULL DEFAULT '',
+  last_error TEXT NOT NULL DEFAULT '',
+  provider_ref TEXT NOT NULL DEFAULT '',
+  pushed_at BIGINT
+);
+CREATE INDEX invoice_pushes_due ON invoice_pushes(provider, next_attempt_at)
+  WHERE pushed_at IS NULL;
+)sql",
   };
   return kMigrations;
 }

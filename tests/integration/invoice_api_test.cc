@@ -113,6 +113,8 @@ TEST_F(InvoiceApiTest, UsageRowAndInvoiceLineAgreeAndOnlyOperatorsCloseMonths) {
   auto closed = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
   ASSERT_EQ(closed.status, 200) << closed.body;
   EXPECT_EQ(closed.Json()["invoices_created"], 1);
+  // The manual provider collects nothing itself: nothing is pushed anywhere.
+  EXPECT_TRUE(closed.Json()["push"].is_null()) << closed.body;
   auto again = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.Json()["invoices_created"], 0);

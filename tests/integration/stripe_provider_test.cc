@@ -4,11 +4,18 @@
 // when delivered twice and concurrently; bad, stale and future signatures refused with nothing
 // changed; a rolled secret's two v1 values accepted; a customer deleted on Stripe's side
 // replaced; a failed invoice payment holding launches (402 payment_failed, a mail) until paid; an
-// older event never undoing a newer one; and no request of ours breaking Stripe's OpenAPI
-// description.
+// older event never undoing a newer one; a card removed here detached at Stripe, and one
+// detached at Stripe forgotten here, running instances running on; the month close pushing each
+// closed invoice (one account's error never holding up another's, a failed push retried by the next
+// background pass, a lost answer resent with the same body); and no request of ours breaking
+// Stripe's OpenAPI description.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "core/time_format.h"
 #include "tests/integration/queue_fixture.h"
+#include "tests/integration/smtp_fixture.h"
 #include "tests/support/stripe_stand_in.h"
 
 namespace gpuwerk::testing {
@@ -95,6 +102,109 @@ class StripeProviderTest : public QueueFixture {
     auto r = hooks_->PostJson("/_test/invoices/" + invoice + "/" + what, {{"deliver", false}});
     EXPECT_EQ(r.status, 200) << r.body;
     return r.Json()["events"].back().get<std::string>();
+  }
+  /// Moves the server's clock to `rfc3339` (forward only).
+  void SetNow(const char* rfc3339) {
+    clock_.Advance(std::chrono::seconds(core::ParseRfc3339(rfc3339).value() - clock_.NowUnix()));
+  }
+  /// An agent's report of instance `id`'s node-0 container, running since `started_at`.
+  static json Container(const std::string& id, const std::string& started_at) {
+    return json::array({{{"instance_id", id},
+                         {"node_index", 0},
+                         {"container_id", "c-" + id},
+                         {"state", "running"},
+                         {"exit_code", 0},
+                         {"started_at", started_at},
+                         {"finished_at", "0001-01-01T00:00:00Z"},
+                         {"ssh_port", 40123},
+                         {"ssh_ready", true},
+                         {"restart_generation", 0},
+                         {"error", ""}}});
+  }
+  /// Launches `name` for `p`, has its host report the container running for `seconds` (a sync
+  /// at most every 10 minutes: the same run, so the whole time is billed), then deletes it; the
+  /// instance's id.
+  std::string RunInstance(Person& p, const std::string& name, int64_t seconds) {
+    auto made = Create(p, name);
+    EXPECT_EQ(made.status, 201) << made.body;
+    const std::string id = made.Json().value("id", "");
+    std::string host;
+    for (const auto& [h, token] : tokens_) {
+      if (InstanceOn(h) == id) host = h;
+    }
+    EXPECT_FALSE(host.empty()) << "no host holds " << id;
+    const std::string started = core::FormatRfc3339(clock_.NowUnix());
+    EXPECT_EQ(Sync(host, Container(id, started)).status, 200);
+    for (int64_t left = seconds; left > 0;) {
+      const int64_t step = std::min<int64_t>(left, 600);
+      clock_.Advance(std::chrono::seconds(step));
+      left -= step;
+      EXPECT_EQ(Sync(host, Container(id, started)).status, 200);
+    }
+    EXPECT_EQ(p.browser->Delete("/api/v1/instances/" + id).status, 204);
+    EXPECT_EQ(Sync(host).status, 200);
+    return id;
+  }
+  /// Launches `name` for `p` and has its host report the container running; the instance's id.
+  std::string StartRunning(Person& p, const std::string& name) {
+    auto made = Create(p, name);
+    EXPECT_EQ(made.status, 201) << made.body;
+    const std::string id = made.Json().value("id", "");
+    for (const auto& [h, token] : tokens_) {
+      if (InstanceOn(h) == id) {
+        EXPECT_EQ(Sync(h, Container(id, core::FormatRfc3339(clock_.NowUnix()))).status, 200);
+      }
+    }
+    return id;
+  }
+  /// Without a payment method: instance `id` keeps running and its billing session billing, while
+  /// a new launch and a restart answer 402 payment_method_required.
+  void ExpectKeepsRunningButNoNewLaunch(Person& p, const std::string& id) {
+    const json shown = p.browser->Get("/api/v1/instances/" + id).Json();
+    EXPECT_EQ(shown["status"], "running") << shown.dump();
+    const json usage = p.browser->Get("/api/v1/usage/sessions").Json();
+    ASSERT_EQ(usage["items"].size(), 1u) << usage.dump();
+    EXPECT_EQ(usage["items"][0]["active"], true);
+    ExpectProblem(Create(p, "another"), 402, "payment_method_required");
+    ExpectProblem(p.browser->Post("/api/v1/instances/" + id + "/restart", "", "application/json"),
+                  402, "payment_method_required");
+  }
+  /// The stand-in's customer whose email is `email` (null when none).
+  json CustomerOf(const std::string& email) {
+    for (const auto& c : Objects("customers")) {
+      if (c["email"] == email && !c.value("deleted", false)) return c;
+    }
+    return nullptr;
+  }
+  /// The stand-in's invoices whose metadata names our invoice `invoice_id`.
+  std::vector<json> StripeInvoicesOf(const std::string& invoice_id) {
+    std::vector<json> out;
+    for (const auto& i : Objects("invoices")) {
+      if (i["metadata"].value("gpuwerk_invoice", "") == invoice_id) out.push_back(i);
+    }
+    return out;
+  }
+  /// Our invoices of `month`, as the operator's CSV does not say them: straight from the store.
+  json OurInvoices(const std::string& month) {
+    json out = json::array();
+    auto read = app_->database().Read([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_ASSIGN_OR_RETURN(auto rows,
+                               tx.Query("SELECT id, billing_account_id, total_minor FROM invoices "
+                                        "WHERE month = ? ORDER BY billing_account_id",
+                                        {month}));
+      for (const auto& r : rows) {
+        out.push_back({{"id", r.Text("id")},
+                       {"billing_account_id", r.Text("billing_account_id")},
+                       {"total_minor", r.Int("total_minor")}});
+      }
+      return {};
+    });
+    EXPECT_TRUE(read) << read.error().message;
+    return out;
+  }
+  void AddFault(const json& fault) {
+    auto r = hooks_->PostJson("/_test/faults", fault);
+    ASSERT_EQ(r.status, 200) << r.body;
   }
   void ExpectNoViolations() {
     const json requests = hooks_->Get("/_test/requests").Json()["data"];
@@ -256,16 +366,84 @@ TEST_F(StripeProviderTest, StripeUnreachableOrFailingIs503ProviderUnavailable) {
   EXPECT_EQ(Objects("customers").size(), 1u);
 }
 
-TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgotten) {
+TEST_F(StripeProviderTest, AMethodDetachedOnStripeIsForgottenAndRunningInstancesKeepRunning) {
+  AddHost("spark-a");
+  AddHost("spark-b");
   Person gus = NewPerson("gus@example.test", Card::kNone);
   ASSERT_EQ(Deliver(PaidCheckout(gus))[0]["status"], 200);
+  const std::string id = StartRunning(gus, "alpha");
   const std::string pm = Objects("payment_methods")[0]["id"];
   auto detached =
       hooks_->PostJson("/_test/payment_methods/" + pm + "/detach", {{"deliver", false}});
   ASSERT_EQ(detached.status, 200) << detached.body;
   const json d = Deliver(detached.Json()["events"].back().get<std::string>());
   EXPECT_EQ(d[0]["status"], 200) << d.dump();
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
   EXPECT_TRUE(gus.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectKeepsRunningButNoNewLaunch(gus, id);
+  // Removing it here afterwards: nothing on file any more.
+  ExpectProblem(gus.browser->Delete("/api/v1/billing/payment-method"), 404, "not_found");
+}
+
+TEST_F(StripeProviderTest, RemovingTheCardDetachesItAtStripeAndForgetsItHere) {
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person ida = NewPerson("ida@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(ida))[0]["status"], 200);
+  const std::string id = StartRunning(ida, "alpha");
+  const std::string pm = Objects("payment_methods")[0]["id"];
+  ASSERT_EQ(Objects("customers")[0]["invoice_settings"]["default_payment_method"], pm);
+
+  auto removed = ida.browser->Delete("/api/v1/billing/payment-method");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  EXPECT_EQ(removed.Json()["removed"]["last4"], "4242");
+  EXPECT_TRUE(removed.Json()["payment_method"].is_null());
+  EXPECT_NE(removed.Json()["message"].get<std::string>().find("Running instances keep running"),
+            std::string::npos);
+  // Detached at Stripe: no customer, and no longer the customer's default for invoices.
+  EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
+  EXPECT_TRUE(Objects("customers")[0]["invoice_settings"]["default_payment_method"].is_null());
+  EXPECT_TRUE(ida.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectKeepsRunningButNoNewLaunch(ida, id);
+
+  // Stripe's word of the detach arrives after: nothing more to do, nothing audited twice.
+  std::string event;
+  const json events = hooks_->Get("/_test/events").Json()["data"];
+  for (const auto& e : events) {
+    if (e["type"] == "payment_method.detached") event = e["id"];
+  }
+  ASSERT_FALSE(event.empty());
+  const json d = Deliver(event);
+  EXPECT_EQ(d[0]["status"], 200) << d.dump();
+  EXPECT_NE(d[0]["body"].get<std::string>().find("ignored"), std::string::npos) << d.dump();
+  EXPECT_EQ(
+      Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.payment_method_remove'"), 1);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, RemovingACardStripeDetachedAlreadyStillRemovesIt) {
+  Person jo = NewPerson("jo@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(jo))[0]["status"], 200);
+  const std::string pm = Objects("payment_methods")[0]["id"];
+  // Stripe detached it, and its event is not here yet.
+  ASSERT_EQ(
+      hooks_->PostJson("/_test/payment_methods/" + pm + "/detach", {{"deliver", false}}).status,
+      200);
+  auto removed = jo.browser->Delete("/api/v1/billing/payment-method");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  EXPECT_TRUE(jo.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, TheOperatorClearingAStripeCardDetachesItAtStripe) {
+  Person kim = NewPerson("kim@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(kim))[0]["status"], 200);
+  auto cleared = op_->Delete("/api/v1/admin/billing/kim@example.test/card");
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_EQ(cleared.Json()["removed"]["last4"], "4242") << cleared.body;
+  EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
+  EXPECT_TRUE(kim.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectNoViolations();
 }
 
 TEST_F(StripeProviderTest, C25_AnInvoicePushRetriedAfterALostAnswerMakesOneInvoice) {
@@ -307,6 +485,223 @@ TEST_F(StripeProviderTest, C25_AnInvoicePushRetriedAfterALostAnswerMakesOneInvoi
   EXPECT_EQ(again->provider_ref, pushed->provider_ref);
   EXPECT_EQ(Objects("invoices").size(), 1u);
   EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, TheMonthClosePushesEachInvoiceAndOneAccountsErrorHoldsUpNoOther) {
+  // The fixture's clock starts at 2027-01-15T08:00:00Z: January is the month billed.
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person ann = NewPerson("ann@example.test", Card::kNone);
+  Person ben = NewPerson("ben@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(ann))[0]["status"], 200);
+  ASSERT_EQ(Deliver(PaidCheckout(ben))[0]["status"], 200);
+  RunInstance(ann, "alpha", 3660);  // 61 minutes at 65 an hour: 66
+  RunInstance(ben, "bravo", 1800);  // 30 minutes: 33
+  const std::string ann_customer = CustomerOf("ann@example.test").value("id", "");
+  const std::string ben_customer = CustomerOf("ben@example.test").value("id", "");
+  ASSERT_FALSE(ann_customer.empty() || ben_customer.empty());
+  // Stripe refuses every invoice item of Ann's customer until the test says otherwise.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/invoiceitems"},
+            {"customer", ann_customer},
+            {"action", "status"},
+            {"status", 400},
+            {"error",
+             {{"type", "invalid_request_error"},
+              {"code", "account_invalid"},
+              {"message", "Injected: this customer cannot be invoiced."}}},
+            {"count", -1}});
+
+  // Inside the background close's hour of grace: only the operator closes January here.
+  SetNow("2027-02-01T00:00:05Z");
+  auto closed = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  const json answer = closed.Json();
+  EXPECT_EQ(answer["invoices_created"], 2);
+  const json push = answer["push"];
+  ASSERT_TRUE(push.is_object()) << answer.dump();
+  EXPECT_EQ(push["provider"], "stripe");
+  // Ben's invoice went through (now, or by the background pass a moment before); Ann's did not.
+  EXPECT_EQ(push["pushed"].size() + push["pushed_before"].get<size_t>(), 1u) << push.dump();
+  ASSERT_EQ(push["failed"].size(), 1u) << push.dump();
+  const json failed = push["failed"][0];
+  EXPECT_TRUE(failed["billing_account"].get<std::string>().starts_with("solo_"));
+  EXPECT_EQ(failed["code"], "stripe_error") << failed.dump();
+  EXPECT_NE(failed["message"].get<std::string>().find("account_invalid"), std::string::npos);
+  EXPECT_EQ(failed["next_attempt_at"], "2027-02-01T00:01:05Z");
+  const json ours = OurInvoices("2027-01");
+  ASSERT_EQ(ours.size(), 2u);
+  std::map<int64_t, std::string> by_total;  // 66 → Ann's invoice, 33 → Ben's
+  for (const auto& inv : ours) by_total[inv["total_minor"].get<int64_t>()] = inv["id"];
+  ASSERT_EQ(by_total.count(66) + by_total.count(33), 2u) << ours.dump();
+  EXPECT_EQ(failed["invoice"], by_total[66]);
+  std::vector<json> ben_on_stripe = StripeInvoicesOf(by_total[33]);
+  ASSERT_EQ(ben_on_stripe.size(), 1u);
+  EXPECT_EQ(ben_on_stripe[0]["customer"], ben_customer);
+  EXPECT_EQ(ben_on_stripe[0]["amount_due"], 33);
+  EXPECT_EQ(ben_on_stripe[0]["currency"], "usd");
+  EXPECT_EQ(ben_on_stripe[0]["status"], "open");  // finalized
+  EXPECT_EQ(ben_on_stripe[0]["metadata"]["month"], "2027-01");
+  ASSERT_EQ(ben_on_stripe[0]["lines"]["data"].size(), 1u);
+  EXPECT_EQ(ben_on_stripe[0]["lines"]["data"][0]["description"],
+            "bravo (spark-1x), 30 minutes, 2027-01");
+  EXPECT_TRUE(StripeInvoicesOf(by_total[66]).empty());
+
+  // Not due again before a minute has passed; the next background pass after it tries again,
+  // and with Stripe fixed, Ann's invoice goes through too.
+  auto early = app_->PushDueInvoicesNow();
+  ASSERT_TRUE(early) << early.error().message;
+  EXPECT_TRUE(early->results.empty());
+  ASSERT_EQ(hooks_->Delete("/_test/faults").status, 200);
+  clock_.Advance(std::chrono::seconds(61));
+  auto retried = app_->PushDueInvoicesNow();
+  ASSERT_TRUE(retried) << retried.error().message;
+  std::vector<json> ann_on_stripe = StripeInvoicesOf(by_total[66]);
+  ASSERT_EQ(ann_on_stripe.size(), 1u) << "not pushed by the next pass";
+  EXPECT_EQ(ann_on_stripe[0]["customer"], ann_customer);
+  EXPECT_EQ(ann_on_stripe[0]["amount_due"], 66);
+  EXPECT_EQ(ann_on_stripe[0]["status"], "open");
+  EXPECT_EQ(Objects("invoices").size(), 2u);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM invoice_pushes WHERE pushed_at IS NOT NULL"), 2);
+  EXPECT_EQ(Count("SELECT attempts FROM invoice_pushes WHERE invoice_id = '" + by_total[66] + "'"),
+            2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.invoice_push'"), 2);
+
+  // Closing again pushes nothing twice.
+  auto again = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Json()["push"]["pushed"].size(), 0u) << again.body;
+  EXPECT_EQ(again.Json()["push"]["pushed_before"], 2);
+  EXPECT_EQ(again.Json()["push"]["failed"].size(), 0u);
+  EXPECT_EQ(Objects("invoices").size(), 2u);
+  EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, AClosePushWhoseAnswerWasLostIsResentWithTheSameBodyByTheNextPass) {
+  AddHost("spark-a");
+  Person cat = NewPerson("cat@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(cat))[0]["status"], 200);
+  RunInstance(cat, "alpha", 600);
+  // Stripe makes the invoice, but its answer never arrives.
+  AddFault({{"method", "POST"}, {"path", "/v1/invoices"}, {"action", "drop"}, {"count", 1}});
+  SetNow("2027-02-01T00:00:05Z");
+  auto closed = op_->PostJson("/api/v1/admin/invoices/close", {{"month", "2027-01"}});
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  const json push = closed.Json()["push"];
+  ASSERT_EQ(push["failed"].size(), 1u) << push.dump();
+  EXPECT_EQ(push["failed"][0]["code"], "provider_unavailable");
+  clock_.Advance(std::chrono::seconds(61));
+  auto retried = app_->PushDueInvoicesNow();
+  ASSERT_TRUE(retried) << retried.error().message;
+  ASSERT_EQ(retried->results.size(), 1u);
+  EXPECT_TRUE(retried->results[0].pushed) << retried->results[0].error_message;
+
+  const json invoices = Objects("invoices");
+  ASSERT_EQ(invoices.size(), 1u);
+  EXPECT_EQ(invoices[0]["id"], retried->results[0].provider_ref);
+  EXPECT_EQ(invoices[0]["amount_due"], 11);  // 10 minutes at 65 an hour: 10.83
+  EXPECT_EQ(invoices[0]["status"], "open");
+  // The invoice was asked for twice, with the same key and the very same parameters: Stripe
+  // replayed its first answer.
+  std::vector<json> creates;
+  const json requests = hooks_->Get("/_test/requests").Json()["data"];
+  for (const auto& r : requests) {
+    if (r["method"] == "POST" && r["path"] == "/v1/invoices") creates.push_back(r);
+  }
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_EQ(creates[0]["idempotency_key"], creates[1]["idempotency_key"]);
+  EXPECT_EQ(creates[0]["params"], creates[1]["params"]);
+  EXPECT_EQ(Objects("invoiceitems").size(), 1u);
+  ExpectNoViolations();
+}
+
+// The stripe provider with the server's mail going to a real SMTP server (aiosmtpd).
+class StripeSmtpTest : public WithSmtpSink<StripeProviderTest> {
+ protected:
+  void Customize(app::ServerConfig& c) override {
+    StripeProviderTest::Customize(c);
+    WithSmtpSink<StripeProviderTest>::Customize(c);
+  }
+  /// `owner` invites `p` to their team; `p` accepts with the mailed link's token.
+  void JoinTeam(Person& owner, Person& p) {
+    const size_t before = MailsTo(inbox(), p.email).size();
+    auto invited = owner.browser->PostJson("/api/v1/team/invites", {{"email", p.email}});
+    ASSERT_EQ(invited.status, 201) << invited.body;
+    auto mails = Received(p.email, before + 1);
+    ASSERT_EQ(mails.size(), before + 1);
+    std::string token;
+    for (const auto& m : mails) {
+      if (!m.TokenFromLink("/team/accept").empty()) token = m.TokenFromLink("/team/accept");
+    }
+    ASSERT_FALSE(token.empty());
+    auto accepted = p.browser->PostJson("/api/v1/team/invites/accept", {{"token", token}});
+    ASSERT_EQ(accepted.status, 200) << accepted.body;
+  }
+  /// The payment-failed mails `to` has received (waiting up to 10 s for `count`).
+  std::vector<ReceivedMail> PaymentFailedMails(const std::string& to, size_t count) {
+    std::vector<ReceivedMail> out;
+    for (int i = 0; i < 100; ++i) {
+      out.clear();
+      for (auto& m : Received(to, 0)) {
+        if (m.subject == "gpuwerk: a payment failed") out.push_back(std::move(m));
+      }
+      if (out.size() >= count) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return out;
+  }
+};
+
+TEST_F(StripeSmtpTest, ATeamsFailedPaymentMailsEveryOwnerAndHoldsEveryMembersLaunchesUntilPaid) {
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person olga = NewPerson("olga@example.test", Card::kNone);
+  Person max = NewPerson("max@example.test", Card::kNone);
+  Person nina = NewPerson("nina@example.test", Card::kNone);
+  auto team = olga.browser->PostJson("/api/v1/team", {{"name", "Lab"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const std::string team_id = team.Json().value("id", "");
+  ASSERT_TRUE(team_id.starts_with("team_")) << team.body;
+  JoinTeam(olga, max);
+  JoinTeam(olga, nina);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string nina_id = nina.browser->Get("/api/v1/me").Json().value("id", "");
+  auto promoted =
+      olga.browser->Send("PUT", "/api/v1/team/members/" + nina_id + "/role",
+                         json{{"role", "owner"}}.dump(), {"Content-Type: application/json"});
+  ASSERT_EQ(promoted.status, 200) << promoted.body;
+  // The owner pays for the team through Checkout; the member launches on the team's card.
+  ASSERT_EQ(Deliver(PaidCheckout(olga))[0]["status"], 200);
+  const json customer = Objects("customers")[0];
+  EXPECT_EQ(customer["metadata"]["billing_account_id"], team_id);
+  const std::string alpha = StartRunning(max, "alpha");
+
+  const std::string invoice = OpenInvoice(customer["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  // Every launch and restart billed to the team waits for the payment; the running instance
+  // runs on.
+  ExpectProblem(Create(max, "bravo"), 402, "payment_failed");
+  ExpectProblem(
+      max.browser->Post("/api/v1/instances/" + alpha + "/restart", "", "application/json"), 402,
+      "payment_failed");
+  ExpectProblem(Create(olga, "charlie"), 402, "payment_failed");
+  EXPECT_EQ(max.browser->Get("/api/v1/instances/" + alpha).Json()["status"], "running");
+  // Both owners are mailed, through SMTP, naming the team; the member is not.
+  for (const std::string& owner : {olga.email, nina.email}) {
+    const auto mails = PaymentFailedMails(owner, 1);
+    ASSERT_EQ(mails.size(), 1u) << owner;
+    EXPECT_NE(mails[0].text_body.find("team \"Lab\""), std::string::npos) << mails[0].text_body;
+    EXPECT_NE(mails[0].text_body.find(invoice), std::string::npos) << mails[0].text_body;
+    EXPECT_NE(mails[0].text_body.find("/billing"), std::string::npos) << mails[0].text_body;
+  }
+  EXPECT_TRUE(PaymentFailedMails(max.email, 0).empty());
+
+  // Paid: the team's members launch again.
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "paid"))[0]["status"], 200);
+  const auto created = Create(max, "bravo");
+  EXPECT_EQ(created.status, 201) << created.body;
   ExpectNoViolations();
 }
 

@@ -180,6 +180,46 @@ TEST_F(StripeStandInTest, CheckoutInSetupModePaidByTheTestThenAnInvoiceWithItsPe
   EXPECT_EQ(r.Json()["amount_paid"], 215);
 }
 
+TEST_F(StripeStandInTest, DetachingAPaymentMethodLeavesItWithoutCustomerAndRecordsTheEvent) {
+  const std::string cus = NewCustomer();
+  HttpResult r = Post("/v1/checkout/sessions", "mode=setup&customer=" + cus +
+                                                   "&success_url=https%3A%2F%2Fx%2Fok"
+                                                   "&payment_method_types[0]=card");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = hooks_->PostJson(
+      "/_test/checkout/sessions/" + r.Json()["id"].get<std::string>() + "/complete",
+      {{"card", {{"brand", "visa"}, {"last4", "4242"}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string pm = hooks_->Get("/_test/objects/payment_methods").Json()["data"][0]["id"];
+  ASSERT_EQ(Post("/v1/customers/" + cus, "invoice_settings[default_payment_method]=" + pm).status,
+            200);
+
+  r = Post("/v1/payment_methods/" + pm + "/detach", "");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["object"], "payment_method");
+  EXPECT_EQ(r.Json()["id"], pm);
+  EXPECT_TRUE(r.Json()["customer"].is_null());
+  EXPECT_TRUE(api_->Get("/v1/customers/" + cus)
+                  .Json()["invoice_settings"]["default_payment_method"]
+                  .is_null());
+  const nlohmann::json events = hooks_->Get("/_test/events").Json()["data"];
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["type"], "payment_method.detached");
+  EXPECT_EQ(events.back()["data"]["previous_attributes"]["customer"], cus);
+  // Not attached any more: Stripe's 400, without a code; unknown: resource_missing.
+  r = Post("/v1/payment_methods/" + pm + "/detach", "");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["type"], "invalid_request_error");
+  EXPECT_FALSE(r.Json()["error"].contains("code")) << r.body;
+  r = Post("/v1/payment_methods/pm_nope/detach", "");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.Json()["error"]["code"], "resource_missing");
+  // Its one parameter is expand[]; anything else is refused as Stripe does.
+  r = Post("/v1/payment_methods/" + pm + "/detach", "customer=" + cus);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["code"], "parameter_unknown");
+}
+
 // A one-shot HTTP receiver: accepts connections on a loopback port and keeps each request's
 // Stripe-Signature header and body; answers 200.
 class Receiver {

@@ -16,6 +16,7 @@ scripts/stripe_openapi_subset.py; object fields start from that description's fi
   POST   /v1/customers                         GET/POST/DELETE /v1/customers/{id}
   POST   /v1/checkout/sessions (mode=setup)    GET /v1/checkout/sessions/{id}
   GET    /v1/setup_intents/{id}                GET /v1/payment_methods/{id}
+  POST   /v1/payment_methods/{id}/detach       (records payment_method.detached)
   POST   /v1/invoiceitems                      POST /v1/invoices   GET /v1/invoices/{id}
   POST   /v1/invoices/{id}/finalize            POST /v1/invoices/{id}/pay
 
@@ -58,6 +59,7 @@ Test hooks (JSON in, JSON out; not Stripe's):
        the next `count` (-1: every) matching requests: action "drop" runs the request and then
        closes the connection without an answer (a lost answer); action "status" answers
        status/error without running it. "customer" matches the request's customer parameter.
+  DELETE /_test/faults                           forgets every fault not used up yet
 
 Webhooks are POSTed as JSON with `Stripe-Signature: t=<unix>,v1=<hex hmac-sha256 of "t.body">`
 (one v1 per secret, in the order given).
@@ -378,6 +380,9 @@ class Api:
         return events
 
     def detach_payment_method(self, pm_id):
+        """Detaches a PaymentMethod from its customer (no longer the customer's default for
+        invoices); the payment_method.detached event. A method not attached is Stripe's 400
+        invalid_request_error, which carries no `code`."""
         pm = self.s.objects["payment_methods"].get(pm_id)
         if pm is None:
             raise no_such("PaymentMethod", pm_id)
@@ -391,6 +396,11 @@ class Api:
         if customer and customer["invoice_settings"]["default_payment_method"] == pm_id:
             customer["invoice_settings"]["default_payment_method"] = None
         return [self.s.event("payment_method.detached", pm, {"customer": customer_id})]
+
+    def api_detach_payment_method(self, pm_id, pairs):
+        """POST /v1/payment_methods/{id}/detach: the PaymentMethod, its customer now null."""
+        self.detach_payment_method(pm_id)
+        return 200, self.s.objects["payment_methods"][pm_id]
 
     # invoice items and invoices -------------------------------------------------------------
     def create_invoice_item(self, pairs):
@@ -530,6 +540,7 @@ ROUTES = [
     ("GET", r"/v1/checkout/sessions/([^/]+)", ("checkout_sessions", "checkout.session")),
     ("GET", r"/v1/setup_intents/([^/]+)", ("setup_intents", "setup_intent")),
     ("GET", r"/v1/payment_methods/([^/]+)", ("payment_methods", "PaymentMethod")),
+    ("POST", r"/v1/payment_methods/([^/]+)/detach", "api_detach_payment_method"),
     ("POST", r"/v1/invoiceitems", "create_invoice_item"),
     ("POST", r"/v1/invoices", "create_invoice"),
     ("GET", r"/v1/invoices/([^/]+)", ("invoices", "invoice")),
@@ -826,6 +837,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "POST" and path == "/_test/faults":
                 with s.lock:
                     s.faults.append(args)
+                self.send_json(200, {})
+                return
+            if method == "DELETE" and path == "/_test/faults":
+                with s.lock:
+                    s.faults.clear()
                 self.send_json(200, {})
                 return
             match = re.fullmatch(r"/_test/events/([^/]+)/deliver", path)
