@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "access/relay_access.h"
+#include "access/relay_credentials.h"
 #include "api/authenticator.h"
 #include "api/event_hub.h"
 #include "api/idempotency.h"
@@ -44,6 +45,9 @@ struct ApiContext {
   /// Decides remote relays' logins (POST /api/v1/relay/authorize): the same decision as `gpuwerk
   /// up`'s in-process relay takes.
   access::RelayAccess& relay_access;
+  /// The relays' credentials: who may call the kRelay routes, under which name
+  /// (/api/v1/admin/relays registers and revokes them).
+  access::RelayCredentials& relay_credentials;
   /// Relay session records (store/relay_session_records.h) until they move behind a domain API.
   store::Database& db;
   core::Rng& rng;

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <string>
 
+#include "access/relay_credentials.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
 #include "api/router.h"
@@ -95,6 +96,10 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/admin/host-pairs", kOperator, h::LinkHostPair},
     {"DELETE", "/api/v1/admin/host-pairs/{id}", kOperator, h::UnlinkHostPair},
     {"GET", "/api/v1/admin/relay-sessions", kOperator, h::AdminListRelaySessions},
+    // Relay credentials (docs/ssh.md "The relay's credential"): the secret is shown once.
+    {"GET", "/api/v1/admin/relays", kOperator, h::AdminListRelays},
+    {"POST", "/api/v1/admin/relays", kOperator, h::AdminAddRelay},
+    {"DELETE", "/api/v1/admin/relays/{name}", kOperator, h::AdminRevokeRelay},
     {"POST", "/api/v1/admin/invites", kOperator, h::AdminInvite},
     {"POST", "/api/v1/admin/ssh-keys/release", kOperator, h::AdminReleaseSshKey},
     // The manual provider: the operator records and clears payment methods (audited).
@@ -123,7 +128,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/agent/sync", kAgent, h::AgentSync},
     {"GET", "/api/v1/agent/watch", kAgent, h::AgentWatch},
 
-    // Remote relays (docs/ssh.md).
+    // Relays, by their relay credential (docs/ssh.md).
     {"POST", "/api/v1/relay/authorize", kRelay, h::AuthorizeRelayLogin},
     {"PUT", "/api/v1/relay/sessions/{id}", kRelay, h::ReportRelaySession},
     {"POST", "/api/v1/relay/restarted", kRelay, h::RelayRestarted},
@@ -141,27 +146,47 @@ std::string_view BearerToken(const Request& req) {
   return {};
 }
 
-/// Authenticates `call` for `access`: fills call.who or call.host. Inside call.tx when there is
-/// one (the caller records an API token's use after it).
-core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
-  switch (access) {
+/// Authenticates `call` for `level`: fills call.who, call.host or call.relay. Inside call.tx when
+/// there is one (the caller records an API token's use after it).
+core::Result<void> Admit(ApiContext& ctx, Access level, Call& call) {
+  const std::string_view bearer = BearerToken(call.req);
+  // A relay credential opens the relay's routes and nothing else (issue 12 finding 8).
+  if (level != kRelay && access::LooksLikeRelayCredential(bearer)) {
+    return core::Fail(core::ErrorCode::kPermissionDenied, "relay_credential_not_allowed",
+                      "A relay credential opens the relay's routes (/api/v1/relay/...) only; "
+                      "use an API token here.");
+  }
+  switch (level) {
     case kPublic:
       return {};
+    case kRelay: {
+      if (!access::LooksLikeRelayCredential(bearer)) {
+        if (call.req.Header("Authorization").empty() && call.req.Header("Cookie").empty()) {
+          return core::Fail(core::ErrorCode::kUnauthenticated, "unauthenticated",
+                            "A relay credential is required: 'Authorization: Bearer gwr_...' "
+                            "(gpuwerk admin relays add NAME).");
+        }
+        return core::Fail(core::ErrorCode::kPermissionDenied, "relay_credential_required",
+                          "Only a relay, by its relay credential (gwr_..., from 'gpuwerk admin "
+                          "relays add NAME'), may do this; API tokens and sign-ins may not.");
+      }
+      GPUWERK_ASSIGN_OR_RETURN(call.relay, ctx.relay_credentials.Authenticate(bearer));
+      return {};
+    }
     case kAgent: {
       GPUWERK_ASSIGN_OR_RETURN(call.host, ctx.hosts.AuthenticateAgent(BearerToken(call.req)));
       return {};
     }
     case kPerson:
     case kProvenPerson:
-    case kOperator:
-    case kRelay: {
+    case kOperator: {
       if (call.tx) {
         GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req, *call.tx));
       } else {
         GPUWERK_ASSIGN_OR_RETURN(call.who, ctx.authn.Authenticate(call.req));
       }
-      if (access == kPerson || call.who.is_operator) return {};
-      if (access == kProvenPerson) {
+      if (level == kPerson || call.who.is_operator) return {};
+      if (level == kProvenPerson) {
         if (call.who.email_proven) return {};
         return core::Fail(core::ErrorCode::kPermissionDenied, "email_unverified",
                           "Confirm your email address first: open the link mailed to you at "
@@ -169,8 +194,7 @@ core::Result<void> Admit(ApiContext& ctx, Access access, Call& call) {
                           "'forgot password'.");
       }
       return core::Fail(core::ErrorCode::kPermissionDenied, "forbidden",
-                        access == kRelay ? "Only a relay (an operator's API token) may do this."
-                                         : "Only operators may do this.");
+                        "Only operators may do this.");
     }
   }
   return core::Internal("unknown access level");

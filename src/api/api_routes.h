@@ -3,6 +3,7 @@
 #include <span>
 #include <string_view>
 
+#include "access/relay_credential_table.h"
 #include "api/api_context.h"
 #include "api/http_types.h"
 #include "auth/principal.h"
@@ -32,7 +33,12 @@ enum class Access {
   kOperator,
   /// A host agent, by its host token (`Authorization: Bearer gwh_…`). Errors: 401.
   kAgent,
-  /// A remote `gpuwerk relay`: an operator's API token. Errors: as kOperator.
+  /// A `gpuwerk relay`, by its relay credential (`Authorization: Bearer gwr_…`, registered with
+  /// `gpuwerk admin relays add NAME`; access::RelayCredentials). Nothing else is accepted, an
+  /// operator's API token included. Errors: 401 unauthenticated (no credential, or an unknown or
+  /// revoked relay credential); 403 relay_credential_required (another kind of credential).
+  /// A relay credential is refused on every route of any other level (403
+  /// relay_credential_not_allowed), kPublic ones included.
   kRelay,
 };
 
@@ -58,8 +64,11 @@ enum class Body {
 /// One call of a handler: the request and who the route table authenticated it as.
 struct Call {
   Request& req;
-  /// The caller of kPerson, kOperator and kRelay routes; empty for the others.
+  /// The caller of kPerson, kProvenPerson and kOperator routes; empty for the others.
   auth::Principal who;
+  /// The calling relay of kRelay routes (its name is the `relay` its reports are filed under);
+  /// empty for the others.
+  access::RelayCredential relay;
   /// The calling host of kAgent routes; empty for the others.
   sched::Host host;
   /// The call's read transaction on Tx::kOneRead routes; null on the others.

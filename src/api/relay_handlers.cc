@@ -1,7 +1,8 @@
 // The routes of the SSH relay (docs/ssh.md, docs/api.md "Relay sessions"):
 //
-// For remote `gpuwerk relay`s, authenticated as an operator (the relay runs with an operator's
-// API token; a person's token gets 403 `forbidden`):
+// For `gpuwerk relay`s, authenticated by their relay credential (Access::kRelay: `Bearer gwr_…`;
+// anything else gets 401/403). The credential names the relay: the `relay` of every row it files
+// is that name (a `relay` field naming another is refused, 403 `relay_name_mismatch`).
 // - `POST /api/v1/relay/authorize`: whether a login may pass and where it goes. Body: {user,
 //   key_type, public_key, fingerprint, source_address}, each a string; answer 200
 //   {"decision":"allow","target":…} or {"decision":"refuse","code","message"} from
@@ -11,10 +12,11 @@
 //   End); 200 {id, recorded} where `recorded` says whether this report changed anything. Its
 //   free text (key_fingerprint, hostname, login, end_reason) is kept in its bounded printable
 //   form (core::BoundedPrintable).
-//   Errors: 400 `invalid_field`, `invalid_relay_session`; 409 `relay_session_conflict` (the id
-//   belongs to another relay).
-// - `POST /api/v1/relay/restarted` {relay}: the relay started; its rows still open are closed
-//   with "relay restarted" (access::CloseOpenRelaySessions); 200 {relay, closed}.
+//   Errors: 400 `invalid_field`, `invalid_relay_session`; 403 `relay_name_mismatch`; 409
+//   `relay_session_conflict` (the id belongs to another relay).
+// - `POST /api/v1/relay/restarted` {} or {relay}: the relay started; its rows still open are
+//   closed with "relay restarted" (access::CloseOpenRelaySessions); 200 {relay, closed}, where
+//   `relay` is the credential's name. Errors: 403 `relay_name_mismatch`.
 //
 // - `POST /api/v1/relay/recheck` {relay_sessions: [{id, instance_id, login, request}]} (at most
 //   protocol::kMaxRecheckBatch): the backstop re-check of a relay's open relay sessions in one
@@ -22,7 +24,8 @@
 //   asked, each from access::RelayAccess as at login: allowed when the same request still goes
 //   to the same instance as the same login. Errors: 400 `invalid_field`.
 // - `GET /api/v1/relay/watch`: server-sent events of access changes (api::RelayWatchHub); the
-//   stream ends once the relay's token no longer admits it. Errors: 503 `too_many_streams`.
+//   stream ends once the relay's credential no longer admits it (revoked: at once, through
+//   RelayWatchHub::CheckNow). Errors: 503 `too_many_streams`.
 //
 // Lists (relay_session_handlers.cc), 15 a page, newest first:
 // - `GET /api/v1/instances/{id}/relay-sessions?page=N`: the instance's owner (id, or live
@@ -30,8 +33,8 @@
 // - `GET /api/v1/admin/relay-sessions?page=N[&instance_id=…][&person_id=…]`: operators (403
 //   `forbidden` otherwise); items also carry the person's `email`.
 //
-// The relay name "local" belongs to `gpuwerk up`'s in-process relay and is refused from remote
-// relays (400 `invalid_field`). Errors everywhere: 503 when the store fails.
+// The relay name "local" belongs to `gpuwerk up`'s own relay: only its credential
+// (access::RelayCredentials::IssueLocal) names it. Errors everywhere: 503 when the store fails.
 #include <arpa/inet.h>
 
 #include <cctype>
@@ -53,15 +56,18 @@ core::Error InvalidField(const std::string& field, const std::string& message) {
       .WithDetail("field", field);
 }
 
-/// The `relay` field (its length checked by the protocol): not "local" (gpuwerk up's own relay).
-core::Result<std::string> RelayName(std::string relay) {
-  if (relay == "local") {
+/// The name the calling relay files rows under: its credential's. A `relay` field (`claimed`,
+/// "" when absent) must be that name: a relay cannot report as another. Errors: 403
+/// relay_name_mismatch (details: relay, the credential's name).
+core::Result<std::string> RelayName(const Call& call, const std::string& claimed) {
+  if (!claimed.empty() && claimed != call.relay.name) {
     return core::Fail(
-        InvalidField("relay",
-                     "The relay name 'local' belongs to gpuwerk up's own relay; start this relay "
-                     "with another --name."));
+        core::Error(core::ErrorCode::kPermissionDenied, "relay_name_mismatch",
+                    "A relay reports under the name its relay credential was registered with; "
+                    "leave out 'relay' or give that name.")
+            .WithDetail("relay", call.relay.name));
   }
-  return relay;
+  return call.relay.name;
 }
 
 /// An RFC 3339 UTC time field as Unix seconds.
@@ -92,11 +98,11 @@ bool IsIpLiteral(const std::string& text) {
 /// How far in the future a relay's clock may put a time it reports, in seconds.
 constexpr int64_t kClockSkewSeconds = 300;
 
-/// The row a report (protocol::RelaySessionReport, which checks shapes and lengths) files, once
-/// its values make sense: a valid id, not the relay "local", an IP address, times in order and
-/// not in the future.
-core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const nlohmann::json& body,
-                                                  int64_t now) {
+/// The row a report (protocol::RelaySessionReport, which checks shapes and lengths) from the
+/// relay of `call` files, once its values make sense: a valid id, the relay's own name, an IP
+/// address, times in order and not in the future.
+core::Result<access::RelaySessionRow> ParseReport(const Call& call, const std::string& id,
+                                                  const nlohmann::json& body, int64_t now) {
   access::RelaySessionRow row;
   if (!ValidSessionId(id)) {
     return core::InvalidArgument("invalid_relay_session",
@@ -105,7 +111,7 @@ core::Result<access::RelaySessionRow> ParseReport(const std::string& id, const n
   GPUWERK_ASSIGN_OR_RETURN(protocol::RelaySessionReport report,
                            protocol::RelaySessionReportFromJson(body));
   row.id = id;
-  GPUWERK_ASSIGN_OR_RETURN(row.relay, RelayName(std::move(report.relay)));
+  GPUWERK_ASSIGN_OR_RETURN(row.relay, RelayName(call, report.relay));
   row.person_id = std::move(report.person_id);
   row.instance_id = std::move(report.instance_id);
   // The relay's free text goes into the row and the audit details in its bounded printable form
@@ -151,7 +157,7 @@ Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call) {
 Answer ReportRelaySession(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto row,
-                           ParseReport(call.req.PathParam("id"), body, ctx.clock.NowUnix()));
+                           ParseReport(call, call.req.PathParam("id"), body, ctx.clock.NowUnix()));
   GPUWERK_ASSIGN_OR_RETURN(
       bool recorded, ctx.db.Write([&](store::Transaction& tx) -> core::Result<bool> {
         // The person must be the instance's owner: a report cannot file a relay session under
@@ -171,7 +177,7 @@ Answer ReportRelaySession(ApiContext& ctx, Call& call) {
 Answer RelayRestarted(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
   GPUWERK_ASSIGN_OR_RETURN(auto restarted, protocol::RelayRestartedFromJson(body));
-  GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(std::move(restarted.relay)));
+  GPUWERK_ASSIGN_OR_RETURN(auto relay, RelayName(call, restarted.relay));
   GPUWERK_ASSIGN_OR_RETURN(auto closed, ctx.db.Write([&](store::Transaction& tx) {
     return access::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
   }));
@@ -196,17 +202,13 @@ Answer RecheckRelaySessions(ApiContext& ctx, Call& call) {
 
 Answer WatchRelayAccess(ApiContext& ctx, Call& call) {
   if (ctx.relay_watch == nullptr) return core::NotFound("relay watch");
-  // The stream outlives this request: the relay's token is checked again at every change and
-  // heartbeat, so that deleting it ends the stream (and the relay then re-checks at once).
-  Request credentials;
-  credentials.method = "GET";
-  for (const auto& [name, value] : call.req.headers) {
-    if (EqualsIgnoreCase(name, "Authorization")) credentials.headers.emplace_back(name, value);
-  }
-  auto still_allowed = [&ctx, credentials = std::move(credentials),
-                        person_id = call.who.person_id] {
-    auto now = ctx.authn.Authenticate(credentials);
-    if (now) return now->person_id == person_id && now->is_operator;
+  // The stream outlives this request: the relay's credential is checked again at every change
+  // and heartbeat, and at once when a credential is revoked (AdminRevokeRelay), so that revoking
+  // it ends the stream (and the relay then re-checks at once, and is refused).
+  std::string secret(call.req.Header("Authorization").substr(std::string_view("Bearer ").size()));
+  auto still_allowed = [&ctx, secret = std::move(secret), id = call.relay.id] {
+    auto now = ctx.relay_credentials.Authenticate(secret);
+    if (now) return now->id == id;
     // A store that is busy or away is no answer: ask again next time.
     return now.error().code != core::ErrorCode::kUnauthenticated;
   };

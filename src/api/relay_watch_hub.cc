@@ -42,6 +42,17 @@ void RelayWatchHub::Shutdown() {
   for (auto& s : ending) s.out->End();
 }
 
+void RelayWatchHub::CheckNow() {
+  {
+    std::lock_guard lock(mu_);
+    if (shutdown_) return;
+    // A comment line (ignored by the relay's parser): every queued frame is sent, then each
+    // stream's StillAllowed is asked.
+    pending_.push_back(": credentials changed\n\n");
+  }
+  cv_.notify_all();
+}
+
 size_t RelayWatchHub::open_streams() const {
   std::lock_guard lock(mu_);
   return streams_.size() + reserved_;

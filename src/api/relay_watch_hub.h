@@ -55,6 +55,11 @@ class RelayWatchHub {
   /// "shutting_down" after Shutdown().
   core::Result<Producer> Open(StillAllowed still_allowed);
 
+  /// Asks every stream's StillAllowed now, on the hub's thread, and ends those no longer allowed
+  /// (a relay credential was revoked: its relay's stream ends at once rather than at the next
+  /// heartbeat). Only queues; returns at once.
+  void CheckNow();
+
   /// Ends every stream and refuses new ones; unsubscribes from the feed. Idempotent.
   void Shutdown();
 

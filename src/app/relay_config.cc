@@ -10,7 +10,8 @@ const std::vector<Option<RelayConfig>>& RelayOptions() {
       ServerUrlOption<C>(),
       {.key = "relay_token",
        .field = &C::relay_token,
-       .help = "an operator's API token the relay asks the server with",
+       .help = "the relay's credential (gwr_..., from 'gpuwerk admin relays add NAME'), which "
+               "opens the relay's routes only and names the relay",
        .flag = "--token-file",
        .required = true,
        .secret = true},
@@ -25,12 +26,6 @@ const std::vector<Option<RelayConfig>>& RelayOptions() {
        .field = &C::relay_key,
        .help = "the key file the relay logs in to instances with (created once, 0600); agents "
                "get its public line with --relay-key"},
-      {.key = "relay_name",
-       .field = &C::relay_name,
-       .help = "this relay's name in relay session records, unique per server; 'local' is "
-               "refused",
-       .flag = "--name",
-       .shown_default = "the machine's host name"},
       LogLevelOption<C>(),
       {.key = "recheck_interval_seconds",
        .field = &C::recheck_interval_seconds,
@@ -39,7 +34,7 @@ const std::vector<Option<RelayConfig>>& RelayOptions() {
       {.key = "max_failed_rechecks",
        .field = &C::max_failed_rechecks,
        .help = "failed re-checks in a row (no answer, 5xx) after which the relay ends every open "
-               "relay session (fail closed); a refused token ends them at the first"},
+               "relay session (fail closed); a refused relay credential ends them at the first"},
   };
   return kOptions;
 }

@@ -11,11 +11,10 @@ namespace gpuwerk::app {
 /// RelayOptions() (flag, `GPUWERK_<KEY>`, TOML key of `--config FILE`; docs/configuration.md).
 struct RelayConfig {
   std::string server_url;
-  std::string relay_token;  ///< an operator's API token
+  std::string relay_token;  ///< the relay's credential, "gwr_…" (gpuwerk admin relays add NAME)
   std::string ssh_listen = "0.0.0.0:2222";
   std::string host_key = "/var/lib/gpuwerk/relay/host_key";
   std::string relay_key = "/var/lib/gpuwerk/relay/relay_key";
-  std::string relay_name;  ///< empty: the machine's host name
   std::string log_level = "info";
   /// The backstop re-check of every open relay session, in seconds (RelayOptions).
   int recheck_interval_seconds = 15;

@@ -1,10 +1,8 @@
 #include "app/relay_subcommand.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,6 +10,7 @@
 #include "app/command_config.h"
 #include "app/relay_config.h"
 #include "core/logging.h"
+#include "core/strings.h"
 #include "protocol/api_client.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
@@ -21,13 +20,6 @@
 
 namespace gpuwerk::app {
 namespace {
-
-/// The machine's host name, "relay" when it has none.
-std::string HostName() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "relay";
-  return buf;
-}
 
 /// Relay sessions into the relay's log, one structured line each (R-10: who, key, instance,
 /// source, start, end, bytes).
@@ -94,19 +86,13 @@ int RunRelay(const RelayConfig& f) {
   // fails closed after max_failed_rechecks failures in a row (the defaults of RelayOptions).
   options.recheck_interval = std::chrono::seconds(f.recheck_interval_seconds);
   options.max_failed_rechecks = f.max_failed_rechecks;
-  const std::string name = f.relay_name.empty() ? HostName() : f.relay_name;
-  if (name == "local") {
-    std::fprintf(stderr,
-                 "gpuwerk relay: the name 'local' belongs to gpuwerk up's own relay; pass "
-                 "--name\n");
-    return 2;
-  }
+  // The relay's credential names it: the server files its relay sessions under that name (the
+  // restart announcement's answer says it in the log).
   relay::HttpRelayAuthorizer authorizer(f.server_url, f.relay_token);
-  relay::HttpRelaySessionLog reports(
-      {.server_url = f.server_url, .token = f.relay_token, .relay_name = name});
+  relay::HttpRelaySessionLog reports({.server_url = f.server_url, .token = f.relay_token});
   LogRelaySessionLog lines;
   TeeRelaySessionLog log(lines, reports);
-  spdlog::info("relay: reporting relay sessions to {} as relay '{}'", f.server_url, name);
+  spdlog::info("relay: reporting relay sessions to {}", core::BoundedPrintable(f.server_url));
   reports.Start();  // announces the restart first: the server closes what this relay left open
   std::unique_ptr<relay::HttpRelayWatch> watch;
   const int rc = relay::RunRelayUntilSignal(

@@ -91,9 +91,10 @@ struct ServerApp::Parts {
   std::unique_ptr<teams::TeamService> teams;
   std::unique_ptr<api::IdempotencyKeys> idempotency;
   std::unique_ptr<api::SshCommandFormat> ssh_command;
-  std::unique_ptr<sched::PersonStateReader> person_state;  ///< what GET /api/v1/events shows
-  std::unique_ptr<api::EventHub> events;                   ///< people's event streams
-  std::unique_ptr<access::RelayAccess> relay_access;       ///< for remote relays' requests
+  std::unique_ptr<sched::PersonStateReader> person_state;       ///< what GET /api/v1/events shows
+  std::unique_ptr<api::EventHub> events;                        ///< people's event streams
+  std::unique_ptr<access::RelayAccess> relay_access;            ///< for remote relays' requests
+  std::unique_ptr<access::RelayCredentials> relay_credentials;  ///< who may call as a relay
   std::unique_ptr<api::Authenticator> authn;
   std::unique_ptr<billing::Invoices> invoices;  ///< invoices and the month close (R-13)
   /// Pushes closed invoices to the provider when it collects them (stripe); null under manual.
@@ -414,6 +415,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   p->events->ListenTo(*p->desired_state);
   p->relay_access =
       std::make_unique<access::RelayAccess>(*p->db, *p->instances, *p->clock, *p->rng);
+  p->relay_credentials = std::make_unique<access::RelayCredentials>(*p->db, clock, rng);
   // A provider that collects invoices (stripe) gets each closed invoice pushed: queued by the
   // month close, sent by the invoice worker and by the operator's close (docs/billing.md
   // "Collecting invoices").
@@ -429,8 +431,8 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
                                                      sched_options.host_unknown_after_seconds);
   p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
       *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync,
-      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command, *p->relay_access, *p->db, rng,
-      *p->payment_methods, p->events.get(), p->teams.get()});
+      *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command, *p->relay_access,
+      *p->relay_credentials, *p->db, rng, *p->payment_methods, p->events.get(), p->teams.get()});
   // Access changes (an instance deleted, a key taken off an account, an API token deleted) reach
   // the relays at once: in-process ones subscribe to the feed, remote ones hold a watch stream.
   p->instances->SetAccessChangeFeed(&p->revocation.feed);
@@ -587,6 +589,8 @@ sched::InstanceService& ServerApp::instances() { return *parts_->instances; }
 core::Clock& ServerApp::clock() { return *parts_->clock; }
 core::Rng& ServerApp::rng() { return *parts_->rng; }
 core::AccessChangeFeed& ServerApp::access_changes() { return parts_->revocation.feed; }
+
+access::RelayCredentials& ServerApp::relay_credentials() { return *parts_->relay_credentials; }
 
 mail::MailTransport ServerApp::mail_transport() const { return parts_->mail_transport; }
 

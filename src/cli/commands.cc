@@ -35,6 +35,7 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   CLI::App* admin = app.add_subcommand("admin", "Operator commands");
   admin->require_subcommand(1);
   internal::AddAdminRelaySessionVerbs(*admin, verbs);
+  internal::AddAdminRelayVerbs(*admin, verbs);
   internal::AddAdminHostVerbs(*admin, verbs);
   internal::AddAdminGpuTypeVerbs(*admin, verbs);
   internal::AddAdminInviteVerbs(*admin, verbs);

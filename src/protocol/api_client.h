@@ -63,7 +63,7 @@ std::string PathEscape(std::string_view segment);
 core::Result<void> CheckCredentialUrl(std::string_view url);
 
 /// The one synchronous client of the gpuwerk REST API (/api/v1) over libcurl, used by the CLI
-/// (API tokens), the agent (host tokens: agent::AgentClient) and the relay (an operator's token:
+/// (API tokens), the agent (host tokens: agent::AgentClient) and the relay (its relay credential:
 /// relay::HttpRelayAuthorizer, relay::HttpRelaySessionLog). Authenticates with
 /// `Authorization: Bearer <token>` when a token is set, and/or sends a sign-in session cookie
 /// (used only by `gpuwerk login`). Every request has a 30 s timeout unless set otherwise, follows

@@ -43,21 +43,27 @@ nlohmann::json ToJson(const RelayAuthorizeDecision& d) {
 }
 
 nlohmann::json ToJson(const RelaySessionReport& r) {
-  return {{"relay", r.relay},
-          {"person_id", r.person_id},
-          {"key_fingerprint", r.key_fingerprint},
-          {"instance_id", r.instance_id},
-          {"hostname", r.hostname},
-          {"login", r.login},
-          {"source_address", r.source_address},
-          {"started_at", r.started_at},
-          {"ended_at", r.ended_at ? nlohmann::json(*r.ended_at) : nlohmann::json(nullptr)},
-          {"bytes_from_client", r.bytes_from_client},
-          {"bytes_to_client", r.bytes_to_client},
-          {"end_reason", r.end_reason}};
+  nlohmann::json j = {
+      {"person_id", r.person_id},
+      {"key_fingerprint", r.key_fingerprint},
+      {"instance_id", r.instance_id},
+      {"hostname", r.hostname},
+      {"login", r.login},
+      {"source_address", r.source_address},
+      {"started_at", r.started_at},
+      {"ended_at", r.ended_at ? nlohmann::json(*r.ended_at) : nlohmann::json(nullptr)},
+      {"bytes_from_client", r.bytes_from_client},
+      {"bytes_to_client", r.bytes_to_client},
+      {"end_reason", r.end_reason}};
+  if (!r.relay.empty()) j["relay"] = r.relay;
+  return j;
 }
 
-nlohmann::json ToJson(const RelayRestarted& r) { return {{"relay", r.relay}}; }
+nlohmann::json ToJson(const RelayRestarted& r) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!r.relay.empty()) j["relay"] = r.relay;
+  return j;
+}
 
 core::Result<RelayAuthorizeRequest> RelayAuthorizeRequestFromJson(const nlohmann::json& json) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
@@ -108,7 +114,9 @@ core::Result<RelaySessionReport> RelaySessionReportFromJson(const nlohmann::json
                       "source_address", "started_at", "ended_at", "bytes_from_client",
                       "bytes_to_client", "end_reason"}));
   RelaySessionReport rep;
-  GPUWERK_ASSIGN_OR_RETURN(rep.relay, r.String("relay", kMaxRelayName, 1));
+  if (r.Has("relay")) {
+    GPUWERK_ASSIGN_OR_RETURN(rep.relay, r.String("relay", kMaxRelayName, 1));
+  }
   GPUWERK_ASSIGN_OR_RETURN(rep.person_id, r.String("person_id", kMaxId, 1));
   GPUWERK_ASSIGN_OR_RETURN(rep.key_fingerprint, r.String("key_fingerprint", kMaxReportText));
   GPUWERK_ASSIGN_OR_RETURN(rep.instance_id, r.String("instance_id", kMaxId, 1));
@@ -132,7 +140,9 @@ core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json) 
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
   GPUWERK_TRY(r.Only({"relay"}));
   RelayRestarted out;
-  GPUWERK_ASSIGN_OR_RETURN(out.relay, r.String("relay", kMaxRelayName, 1));
+  if (r.Has("relay")) {
+    GPUWERK_ASSIGN_OR_RETURN(out.relay, r.String("relay", kMaxRelayName, 1));
+  }
   return out;
 }
 

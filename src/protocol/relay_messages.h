@@ -61,11 +61,13 @@ struct RelayAuthorizeDecision {
 
 /// The body of `PUT /api/v1/relay/sessions/{id}`: one relay session's start (ended_at null) or
 /// end. Times are RFC 3339 UTC text ("2026-01-02T03:04:05Z", 1–64 characters); byte counts are
-/// bytes, from 0. `relay` has 1–128 characters, `person_id` and `instance_id` 1–256,
-/// `key_fingerprint`, `hostname`, `login` and `source_address` at most 512, `end_reason` at most
-/// 1024.
+/// bytes, from 0. `relay`, when present, has 1–128 characters, `person_id` and `instance_id`
+/// 1–256, `key_fingerprint`, `hostname`, `login` and `source_address` at most 512, `end_reason` at
+/// most 1024.
 struct RelaySessionReport {
-  std::string relay;  ///< the reporting relay's name
+  /// The reporting relay's name; "" (left out on the wire): the name its credential was
+  /// registered under, which the server uses either way (a different name is refused).
+  std::string relay;
   std::string person_id;
   std::string key_fingerprint;
   std::string instance_id;
@@ -81,9 +83,10 @@ struct RelaySessionReport {
   bool operator==(const RelaySessionReport&) const = default;
 };
 
-/// The body of `POST /api/v1/relay/restarted`: `{"relay": name}`, 1–128 characters.
+/// The body of `POST /api/v1/relay/restarted`: `{}`, or `{"relay": name}` (1–128 characters),
+/// which must then be the name the relay's credential was registered under.
 struct RelayRestarted {
-  std::string relay;
+  std::string relay;  ///< "" (left out on the wire): the credential's name
 
   bool operator==(const RelayRestarted&) const = default;
 };

@@ -95,7 +95,8 @@ TEST(RelaySessionReportTest, RoundTripsOpenAndEnded) {
 }
 
 TEST(RelaySessionReportTest, RefusesEveryMissingOrMistypedField) {
-  ExpectStrict(ToJson(SampleReport()), RelaySessionReportFromJson, {"ended_at", "end_reason"});
+  ExpectStrict(ToJson(SampleReport()), RelaySessionReportFromJson,
+               {"ended_at", "end_reason", "relay"});
 }
 
 TEST(RelaySessionReportTest, RefusesFieldsOutOfBounds) {
@@ -138,7 +139,10 @@ TEST(RelayRestartedTest, RoundTripsAndIsStrict) {
   const RelayRestarted r{.relay = "relay-1"};
   EXPECT_EQ(ToJson(r), json({{"relay", "relay-1"}}));
   EXPECT_EQ(RelayRestartedFromJson(ToJson(r)).value(), r);
-  ExpectStrict(ToJson(r), RelayRestartedFromJson);
+  ExpectStrict(ToJson(r), RelayRestartedFromJson, {"relay"});
+  // Without a name: the relay's credential names it (docs/ssh.md "The relay's credential").
+  EXPECT_EQ(ToJson(RelayRestarted{}), json::object());
+  EXPECT_EQ(RelayRestartedFromJson(json::object()).value(), RelayRestarted{});
 }
 
 // What a relay sends the server refuses members the format does not define, naming them.

@@ -45,8 +45,9 @@ core::Result<void> HttpRelayAuthorizer::CheckStatus(
   const int status = answer->status;
   if (status == 401 || status == 403) {
     return core::Fail(core::ErrorCode::kUnauthenticated, "relay_token_refused",
-                      "the server at " + url + " refused the relay's token (" +
-                          std::to_string(status) + "); it must be an operator's API token");
+                      "the server at " + url + " refused the relay's credential (" +
+                          std::to_string(status) +
+                          "); it must be a relay credential (gwr_...) that is not revoked");
   }
   if (status != 200) {
     return core::Fail(core::ErrorCode::kUnavailable, "server_error",

@@ -19,10 +19,11 @@ protocol::RelayAuthorizeDecision ToWire(const AuthorizeDecision& decision);
 AuthorizeDecision FromWire(const protocol::RelayAuthorizeDecision& decision);
 
 /// A RelayAuthorizer that asks the control plane: `POST {server_url}/api/v1/relay/authorize` with
-/// `Authorization: Bearer <token>` (an operator's API token) over the one API client
-/// (protocol::ApiClient), at most `timeout` per call. Errors (the relay then refuses with "try
-/// again", never lets in): kUnavailable "server_unavailable" (no answer), kUnauthenticated
-/// "relay_token_refused" (401 or 403), kUnavailable "server_error" (another status),
+/// `Authorization: Bearer <token>` (the relay's credential, "gwr_…": docs/ssh.md "The relay's
+/// credential") over the one API client (protocol::ApiClient), at most `timeout` per call. Errors
+/// (the relay then refuses with "try again", never lets in): kUnavailable "server_unavailable"
+/// (no answer), kUnauthenticated "relay_token_refused" (401 or 403: the credential is unknown,
+/// revoked, or not a relay credential), kUnavailable "server_error" (another status),
 /// kUnavailable "bad_authorize_response" (an answer not in the format,
 /// protocol::RelayAuthorizeDecisionFromJson: a refusal never becomes a permission). Thread-safe.
 /// Its requests share one kept-alive connection where the server keeps it open.

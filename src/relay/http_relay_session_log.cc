@@ -25,9 +25,8 @@ int64_t Bytes(uint64_t n) {
 
 }  // namespace
 
-protocol::RelaySessionReport ToWire(const RelaySessionRecord& r, bool ended,
-                                    const std::string& relay_name) {
-  protocol::RelaySessionReport report{.relay = relay_name,
+protocol::RelaySessionReport ToWire(const RelaySessionRecord& r, bool ended) {
+  protocol::RelaySessionReport report{.relay = "",
                                       .person_id = r.person_id,
                                       .key_fingerprint = r.key_fingerprint,
                                       .instance_id = r.instance_id,
@@ -135,9 +134,8 @@ void HttpRelaySessionLog::Enqueue(Item item) {
 }
 
 HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
-  const nlohmann::json body =
-      item.announcement ? protocol::ToJson(protocol::RelayRestarted{.relay = options_.relay_name})
-                        : protocol::ToJson(ToWire(item.record, item.ended, options_.relay_name));
+  const nlohmann::json body = item.announcement ? protocol::ToJson(protocol::RelayRestarted{})
+                                                : protocol::ToJson(ToWire(item.record, item.ended));
   auto answer = item.announcement
                     ? api_.Call("POST", kRestartedPath, &body)
                     : api_.Call("PUT", kSessionsPath + protocol::PathEscape(item.record.id), &body);
@@ -149,13 +147,28 @@ HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
     return Outcome::kRetry;
   }
   const int status = answer->status;
-  if (status >= 200 && status < 300) return Outcome::kDone;
+  if (status >= 200 && status < 300) {
+    if (item.announcement) {
+      // The name the server files this relay's rows under: its credential's.
+      std::string name;
+      if (answer->body.is_object()) {
+        if (auto it = answer->body.find("relay"); it != answer->body.end() && it->is_string()) {
+          name = core::BoundedPrintable(it->get<std::string>());
+        }
+      }
+      spdlog::info("relay: the server at {} records this relay's relay sessions as relay '{}'",
+                   api_.base_url(), name);
+      std::lock_guard lock(mu_);
+      stats_.relay_name = std::move(name);
+    }
+    return Outcome::kDone;
+  }
   if (status == 401 || status == 403 || status == 408 || status == 429 || status >= 500) {
     spdlog::debug("relay: the server answered {} to {}", status, what);
     if (status == 401 || status == 403) {
       spdlog::error(
-          "relay: the server refused the relay's token ({}) for {}; it must be an operator's "
-          "API token. Retrying.",
+          "relay: the server refused the relay's credential ({}) for {}; it must be a relay "
+          "credential (gwr_..., 'gpuwerk admin relays add NAME') that is not revoked. Retrying.",
           status, what);
     }
     return Outcome::kRetry;

@@ -14,18 +14,18 @@
 
 namespace gpuwerk::relay {
 
-/// The body of `PUT /api/v1/relay/sessions/{id}` for `record` reported by relay `relay_name`
-/// (protocol::RelaySessionReport; docs/ssh.md "The remote relay's reports"): times as RFC 3339
-/// UTC, ended_at unset while open, byte counts capped at INT64_MAX. `ended`: whether the record
-/// is an end.
-protocol::RelaySessionReport ToWire(const RelaySessionRecord& record, bool ended,
-                                    const std::string& relay_name);
+/// The body of `PUT /api/v1/relay/sessions/{id}` for `record` (protocol::RelaySessionReport;
+/// docs/ssh.md "The remote relay's reports"): times as RFC 3339 UTC, ended_at unset while open,
+/// byte counts capped at INT64_MAX, no `relay` (the server files it under the name of the relay's
+/// credential). `ended`: whether the record is an end.
+protocol::RelaySessionReport ToWire(const RelaySessionRecord& record, bool ended);
 
 /// How an HttpRelaySessionLog reaches the server and how hard it tries.
 struct HttpRelaySessionLogOptions {
   std::string server_url;  ///< the control plane's base URL, e.g. "https://gpuwerk.example.com"
-  std::string token;       ///< an operator's API token (as for HttpRelayAuthorizer)
-  std::string relay_name;  ///< this relay's name, unique among the relays of one server
+  /// The relay's credential ("gwr_…", as for HttpRelayAuthorizer); it names the relay, so the
+  /// reports carry no name of their own.
+  std::string token;
   std::chrono::milliseconds request_timeout{5'000};  ///< per HTTP request
   std::chrono::milliseconds initial_backoff{500};    ///< wait after the first failed attempt
   std::chrono::milliseconds max_backoff{30'000};     ///< the wait doubles up to this
@@ -40,16 +40,19 @@ struct HttpRelaySessionLogStats {
   uint64_t dropped = 0;    ///< reports given up: queue full, refused for good, or left at Stop
   size_t queued = 0;       ///< reports waiting now (the one in flight included)
   bool announced = false;  ///< the server acknowledged `POST /api/v1/relay/restarted`
+  /// The name the server files this relay's relay sessions under (its credential's), as the
+  /// restart announcement's answer said; "" until then.
+  std::string relay_name;
 };
 
 /// The RelaySessionLog of a remote `gpuwerk relay`: reports every relay session's start and end
 /// to the control plane, which stores them (access::RelaySessionRow) and lists them over the API.
 ///
-/// Protocol (docs/ssh.md), with `Authorization: Bearer <token>`:
-/// - first, once per process: `POST {server}/api/v1/relay/restarted {"relay": name}`. The
-///   server closes the rows this relay left open (a crash or a kill reported no end) with the
-///   reason "relay restarted". It is sent before any report, so it never closes a row of this
-///   process.
+/// Protocol (docs/ssh.md), with `Authorization: Bearer <relay credential>`:
+/// - first, once per process: `POST {server}/api/v1/relay/restarted {}`. The server closes the
+///   rows this relay (the name of its credential, which the answer `{"relay", "closed"}` gives
+///   and the log line states) left open (a crash or a kill reported no end) with the reason
+///   "relay restarted". It is sent before any report, so it never closes a row of this process.
 /// - then per record: `PUT {server}/api/v1/relay/sessions/{record.id}` with
 ///   the report (ToWire): at start (ended_at null), and at the end (the final bytes and
 ///   reason). The server's upsert is idempotent, so a retried report never makes a second row.

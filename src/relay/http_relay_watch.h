@@ -15,22 +15,22 @@ namespace gpuwerk::relay {
 
 /// The push path of a remote relay (docs/ssh.md "Revocation"): holds `GET
 /// {server_url}/api/v1/relay/watch` open (server-sent events, WHATWG HTML §9.2, parsed by
-/// protocol::SseParser) with the relay's token, and for every `event: access`
+/// protocol::SseParser) with the relay's credential ("gwr_…"), and for every `event: access`
 /// (protocol::RelayAccessChange) has the Relay re-check exactly the relay sessions it names
 /// (Relay::RecheckRelaySessions). Whenever a stream that was open ends, or an attempt is refused
 /// (401/403), it has the Relay re-check all its relay sessions at once
 /// (Relay::RecheckAllRelaySessions): the server may be gone (the re-checks then fail, and after
-/// RelayOptions::max_failed_rechecks the relay sessions end) or the token revoked (the re-check's
-/// 401 ends them all). It reconnects after `reconnect_delay`, doubling up to `max_reconnect_delay`
-/// while attempts fail; a stream quiet for `idle_timeout` (the server sends a heartbeat every
-/// 5 s) counts as broken.
+/// RelayOptions::max_failed_rechecks the relay sessions end) or the credential revoked (the
+/// re-check's 401 ends them all). It reconnects after `reconnect_delay`, doubling up to
+/// `max_reconnect_delay` while attempts fail; a stream quiet for `idle_timeout` (the server sends a
+/// heartbeat every 5 s) counts as broken.
 ///
 /// Threading: one thread of its own between Start and Stop. `relay` must outlive the watch.
 class HttpRelayWatch {
  public:
   struct Options {
     std::string server_url;
-    std::string token;
+    std::string token;  ///< the relay's credential, "gwr_…"
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(20)};
     std::chrono::milliseconds reconnect_delay{std::chrono::seconds(1)};
     std::chrono::milliseconds max_reconnect_delay{std::chrono::seconds(30)};

@@ -512,7 +512,7 @@ bool Relay::Impl::RecheckOnce(bool all, const std::set<uint64_t>& ids) {
           "the operator of this service");
       spdlog::error(
           "relay: the control plane refused the relay's credential ({}); ended all {} open "
-          "relay session(s) (fail closed). Give the relay a valid token.",
+          "relay session(s) (fail closed). Give the relay a valid relay credential.",
           core::BoundedPrintable(err.message), n);
       return true;  // not a failure to count: the answer was clear
     }

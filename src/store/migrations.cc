@@ -532,6 +532,21 @@ CREATE TABLE invoice_pushes (
 CREATE INDEX invoice_pushes_due ON invoice_pushes(provider, next_attempt_at)
   WHERE pushed_at IS NULL;
 )sql",
+      // 22: relay credentials (docs/ssh.md "The relay's credential", owned by
+      // access/relay_credential_table.h): one per remote relay, registered by an operator (or by
+      // `gpuwerk up` for its own relay, `local`, created_by ''), its secret stored as its SHA-256;
+      // the name is the `relay` its relay sessions are recorded under.
+      R"sql(
+CREATE TABLE relay_credentials (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  token_hash TEXT NOT NULL UNIQUE,
+  prefix TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  last_used_at BIGINT
+);
+)sql",
   };
   return kMigrations;
 }

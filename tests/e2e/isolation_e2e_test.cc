@@ -219,9 +219,9 @@ class IsolationE2eTest : public ::testing::Test {
   }
 
   /// The relay, logging in to instances with a key made here (its public line goes to the
-  /// agents), asking the server with an operator token.
+  /// agents), asking the server with its own relay credential (registered here).
   void StartRelay() {
-    auto token = op_->PostJson("/api/v1/tokens", {{"name", "relay"}});
+    auto token = op_->PostJson("/api/v1/admin/relays", {{"name", "isolation-e2e"}});
     ASSERT_EQ(token.status, 201) << token.body;
     CommandResult keygen =
         RunCommand(dir_.path(), "ssh-keygen -q -t ed25519 -N '' -C gpuwerk-relay -f relay_key");
@@ -232,7 +232,7 @@ class IsolationE2eTest : public ::testing::Test {
     ASSERT_TRUE(relay_.Start({GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
                               "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
                               (dir_.path() / "relay_host_key").string(), "--relay-key",
-                              (dir_.path() / "relay_key").string(), "--name", "isolation-e2e"},
+                              (dir_.path() / "relay_key").string()},
                              CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]),
                              dir_.path() / "relay.log"))
         << relay_.error();

@@ -51,11 +51,13 @@ class RelaySessionsApiTest : public ServerTest {
     auto login = op_->PostJson("/api/v1/auth/login",
                                {{"email", "op@example.test"}, {"password", "operator password 1"}});
     ASSERT_EQ(login.status, 200) << login.body;
-    auto token = op_->PostJson("/api/v1/tokens", {{"name", "relay-1"}});
+    auto token = op_->PostJson("/api/v1/tokens", {{"name", "cli"}});
     ASSERT_EQ(token.status, 201) << token.body;
     op_token_ = token.Json()["token"].get<std::string>();
+    // The relay's own credential (docs/ssh.md "The relay's credential"): it names the relay.
+    relay_token_ = RegisterRelay("edge-1");
     relay_client_ = Browser();
-    relay_client_->SetBearer(op_token_);
+    relay_client_->SetBearer(relay_token_);
     alice_ = Browser();
     SignUp(*alice_, "alice@example.test");
     alice_key_ = GenerateKey(dir_.path(), "alice");
@@ -71,6 +73,18 @@ class RelaySessionsApiTest : public ServerTest {
     host_token_ = AddHost("spark-a");
   }
 
+  /// Registers relay `name` as the operator and returns its credential ("gwr_…").
+  std::string RegisterRelay(const std::string& name) {
+    auto r = op_->PostJson("/api/v1/admin/relays", {{"name", name}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json().value("token", "");
+  }
+  /// A client that calls as relay `name` (registered here).
+  std::unique_ptr<HttpClient> RelayClient(const std::string& name) {
+    auto client = Browser();
+    client->SetBearer(RegisterRelay(name));
+    return client;
+  }
   /// Registers host `name` (its sshd on 127.0.0.1, the default ports, unless `ssh` is false:
   /// none registered) and syncs it once.
   std::string AddHost(const std::string& name, bool ssh = true) {
@@ -160,9 +174,11 @@ class RelaySessionsApiTest : public ServerTest {
             {"bytes_to_client", ended.is_null() ? 0 : 2000},
             {"end_reason", ended.is_null() ? "" : "client closed"}};
   }
-  HttpResult Put(const std::string& id, const json& body) {
-    return relay_client_->Send("PUT", "/api/v1/relay/sessions/" + id, body.dump(),
-                               {"Content-Type: application/json"});
+  HttpResult Put(const std::string& id, const json& body) { return Put(*relay_client_, id, body); }
+  /// PUT /api/v1/relay/sessions/{id} as the relay (or whoever) `as` calls as.
+  static HttpResult Put(HttpClient& as, const std::string& id, const json& body) {
+    return as.Send("PUT", "/api/v1/relay/sessions/" + id, body.dump(),
+                   {"Content-Type: application/json"});
   }
   /// Stops the server and starts it again on the same port and data directory.
   void StopServer() {
@@ -177,7 +193,7 @@ class RelaySessionsApiTest : public ServerTest {
 
   uint16_t port_ = 0;
   std::unique_ptr<HttpClient> op_, relay_client_, alice_, bob_;
-  std::string op_token_, alice_key_id_, alice_fp_, alice_id_, host_token_;
+  std::string op_token_, relay_token_, alice_key_id_, alice_fp_, alice_id_, host_token_;
   GeneratedKey alice_key_;
 };
 
@@ -271,11 +287,15 @@ TEST_F(RelaySessionsApiTest, RemoteRelayReportsAreIdempotentAndCheckedAndARestar
   ASSERT_EQ(list["total"], 1);
   EXPECT_EQ(list["items"][0]["ended_at"], "2027-01-14T10:05:00Z");
 
-  // Refusals change nothing.
-  ExpectProblem(Put("rls_a1", Report(id, "2027-01-14T10:00:00Z", nullptr, "edge-2")), 409,
+  // Refusals change nothing. Another relay (its own credential) cannot take over a row.
+  auto edge2 = RelayClient("edge-2");
+  ExpectProblem(Put(*edge2, "rls_a1", Report(id, "2027-01-14T10:00:00Z", nullptr, "edge-2")), 409,
                 "relay_session_conflict");
-  ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", nullptr, "local")), 400,
-                "invalid_field");
+  // A relay reports under its credential's name only: not another's, not gpuwerk up's.
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", nullptr, "edge-2")), 403,
+                "relay_name_mismatch");
+  ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", nullptr, "local")), 403,
+                "relay_name_mismatch");
   ExpectProblem(Put("rls_x", Report(id, "yesterday")), 400, "invalid_field");
   ExpectProblem(Put("rls_x", Report(id, "2027-01-14T10:00:00Z", "2027-01-14T09:00:00Z")), 400,
                 "invalid_field");
@@ -299,26 +319,29 @@ TEST_F(RelaySessionsApiTest, RemoteRelayReportsAreIdempotentAndCheckedAndARestar
   HttpClient as_alice(app_->base_url());
   auto alice_token = alice_->PostJson("/api/v1/tokens", {{"name", "cli"}});
   as_alice.SetBearer(alice_token.Json()["token"].get<std::string>());
-  ExpectProblem(
-      as_alice.Send("PUT", "/api/v1/relay/sessions/rls_x",
-                    Report(id, "2027-01-14T10:00:00Z").dump(), {"Content-Type: application/json"}),
-      403, "forbidden");
+  ExpectProblem(Put(as_alice, "rls_x", Report(id, "2027-01-14T10:00:00Z")), 403,
+                "relay_credential_required");
   ExpectProblem(as_alice.PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}}), 403,
-                "forbidden");
+                "relay_credential_required");
   EXPECT_EQ(alice_->Get("/api/v1/instances/" + id + "/relay-sessions").Json()["total"], 1);
 
   // edge-1 restarts: its open rows end as "relay restarted"; edge-2's stay open.
   ASSERT_EQ(Put("rls_b1", Report(id, "2027-01-14T11:00:00Z")).status, 200);
   ASSERT_EQ(Put("rls_b2", Report(id, "2027-01-14T11:01:00Z")).status, 200);
-  ASSERT_EQ(Put("rls_c1", Report(id, "2027-01-14T11:02:00Z", nullptr, "edge-2")).status, 200);
-  auto restarted = relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}});
+  json c1 = Report(id, "2027-01-14T11:02:00Z");
+  c1.erase("relay");  // the credential names the relay
+  ASSERT_EQ(Put(*edge2, "rls_c1", c1).status, 200);
+  auto restarted = relay_client_->PostJson("/api/v1/relay/restarted", json::object());
   ASSERT_EQ(restarted.status, 200) << restarted.body;
+  EXPECT_EQ(restarted.Json()["relay"], "edge-1");
   EXPECT_EQ(restarted.Json()["closed"], 2);
   EXPECT_EQ(
       relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "edge-1"}}).Json()["closed"],
       0);
-  ExpectProblem(relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "local"}}), 400,
-                "invalid_field");
+  ExpectProblem(relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "edge-2"}}), 403,
+                "relay_name_mismatch");
+  ExpectProblem(relay_client_->PostJson("/api/v1/relay/restarted", {{"relay", "local"}}), 403,
+                "relay_name_mismatch");
   const json listed = op_->Get("/api/v1/admin/relay-sessions").Json();
   for (const auto& row : listed["items"]) {
     if (row["id"] == "rls_b1" || row["id"] == "rls_b2") {
@@ -390,8 +413,7 @@ TEST_F(RelaySessionsApiTest, HttpRelaySessionLogRetriesWhileTheServerIsAwayAndAn
   StopServer();
 
   relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:" + std::to_string(port_),
-                                  .token = op_token_,
-                                  .relay_name = "edge-1",
+                                  .token = relay_token_,
                                   .request_timeout = 2s,
                                   .initial_backoff = 100ms,
                                   .max_backoff = 400ms});
@@ -425,6 +447,7 @@ TEST_F(RelaySessionsApiTest, HttpRelaySessionLogRetriesWhileTheServerIsAwayAndAn
   ASSERT_TRUE(log.WaitUntilIdle(10s));
   stats = log.Stats();
   EXPECT_TRUE(stats.announced);
+  EXPECT_EQ(stats.relay_name, "edge-1");  // the credential's name, as the server answered it
   EXPECT_EQ(stats.sent, 3u);
   EXPECT_EQ(stats.dropped, 0u);
   std::map<std::string, json> rows;
@@ -459,8 +482,7 @@ TEST_F(RelaySessionsApiTest, HttpRelaySessionLogRetriesWhileTheServerIsAwayAndAn
 
 TEST_F(RelaySessionsApiTest, HttpRelaySessionLogBoundsItsQueueAndGivesUpAtStop) {
   relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:1",  // nothing listens
-                                  .token = op_token_,
-                                  .relay_name = "edge-9",
+                                  .token = relay_token_,
                                   .request_timeout = 1s,
                                   .initial_backoff = 50ms,
                                   .max_backoff = 100ms,
@@ -493,9 +515,8 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsTh
   const std::string id = in["id"];
   const std::string hostname = in["hostname"];
 
-  relay::HttpRelayAuthorizer authorizer(app_->base_url(), op_token_);
-  relay::HttpRelaySessionLog log(
-      {.server_url = app_->base_url(), .token = op_token_, .relay_name = "edge-1"});
+  relay::HttpRelayAuthorizer authorizer(app_->base_url(), relay_token_);
+  relay::HttpRelaySessionLog log({.server_url = app_->base_url(), .token = relay_token_});
   log.Start();
   relay::RelayOptions options;
   options.listen_address = "127.0.0.1";
@@ -751,7 +772,7 @@ TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHosts
   ASSERT_EQ(Sync(b_token, json::array({Container(mal_id, mp)})).status, 200);
 
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
-  relay::HttpRelayAuthorizer authorizer(app_->base_url(), op_token_);
+  relay::HttpRelayAuthorizer authorizer(app_->base_url(), relay_token_);
   relay::RelayOptions options;
   options.listen_address = "127.0.0.1";
   options.listen_port = 0;
@@ -958,8 +979,9 @@ TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinn
   (*relay)->Stop();
 }
 
-/// The real `gpuwerk relay` binary: reports under --name, a killed relay's open row is closed
-/// when it starts again, and a SIGTERM ends open relay sessions and still reports their end.
+/// The real `gpuwerk relay` binary: reports under its credential's name, a killed relay's open
+/// row is closed when it starts again, and a SIGTERM ends open relay sessions and still reports
+/// their end.
 TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClosedAtRestart) {
   const auto relay_key =
       relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
@@ -969,13 +991,14 @@ TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClose
   const std::string id = in["id"];
   const std::string hostname = in["hostname"];
   const uint16_t port = FreePort();
+  const std::string edge7_token = RegisterRelay("edge-7");
   ChildProcess relay;
   auto start_relay = [&] {
     ASSERT_TRUE(relay.Start({GpuwerkBinary(), "relay", "--server", app_->base_url(), "--listen",
                              "127.0.0.1:" + std::to_string(port), "--host-key",
                              (dir_.path() / "relay" / "host_key").string(), "--relay-key",
-                             (dir_.path() / "relay" / "relay_key").string(), "--name", "edge-7"},
-                            {{"GPUWERK_RELAY_TOKEN", op_token_}}, dir_.path() / "relay.log"))
+                             (dir_.path() / "relay" / "relay_key").string()},
+                            {{"GPUWERK_RELAY_TOKEN", edge7_token}}, dir_.path() / "relay.log"))
         << relay.error();
     for (int i = 0; i < 500; ++i) {
       if (int fd = Connect(port); fd >= 0) {
@@ -1237,7 +1260,7 @@ class RelayRevocationTest : public RelaySessionsApiTest {
       inner_ = std::make_unique<app::StoreRelayAuthorizer>(app_->database(), app_->instances(),
                                                            app_->clock(), app_->rng());
     } else {
-      inner_ = std::make_unique<relay::HttpRelayAuthorizer>(app_->base_url(), op_token_,
+      inner_ = std::make_unique<relay::HttpRelayAuthorizer>(app_->base_url(), relay_token_,
                                                             kAuthorizerTimeout);
     }
     noting_ = std::make_unique<NotingAuthorizer>(*inner_);
@@ -1250,7 +1273,7 @@ class RelayRevocationTest : public RelaySessionsApiTest {
     } else {
       watch_ = std::make_unique<relay::HttpRelayWatch>(
           relay::HttpRelayWatch::Options{
-              .server_url = app_->base_url(), .token = op_token_, .reconnect_delay = 100ms},
+              .server_url = app_->base_url(), .token = relay_token_, .reconnect_delay = 100ms},
           *relay_);
       watch_->Start();
       ASSERT_TRUE(Eventually([&] { return watch_->stats().connected; }, 10s));
@@ -1364,20 +1387,21 @@ TEST_F(RelayRevocationTest, F6_RemovingTheKeyFromTheAccountClosesTheRelaySession
   EXPECT_EQ(noting_->Events().front(), "recheck ok");
 }
 
-TEST_F(RelayRevocationTest, F6_RevokingTheRelaysTokenClosesEveryRelaySessionAtOnce) {
+TEST_F(RelayRevocationTest, F6_RevokingTheRelaysCredentialClosesEveryRelaySessionAtOnce) {
   StartRelay();
   auto one = OpenShell();
   auto two = OpenShell();
   ASSERT_TRUE(OpenRelaySessions(2));
-  // The relay's token is deleted: its watch stream ends, the relay re-checks at once, gets 401,
-  // and ends both without counting failures (max_failed_rechecks is 3).
+  // Deleting an operator's API token is nothing to the relay (its credential is its own).
   const json tokens = op_->Get("/api/v1/tokens").Json();
-  std::string token_id;
-  for (const auto& t : tokens["items"]) {
-    if (t["name"] == "relay-1") token_id = t["id"];
-  }
-  ASSERT_NE(token_id, "") << tokens;
-  ASSERT_EQ(op_->Delete("/api/v1/tokens/" + token_id).status, 204);
+  ASSERT_EQ(tokens["items"].size(), 1u) << tokens;
+  ASSERT_EQ(op_->Delete("/api/v1/tokens/" + tokens["items"][0]["id"].get<std::string>()).status,
+            204);
+  ASSERT_TRUE(Eventually([&] { return watch_->stats().changes >= 1; }, 10s));
+  EXPECT_EQ(relay_->Stats().open_relay_sessions, 2);
+  // The relay's credential is revoked: its watch stream ends at once, the relay re-checks at
+  // once, gets 401, and ends both without counting failures (max_failed_rechecks is 3).
+  ASSERT_EQ(op_->Delete("/api/v1/admin/relays/edge-1").status, 204);
   ASSERT_TRUE(Eventually([&] { return relay_->Stats().ended_by_recheck == 2; }, PushBound(), 20ms))
       << ::testing::PrintToString(noting_->Events());
   for (auto* shell : {one.get(), two.get()}) {
@@ -1386,9 +1410,14 @@ TEST_F(RelayRevocationTest, F6_RevokingTheRelaysTokenClosesEveryRelaySessionAtOn
     EXPECT_NE(r.err.find("its credential was refused"), std::string::npos) << r.err;
   }
   ASSERT_TRUE(Eventually([&] { return Count(noting_->Events(), "end: ") == 2; }, 10s));
-  const auto events = noting_->Events();
+  // One refused re-check, then both ends (and no end before it).
+  const auto events = From(noting_->Events(), "recheck failed");
+  ASSERT_EQ(events.size(), 3u) << ::testing::PrintToString(noting_->Events());
   EXPECT_EQ(events.front(), "recheck failed: relay_token_refused");
-  EXPECT_EQ(Count(events, "recheck failed"), 1) << ::testing::PrintToString(events);
+  EXPECT_EQ(Count(noting_->Events(), "recheck failed"), 1);
+  // The revoked credential is refused from now on (401), on every relay route.
+  ExpectProblem(relay_client_->PostJson("/api/v1/relay/restarted", json::object()), 401,
+                "unauthenticated");
 }
 
 TEST_F(RelayRevocationTest, F6_StoppingTheControlPlaneClosesRelaySessionsAfterTheBoundedFailures) {

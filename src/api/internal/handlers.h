@@ -92,12 +92,17 @@ Answer AgentWatch(ApiContext& ctx, Call& call);
 // event_handlers.cc: GET /api/v1/events.
 Answer OpenEventStream(ApiContext& ctx, Call& call);
 
-// relay_handlers.cc: what remote relays ask and report (docs/ssh.md).
+// relay_handlers.cc: what relays ask and report (docs/ssh.md).
 Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call);
 Answer ReportRelaySession(ApiContext& ctx, Call& call);
 Answer RelayRestarted(ApiContext& ctx, Call& call);
 Answer RecheckRelaySessions(ApiContext& ctx, Call& call);
 Answer WatchRelayAccess(ApiContext& ctx, Call& call);
+
+// relay_credential_handlers.cc: /api/v1/admin/relays, the relays' credentials.
+Answer AdminAddRelay(ApiContext& ctx, Call& call);
+Answer AdminListRelays(ApiContext& ctx, Call& call);
+Answer AdminRevokeRelay(ApiContext& ctx, Call& call);
 
 // relay_session_handlers.cc: relay session lists.
 Answer ListInstanceRelaySessions(ApiContext& ctx, Call& call);

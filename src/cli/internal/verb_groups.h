@@ -32,6 +32,8 @@ void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs);
 void AddAdminAuditVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin relay-sessions, on the `admin` subcommand (admin_relay_session_verbs.cc).
 void AddAdminRelaySessionVerbs(CLI::App& admin, const VerbRegistry& verbs);
+/// admin relays add|list|revoke (admin_relay_verbs.cc).
+void AddAdminRelayVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin hosts add|ls|drain|undrain|rm|link|unlink (admin_host_verbs.cc).
 void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin gpu-types ls|set (admin_gpu_type_verbs.cc).
