@@ -10,7 +10,7 @@
 
 namespace gpuwerk::access {
 
-/// A relay credential as listed (docs/ssh.md "The relay's credential"): the name a remote
+/// A relay credential as listed (docs/ssh.md "The relay's API credential"): the name a remote
 /// `gpuwerk relay` is known by. The secret is never listed.
 struct RelayCredential {
   std::string id;      ///< "rly_…"

@@ -39,7 +39,7 @@ struct NewRelayCredential {
 /// One page of relay credentials, by name.
 using RelayCredentialPage = sched::Page<RelayCredential>;
 
-/// The relays a server accepts (docs/ssh.md "The relay's credential"; issue 12 finding 8): each
+/// The relays a server accepts (docs/ssh.md "The relay's API credential"; issue 12 finding 8): each
 /// remote `gpuwerk relay` authenticates with a credential of its own that opens the relay's
 /// routes (`/api/v1/relay/*`) and nothing else, as a host agent's token opens only the agent's.
 /// The credential names the relay: its relay sessions are recorded under that name, so a relay

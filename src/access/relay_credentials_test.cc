@@ -1,4 +1,4 @@
-// Relay credentials (docs/ssh.md "The relay's credential") in a real SQLite store: names,
+// Relay credentials (docs/ssh.md "The relay's API credential") in a real SQLite store: names,
 // secrets stored hashed, authentication and its use recorded once a minute, revocation, `gpuwerk
 // up`'s own credential rotated, audit events.
 #include "access/relay_credentials.h"

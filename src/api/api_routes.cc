@@ -96,7 +96,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/admin/host-pairs", kOperator, h::LinkHostPair},
     {"DELETE", "/api/v1/admin/host-pairs/{id}", kOperator, h::UnlinkHostPair},
     {"GET", "/api/v1/admin/relay-sessions", kOperator, h::AdminListRelaySessions},
-    // Relay credentials (docs/ssh.md "The relay's credential"): the secret is shown once.
+    // Relay credentials (docs/ssh.md "The relay's API credential"): the secret is shown once.
     {"GET", "/api/v1/admin/relays", kOperator, h::AdminListRelays},
     {"POST", "/api/v1/admin/relays", kOperator, h::AdminAddRelay},
     {"DELETE", "/api/v1/admin/relays/{name}", kOperator, h::AdminRevokeRelay},

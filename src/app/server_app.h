@@ -71,8 +71,8 @@ class ServerApp {
   /// Where access changes are published (instance deletions, keys taken off accounts, deleted
   /// API tokens): `gpuwerk up`'s in-process relay subscribes (docs/ssh.md "Revocation").
   core::AccessChangeFeed& access_changes();
-  /// The relays' credentials (docs/ssh.md "The relay's credential"): `gpuwerk up` issues its own
-  /// relay's (access::RelayCredentials::IssueLocal); tests register relays. Valid until the app
+  /// The relays' credentials (docs/ssh.md "The relay's API credential"): `gpuwerk up` issues its
+  /// own relay's (access::RelayCredentials::IssueLocal); tests register relays. Valid until the app
   /// is destroyed.
   access::RelayCredentials& relay_credentials();
   /// How outbox mails leave (the `mail` option, parsed at Start).

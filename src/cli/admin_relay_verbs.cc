@@ -1,5 +1,5 @@
 // admin relays add|list|revoke: the relays the server accepts, each by a relay credential of its
-// own (docs/ssh.md "The relay's credential").
+// own (docs/ssh.md "The relay's API credential").
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
 

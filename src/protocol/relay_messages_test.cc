@@ -140,7 +140,7 @@ TEST(RelayRestartedTest, RoundTripsAndIsStrict) {
   EXPECT_EQ(ToJson(r), json({{"relay", "relay-1"}}));
   EXPECT_EQ(RelayRestartedFromJson(ToJson(r)).value(), r);
   ExpectStrict(ToJson(r), RelayRestartedFromJson, {"relay"});
-  // Without a name: the relay's credential names it (docs/ssh.md "The relay's credential").
+  // Without a name: the relay's credential names it (docs/ssh.md "The relay's API credential").
   EXPECT_EQ(ToJson(RelayRestarted{}), json::object());
   EXPECT_EQ(RelayRestartedFromJson(json::object()).value(), RelayRestarted{});
 }

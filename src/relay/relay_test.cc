@@ -1348,7 +1348,7 @@ TEST_F(RelayUntrustedTextTest, AuthorizerFailureBannerHasNoUrlOrCurlText) {
   const uint16_t dead = FreePort();
   ASSERT_NE(dead, 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(dead);
-  HttpRelayAuthorizer down(url, "gwt_not_a_token", 2s);
+  HttpRelayAuthorizer down(url, "gwr_not_a_credential", 2s);
   relay_.reset();
   RelayOptions o = BaseOptions();
   o.login_grace = 10s;

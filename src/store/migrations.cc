@@ -532,7 +532,7 @@ CREATE TABLE invoice_pushes (
 CREATE INDEX invoice_pushes_due ON invoice_pushes(provider, next_attempt_at)
   WHERE pushed_at IS NULL;
 )sql",
-      // 22: relay credentials (docs/ssh.md "The relay's credential", owned by
+      // 22: relay credentials (docs/ssh.md "The relay's API credential", owned by
       // access/relay_credential_table.h): one per remote relay, registered by an operator (or by
       // `gpuwerk up` for its own relay, `local`, created_by ''), its secret stored as its SHA-256;
       // the name is the `relay` its relay sessions are recorded under.

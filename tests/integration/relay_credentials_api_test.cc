@@ -1,4 +1,4 @@
-// Relay credentials (docs/ssh.md "The relay's credential"; issue 12 finding 8) over real HTTP
+// Relay credentials (docs/ssh.md "The relay's API credential"; issue 12 finding 8) over real HTTP
 // with a real store: an operator registers a relay and gets its secret once; the relay's own
 // client (relay::HttpRelayAuthorizer) authorizes a login with it; the credential opens nothing
 // but the relay's routes, and the relay's routes take nothing but a relay credential; revoking

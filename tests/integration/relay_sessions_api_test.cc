@@ -54,7 +54,7 @@ class RelaySessionsApiTest : public ServerTest {
     auto token = op_->PostJson("/api/v1/tokens", {{"name", "cli"}});
     ASSERT_EQ(token.status, 201) << token.body;
     op_token_ = token.Json()["token"].get<std::string>();
-    // The relay's own credential (docs/ssh.md "The relay's credential"): it names the relay.
+    // The relay's own credential (docs/ssh.md "The relay's API credential"): it names the relay.
     relay_token_ = RegisterRelay("edge-1");
     relay_client_ = Browser();
     relay_client_->SetBearer(relay_token_);
