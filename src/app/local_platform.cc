@@ -21,8 +21,7 @@
 #include "agent/network_isolation.h"
 #include "app/containers_conf.h"
 #include "app/options.h"
-#include "app/store_relay_access.h"
-#include "relay/relay.h"
+#include "app/relay_process.h"
 
 extern char** environ;
 
@@ -37,11 +36,8 @@ struct LocalPlatform::Impl {
   std::string engine_origin;
   std::string host_name;
   bool has_gpu = false;
-  pid_t podman_pid = -1;  ///< the podman service we own, -1 when none
-  std::unique_ptr<StoreRelayAuthorizer> relay_authorizer;
-  std::unique_ptr<AuditRelaySessionLog> relay_log;
-  std::unique_ptr<relay::Relay> relay;
-  std::unique_ptr<RelayAccessPush> relay_push;  ///< access changes → the relay, at once
+  pid_t podman_pid = -1;                ///< the podman service we own, -1 when none
+  std::unique_ptr<RelayProcess> relay;  ///< `gpuwerk relay` in a process of its own
   std::string ssh_address;
   uint16_t ssh_port = 0;
   std::unique_ptr<agent::DockerEngine> engine;
@@ -237,25 +233,22 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
     if (!listen) {
       return core::InvalidArgument("invalid_ssh_listen", "--ssh-listen " + listen.error().message);
     }
-    relay::RelayOptions relay_options;
-    relay_options.listen_address = listen->address;
-    relay_options.listen_port = listen->port;
+    // The relay in a process of its own under a memory limit (issue 12 finding 3), asking this
+    // server over loopback with the credential `local`, new on every start (docs/ssh.md
+    // "Running it"). Its restart announcement closes the rows a killed earlier run left open.
+    GPUWERK_ASSIGN_OR_RETURN(auto credential, server.relay_credentials().IssueLocal("system"));
     const fs::path relay_dir = (fs::absolute(options.data_dir) / "relay").lexically_normal();
-    relay_options.host_key_path = relay_dir / "host_key";
-    relay_options.relay_key_path = relay_dir / "relay_key";
-    // Access changes reach this relay at once through the server's feed (RelayAccessPush);
-    // the backstop re-check keeps RelayOptions' interval (docs/ssh.md "Revocation").
-    p.relay_authorizer = std::make_unique<StoreRelayAuthorizer>(
-        server.database(), server.instances(), server.clock(), server.rng());
-    p.relay_log =
-        std::make_unique<AuditRelaySessionLog>(server.database(), server.clock(), server.rng());
-    // Rows the last run's relay left open (killed before their end): closed as "relay restarted".
-    GPUWERK_TRY(p.relay_log->CloseLeftOpen());
-    GPUWERK_ASSIGN_OR_RETURN(p.relay,
-                             relay::Relay::Start(relay_options, *p.relay_authorizer, *p.relay_log));
-    p.ssh_address = relay_options.listen_address;
+    GPUWERK_ASSIGN_OR_RETURN(
+        p.relay, RelayProcess::Start({.server_url = server.base_url(),
+                                      .credential = std::move(credential.secret),
+                                      .listen_address = listen->address,
+                                      .listen_port = listen->port,
+                                      .host_key_path = relay_dir / "host_key",
+                                      .relay_key_path = relay_dir / "relay_key",
+                                      .log_level = options.log_level,
+                                      .memory_limit_bytes = options.relay_memory_limit_mib << 20}));
+    p.ssh_address = listen->address;
     p.ssh_port = p.relay->port();
-    p.relay_push = std::make_unique<RelayAccessPush>(server.access_changes(), *p.relay);
   }
 
   agent::Inventory inventory = agent::DiscoverInventory();
@@ -318,7 +311,6 @@ void LocalPlatform::Stop() {
   impl_->stopped = true;
   if (impl_->agent) impl_->agent->Stop();
   if (impl_->agent_thread.joinable()) impl_->agent_thread.join();
-  impl_->relay_push.reset();
   if (impl_->relay) impl_->relay->Stop();  // open relay sessions end with "relay stopping"
   if (impl_->podman_pid > 0) {
     // A child of ours can be reaped; one adopted from an earlier run cannot.

@@ -25,6 +25,9 @@ struct LocalPlatformOptions {
   std::string instance_image;
   /// Where the SSH relay listens, "ADDR:PORT" (numeric address); empty: no relay.
   std::string ssh_listen = "127.0.0.1:2222";
+  /// The relay process's memory limit, MiB, and its log level (RelayProcess).
+  int64_t relay_memory_limit_mib = 2048;
+  std::string log_level = "info";
 };
 
 /// The local engine, SSH relay and agent of `gpuwerk up`. Start order: engine, relay, host
@@ -45,16 +48,17 @@ class LocalPlatform {
   /// DATA/engine/podman.log, pid in DATA/engine/podman.pid. One left running by a `gpuwerk up`
   /// that was killed is adopted when it answers.
   ///
-  /// The relay (docs/ssh.md) runs in this process with the store as its authorizer
-  /// (StoreRelayAuthorizer; RelayAccessPush re-checks the open relay sessions an access change
-  /// names as soon as the server publishes it, so a deleted instance's end at once) and the
-  /// audit log as its session log; its host key and relay key live in DATA/relay/ (created once,
-  /// 0600). The agent adds the relay key's public line to every container's authorized_keys.
+  /// The relay (docs/ssh.md "Running it") runs in a process of its own (RelayProcess: `gpuwerk
+  /// relay`, started again when it dies, under a memory limit), authenticated by the relay
+  /// credential `local` (access::RelayCredentials::IssueLocal, a new secret on every start) and
+  /// talking to `server` over loopback HTTP like a remote relay; its host key and relay key live
+  /// in DATA/relay/ (created once, 0600). The agent adds the relay key's public line to every
+  /// container's authorized_keys.
   ///
   /// Errors: kUnavailable "engine_unavailable" (no engine found and podman missing or not
   /// answering within 30 s; the message says what to install or pass), kFailedPrecondition
   /// "image_not_found" (the instance image is not on the engine; the message gives the command
-  /// that builds it), and the host registration's errors.
+  /// that builds it), RelayProcess::Start's, and the host registration's errors.
   static core::Result<std::unique_ptr<LocalPlatform>> Start(const LocalPlatformOptions& options,
                                                             ServerApp& server);
   ~LocalPlatform();

@@ -92,7 +92,9 @@ int RunServer(const ServerConfig& config, bool up) {
     auto started = LocalPlatform::Start({.engine = config.engine,
                                          .data_dir = config.data_dir,
                                          .instance_image = config.instance_image,
-                                         .ssh_listen = config.ssh_listen},
+                                         .ssh_listen = config.ssh_listen,
+                                         .relay_memory_limit_mib = config.relay_memory_limit_mib,
+                                         .log_level = config.log_level},
                                         **server);
     if (!started) {
       std::fprintf(stderr, "gpuwerk: %s\n", started.error().message.c_str());

@@ -183,6 +183,15 @@ const std::vector<Option<ServerConfig>>& UpOnlyOptions() {
        .field = &C::ssh_listen,
        .help = "where the SSH relay of `up` listens, ADDR:PORT (numeric address); port 0 picks "
                "a free one"},
+      {.key = "relay_memory_limit_mib",
+       .field = &C::relay_memory_limit_mib,
+       .help = "the memory limit of the relay's own process under `up`, in MiB (64 to 1048576)",
+       .details = "`up` runs the relay as a child process (`gpuwerk relay`), restarted when it "
+                  "dies, so that a relay that runs out of memory never takes the control plane "
+                  "with it: a cgroup of its own with this `memory.max` (cgroup v2) or "
+                  "`memory.limit_in_bytes` (a cgroup v1 memory controller) where this process "
+                  "may make one, else RLIMIT_AS of this size (not in sanitizer builds). The log "
+                  "says which (docs/ssh.md \"Running it\")."},
   };
   return kOptions;
 }
@@ -207,6 +216,9 @@ core::Result<void> Validate(const ServerConfig& c) {
   if (c.test_clock_offset_seconds < 0 || c.test_clock_offset_seconds > 366 * 86400) {
     return std::unexpected(
         ConfigError("test_clock_offset_seconds must be from 0 to 31622400 (366 days)"));
+  }
+  if (c.relay_memory_limit_mib < 64 || c.relay_memory_limit_mib > 1'048'576) {
+    return std::unexpected(ConfigError("relay_memory_limit_mib must be from 64 to 1048576"));
   }
   if (c.http_threads < 1 || c.http_threads > 256) {
     return std::unexpected(ConfigError("http_threads must be from 1 to 256"));

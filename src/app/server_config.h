@@ -55,12 +55,15 @@ struct ServerConfig {
   /// 366 days; main's OffsetClock), so that an end-to-end test can close a month.
   int64_t test_clock_offset_seconds = 0;
   std::string ssh_listen = "127.0.0.1:2222";  ///< `up` only
+  /// `up` only: the memory limit of the relay's process, MiB (app::RelayProcess).
+  int64_t relay_memory_limit_mib = 2048;
 };
 
 /// The options of `gpuwerk server` (and `up`), one declaration each (app/options.h).
 const std::vector<Option<ServerConfig>>& ServerOptions();
 
-/// What `gpuwerk up` has beyond ServerOptions(): `engine` and `ssh_listen`.
+/// What `gpuwerk up` has beyond ServerOptions(): `engine`, `ssh_listen` and
+/// `relay_memory_limit_mib`.
 const std::vector<Option<ServerConfig>>& UpOnlyOptions();
 
 /// ServerOptions() then UpOnlyOptions(): the options of `gpuwerk up`.
