@@ -24,8 +24,9 @@ export function CopyCommand(props: { command: string; label: string }) {
       <code ref={code} class="copy-text" data-testid="ssh-command">
         {props.command}
       </code>
-      <button type="button" class="secondary small" onClick={() => void copy()} aria-label={`Copy ${props.label}`}>
+      <button type="button" class="secondary small" onClick={() => void copy()}>
         {outcome === 'copied' ? 'Copied' : 'Copy'}
+        <span class="visually-hidden"> {props.label}</span>
       </button>
       <span class="copy-note" role="status">
         {outcome === 'selected' ? `Selected: press ${COPY_KEYS} to copy.` : outcome === 'copied' ? 'Copied to the clipboard.' : ''}

@@ -52,7 +52,7 @@ export function InstanceCard(props: {
           <dt>Cost so far</dt>
           <dd>
             {props.usage
-              ? `${props.usage.amount ?? formatMoney(props.usage)} · ${props.usage.minutes} min billed`
+              ? `${formatMoney(props.usage)} · ${props.usage.minutes} min billed`
               : '—'}
           </dd>
         </div>
@@ -77,18 +77,16 @@ export function InstanceCard(props: {
           class="secondary"
           disabled={props.busy || inst.status === 'deleting' || inst.status === 'failed'}
           onClick={props.onRestart}
-          aria-label={`Restart ${inst.name}`}
         >
-          Restart
+          Restart<span class="visually-hidden"> {inst.name}</span>
         </button>
         <button
           type="button"
           class="danger-outline"
           disabled={props.busy || inst.status === 'deleting'}
           onClick={props.onDelete}
-          aria-label={`Delete ${inst.name}`}
         >
-          Delete
+          Delete<span class="visually-hidden"> {inst.name}</span>
         </button>
       </div>
     </article>

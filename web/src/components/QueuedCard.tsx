@@ -54,8 +54,8 @@ export function QueuedCard(props: {
         </p>
       ) : null}
       <div class="card-actions">
-        <button type="button" class="secondary" disabled={props.busy} onClick={props.onExit} aria-label={`Exit the queue for ${e.name}`}>
-          Exit queue
+        <button type="button" class="secondary" disabled={props.busy} onClick={props.onExit}>
+          Exit queue<span class="visually-hidden"> for {e.name}</span>
         </button>
       </div>
     </article>
