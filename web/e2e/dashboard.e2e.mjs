@@ -14,6 +14,7 @@ import {
   seriousA11yViolations,
   sshAsShown,
   sshKeygen,
+  startCuttableProxy,
 } from './support.mjs';
 
 const EMAIL = 'ada@example.test';
@@ -226,21 +227,33 @@ step('without a clipboard API the command is selected with a Ctrl+C hint, never 
   }
 });
 
-step('a full GPU type offers the queue: a dashed card with its position, then exit queue', async () => {
+step('a full GPU type offers the queue: dashed cards with their position; exit queue', async () => {
+  // spark-1x is full (web-alpha holds the only host): the panel offers its queue.
   await page.getByRole('button', { name: 'New instance' }).first().click();
-  const panel = page.getByRole('dialog', { name: 'New instance' });
+  let panel = page.getByRole('dialog', { name: 'New instance' });
   await panel.getByText(/Full: choosing it enters the queue/).waitFor();
   await panel.getByLabel('Name').fill('web-beta');
   await panel.getByRole('button', { name: 'Enter queue' }).click();
   await panel.waitFor({ state: 'detached' });
-  const queued = page.locator('article[data-queue-entry="web-beta"]');
-  await queued.waitFor();
-  assert.equal(await queued.getByTestId('queue-position').textContent(), '1');
-  assert.match(await queued.locator('.badge').textContent(), /queued/);
+  const beta = page.locator('article[data-queue-entry="web-beta"]');
+  await beta.waitFor();
+  assert.equal(await beta.getByTestId('queue-position').textContent(), '1');
+  assert.match(await beta.locator('.badge').textContent(), /queued/);
+
+  // spark-2x has no linked pair here, so it is not online: choosing it joins its queue too.
+  await page.getByRole('button', { name: 'New instance' }).first().click();
+  panel = page.getByRole('dialog', { name: 'New instance' });
+  await panel.getByRole('radio', { name: /spark-2x/ }).check();
+  await panel.getByLabel('Name').fill('web-gamma');
+  await panel.getByRole('button', { name: 'Enter queue' }).click();
+  await panel.waitFor({ state: 'detached' });
+  const gamma = page.locator('article[data-queue-entry="web-gamma"]');
+  await gamma.waitFor();
   await checkA11y('instances-with-queue');
   await screenshots(page, 'instances-with-queue');
-  await queued.getByRole('button', { name: 'Exit queue for web-beta' }).click();
-  await queued.waitFor({ state: 'detached' });
+  await gamma.getByRole('button', { name: 'Exit queue for web-gamma' }).click();
+  await gamma.waitFor({ state: 'detached' });
+  assert.equal(await beta.count(), 1);
 });
 
 step('restart: the badge flips to restarting, the SSH command hides, and both come back', async () => {
@@ -253,16 +266,72 @@ step('restart: the badge flips to restarting, the SSH command hides, and both co
   await c.getByTestId('ssh-command').waitFor();
 });
 
+step('with the stream cut, a delete and a queue launch happen; a stale restart says gone; the page resyncs', async () => {
+  // A second tab of the same person, reaching the server through a proxy the test can cut.
+  const proxy = await startCuttableProxy(env.url);
+  const tab = await context.newPage();
+  let tabNavigations = 0;
+  tab.on('framenavigated', (frame) => {
+    if (frame === tab.mainFrame()) tabNavigations++;
+  });
+  try {
+    await tab.goto(`${proxy.url}/`);
+    const tabCard = (name) => tab.locator(`article[data-instance="${name}"]`);
+    await tabCard(INSTANCE).locator('.badge[data-status="running"]').waitFor();
+    await tab.locator('article[data-queue-entry="web-beta"]').waitFor();
+    await tab.locator('.stream-live').waitFor();
+    const loaded = tabNavigations;
+
+    // Cut the tab off (its event stream breaks), then change things behind its back: web-alpha
+    // is deleted, which frees the host, and web-beta is launched from the queue.
+    proxy.setMode('down');
+    await tab.locator('.stream-reconnecting').waitFor({ timeout: 20000 });
+    const list = async () => (await (await page.request.get(`${env.url}/api/v1/instances`)).json()).items;
+    const alpha = (await list()).find((i) => i.name === INSTANCE);
+    assert.equal((await page.request.delete(`${env.url}/api/v1/instances/${alpha.id}`)).status(), 204);
+    await eventually(async () => {
+      const items = await list();
+      return !items.some((i) => i.name === INSTANCE) && items.some((i) => i.name === 'web-beta' && i.status === 'running');
+    }, 180000, 'web-alpha gone and web-beta running (launched from the queue)');
+
+    // The tab can reach the server again, but its stream cannot: it is stale and still shows
+    // web-alpha running. A restart from it says the instance is gone.
+    proxy.setMode('no-stream');
+    assert.equal(await tabCard(INSTANCE).locator('.badge[data-status="running"]').count(), 1);
+    await tabCard(INSTANCE).getByRole('button', { name: `Restart ${INSTANCE}` }).click();
+    await tab.getByText(`${INSTANCE} is gone`).waitFor();
+    await tabCard(INSTANCE).waitFor({ state: 'detached' });
+    await tab.setViewportSize({ width: 375, height: 812 });
+    await tab.screenshot({ path: `${env.artifacts}/stale-restart-gone-375.png`, fullPage: true });
+
+    // The stream comes back: its snapshot shows web-beta as a running instance, the dashed card
+    // gone, all without a reload.
+    proxy.setMode('pass');
+    await tabCard('web-beta').locator('.badge[data-status="running"]').waitFor({ timeout: 60000 });
+    await tab.locator('article[data-queue-entry="web-beta"]').waitFor({ state: 'detached' });
+    await tab.locator('.stream-live').waitFor();
+    assert.equal(tabNavigations, loaded, 'the tab reloaded: it must resynchronise by itself');
+    // The first tab, never cut, followed live all along.
+    await card('web-beta').locator('.badge[data-status="running"]').waitFor();
+    assert.equal(await card(INSTANCE).count(), 0);
+  } finally {
+    await tab.close();
+    proxy.close();
+  }
+});
+
 step('delete asks first, naming the instance, then the card goes', async () => {
-  const c = card(INSTANCE);
-  await c.getByRole('button', { name: `Delete ${INSTANCE}` }).click();
-  const dialog = page.getByRole('dialog', { name: `Delete ${INSTANCE}?` });
+  const name = 'web-beta';
+  const c = card(name);
+  await c.getByRole('button', { name: `Delete ${name}` }).click();
+  const dialog = page.getByRole('dialog', { name: `Delete ${name}?` });
   await dialog.waitFor();
   await checkA11y('delete-confirmation');
   await screenshots(page, 'delete-confirmation');
-  await dialog.getByRole('button', { name: `Delete ${INSTANCE}` }).click();
+  await dialog.getByRole('button', { name: `Delete ${name}` }).click();
   await dialog.waitFor({ state: 'detached' });
   await c.waitFor({ state: 'detached', timeout: 120000 });
+  await page.getByRole('heading', { name: 'No instances yet' }).waitFor();
   const left = await (await page.request.get(`${env.url}/api/v1/instances`)).json();
   assert.equal(left.total, 0);
 });

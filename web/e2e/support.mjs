@@ -3,6 +3,7 @@
 // playwright-core, mail read from the server's Maildir, axe-core, screenshots, and the real
 // ssh-keygen, ssh and gpuwerk CLI.
 import { execFile } from 'node:child_process';
+import net from 'node:net';
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -189,4 +190,67 @@ export async function screenshots(page, name) {
     await page.screenshot({ path: join(env.artifacts, `${name}-${width}.png`), fullPage: true, animations: 'disabled' });
   }
   if (original) await page.setViewportSize(original);
+}
+
+// ---- a connection the test can cut ----------------------------------------------------------
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of the server, for a page whose connections the test breaks:
+ * mode 'pass' forwards; 'down' closes every connection through it and refuses new ones (the page
+ * is cut off, its event stream breaks); 'no-stream' forwards everything except the event stream
+ * (a connection that asks for GET /api/v1/events is closed), so the page can act but hears nothing.
+ * Cookies are per host, not per port, so the page keeps its sign-in; the server's Origin check
+ * accepts the proxy's address (the Host the request came to).
+ */
+export async function startCuttableProxy(targetUrl) {
+  const target = new URL(targetUrl);
+  const pairs = new Set();
+  let mode = 'pass';
+  const server = net.createServer((client) => {
+    if (mode === 'down') {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(Number(target.port), target.hostname);
+    const pair = { client, upstream };
+    pairs.add(pair);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      pairs.delete(pair);
+    };
+    client.on('data', (chunk) => {
+      if (mode === 'down' || (mode === 'no-stream' && chunk.includes('GET /api/v1/events'))) end();
+      else upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (mode === 'down') end();
+      else client.write(chunk);
+    });
+    for (const s of [client, upstream]) {
+      s.on('error', end);
+      s.on('close', end);
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    setMode(next) {
+      mode = next;
+      if (next === 'down') {
+        for (const p of [...pairs]) {
+          p.client.destroy();
+          p.upstream.destroy();
+        }
+        pairs.clear();
+      }
+    },
+    close() {
+      for (const p of pairs) {
+        p.client.destroy();
+        p.upstream.destroy();
+      }
+      server.close();
+    },
+  };
 }

@@ -2,7 +2,7 @@
 // events, docs/api.md "Events"). Every stream starts with a `snapshot` that replaces what the page
 // held, so a dropped stream or a reload resynchronises without missing a transition: EventSource
 // reconnects by itself after the server's `retry:`; when the browser gives up (the server refused
-// the stream: 429, 503) the page opens a new one after a back-off, and on 401 it goes to sign-in.
+// the stream: 429, 503) the page opens a new one after a back-off (3 s doubling to 15 s, or at once when the browser comes back online), and on 401 it goes to sign-in.
 import type { Instance, QueueEntry } from './types';
 
 export type StreamState = 'connecting' | 'live' | 'reconnecting';
@@ -69,14 +69,25 @@ export function openEventStream(handlers: EventHandlers): () => void {
         .finally(() => {
           if (closed) return;
           timer = window.setTimeout(connect, backoff);
-          backoff = Math.min(backoff * 2, 30000);
+          backoff = Math.min(backoff * 2, 15000);
         });
     });
   };
 
+  // Back online (a laptop waking up, a network change): try at once rather than after the back-off.
+  const online = () => {
+    if (closed || !source || source.readyState !== EventSource.CLOSED) return;
+    if (timer !== undefined) clearTimeout(timer);
+    timer = undefined;
+    backoff = 3000;
+    connect();
+  };
+  addEventListener('online', online);
+
   connect();
   return () => {
     closed = true;
+    removeEventListener('online', online);
     if (timer !== undefined) clearTimeout(timer);
     source?.close();
   };

@@ -40,10 +40,11 @@ export function formatFullTime(iso: string): string {
   return Number.isNaN(t.getTime()) ? iso : dateTimeFormat.format(t);
 }
 
-/** "3 min", "2 h 05 min", "4 d 3 h". */
+/** "under a minute", "3 min", "2 h 05 min", "4 d 3 h". */
 export function formatDuration(seconds: number): string {
   const s = Math.max(0, Math.floor(seconds));
   const minutes = Math.floor(s / 60);
+  if (minutes < 1) return 'under a minute';
   if (minutes < 60) return `${minutes} min`;
   const hours = Math.floor(minutes / 60);
   if (hours < 48) return `${hours} h ${String(minutes % 60).padStart(2, '0')} min`;
