@@ -166,7 +166,11 @@ step('add the ssh-keygen key and launch: the card turns running by itself', asyn
   await panel.getByLabel('Public key').fill(key.publicLine);
   await panel.getByRole('button', { name: 'Save key' }).click();
   await panel.getByRole('heading', { name: 'Add an SSH key' }).waitFor({ state: 'detached' });
-  assert.match(await panel.getByLabel('SSH key').locator('option:checked').textContent(), /^laptop/);
+  await eventually(
+    async () => /^laptop/.test(await panel.getByLabel('SSH key').locator('option:checked').textContent()),
+    10000,
+    'the new key chosen in the picker',
+  );
 
   await panel.getByLabel('Name').fill(INSTANCE);
   assert.ok(await panel.getByRole('radio', { name: /spark-1x/ }).isChecked());
@@ -343,6 +347,30 @@ step('sign out from the user menu under the email', async () => {
   const me = await page.request.get(`${env.url}/api/v1/me`);
   assert.equal(me.status(), 401);
   await screenshots(page, 'signed-out');
+});
+
+step('signed out: a magic link signs in after its button; forgot password mails a reset link', async () => {
+  await page.getByLabel('Email').fill(EMAIL);
+  await page.getByRole('button', { name: 'Send magic link' }).click();
+  await page.getByText(/a sign-in link is on its way/).waitFor();
+  const link = await mailedLink(EMAIL, '/auth/magic-link');
+  await page.goto(link);  // the server's page: the GET signs nobody in
+  assert.equal((await page.request.get(`${env.url}/api/v1/me`)).status(), 401);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${env.url}/`);
+  await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  await page.getByRole('button', { name: EMAIL }).click();
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL(/\/sign-in$/);
+
+  await page.getByRole('link', { name: 'Forgot your password?' }).click();
+  await page.waitForURL(/\/forgot-password$/);
+  await page.getByLabel('Email').fill(EMAIL);
+  await page.getByRole('button', { name: 'Send the link' }).click();
+  await page.getByText(/a link to set a new password is on its way/).waitFor();
+  await checkA11y('forgot-password');
+  await screenshots(page, 'forgot-password-sent');
+  assert.match(await mailedLink(EMAIL, '/auth/reset-password'), /token=/);
 });
 
 test('no serious or critical accessibility violation and no blocked resource on any page', () => {

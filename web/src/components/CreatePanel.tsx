@@ -244,9 +244,10 @@ export function CreatePanel(props: {
       {adding ? (
         <AddKeyForm
           onAdded={async (key) => {
-            setAdding(false);
-            setErrors((old) => ({ ...old, ssh_key_id: undefined }));
             await loadKeys(key.id);
+            setErrors((old) => ({ ...old, ssh_key_id: undefined }));
+            setAdding(false);
+            document.getElementById('create-key')?.focus();
           }}
           onCancel={keys && keys.length > 0 ? () => setAdding(false) : undefined}
         />

@@ -257,8 +257,12 @@ export function InstancesPage(props: {
           onCreated={(created) => {
             if ('queued' in created || 'position' in created) {
               const entry = created as QueueEntry;
-              if (entry.status === 'open') setEntries((old) => new Map(old).set(entry.id, entry));
-              setNote(`${entry.name} joined the ${entry.gpu_type} queue.`);
+              if (entry.status === 'open') {
+                setEntries((old) => new Map(old).set(entry.id, entry));
+                setNote(`${entry.name} joined the ${entry.gpu_type} queue.`);
+              } else {
+                setNote(`A ${entry.gpu_type} host was free: ${entry.name} launched at once.`);
+              }
             } else {
               const inst = created as Instance;
               setInstances((old) => (old.has(inst.id) ? old : new Map(old).set(inst.id, inst)));
