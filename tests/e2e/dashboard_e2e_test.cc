@@ -60,7 +60,7 @@ TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
       " DASHBOARD_WORK_DIR=" + Quoted(work.string()) + " GPUWERK_BIN=" + Quoted(GpuwerkBinary()) +
       " DASHBOARD_OPERATOR_EMAIL=" + Quoted(kOperatorEmail) +
       " DASHBOARD_OPERATOR_PASSWORD=" + Quoted(kOperatorPassword) +
-      " node --test --test-reporter=spec --test-concurrency=1 " + Quoted(tests.string());
+      " node --test --test-reporter=spec " + Quoted(tests.string());
   CommandResult r = RunCommand(work, command);
   std::cout << "---- browser tests (web/e2e/dashboard.e2e.mjs)\n"
             << r.out << r.err << "---- screenshots: " << artifacts.string() << "\n";

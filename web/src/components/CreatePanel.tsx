@@ -24,6 +24,15 @@ function fieldOf(e: ApiError, forKey: boolean): FieldName {
   return 'form';
 }
 
+/** Brings the first error of `formId` into view (the panel's footer must not hide it). */
+function useErrorsInView(formId: string, errors: Errors): void {
+  useEffect(() => {
+    if (!Object.values(errors).some(Boolean)) return;
+    const first = document.querySelector(`#${formId} .field-error, #${formId} .form-error`);
+    first?.scrollIntoView({ block: 'center' });
+  }, [errors]);
+}
+
 /** A private key pasted where the public one belongs: refused here, before it leaves the browser. */
 export function looksLikePrivateKey(text: string): boolean {
   return /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----|PuTTY-User-Key-File-|^\s*-----BEGIN SSH2 ENCRYPTED PRIVATE KEY/m.test(text);
@@ -129,6 +138,7 @@ export function CreatePanel(props: {
   };
 
   const selectedKey = keys?.find((k) => k.id === keyId);
+  useErrorsInView('create-form', errors);
 
   return (
     <Dialog labelledBy="create-title" variant="sheet" onClose={props.onClose}>
@@ -291,6 +301,7 @@ function AddKeyForm(props: { onAdded: (key: SshKey) => Promise<void>; onCancel?:
   const [publicKey, setPublicKey] = useState('');
   const [errors, setErrors] = useState<Errors>({});
   const [busy, setBusy] = useState(false);
+  useErrorsInView('add-key', errors);
 
   const add = async (event: Event) => {
     event.preventDefault();
