@@ -3,11 +3,13 @@
 #
 #   scripts/setup.sh [build] [run] [test]     (no group: all three)
 #
-#   build  the compiler, CMake and the libraries gpuwerk compiles against
+#   build  the compiler, CMake and the libraries gpuwerk compiles against, and Node.js + npm,
+#          which build the web dashboard that the binary embeds (docs/dashboard.md "Build")
 #   run    what `gpuwerk up` and its agent use at run time: the container engine (podman) and
 #          what scripts/instance-image/build.sh needs (debootstrap), ssh for `gpuwerk ssh`
 #   test   what scripts/test.sh adds: GoogleTest, sshd, an SMTP sink, clang for the fuzzers and
-#          the format check, the tools the integration tests and benchmarks call
+#          the format check, the tools the integration tests and benchmarks call, and Chromium
+#          for the dashboard's browser tests
 #
 # scripts/up.sh installs `build run`, scripts/test.sh `build run test`. Idempotent: when every
 # package is already installed it returns in well under a second.
@@ -21,6 +23,7 @@ build=(
   libcli11-dev libtomlplusplus-dev libjemalloc-dev libutfcpp-dev
   libarchive-dev
   prometheus-cpp-dev  # /metrics: only its core library is linked (registry, text serializer)
+  nodejs npm  # the dashboard's build (web/); skipped below when a Node.js >= 18.19 with npm is there
 )
 run=(
   # the container engine and the instance image (shared/notes/container-engine.md)
@@ -34,6 +37,7 @@ test=(
   libgtest-dev libgmock-dev libbenchmark-dev openssh-server python3-aiosmtpd
   putty-tools wrk jq iproute2 tmux rsync
   python3-paramiko  # relay_test: an SSH client that sends a user name with a NUL byte
+  chromium fonts-dejavu-core  # the dashboard's browser tests (playwright-core drives it headless)
 )
 
 (($#)) || set -- build run test
@@ -46,6 +50,17 @@ for group in "$@"; do
     *) echo "usage: $0 [build] [run] [test]" >&2; exit 2 ;;
   esac
 done
+
+# A Node.js that is already there (e.g. a newer one from another apt source, whose nodejs
+# package bundles npm and conflicts with Debian's) is kept when it is new enough for the build.
+if command -v node >/dev/null && command -v npm >/dev/null &&
+  node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || (a === 18 && b >= 19) ? 0 : 1)' 2>/dev/null; then
+  kept=()
+  for p in "${packages[@]}"; do
+    [[ $p == nodejs || $p == npm ]] || kept+=("$p")
+  done
+  packages=("${kept[@]}")
+fi
 
 # One dpkg-query for all: the packages installed, then the ones asked for that are not.
 declare -A installed=()

@@ -2,8 +2,10 @@
 # Sets up this machine for building, running and testing (scripts/setup.sh build run test), then
 # builds and runs every test:
 #   1. a format check of the C++ sources (clang-format, .clang-format),
-#   2. the unit and integration tests (GoogleTest via CTest) in an AddressSanitizer +
-#      UndefinedBehaviorSanitizer build with warnings as errors,
+#   2. the unit, integration and end-to-end tests (GoogleTest via CTest) in an AddressSanitizer +
+#      UndefinedBehaviorSanitizer build with warnings as errors; the build embeds the web
+#      dashboard (npm ci + vite, docs/dashboard.md) and the e2e label includes its browser tests
+#      (Debian's Chromium through playwright-core; screenshots in build/asan/test-artifacts/),
 #   3. the libFuzzer targets (clang-16) for a short run each.
 # Usage: scripts/test.sh [ctest args…]   (e.g. -R Accounts)
 # Environment: GPUWERK_FUZZ_SECONDS (default 30 per target), GPUWERK_JOBS (default: nproc).
@@ -31,7 +33,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if [[ $# -eq 0 ]]; then
   echo "== fuzz (clang-16 libFuzzer, ${GPUWERK_FUZZ_SECONDS:-30} s per target)"
   CC=clang-16 CXX=clang++-16 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DGPUWERK_FUZZ=ON -DGPUWERK_TESTS=OFF >/dev/null
+    -DGPUWERK_FUZZ=ON -DGPUWERK_TESTS=OFF -DGPUWERK_WEB=OFF >/dev/null
   ninja -C build/fuzz -j "$jobs" key_parser_fuzz request_json_fuzz
   for target in key_parser_fuzz request_json_fuzz; do
     work=$(mktemp -d)  # libFuzzer adds new inputs to the first folder: keep the seeds clean

@@ -61,7 +61,7 @@ std::string Describe(const core::Error& e) { return e.api_code + ": " + e.messag
 /// agent writes the file again: `file` is where the container's keys are (its read-only
 /// kAgentKeysFileInContainer, or /root/.ssh/authorized_keys for a container made before it).
 std::string RelayKeyMissing(std::string_view file) {
-  return "the SSH relay cannot log in to this instance: its key (the relay credential) is "
+  return "the SSH relay cannot log in to this instance: the relay credential is "
          "missing from " +
          std::string(file) + "; gpuwerk is putting it back";
 }
@@ -69,7 +69,7 @@ std::string RelayKeyMissing(std::string_view file) {
 /// The same when writing the file failed with `code` (an engine's or the agent's own; never text
 /// from the container).
 std::string RelayKeyNotPutBack(std::string_view file, const std::string& code) {
-  return "the SSH relay cannot log in to this instance: its key (the relay credential) is "
+  return "the SSH relay cannot log in to this instance: the relay credential is "
          "missing from " +
          std::string(file) + ", and putting it back failed (" + code +
          "); gpuwerk tries again every round";
@@ -397,7 +397,8 @@ bool Agent::KeysCurrent(const ContainerInfo& c) const {
 }
 
 void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
-  if (options_.relay_authorized_keys.empty()) return;
+  const bool with_ca = !options_.relay_certificate_authorities.empty();
+  if (options_.relay_authorized_keys.empty() && !with_ca) return;
   // A file due for a rewrite this round (new key lines, e.g. other --relay-from patterns) is not
   // checked: the rewrite follows, and the login is proven (and this checked) again after it.
   if (!KeysCurrent(c)) return;
@@ -405,34 +406,50 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
   auto& checked = records_[c.id].relay_checked_at;
   if (!force && checked && now - *checked < options_.relay_check_interval) return;
   checked = now;
-  const AuthorizedKeyLine relay = SplitAuthorizedKeyLine(options_.relay_authorized_keys.front());
-  const LoginProbe probe = Probe(c, relay.key).outcome;
+  auto instance = c.labels.find(std::string(kInstanceLabel));
+  const std::vector<std::string> relay_lines =
+      RelayLines(instance == c.labels.end() ? std::string() : instance->second);
+  // What sshd is asked about: with relay CAs the probe certificate, which the CA's probe line
+  // admits (no from=, so sshd's answer says whether it takes the CA's certificates at all);
+  // otherwise the first plain relay key, whose options (from=) may refuse the agent's address.
+  std::string offer;
+  bool answer_says_all = true;  // a refusal means sshd refuses the credential, not the agent
+  if (with_ca) {
+    offer = options_.relay_probe_certificate;
+    answer_says_all = !offer.empty();
+  } else {
+    const AuthorizedKeyLine relay = SplitAuthorizedKeyLine(options_.relay_authorized_keys.front());
+    offer = relay.key;
+    answer_says_all = relay.options.empty();
+  }
+  const LoginProbe probe = offer.empty() ? LoginProbe::kRefused : Probe(c, offer).outcome;
   // The fault is cleared only by a check that finds the relay key accepted: the record outlives
   // the round (ContainerRecord::relay_error).
   auto accepted = [&] {
     ContainerRecord& record = records_[c.id];
     if (record.relay_error.empty()) return;
-    spdlog::info("agent: sshd of {} accepts the relay key again", c.name);
+    spdlog::info("agent: sshd of {} accepts the relay credential again", c.name);
     record.relay_error.clear();
   };
   if (probe == LoginProbe::kAccepted) return accepted();
   if (probe != LoginProbe::kRefused) return;  // no answer: nothing learnt either way
   // The agent's own read-only file (containers with the keys mount): whether it holds the
-  // relay's line. Nothing in the container is read or run.
+  // relay's lines. Nothing in the container is read or run.
   core::Result<bool> held = false;
   if (HasKeysMount(c)) {
     auto paths = KeysPaths(c.name);
-    held = paths ? AgentKeysHold(*paths, options_.relay_authorized_keys)
-                 : core::Result<bool>(core::Fail(paths.error()));
+    held =
+        paths ? AgentKeysHold(*paths, relay_lines) : core::Result<bool>(core::Fail(paths.error()));
   }
-  if (!relay.options.empty()) {
-    // The line's options (from="<relay addresses>") may refuse the agent's own address: sshd
-    // cannot tell us whether the line is there, so look at the file itself: the agent's own
-    // copy. A container made before the read-only mount cannot be checked (its file is read
-    // only through the container), so nothing is learnt.
+  if (!answer_says_all) {
+    // The line's options (from="<relay addresses>") may refuse the agent's own address, or there
+    // is no certificate to ask with: sshd cannot tell us whether the line is there, so look at
+    // the file itself: the agent's own copy. A container made before the read-only mount cannot
+    // be checked (its file is read only through the container), so nothing is learnt.
     if (!HasKeysMount(c)) return;
     if (!held) {
-      spdlog::warn("agent: cannot check the relay key in {}: {}", c.name, Describe(held.error()));
+      spdlog::warn("agent: cannot check the relay credential in {}: {}", c.name,
+                   Describe(held.error()));
       return;
     }
     if (*held) return accepted();
@@ -443,14 +460,15 @@ void Agent::CheckRelayKey(const ContainerInfo& c, bool force) {
     // The file is the agent's and read-only in the container: sshd itself was changed. Writing
     // the file again changes nothing in the container; the fault stays until sshd accepts.
     spdlog::warn(
-        "agent: sshd of {} refuses the relay key although its read-only authorized_keys holds "
-        "it (sshd changed in the container?)",
+        "agent: sshd of {} refuses the relay credential although its read-only authorized_keys "
+        "holds it (sshd changed in the container?)",
         c.name);
     record.relay_error = kRelayKeyRefused;
     return;
   }
   spdlog::warn(
-      "agent: sshd of {} refuses the relay key (authorized_keys edited?); writing it again",
+      "agent: sshd of {} refuses the relay credential (authorized_keys edited?); writing it "
+      "again",
       c.name);
   record.relay_error = RelayKeyMissing(KeysFileIn(c));
 }
@@ -676,10 +694,28 @@ bool Agent::KeysBeforeStart(const Action& a) {
   return true;
 }
 
+std::vector<std::string> Agent::RelayLines(const std::string& instance_id) const {
+  std::vector<std::string> lines = options_.relay_authorized_keys;
+  for (const std::string& ca : options_.relay_certificate_authorities) {
+    // The CA trusted for this instance's principal alone (issue 12 finding 1).
+    auto line = RelayCaKeyLine(ca, instance_id, options_.relay_ca_from);
+    if (!line) {
+      // The server's id; an id that could break the line gets no relay line (the relay's login
+      // is refused, C07's fault shows).
+      spdlog::error("agent: no relay CA line for instance {}: {}",
+                    core::BoundedPrintable(instance_id, 64), Describe(line.error()));
+      continue;
+    }
+    lines.push_back(std::move(*line));
+    lines.push_back(RelayCaProbeLine(ca));
+  }
+  return lines;
+}
+
 std::vector<std::string> Agent::KeyLines(const DesiredContainer& d) const {
   std::vector<std::string> lines = d.authorized_keys;
-  lines.insert(lines.end(), options_.relay_authorized_keys.begin(),
-               options_.relay_authorized_keys.end());
+  const std::vector<std::string> relay = RelayLines(d.instance_id);
+  lines.insert(lines.end(), relay.begin(), relay.end());
   return lines;
 }
 

@@ -67,12 +67,26 @@ struct AgentOptions {
   /// per run, so that agents on one engine never touch each other's containers).
   std::map<std::string, std::string> extra_labels;
   std::string agent_version = "0.1.0";
-  /// authorized_keys lines added to every container's after the desired ones: the SSH relay's
-  /// credential (docs/ssh.md), e.g. `from="10.0.0.2" ssh-ed25519 AAAA… gpuwerk-relay` (build the
-  /// restricted line with RestrictRelayKeyLine, authorized_keys.h). The agent checks that sshd
-  /// still accepts the first one (its key, without options) and writes the file again when not;
-  /// when that line has options and sshd refuses the agent's own address, it reads its own copy
-  /// of the file instead (AgentKeysHold).
+  /// The relay CAs' keys ("ssh-ed25519 BASE64": ParseRelayCaLine of `gpuwerk agent --relay-ca`;
+  /// docs/ssh.md "Upstream: the relay credential"). Every container's authorized_keys gets, after
+  /// the desired lines and `relay_authorized_keys`, for each CA the line that trusts it for that
+  /// container's instance alone (RelayCaKeyLine, with `relay_ca_from`) and its probe line
+  /// (RelayCaProbeLine). An instance id that makes no principal gets neither (logged).
+  std::vector<std::string> relay_certificate_authorities;
+  /// sshd `from=` patterns for the CA lines (ValidateFromPatterns); "": none.
+  std::string relay_ca_from;
+  /// A probe certificate of one of those CAs (ParseRelayProbeCertificate of `--relay-ca-probe`):
+  /// what the relay check offers sshd (a public-key query; it cannot log in). Empty: the check
+  /// reads the agent's own copy of the file only (it cannot ask sshd about a CA line without a
+  /// certificate).
+  std::string relay_probe_certificate;
+  /// Plain authorized_keys lines added to every container's after the desired ones, e.g.
+  /// `from="10.0.0.2" ssh-ed25519 AAAA… gpuwerk-relay` (RestrictRelayKeyLine): for relays older
+  /// than the relay CA, which log in with their key alone (`gpuwerk agent --relay-key`). Such a
+  /// key opens every container that holds it (issue 12 finding 1): kept for a rolling upgrade
+  /// only. Without CAs the agent checks that sshd still accepts the first one (its key, without
+  /// options) and writes the file again when not; when that line has options and sshd refuses
+  /// the agent's own address, it reads its own copy of the file instead (AgentKeysHold).
   std::vector<std::string> relay_authorized_keys;
   /// What every container is given: memory, CPU and pids limits and the capabilities it keeps
   /// (ResolveInstanceLimits; docs/isolation.md). A desired entry's own `memory_bytes` (the
@@ -169,13 +183,19 @@ class Agent {
   /// checked by banner; without a desired entry or a key line libssh can read, by banner only.
   /// Sets the container's `login_error` when sshd refuses the key.
   bool ContainerReady(const ContainerInfo& c);
-  /// Whether the container's sshd still accepts the relay key for root (the person may have
-  /// edited authorized_keys); when not, forgets that the file is current so that this round
-  /// writes it again, and records the fault (ContainerRecord::relay_error, case C07), which the
-  /// container's error reports until a later check finds the relay key accepted (or, for a line
-  /// with options, present in the file). A check that gets no answer, or cannot read the file,
-  /// changes nothing. Checked at most every `relay_check_interval`.
+  /// Whether the container's sshd still accepts the relay's credential for root: with relay CAs,
+  /// the probe certificate (`relay_probe_certificate`, which the CA's probe line admits beside
+  /// the instance's own CA line), else the first plain relay key. When sshd refuses it, forgets
+  /// that the file is current so that this round writes it again, and records the fault
+  /// (ContainerRecord::relay_error, case C07), which the container's error reports until a later
+  /// check finds the credential accepted (or, where sshd cannot be asked: a plain line with
+  /// options, CA lines without a probe certificate, present in the agent's own file). A check
+  /// that gets no answer, or cannot read the file, changes nothing. Checked at most every
+  /// `relay_check_interval`.
   void CheckRelayKey(const ContainerInfo& c, bool force);
+  /// The relay's lines of a container of instance `instance_id`: the plain relay lines, then per
+  /// CA its instance line and its probe line (AgentOptions).
+  std::vector<std::string> RelayLines(const std::string& instance_id) const;
   /// Reads the container's sshd ed25519 host key through the engine (ReadSshHostKey: an archive
   /// download, nothing runs in the container) into its record, once, when it is the key its sshd
   /// presented to the login probe (an engine that reads another filesystem, as some CI roots'

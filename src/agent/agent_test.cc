@@ -20,7 +20,13 @@
 #include "agent/authorized_keys.h"
 #include "agent/docker_engine.h"
 #include "cli/fake_api_server.h"
+#include "core/clock.h"
 #include "core/strings.h"
+#include "relay/in_memory_relay_authorizer.h"
+#include "relay/in_memory_relay_session_log.h"
+#include "relay/relay.h"
+#include "relay/relay_certificates.h"
+#include "relay/ssh_key_file.h"
 #include "tests/support/engine_stand_in.h"
 
 namespace gpuwerk::agent {
@@ -143,6 +149,8 @@ class AgentTest : public ::testing::Test {
     options.restart_stop_timeout_seconds = 1;
     options.extra_labels = {{kRunLabel, run_id_}};
     options.relay_authorized_keys = relay_lines_;
+    options.relay_certificate_authorities = relay_cas_;
+    options.relay_probe_certificate = relay_probe_;
     options.relay_check_interval = std::chrono::seconds(1);
     options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
     // The host's limits (agent options instance_*): the desired entry's 256 MiB is lower and
@@ -216,6 +224,8 @@ class AgentTest : public ::testing::Test {
   std::string run_id_;
   std::string public_key_;
   std::vector<std::string> relay_lines_;  ///< AgentOptions::relay_authorized_keys of StartAgent
+  std::vector<std::string> relay_cas_;    ///< AgentOptions::relay_certificate_authorities
+  std::string relay_probe_;               ///< AgentOptions::relay_probe_certificate
   bool engine_started_ = false;
   std::unique_ptr<DockerEngine> engine_;
   /// The engine the agent uses when not `engine_` (e.g. one behind an EngineStandIn).
@@ -292,6 +302,137 @@ TEST_F(AgentTest, C09_AuthorizedKeysFollowTheDesiredKeysWithoutARestart) {
                        "BatchMode=yes -o LogLevel=ERROR root@127.0.0.1 "
                        "'stat -c %a /etc/ssh/gpuwerk /etc/ssh/gpuwerk/authorized_keys'");
   EXPECT_EQ(modes.text, "700\n600\n");
+}
+
+// Issue 12 finding 1 with the real engine, the instance image's sshd and a real relay: the
+// agent writes into each container's file the relay CA trusted for that instance's principal
+// alone (and its probe line, which the agent's check finds accepted). The relay logs in to
+// instance A with A's certificate. Pointed at B's container (as a host that forwards A's port
+// to B would have it), the relay's certificate for A is refused by B's sshd: the person hears
+// that the relay credential is missing, the refusal is recorded for A, nothing runs in B. A
+// certificate past its end is refused, and the relay key alone opens neither container.
+TEST_F(AgentTest, F1_TheRelaysCertificateOpensItsOwnInstancesContainerOnly) {
+  namespace relay = gpuwerk::relay;
+  const auto ca = relay::LoadOrCreateEd25519Key(dir_ / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(ca) << ca.error().message;
+  const auto probe = relay::MakeProbeCertificate(ca->path);
+  ASSERT_TRUE(probe) << probe.error().message;
+  const auto ca_key = ParseRelayCaLine(ca->public_line);
+  ASSERT_TRUE(ca_key) << ca_key.error().message;
+  const auto probe_key = ParseRelayProbeCertificate(*probe);
+  ASSERT_TRUE(probe_key) << probe_key.error().message;
+  relay_cas_ = {*ca_key};
+  relay_probe_ = *probe_key;
+  plane_.SetDesired({Entry("ins_a", 0), Entry("ins_b", 0)});
+  StartAgent();
+  nlohmann::json report = WaitFor(
+      [](const nlohmann::json& r) { return RunningReady("ins_a")(r) && RunningReady("ins_b")(r); });
+  const auto* a = Container(report, "ins_a");
+  const auto* b = Container(report, "ins_b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const int port_a = (*a)["ssh_port"], port_b = (*b)["ssh_port"];
+  // What sshd in A reads: the person's key, the CA for ins_a alone, the probe line.
+  auto line_a = RelayCaKeyLine(*ca_key, "ins_a", "");
+  ASSERT_TRUE(line_a) << line_a.error().message;
+  EXPECT_EQ(Ssh(port_a, "cat /etc/ssh/gpuwerk/authorized_keys").text,
+            public_key_ + "\n" + *line_a + "\n" + RelayCaProbeLine(*ca_key) + "\n");
+  // The agent's check (the probe certificate) finds both sshd taking the CA: no fault.
+  const int syncs = plane_.syncs();
+  report = WaitFor([&](const nlohmann::json&) { return plane_.syncs() >= syncs + 2; });
+  for (const char* inst : {"ins_a", "ins_b"}) {
+    const auto* c = Container(report, inst);
+    ASSERT_NE(c, nullptr) << inst;
+    EXPECT_EQ((*c)["error"], "") << report.dump();
+  }
+
+  // A relay in front, with the person's key reaching both instances.
+  Output fp = Shell("ssh-keygen -l -f " + (dir_ / "id_ed25519.pub").string());
+  ASSERT_EQ(fp.rc, 0) << fp.text;
+  const std::string fingerprint = fp.text.substr(
+      fp.text.find(' ') + 1, fp.text.find(' ', fp.text.find(' ') + 1) - fp.text.find(' ') - 1);
+  auto instance = [&](const std::string& id, const std::string& hostname, int port) {
+    relay::RelayInstance i;
+    i.instance_id = id;
+    i.name = id;
+    i.hostname = hostname;
+    i.person_id = "per_p";
+    i.upstream_host = "127.0.0.1";
+    i.upstream_port = static_cast<uint16_t>(port);
+    i.key_fingerprints = {fingerprint};
+    return i;
+  };
+  // Each container says which it is (written straight to it with the person's key).
+  ASSERT_EQ(Ssh(port_a, "echo GPUWERK_INSTANCE=ins_a > /root/which").rc, 0);
+  ASSERT_EQ(Ssh(port_b, "echo GPUWERK_INSTANCE=ins_b > /root/which").rc, 0);
+  relay::InMemoryRelayAuthorizer authz;
+  relay::InMemoryRelaySessionLog log;
+  authz.Put(instance("ins_a", "a-aaaaa", port_a));
+  authz.Put(instance("ins_b", "b-bbbbb", port_b));
+  relay::RelayOptions options;
+  options.listen_address = "127.0.0.1";
+  options.listen_port = 0;
+  options.host_key_path = dir_ / "relay" / "host_key";
+  options.relay_key_path = dir_ / "relay" / "relay_key";
+  options.relay_ca_path = ca->path;
+  auto started = relay::Relay::Start(options, authz, log);
+  ASSERT_TRUE(started) << started.error().message;
+  std::unique_ptr<relay::Relay> front = std::move(*started);
+  auto through = [&](const std::string& user) {
+    return Shell("ssh -F /dev/null -i " + (dir_ / "id_ed25519").string() + " -p " +
+                 std::to_string(front->port()) +
+                 " -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no"
+                 " -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=10 " +
+                 user + "@127.0.0.1 cat /root/which");
+  };
+  Output in_a = through("a-aaaaa");
+  EXPECT_EQ(in_a.rc, 0) << in_a.text;
+  // (ssh's own words, e.g. "Permanently added", come with the output: 2>&1.)
+  EXPECT_NE(in_a.text.find("GPUWERK_INSTANCE=ins_a\n"), std::string::npos) << in_a.text;
+  EXPECT_EQ(in_a.text.find("ins_b"), std::string::npos) << in_a.text;
+
+  // A's upstream pointed at B's container.
+  authz.Put(instance("ins_a", "a-aaaaa", port_b));
+  Output forged = through("a-aaaaa");
+  EXPECT_EQ(forged.rc, 255) << forged.text;
+  EXPECT_EQ(forged.text.find("GPUWERK_INSTANCE"), std::string::npos) << forged.text;
+  EXPECT_NE(forged.text.find("relay credential is missing"), std::string::npos) << forged.text;
+  auto refused = log.Refused();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].code, "upstream_auth_failed");
+  EXPECT_EQ(refused[0].instance_id, "ins_a");
+  // B's own certificate still opens B.
+  Output in_b = through("b-bbbbb");
+  EXPECT_EQ(in_b.rc, 0) << in_b.text;
+  EXPECT_NE(in_b.text.find("GPUWERK_INSTANCE=ins_b\n"), std::string::npos) << in_b.text;
+
+  // A relay whose certificates are dated an hour back: expired at sshd, refused.
+  front.reset();
+  authz.Put(instance("ins_a", "a-aaaaa", port_a));
+  core::FakeClock an_hour_ago(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count() -
+                              3600);
+  options.certificate_clock = &an_hour_ago;
+  started = relay::Relay::Start(options, authz, log);
+  ASSERT_TRUE(started) << started.error().message;
+  front = std::move(*started);
+  Output expired = through("a-aaaaa");
+  EXPECT_EQ(expired.rc, 255) << expired.text;
+  EXPECT_NE(expired.text.find("relay credential is missing"), std::string::npos) << expired.text;
+  refused = log.Refused();
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[1].code, "upstream_auth_failed");
+  front.reset();
+
+  // The relay key without a certificate, straight to A: refused.
+  Output bare = Shell("ssh -F /dev/null -i " + (dir_ / "relay" / "relay_key").string() + " -p " +
+                      std::to_string(port_a) +
+                      " -o IdentitiesOnly=yes -o StrictHostKeyChecking=no"
+                      " -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5"
+                      " root@127.0.0.1 true");
+  EXPECT_NE(bare.rc, 0) << bare.text;
+  EXPECT_EQ(Ssh(port_a, "true").rc, 0);  // the person's key, as before
 }
 
 // `gpuwerk agent --relay-from`: the relay key's line carries from="PATTERNS", so sshd refuses

@@ -688,6 +688,16 @@ TEST(AgentTest, Finding9_KeysAreTheAgentsReadOnlyMountAndAChangeSendsTheEngineNo
   options.state_dir = dir;
   options.ssh_probe_timeout = milliseconds(100);
   options.relay_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey gpuwerk-relay"};
+  // The relay CA, trusted for this container's instance alone, and its probe line (docs/ssh.md
+  // "Upstream: the relay credential"), after the plain relay line of an older relay.
+  const std::string ca =
+      "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHvkUHXRnfrlMrJul9DlxqoohCvQpwbilMVvKb9zKJCL";
+  options.relay_certificate_authorities = {ca};
+  const std::string relay_lines = options.relay_authorized_keys[0] +
+                                  "\ncert-authority,principals=\"gpuwerk-instance-ins_a\" " + ca +
+                                  " gpuwerk-relay-ca\ncert-authority,principals=\"gpuwerk-relay-"
+                                  "probe\",restrict,command=\"/bin/false\" " +
+                                  ca + " gpuwerk-relay-ca-probe\n";
   Agent agent(options, engine, client, Inventory{});
   ASSERT_TRUE(agent.RunOnce());  // learns the host id
   ASSERT_TRUE(agent.RunOnce());  // creates and starts
@@ -697,7 +707,7 @@ TEST(AgentTest, Finding9_KeysAreTheAgentsReadOnlyMountAndAChangeSendsTheEngineNo
     std::ifstream in(file);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
-  EXPECT_EQ(read(), alice + "\n" + options.relay_authorized_keys[0] + "\n");
+  EXPECT_EQ(read(), alice + "\n" + relay_lines);
   const std::vector<ContainerSpec> specs = engine.specs();
   ASSERT_EQ(specs.size(), 1u);
   EXPECT_EQ(specs[0].labels.at(std::string(kKeysLabel)), "bind");
@@ -714,7 +724,7 @@ TEST(AgentTest, Finding9_KeysAreTheAgentsReadOnlyMountAndAChangeSendsTheEngineNo
   }
   ASSERT_TRUE(agent.RunOnce());  // the new list
   ASSERT_TRUE(agent.RunOnce());  // acted on
-  EXPECT_EQ(read(), alice + "\n" + bob + "\n" + options.relay_authorized_keys[0] + "\n");
+  EXPECT_EQ(read(), alice + "\n" + bob + "\n" + relay_lines);
   const std::vector<std::string> calls = engine.calls();
   EXPECT_EQ(calls.size(), calls_before) << ::testing::PrintToString(calls);
   EXPECT_EQ(std::count_if(calls.begin(), calls.end(),

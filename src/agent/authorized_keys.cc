@@ -14,10 +14,13 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "core/check.h"
+#include "core/encoding.h"
 #include "core/strings.h"
+#include "protocol/relay_principal.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -375,6 +378,84 @@ core::Result<std::string> RestrictRelayKeyLine(std::string_view line, std::strin
   std::string out = "from=\"" + std::string(patterns) + "\"";
   if (!parts.options.empty()) out += "," + parts.options;
   return out + " " + parts.key;
+}
+
+namespace {
+
+/// "TYPE BASE64" of a public key line without options whose blob decodes and starts with the
+/// SSH string TYPE (RFC 4253 §6.6); nullopt otherwise.
+std::optional<std::string> KeyOfType(std::string_view line, std::string_view type,
+                                     size_t exact_blob_size) {
+  const AuthorizedKeyLine parts = SplitAuthorizedKeyLine(line);
+  if (!parts.options.empty() || parts.key.empty()) return std::nullopt;
+  std::string_view key = parts.key;
+  const size_t blank = key.find_first_of(" \t");
+  if (key.substr(0, blank) != type || blank == std::string_view::npos) return std::nullopt;
+  std::string_view b64 = key.substr(blank + 1);
+  while (!b64.empty() && IsBlank(b64.front())) b64.remove_prefix(1);
+  b64 = b64.substr(0, b64.find_first_of(" \t"));
+  const auto blob = core::Base64Decode(b64);
+  if (!blob || blob->size() < 4 + type.size()) return std::nullopt;
+  const std::string& raw = *blob;
+  const uint32_t n = (uint32_t{static_cast<unsigned char>(raw[0])} << 24) |
+                     (uint32_t{static_cast<unsigned char>(raw[1])} << 16) |
+                     (uint32_t{static_cast<unsigned char>(raw[2])} << 8) |
+                     uint32_t{static_cast<unsigned char>(raw[3])};
+  if (n != type.size() || raw.compare(4, n, type) != 0) return std::nullopt;
+  if (exact_blob_size != 0 && raw.size() != exact_blob_size) return std::nullopt;
+  return std::string(type) + " " + std::string(b64);
+}
+
+}  // namespace
+
+core::Result<std::string> ParseRelayCaLine(std::string_view line) {
+  // An ed25519 public key blob: string "ssh-ed25519" (4 + 11) and string of 32 bytes (4 + 32).
+  auto key = KeyOfType(line, "ssh-ed25519", 4 + 11 + 4 + 32);
+  if (!key) {
+    return core::InvalidArgument(
+        "invalid_relay_ca",
+        fmt::format("the relay CA must be given as the public line `gpuwerk relay` prints "
+                    "(\"ssh-ed25519 AAAA… gpuwerk-relay-ca\"), without options; got \"{}\"",
+                    Snippet(line)));
+  }
+  return *key;
+}
+
+core::Result<std::string> ParseRelayProbeCertificate(std::string_view line) {
+  auto key = KeyOfType(line, "ssh-ed25519-cert-v01@openssh.com", 0);
+  if (!key) {
+    return core::InvalidArgument(
+        "invalid_relay_ca_probe",
+        fmt::format("the relay's probe certificate must be given as `gpuwerk relay` prints it "
+                    "(\"ssh-ed25519-cert-v01@openssh.com AAAA…\"); got \"{}\"",
+                    Snippet(line)));
+  }
+  return *key;
+}
+
+core::Result<std::string> RelayCaKeyLine(std::string_view ca_key, std::string_view instance_id,
+                                         std::string_view from_patterns) {
+  GPUWERK_ASSIGN_OR_RETURN(const std::string key, ParseRelayCaLine(ca_key));
+  const auto principal = protocol::RelayInstancePrincipal(instance_id);
+  if (!principal) {
+    return core::InvalidArgument(
+        "invalid_instance_id",
+        fmt::format("the instance id \"{}\" makes no certificate principal (letters, digits, "
+                    "'_', '.', '-', at most 64)",
+                    Snippet(instance_id)));
+  }
+  std::string options = "cert-authority,principals=\"" + *principal + "\"";
+  if (!from_patterns.empty()) {
+    GPUWERK_TRY(ValidateFromPatterns(from_patterns));
+    options += ",from=\"" + std::string(from_patterns) + "\"";
+  }
+  return options + " " + key + " " + std::string(kRelayCaComment);
+}
+
+std::string RelayCaProbeLine(std::string_view ca_key) {
+  return "cert-authority,principals=\"" + std::string(protocol::kRelayProbePrincipal) +
+         "\",restrict,command=\"/bin/false\" " + std::string(ca_key) + " " +
+         std::string(kRelayCaProbeComment);
 }
 
 }  // namespace gpuwerk::agent

@@ -138,4 +138,47 @@ core::Result<void> ValidateFromPatterns(std::string_view patterns);
 /// the line).
 core::Result<std::string> RestrictRelayKeyLine(std::string_view line, std::string_view patterns);
 
+// The relay CA (docs/ssh.md "Upstream: the relay credential"; issue 12 finding 1). The relay logs
+// in with a short-lived OpenSSH user certificate (OpenSSH PROTOCOL.certkeys) whose one principal
+// names the instance (protocol::RelayInstancePrincipal); each container's file trusts the relay
+// CA for that principal alone, so a certificate made for one instance opens no other container,
+// wherever a host forwards it.
+
+/// The comment of the relay CA's line in every container's file.
+inline constexpr std::string_view kRelayCaComment = "gpuwerk-relay-ca";
+/// The comment of the probe line (RelayCaProbeLine).
+inline constexpr std::string_view kRelayCaProbeComment = "gpuwerk-relay-ca-probe";
+
+/// Checks the relay CA's public line as `gpuwerk relay` prints it (`gpuwerk agent --relay-ca`):
+/// "ssh-ed25519 BASE64 [comment]" (surrounding blanks ignored), no options, the blob an ed25519
+/// key's (RFC 8709 §4: the string "ssh-ed25519" and 32 bytes). Returns "ssh-ed25519 BASE64".
+/// Errors: kInvalidArgument "invalid_relay_ca" (the message says what was expected).
+core::Result<std::string> ParseRelayCaLine(std::string_view line);
+
+/// Checks a probe certificate of the relay CA as `gpuwerk relay` prints it (`gpuwerk agent
+/// --relay-ca-probe`): "ssh-ed25519-cert-v01@openssh.com BASE64 [comment]", no options, the blob
+/// starting with that type name (PROTOCOL.certkeys). Returns "TYPE BASE64" (what the agent
+/// offers sshd; never signed with: nobody holds its private half). Errors: kInvalidArgument
+/// "invalid_relay_ca_probe".
+core::Result<std::string> ParseRelayProbeCertificate(std::string_view line);
+
+/// The line that lets the relay CA's certificates for `instance_id` in (sshd(8), AUTHORIZED_KEYS
+/// FILE FORMAT: `cert-authority` with `principals`; sshd then needs no TrustedUserCAKeys):
+///   cert-authority,principals="gpuwerk-instance-<id>"[,from="PATTERNS"] ssh-ed25519 B64
+///   gpuwerk-relay-ca
+/// `ca_key` is ParseRelayCaLine's result; `from_patterns` (ValidateFromPatterns) empty: no from=.
+/// Errors: kInvalidArgument "invalid_instance_id" (the id makes no principal: it could end the
+/// option), "invalid_relay_from", "invalid_relay_ca".
+core::Result<std::string> RelayCaKeyLine(std::string_view ca_key, std::string_view instance_id,
+                                         std::string_view from_patterns);
+
+/// The line that lets the agent's check ask sshd about the relay CA (the probe certificate's
+/// principal, protocol::kRelayProbePrincipal), and nothing more: a login with it could only run
+/// /bin/false, without a pty, forwarding or agent, and nobody can log in with the probe
+/// certificate anyway (its key's private half is gone):
+///   cert-authority,principals="gpuwerk-relay-probe",restrict,command="/bin/false" ssh-ed25519 B64
+///   gpuwerk-relay-ca-probe
+/// No from=: the agent asks from the host's own address. `ca_key`: ParseRelayCaLine's result.
+std::string RelayCaProbeLine(std::string_view ca_key);
+
 }  // namespace gpuwerk::agent

@@ -254,5 +254,72 @@ TEST(AuthorizedKeysTest, RelayLineGetsFromAndNoOtherRestriction) {
   EXPECT_EQ(empty.error().api_code, "invalid_relay_key");
 }
 
+// The relay CA (docs/ssh.md "Upstream: the relay credential"; issue 12 finding 1).
+constexpr const char* kRelayCa =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHvkUHXRnfrlMrJul9DlxqoohCvQpwbilMVvKb9zKJCL";
+constexpr const char* kProbeCertificate =
+    "ssh-ed25519-cert-v01@openssh.com "
+    "AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29tAAAAIINWWWYd2VrzLGm2P2OmMEnQ+v3M"
+    "qf9ovXUxpi00woRkAAAAILasSjwbGeKRjEfJ7v+MgbLqT/oxyTcH1XLicE2uWpdwAAAAAAAAAAAAAAAB"
+    "AAAABXByb2JlAAAAFwAAABNncHV3ZXJrLXJlbGF5LXByb2JlAAAAAAAAAAD//////////wAAAAAAAACC"
+    "AAAAFXBlcm1pdC1YMTEtZm9yd2FyZGluZwAAAAAAAAAXcGVybWl0LWFnZW50LWZvcndhcmRpbmcAAAAA"
+    "AAAAFnBlcm1pdC1wb3J0LWZvcndhcmRpbmcAAAAAAAAACnBlcm1pdC1wdHkAAAAAAAAADnBlcm1pdC11"
+    "c2VyLXJjAAAAAAAAAAAAAAAzAAAAC3NzaC1lZDI1NTE5AAAAIHvkUHXRnfrlMrJul9DlxqoohCvQpwbi"
+    "lMVvKb9zKJCLAAAAUwAAAAtzc2gtZWQyNTUxOQAAAEBjgAKVyW7RqGjIhkJCIqFZ6RFfQGPP3VAlRrNc"
+    "lTh/El+LUAbw5rKEm670xFQEZGGEeLa8pCiSruDLdnvpoKcF";
+
+TEST(AuthorizedKeysTest, F1_TheRelayCaIsTrustedForOneInstancesPrincipalOnly) {
+  auto ca = ParseRelayCaLine(std::string("  ") + kRelayCa + " gpuwerk-relay-ca\n");
+  ASSERT_TRUE(ca) << ca.error().message;
+  EXPECT_EQ(*ca, kRelayCa);
+  auto line = RelayCaKeyLine(*ca, "ins_2f7qk3x7q", "");
+  ASSERT_TRUE(line) << line.error().message;
+  EXPECT_EQ(*line, "cert-authority,principals=\"gpuwerk-instance-ins_2f7qk3x7q\" " +
+                       std::string(kRelayCa) + " gpuwerk-relay-ca");
+  auto from = RelayCaKeyLine(*ca, "ins_a", "10.0.0.2,10.88.0.1");
+  ASSERT_TRUE(from) << from.error().message;
+  EXPECT_EQ(*from,
+            "cert-authority,principals=\"gpuwerk-instance-ins_a\",from=\"10.0.0.2,10.88.0.1\" " +
+                std::string(kRelayCa) + " gpuwerk-relay-ca");
+  // As sshd reads it: the options, then the CA's key.
+  EXPECT_EQ(SplitAuthorizedKeyLine(*from).key, std::string(kRelayCa) + " gpuwerk-relay-ca");
+  // The probe line: the probe principal, restricted to /bin/false, without from=.
+  EXPECT_EQ(RelayCaProbeLine(*ca),
+            "cert-authority,principals=\"gpuwerk-relay-probe\",restrict,command=\"/bin/false\" " +
+                std::string(kRelayCa) + " gpuwerk-relay-ca-probe");
+  // An id that could end the option or name two principals makes no line.
+  for (const std::string id : {"ins_a,ins_b", "ins\"a", "ins a", ""}) {
+    auto bad = RelayCaKeyLine(*ca, id, "");
+    ASSERT_FALSE(bad) << id;
+    EXPECT_EQ(bad.error().api_code, "invalid_instance_id") << id;
+  }
+  auto bad_from = RelayCaKeyLine(*ca, "ins_a", "10.0.0.2\" command=\"sh");
+  ASSERT_FALSE(bad_from);
+  EXPECT_EQ(bad_from.error().api_code, "invalid_relay_from");
+  // Not a CA line: options, another type, a blob that is not an ed25519 key, nothing.
+  for (const std::string& bad :
+       {std::string("from=\"10.0.0.2\" ") + kRelayCa, std::string("ssh-rsa AAAAB3NzaC1yc2E="),
+        std::string("ssh-ed25519 AAAAB3NzaC1yc2E="), std::string("ssh-ed25519 !!"),
+        std::string(kProbeCertificate), std::string()}) {
+    auto refused = ParseRelayCaLine(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().api_code, "invalid_relay_ca") << bad;
+  }
+}
+
+TEST(AuthorizedKeysTest, TheProbeCertificateIsACertificateLine) {
+  auto probe =
+      ParseRelayProbeCertificate(std::string(kProbeCertificate) + " gpuwerk-relay-probe\n");
+  ASSERT_TRUE(probe) << probe.error().message;
+  EXPECT_EQ(*probe, kProbeCertificate);
+  for (const std::string& bad :
+       {std::string(kRelayCa), std::string("ssh-ed25519-cert-v01@openssh.com AAAA"),
+        std::string("restrict ") + kProbeCertificate}) {
+    auto refused = ParseRelayProbeCertificate(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().api_code, "invalid_relay_ca_probe") << bad;
+  }
+}
+
 }  // namespace
 }  // namespace gpuwerk::agent

@@ -1,6 +1,6 @@
-// The route table: every route of the server (besides /healthz and /metrics), who may call it,
-// and its handler. Authentication per access level and the error → problem JSON answer happen
-// here, once (RegisterApiRoutes).
+// The route table: every route of the server (besides /healthz, /metrics and the dashboard's
+// files, api/dashboard.h), who may call it, and its handler. Authentication per access level and
+// the error → problem JSON answer happen here, once (RegisterApiRoutes).
 #include "api/api_routes.h"
 
 #include <algorithm>
@@ -40,8 +40,6 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/auth/reset-password", kPublic, h::ResetPasswordForm},
     {"GET", "/auth/prove-address", kPublic, h::AddressProofPage},
     {"POST", "/auth/prove-address", kPublic, h::AddressProofForm},
-    {"GET", "/", kPublic, h::HomePage},
-    {"GET", "/home.js", kPublic, h::HomeScript},
 
     // Personal API tokens and SSH keys.
     {"GET", "/api/v1/tokens", kPerson, h::ListTokens},

@@ -11,7 +11,7 @@ namespace {
 
 /// The access level a route promises (docs/api.md): operators under /api/v1/admin/, host
 /// agents under /api/v1/agent/, relays under /api/v1/relay/, anyone for sign-in, the link pages
-/// (the invitation link's page /team/accept included) and the home page, a person with a proven
+/// (the invitation link's page /team/accept included), a person with a proven
 /// address for what costs or grants access (launch, restart, joining a queue, making an API token,
 /// adding an SSH key, setting up a card) and for changing the password (which voids the mailbox
 /// owner's links and mails them; docs/accounts.md) and for making, inviting to and joining a team
@@ -36,8 +36,7 @@ Access ExpectedAccess(std::string_view method, std::string_view pattern) {
   if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
   if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;
   if (pattern.starts_with("/api/v1/auth/") || pattern.starts_with("/auth/") ||
-      pattern == "/team/accept" || pattern == "/" || pattern == "/home.js" ||
-      pattern == "/api/v1/billing/webhooks/stripe") {
+      pattern == "/team/accept" || pattern == "/api/v1/billing/webhooks/stripe") {
     return Access::kPublic;
   }
   return Access::kPerson;

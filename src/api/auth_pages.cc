@@ -1,6 +1,6 @@
 // The pages that mailed links open (R-1, C26): a GET only shows a page with a button, so a mail
 // scanner that fetches every link uses nothing up; the button's form POST consumes the token.
-// Plus a plain sign-in page at "/" until the dashboard lands. Server-rendered, no script.
+// Server-rendered, no script; the dashboard (web/) links here and takes over at "/" after.
 #include <fmt/format.h>
 
 #include "api/api_context.h"

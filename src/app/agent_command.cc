@@ -45,10 +45,34 @@ int RunAgent(const AgentConfig& f) {
       std::fprintf(stderr, "gpuwerk agent: --relay-from: %s\n", valid.error().message.c_str());
       return 2;
     }
-    if (f.relay_keys.empty()) {
-      std::fprintf(stderr, "gpuwerk agent: --relay-from needs --relay-key\n");
+    if (f.relay_keys.empty() && f.relay_cas.empty()) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-from needs --relay-ca (or --relay-key)\n");
       return 2;
     }
+  }
+  // The relay CAs (docs/ssh.md "Upstream: the relay credential"), written per container for its
+  // instance's principal, and the probe certificate the relay check offers.
+  std::vector<std::string> relay_cas;
+  for (const std::string& line : f.relay_cas) {
+    auto ca = agent::ParseRelayCaLine(line);
+    if (!ca) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-ca: %s\n", ca.error().message.c_str());
+      return 2;
+    }
+    relay_cas.push_back(std::move(*ca));
+  }
+  std::string relay_probe;
+  if (!f.relay_ca_probe.empty()) {
+    if (relay_cas.empty()) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-ca-probe needs --relay-ca\n");
+      return 2;
+    }
+    auto probe = agent::ParseRelayProbeCertificate(f.relay_ca_probe);
+    if (!probe) {
+      std::fprintf(stderr, "gpuwerk agent: --relay-ca-probe: %s\n", probe.error().message.c_str());
+      return 2;
+    }
+    relay_probe = std::move(*probe);
   }
   // The relay's lines, restricted to the relay's addresses when --relay-from is given.
   std::vector<std::string> relay_lines;
@@ -76,6 +100,14 @@ int RunAgent(const AgentConfig& f) {
   options.login_probe.command = agent::SelfLoginProbeCommand();
   options.sync_interval = std::chrono::seconds(f.sync_interval_seconds);
   options.relay_authorized_keys = relay_lines;
+  options.relay_certificate_authorities = relay_cas;
+  options.relay_ca_from = f.relay_from;
+  options.relay_probe_certificate = relay_probe;
+  if (!relay_lines.empty()) {
+    spdlog::warn(
+        "agent: --relay-key installs a plain relay key that opens every instance holding it; "
+        "use --relay-ca with relays that have a CA (docs/ssh.md)");
+  }
   agent::Inventory inventory = agent::DiscoverInventory();
   auto limits =
       agent::ResolveInstanceLimits({.memory_bytes = f.instance_memory_bytes,

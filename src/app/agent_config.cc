@@ -27,17 +27,31 @@ const std::vector<Option<AgentConfig>>& AgentOptions() {
        .field = &C::sync_interval_seconds,
        .help = "seconds between rounds until the server says otherwise"},
       LogLevelOption<C>(),
+      {.key = "relay_cas",
+       .field = &C::relay_cas,
+       .help = "an SSH relay CA's public line (\"ssh-ed25519 AAAA… gpuwerk-relay-ca\", printed by "
+               "`gpuwerk relay` at start): each instance's authorized_keys trusts it for that "
+               "instance's certificates alone; repeat the flag for relays with their own CAs",
+       .flag = "--relay-ca",
+       .details = "In the environment one line per CA; in the file a string or an array of "
+                  "strings (docs/ssh.md \"Upstream: the relay credential\")."},
+      {.key = "relay_ca_probe",
+       .field = &C::relay_ca_probe,
+       .help = "the probe certificate `gpuwerk relay` prints beside its CA "
+               "(\"ssh-ed25519-cert-v01@openssh.com AAAA…\"): the agent offers it to check that "
+               "each instance's sshd still takes the relay's certificates; it cannot log in",
+       .details = "Without it the agent checks its own copy of the file only."},
       {.key = "relay_keys",
        .field = &C::relay_keys,
-       .help = "an SSH relay's public key line (printed by `gpuwerk relay` at start), added to "
-               "every instance's authorized_keys; repeat the flag for several relays",
+       .help = "a plain SSH relay key line, for relays older than the relay CA only: it opens "
+               "every instance that holds it (docs/ssh.md); repeat the flag for several",
        .flag = "--relay-key",
        .details = "In the environment one line per key; in the file a string or an array of "
                   "strings."},
       {.key = "relay_from",
        .field = &C::relay_from,
-       .help = "restrict every relay key line to these source addresses: sshd from= patterns, "
-               "comma-separated (e.g. 10.0.0.2,10.0.1.0/24), no quotes or blanks",
+       .help = "restrict every relay CA and relay key line to these source addresses: sshd from= "
+               "patterns, comma-separated (e.g. 10.0.0.2,10.0.1.0/24), no quotes or blanks",
        .details = "Set it to the relays' addresses as the instances' sshd sees them "
                   "(docs/agent-protocol.md)."},
       {.key = "instance_memory_bytes",

@@ -18,7 +18,9 @@ struct AgentConfig {
   std::string state_dir = "/var/lib/gpuwerk/agent";
   int sync_interval_seconds = 2;
   std::string log_level = "info";
-  std::vector<std::string> relay_keys;  ///< public key lines
+  std::vector<std::string> relay_cas;   ///< relay CA public lines ("ssh-ed25519 AAAA…")
+  std::string relay_ca_probe;           ///< a probe certificate of one of them
+  std::vector<std::string> relay_keys;  ///< plain relay key lines (relays before the CA)
   std::string relay_from;               ///< sshd from= patterns; empty: none
   // Per-instance limits (agent/instance_limits.h InstanceLimitSettings; docs/isolation.md).
   int64_t instance_memory_bytes = 0;                         ///< 0: automatic

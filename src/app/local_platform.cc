@@ -16,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_client.h"
+#include "agent/authorized_keys.h"
 #include "agent/docker_engine.h"
 #include "agent/inventory.h"
 #include "agent/network_isolation.h"
@@ -245,6 +246,7 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
                                       .listen_port = listen->port,
                                       .host_key_path = relay_dir / "host_key",
                                       .relay_key_path = relay_dir / "relay_key",
+                                      .relay_ca_path = relay_dir / "relay_ca",
                                       .log_level = options.log_level,
                                       .memory_limit_bytes = options.relay_memory_limit_mib << 20}));
     p.ssh_address = listen->address;
@@ -269,7 +271,15 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   agent_options.state_dir = (fs::absolute(options.data_dir) / "agent").lexically_normal();
   // The login proof runs in a confined child of this binary (issue 12 finding 9).
   agent_options.login_probe.command = agent::SelfLoginProbeCommand();
-  if (p.relay) agent_options.relay_authorized_keys = {p.relay->relay_key_public_line()};
+  if (p.relay) {
+    // The relay CA, trusted in each container for that instance's certificates alone, and the
+    // probe certificate the agent's relay check offers (docs/ssh.md).
+    GPUWERK_ASSIGN_OR_RETURN(std::string ca,
+                             agent::ParseRelayCaLine(p.relay->relay_ca_public_line()));
+    GPUWERK_ASSIGN_OR_RETURN(agent_options.relay_probe_certificate,
+                             agent::ParseRelayProbeCertificate(p.relay->relay_probe_certificate()));
+    agent_options.relay_certificate_authorities = {std::move(ca)};
+  }
   // The agent's default limits: the reserve they leave covers this process (server, relay) too.
   auto limits = agent::ResolveInstanceLimits({}, inventory.memory_bytes, inventory.cpus);
   if (!limits) return core::Fail(limits.error());

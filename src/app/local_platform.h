@@ -52,8 +52,8 @@ class LocalPlatform {
   /// relay`, started again when it dies, under a memory limit), authenticated by the relay
   /// credential `local` (access::RelayCredentials::IssueLocal, a new secret on every start) and
   /// talking to `server` over loopback HTTP like a remote relay; its host key and relay key live
-  /// in DATA/relay/ (created once, 0600). The agent adds the relay key's public line to every
-  /// container's authorized_keys.
+  /// in DATA/relay/ with the relay CA (created once, 0600). The agent gets the CA's public line
+  /// and a probe certificate of it (RelayProcess) for every container's authorized_keys.
   ///
   /// Errors: kUnavailable "engine_unavailable" (no engine found and podman missing or not
   /// answering within 30 s; the message says what to install or pass), kFailedPrecondition

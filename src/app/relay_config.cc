@@ -24,8 +24,14 @@ const std::vector<Option<RelayConfig>>& RelayOptions() {
        .help = "the relay's SSH host key file (created once, 0600)"},
       {.key = "relay_key",
        .field = &C::relay_key,
-       .help = "the key file the relay logs in to instances with (created once, 0600); agents "
-               "get its public line with --relay-key"},
+       .help = "the key file the relay logs in to instances with, always with a certificate for "
+               "that instance alone (created once, 0600)"},
+      {.key = "relay_ca",
+       .field = &C::relay_ca,
+       .help = "the relay CA's key file (created once, 0600), which signs the relay's "
+               "short-lived certificate for each instance; agents get its public line with "
+               "--relay-ca (printed at start); relays that share a CA share this file",
+       .details = "docs/ssh.md \"Upstream: the relay credential\"."},
       LogLevelOption<C>(),
       {.key = "recheck_interval_seconds",
        .field = &C::recheck_interval_seconds,

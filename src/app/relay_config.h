@@ -15,6 +15,7 @@ struct RelayConfig {
   std::string ssh_listen = "0.0.0.0:2222";
   std::string host_key = "/var/lib/gpuwerk/relay/host_key";
   std::string relay_key = "/var/lib/gpuwerk/relay/relay_key";
+  std::string relay_ca = "/var/lib/gpuwerk/relay/relay_ca";
   std::string log_level = "info";
   /// The backstop re-check of every open relay session, in seconds (RelayOptions).
   int recheck_interval_seconds = 15;

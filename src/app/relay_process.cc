@@ -16,6 +16,7 @@
 
 #include "core/strings.h"
 #include "protocol/api_client.h"
+#include "relay/relay_certificates.h"
 #include "relay/ssh_key_file.h"
 
 extern char** environ;
@@ -120,9 +121,11 @@ core::Result<std::unique_ptr<RelayProcess>> RelayProcess::Start(RelayProcessOpti
                           "); listen on 127.0.0.1 or 0.0.0.0, or run no relay (--ssh-listen '')");
   }
   // The relay loads the same file; created here first (link(2) into place, so both agree).
-  GPUWERK_ASSIGN_OR_RETURN(auto key,
-                           relay::LoadOrCreateEd25519Key(o.relay_key_path, "gpuwerk-relay"));
-  self->relay_key_public_line_ = key.public_line;
+  GPUWERK_ASSIGN_OR_RETURN(auto ca,
+                           relay::LoadOrCreateEd25519Key(o.relay_ca_path, "gpuwerk-relay-ca"));
+  self->relay_ca_public_line_ = ca.public_line;
+  GPUWERK_ASSIGN_OR_RETURN(self->relay_probe_certificate_,
+                           relay::MakeProbeCertificate(o.relay_ca_path));
   const auto [port, err] = ProbeBind(o.listen_address, o.listen_port);
   if (err != 0) {
     return core::Fail(core::ErrorCode::kUnavailable, "listen_failed",
@@ -173,6 +176,7 @@ pid_t RelayProcess::Spawn() {
                                          "--listen",         listen,
                                          "--host-key",       o.host_key_path.string(),
                                          "--relay-key",      o.relay_key_path.string(),
+                                         "--relay-ca",       o.relay_ca_path.string(),
                                          "--log-level",      o.log_level};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {

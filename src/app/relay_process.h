@@ -30,7 +30,10 @@ struct RelayProcessOptions {
   uint16_t listen_port = 2222;  ///< 0: a free port, chosen once at Start and kept for restarts
   std::filesystem::path host_key_path;   ///< the relay's SSH host key (created once, 0600)
   std::filesystem::path relay_key_path;  ///< the key the relay logs in to instances with
-  std::string log_level = "info";        ///< the child's --log-level
+  /// The relay CA's key (created once, 0600), which signs the relay's certificate for each
+  /// instance (docs/ssh.md "Upstream: the relay credential").
+  std::filesystem::path relay_ca_path;
+  std::string log_level = "info";  ///< the child's --log-level
   /// The child's memory limit, bytes (ChildMemoryLimiter: a cgroup of its own, else RLIMIT_AS).
   int64_t memory_limit_bytes = int64_t{2048} << 20;
   /// The cgroup group's name; "" for "gpuwerk-relay-<pid of this process>".
@@ -49,8 +52,8 @@ struct RelayProcessOptions {
 
 /// `gpuwerk up`'s SSH relay in a process of its own (issue 12 finding 3: a relay failure never
 /// takes the control plane with it; docs/ssh.md "Running it"): `PROGRAM relay --server URL
-/// --listen ADDR:PORT --host-key F --relay-key F --log-level L`, with the credential in its
-/// environment, talking to the server over HTTP like any remote relay (the same authorize,
+/// --listen ADDR:PORT --host-key F --relay-key F --relay-ca F --log-level L`, with the credential
+/// in its environment, talking to the server over HTTP like any remote relay (the same authorize,
 /// re-check, watch and report routes), under a memory limit (ChildMemoryLimiter), and started
 /// again when it dies.
 ///
@@ -66,13 +69,14 @@ struct RelayProcessOptions {
 /// it); the accessors may be called from any thread.
 class RelayProcess {
  public:
-  /// Loads (or creates) the relay key to learn its public line, chooses the port, prepares the
-  /// memory limit, starts the first child and waits until it listens. Errors: kInvalidArgument
+  /// Loads (or creates) the relay CA to learn its public line and makes a probe certificate of it
+  /// (relay::MakeProbeCertificate) for the agent, chooses the port, prepares the memory limit,
+  /// starts the first child and waits until it listens. Errors: kInvalidArgument
   /// invalid_ssh_listen (not a numeric address); kFailedPrecondition relay_server_url (a
   /// server URL the relay refuses: http:// to a non-loopback address); kUnavailable listen_failed
   /// (the address cannot be bound: in use, or not this machine's), relay_not_started (the child
-  /// exited or did not listen within start_timeout; its log lines say why); the relay key's errors
-  /// (relay::LoadOrCreateEd25519Key).
+  /// exited or did not listen within start_timeout; its log lines say why); the relay CA's errors
+  /// (relay::LoadOrCreateEd25519Key; relay::MakeProbeCertificate's certificate_signing_failed).
   static core::Result<std::unique_ptr<RelayProcess>> Start(RelayProcessOptions options);
   /// Stop().
   ~RelayProcess();
@@ -85,8 +89,10 @@ class RelayProcess {
 
   /// The port the relay listens on (the chosen one when listen_port was 0).
   uint16_t port() const { return port_; }
-  /// The relay key's public line ("ssh-ed25519 AAAA… gpuwerk-relay"), for the agent.
-  const std::string& relay_key_public_line() const { return relay_key_public_line_; }
+  /// The relay CA's public line ("ssh-ed25519 AAAA… gpuwerk-relay-ca\n") and a probe certificate
+  /// of it (one line), for the agent, as relay::Relay gives them (the child loads the same CA).
+  const std::string& relay_ca_public_line() const { return relay_ca_public_line_; }
+  const std::string& relay_probe_certificate() const { return relay_probe_certificate_; }
   /// The running child's pid; -1 between a death and the next start.
   pid_t pid() const;
   /// How many children were started so far (1 after Start).
@@ -104,7 +110,8 @@ class RelayProcess {
 
   RelayProcessOptions options_;
   uint16_t port_ = 0;
-  std::string relay_key_public_line_;
+  std::string relay_ca_public_line_;
+  std::string relay_probe_certificate_;
   ChildMemoryLimiter limiter_;
   std::thread supervisor_;
 

@@ -81,6 +81,7 @@ int RunRelay(const RelayConfig& f) {
   options.listen_port = listen->port;
   options.host_key_path = f.host_key;
   options.relay_key_path = f.relay_key;
+  options.relay_ca_path = f.relay_ca;
   // Revocation (docs/ssh.md "Revocation"): access changes come pushed over the watch stream;
   // the backstop re-checks every open relay session in one batch every recheck_interval, and
   // fails closed after max_failed_rechecks failures in a row (the defaults of RelayOptions).

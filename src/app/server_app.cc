@@ -17,6 +17,7 @@
 #include "api/api_context.h"
 #include "api/api_routes.h"
 #include "api/authenticator.h"
+#include "api/dashboard.h"
 #include "api/http_server.h"
 #include "api/idempotency.h"
 #include "api/metrics.h"
@@ -474,6 +475,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   // The server already listens (its port makes the public URL): /healthz goes in last, so that
   // whoever waits for it finds every API route there (QueueCrashTest once got a 404 between).
   api::RegisterApiRoutes(*p->router, *p->api_context);
+  api::RegisterDashboardRoutes(*p->router, api::WebAssets(), api::DashboardPages());
   api::AddOperationalRoutes(*p->router, *p->metrics,
                             [ctx = p->api_context.get()](api::Request& req) {
                               return api::AdmitMetricsReader(*ctx, req);

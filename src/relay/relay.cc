@@ -28,6 +28,7 @@
 #include "relay/internal/relay_connection.h"
 #include "relay/internal/source_limiter.h"
 #include "relay/internal/ssh_handles.h"
+#include "relay/relay_certificates.h"
 #include "relay/ssh_key_file.h"
 
 namespace gpuwerk::relay {
@@ -61,6 +62,9 @@ struct Relay::Impl {
   internal::SourceLimiter limiter;
   SshKeyFile host_key;
   SshKeyFile relay_key;
+  SshKeyFile relay_ca;
+  std::string probe_certificate;
+  std::unique_ptr<RelayCertificates> certificates;
   int listen_fd = -1;
   int stop_fd = -1;  // eventfd: wakes the accept loop
   uint16_t port = 0;
@@ -262,6 +266,7 @@ void Relay::Impl::Serve(int fd, std::string source) {
   ctx.authorizer = &authorizer;
   ctx.log = &log;
   ctx.relay_key_private = &relay_key.private_openssh;
+  ctx.certificates = certificates.get();
   ctx.limiter = &limiter;
   ctx.access_changes = &access_changes;
   ctx.recheck = [this](uint64_t id) {
@@ -338,6 +343,21 @@ core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAut
       impl->host_key, LoadOrCreateEd25519Key(impl->options.host_key_path, "gpuwerk-relay-host"));
   GPUWERK_ASSIGN_OR_RETURN(impl->relay_key,
                            LoadOrCreateEd25519Key(impl->options.relay_key_path, "gpuwerk-relay"));
+  if (impl->options.relay_ca_path.empty()) {
+    impl->options.relay_ca_path = impl->options.relay_key_path.parent_path() / "relay_ca";
+  }
+  GPUWERK_ASSIGN_OR_RETURN(impl->relay_ca,
+                           LoadOrCreateEd25519Key(impl->options.relay_ca_path, "gpuwerk-relay-ca"));
+  // The login certificates come from ssh-keygen: a relay that cannot run it could log in
+  // nowhere, so it does not start (the probe certificate tries it once).
+  GPUWERK_ASSIGN_OR_RETURN(impl->probe_certificate,
+                           MakeProbeCertificate(impl->options.relay_ca_path));
+  impl->certificates = std::make_unique<RelayCertificates>(
+      RelayCertificates::Options{.ca_key_path = impl->options.relay_ca_path,
+                                 .relay_public_line = impl->relay_key.public_line,
+                                 .lifetime = impl->options.certificate_lifetime,
+                                 .backdate = impl->options.certificate_backdate,
+                                 .clock = impl->options.certificate_clock});
 
   sockaddr_storage ss{};
   socklen_t len = 0;
@@ -380,8 +400,8 @@ core::Result<std::unique_ptr<Relay>> Relay::Start(RelayOptions options, RelayAut
   // "SSH-2.0-gpuwerk" rather than the library and its version (RFC 4253 §4.2 softwareversion).
   ssh_bind_options_set(impl->bind.get(), SSH_BIND_OPTIONS_BANNER, "gpuwerk");
   impl->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  spdlog::info("relay: listening on {}:{}, host key {}", addr, impl->port,
-               impl->host_key.fingerprint);
+  spdlog::info("relay: listening on {}:{}, host key {}, relay CA {}", addr, impl->port,
+               impl->host_key.fingerprint, impl->relay_ca.fingerprint);
   Impl* raw = impl.get();
   impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
   impl->recheck_thread = std::thread([raw] { raw->RecheckLoop(); });
@@ -423,7 +443,8 @@ void Relay::Stop() {
 
 uint16_t Relay::port() const { return impl_->port; }
 const std::string& Relay::host_key_public_line() const { return impl_->host_key.public_line; }
-const std::string& Relay::relay_key_public_line() const { return impl_->relay_key.public_line; }
+const std::string& Relay::relay_ca_public_line() const { return impl_->relay_ca.public_line; }
+const std::string& Relay::relay_probe_certificate() const { return impl_->probe_certificate; }
 
 int Relay::CloseRelaySessionsFor(const std::string& instance_id, const std::string& reason) {
   return impl_->CloseWhere(

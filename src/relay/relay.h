@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/access_change_feed.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "relay/relay_authorizer.h"
 #include "relay/relay_session_log.h"
@@ -18,8 +19,24 @@ struct RelayOptions {
   std::string listen_address = "127.0.0.1";  ///< numeric IPv4 or IPv6 address
   uint16_t listen_port = 2222;               ///< 0: pick a free port (see Relay::port())
   std::filesystem::path host_key_path;       ///< the relay's SSH host key (created once)
-  std::filesystem::path
-      relay_key_path;  ///< the credential the relay logs in upstream with (created once)
+  /// The relay key (created once, 0600): the key the relay's login certificates certify; it
+  /// logs in upstream only together with a certificate (docs/ssh.md "Upstream: the relay
+  /// credential").
+  std::filesystem::path relay_key_path;
+  /// The relay CA's private key (ed25519, created once with mode 0600 like the keys above, never
+  /// regenerated): it signs one short-lived OpenSSH user certificate per instance (principal
+  /// `gpuwerk-instance-<instance id>`; RelayCertificates). Agents put its public line
+  /// (relay_ca_public_line) into each container's authorized_keys as a `cert-authority` line for
+  /// that instance's principal. Empty: `relay_ca` in relay_key_path's directory.
+  std::filesystem::path relay_ca_path;
+  /// How long each login certificate is valid after it is made, and how far back its validity
+  /// starts (for a host whose clock runs a little behind). A certificate is reused for an
+  /// instance until a minute before its end.
+  std::chrono::seconds certificate_lifetime{300};
+  std::chrono::seconds certificate_backdate{60};
+  /// Dates the login certificates; null: the system clock. Tests set a FakeClock (an expired
+  /// certificate). Must outlive the Relay.
+  const core::Clock* certificate_clock = nullptr;
 
   /// From TCP accept to the client's identification string ("SSH-2.0-…", RFC 4253 §4.2), which
   /// every client sends at once: a connection that sends none is dropped (issue 12 finding 4).
@@ -137,19 +154,22 @@ struct RelayStats {
 
 /// The SSH front door (DESIGN.md R-9, R-10; docs/ssh.md): an SSH server (libssh 0.10) that takes
 /// public-key logins only, asks the RelayAuthorizer where each goes, logs in to that instance's
-/// sshd with the relay's own key, and forwards session channels (pty, env, shell, exec,
-/// subsystems such as sftp, window changes, signals, exit status and exit signal, EOF in each
-/// direction; RFC 4254 §6) and direct-tcpip channels (`ssh -L`, `-W`; RFC 4254 §7.2).
+/// sshd with the relay key and a certificate valid for that instance alone, and forwards session
+/// channels (pty, env, shell, exec, subsystems such as sftp, window changes, signals, exit status
+/// and exit signal, EOF in each direction; RFC 4254 §6) and direct-tcpip channels (`ssh -L`, `-W`;
+/// RFC 4254 §7.2).
 ///
 /// Threading: one accept thread, and one thread per TCP connection that runs both SSH sessions
 /// (client side and upstream) on one ssh_event. A slow or stalled client blocks only its own
 /// thread. The public methods are thread-safe.
 class Relay {
  public:
-  /// Loads (or creates, once) the host key and the relay key, binds the listening socket and
+  /// Loads (or creates, once) the host key, the relay key and the relay CA, makes the probe
+  /// certificate (running `ssh-keygen`: SignUserCertificate), binds the listening socket and
   /// starts accepting. `authorizer` and `log` must outlive the Relay.
-  /// Errors: those of LoadOrCreateEd25519Key; kUnavailable `listen_failed` when the address cannot
-  /// be bound (the message names it); kInvalidArgument `invalid_listen_address`.
+  /// Errors: those of LoadOrCreateEd25519Key; kUnavailable `certificate_signing_failed` when
+  /// ssh-keygen cannot sign (not installed: openssh-client); kUnavailable `listen_failed` when the
+  /// address cannot be bound (the message names it); kInvalidArgument `invalid_listen_address`.
   static core::Result<std::unique_ptr<Relay>> Start(RelayOptions options,
                                                     RelayAuthorizer& authorizer,
                                                     RelaySessionLog& log);
@@ -166,9 +186,14 @@ class Relay {
   uint16_t port() const;
   /// The host key's public line ("ssh-ed25519 AAAA… gpuwerk-relay-host\n") for known_hosts.
   const std::string& host_key_public_line() const;
-  /// The relay key's public line, to be installed (with `from="<relay address>"`) in each
-  /// instance's authorized_keys by the agent.
-  const std::string& relay_key_public_line() const;
+  /// The relay CA's public line ("ssh-ed25519 AAAA… gpuwerk-relay-ca\n"): what every host agent
+  /// is given (`gpuwerk agent --relay-ca`) to write, per container, the line
+  /// `cert-authority,principals="gpuwerk-instance-<id>" ssh-ed25519 AAAA… gpuwerk-relay-ca`.
+  const std::string& relay_ca_public_line() const;
+  /// A probe certificate of the relay CA (MakeProbeCertificate, made at Start; one line, no line
+  /// end): what host agents offer to check that sshd still takes the CA's certificates
+  /// (`gpuwerk agent --relay-ca-probe`). It cannot log in: its key's private half is gone.
+  const std::string& relay_probe_certificate() const;
 
   /// Ends, within a second, every open relay session to `instance_id` (the instance was deleted or
   /// is being re-created). The client is told why on its open channels' stderr. Returns how many

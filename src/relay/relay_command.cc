@@ -18,8 +18,13 @@ int RunRelayUntilSignal(const RelayOptions& options, RelayAuthorizer& authorizer
     spdlog::error("relay: cannot start: {}", relay.error().message);
     return 1;
   }
-  spdlog::info("relay: install this line in each instance's authorized_keys (the agent does): {}",
-               (*relay)->relay_key_public_line());
+  // What every host agent needs (docs/ssh.md "Upstream: the relay credential"): the CA's public
+  // line, which it writes per container for that instance's principal, and the probe
+  // certificate it checks sshd with. Both are public.
+  std::string ca = (*relay)->relay_ca_public_line();
+  while (!ca.empty() && ca.back() == '\n') ca.pop_back();
+  spdlog::info("relay: give every host agent: gpuwerk agent --relay-ca '{}' --relay-ca-probe '{}'",
+               ca, (*relay)->relay_probe_certificate());
   if (started) started(**relay);
   int sig = 0;
   sigwait(&signals, &sig);

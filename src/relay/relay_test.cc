@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/encoding.h"
 #include "core/logging.h"
 #include "core/strings.h"
@@ -52,6 +53,7 @@ using gpuwerk::testing::FreePort;
 using gpuwerk::testing::GeneratedKey;
 using gpuwerk::testing::GenerateKey;
 using gpuwerk::testing::ReadFile;
+using gpuwerk::testing::RelayCaLines;
 using gpuwerk::testing::RunCommand;
 using gpuwerk::testing::Sshd;
 using gpuwerk::testing::SshKeygenFingerprint;
@@ -96,14 +98,20 @@ class RelayTest : public ::testing::Test {
     bob_ = GenerateKey(dir_.path(), "bob");
     stranger_ = GenerateKey(dir_.path(), "stranger");
     ASSERT_FALSE(alice_.public_line.empty());
-    // The relay key is created by the relay; create it first here so the instance's
-    // authorized_keys can hold its public line (the agent's job in production).
+    // The relay CA is created by the relay; create it first here so the instance's
+    // authorized_keys can trust it for each instance's certificates (the agent's job in
+    // production: docs/ssh.md "Upstream: the relay credential"). One sshd stands in for alpha,
+    // beta and gamma; alice's own key is there too, for the direct comparison of throughput.
     relay_key_path_ = dir_.path() / "relay" / "relay_key";
+    relay_ca_path_ = dir_.path() / "relay" / "relay_ca";
     host_key_path_ = dir_.path() / "relay" / "host_key";
-    auto relay_key = LoadOrCreateEd25519Key(relay_key_path_, "gpuwerk-relay");
-    ASSERT_TRUE(relay_key);
-    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", relay_key->public_line);
-    // An instance whose authorized_keys lacks the relay key (case C07).
+    auto relay_ca = LoadOrCreateEd25519Key(relay_ca_path_, "gpuwerk-relay-ca");
+    ASSERT_TRUE(relay_ca);
+    relay_ca_line_ = relay_ca->public_line;
+    sshd_ = std::make_unique<Sshd>(
+        dir_.path() / "instance",
+        RelayCaLines(relay_ca_line_, {"i-alpha", "i-beta", "i-gamma"}) + alice_.public_line + "\n");
+    // An instance whose authorized_keys lacks the relay CA's line (case C07).
     sshd_without_relay_key_ = std::make_unique<Sshd>(dir_.path() / "instance2", "");
 
     const std::string alice_fp = SshKeygenFingerprint(alice_.private_path.string() + ".pub");
@@ -123,6 +131,7 @@ class RelayTest : public ::testing::Test {
     o.listen_port = port;
     o.host_key_path = host_key_path_;
     o.relay_key_path = relay_key_path_;
+    o.relay_ca_path = relay_ca_path_;
     return o;
   }
 
@@ -182,10 +191,13 @@ class RelayTest : public ::testing::Test {
 
   TempDir dir_;
   GeneratedKey alice_, bob_, stranger_;
-  fs::path relay_key_path_, host_key_path_;
+  fs::path relay_key_path_, relay_ca_path_, host_key_path_;
+  std::string relay_ca_line_;  ///< the relay CA's public line
   std::unique_ptr<Sshd> sshd_, sshd_without_relay_key_;
   InMemoryRelayAuthorizer authz_;
   InMemoryRelaySessionLog log_;
+  /// A clock a test gives the relay for its certificates (outlives relay_).
+  std::unique_ptr<core::FakeClock> certificate_clock_;
   std::unique_ptr<Relay> relay_;
 };
 
@@ -269,11 +281,11 @@ TEST_F(RelayTest, LargeStreamKeepsItsSha256BothWays) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Sha256(in), Sha256(out));
   // For comparison (information only, no assertion: these machines are shared): the same
-  // round trip straight to the instance's sshd, logged in with the relay's key.
+  // round trip straight to the instance's sshd, logged in with alice's own key.
   const auto t1 = std::chrono::steady_clock::now();
   auto direct = RunCommand(
       dir_.path(), "ssh -F /dev/null -p " + std::to_string(sshd_->port()) + " -i " +
-                       relay_key_path_.string() +
+                       alice_.private_path.string() +
                        " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
                        " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1"
                        " cat < " +
@@ -1221,6 +1233,95 @@ class RelayLogCaptureTest : public RelayTest {
   std::shared_ptr<spdlog::logger> previous_logger_;
   std::shared_ptr<LineSink> sink_;
 };
+
+// Issue 12 finding 1 (docs/ssh.md "Upstream: the relay credential"): the relay logs in to an
+// instance's sshd with its key and a short-lived certificate valid for that instance alone; the
+// instance's authorized_keys trusts the relay CA for that instance's principal only. alpha, beta
+// and gamma share one sshd here, whose file names their three principals.
+class RelayCertificateTest : public RelayLogCaptureTest {
+ protected:
+  std::string BobFingerprint() const {
+    return SshKeygenFingerprint(bob_.private_path.string() + ".pub");
+  }
+};
+
+TEST_F(RelayCertificateTest,
+       F1_TheRelayLogsInWithTheInstancesCertificateAndItsKeyAloneOpensNothing) {
+  auto landed = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo landed'");
+  ASSERT_EQ(landed.exit_code, 0) << landed.err;
+  EXPECT_EQ(landed.out, "landed\n");
+  // The relay key without a certificate (what every container accepted before): refused.
+  auto bare = RunCommand(
+      dir_.path(), "ssh -F /dev/null -p " + std::to_string(sshd_->port()) + " -i " +
+                       relay_key_path_.string() +
+                       " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
+                       " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null root@127.0.0.1"
+                       " 'echo landed'");
+  EXPECT_EQ(bare.exit_code, 255) << bare.out;
+  EXPECT_EQ(bare.out, "");
+  // The relay CA's public line is what agents are given; the probe certificate is of that CA.
+  EXPECT_EQ(relay_->relay_ca_public_line(), relay_ca_line_);
+  EXPECT_TRUE(relay_->relay_probe_certificate().starts_with("ssh-ed25519-cert-v01@openssh.com "));
+}
+
+// The forged forwarding of finding 1: a compromised host points bob's instance epsilon at the
+// sshd that serves alpha (a forwarded port, a forged report). The relay's certificate names
+// epsilon; that sshd trusts the relay CA for alpha, beta and gamma only, so the login fails: bob
+// is told the relay credential is missing there, the refusal is recorded for the instance, and
+// the operator's log line names the principal the sshd refused.
+TEST_F(RelayCertificateTest, F1_ACertificateForOneInstanceIsRefusedByAnotherInstancesSshd) {
+  authz_.Put(
+      Instance("i-epsilon", "epsilon", "epsilon-eeeee", "bob", sshd_->port(), BobFingerprint()));
+  auto r = RunCommand(dir_.path(), Ssh(bob_, "epsilon-eeeee") + " 'echo landed'");
+  EXPECT_EQ(r.exit_code, 255) << r.out;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("instance epsilon (epsilon-eeeee) is not accepting connections yet"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("relay credential is missing"), std::string::npos) << r.err;
+  const auto refused = log_.Refused();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].code, "upstream_auth_failed");
+  EXPECT_EQ(refused[0].instance_id, "i-epsilon");
+  EXPECT_EQ(refused[0].person_id, "bob");
+  EXPECT_TRUE(log_.Started().empty());
+  const std::string log = LogText();
+  EXPECT_NE(log.find("refused the relay's certificate for principal gpuwerk-instance-i-epsilon"),
+            std::string::npos)
+      << log;
+  // bob's own instance on that sshd still lands: its certificate names gamma.
+  auto own = RunCommand(dir_.path(), Ssh(bob_, "gamma-ccccc") + " 'echo landed'");
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(own.out, "landed\n");
+}
+
+// A certificate past its end is refused by sshd. The relay's certificate clock runs an hour
+// behind: its certificate for alpha ended 55 minutes ago. With the clock put right, the relay
+// makes a new one (the old one is not reused) and the login lands.
+TEST_F(RelayCertificateTest, F1_AnExpiredCertificateIsRefused) {
+  relay_.reset();
+  certificate_clock_ =
+      std::make_unique<core::FakeClock>(std::chrono::duration_cast<std::chrono::seconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count() -
+                                        3600);
+  RelayOptions o = BaseOptions();
+  o.certificate_clock = certificate_clock_.get();
+  StartRelay(o);
+  auto expired = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo landed'");
+  EXPECT_EQ(expired.exit_code, 255) << expired.out;
+  EXPECT_EQ(expired.out, "");
+  EXPECT_NE(expired.err.find("relay credential is missing"), std::string::npos) << expired.err;
+  const auto refused = log_.Refused();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].code, "upstream_auth_failed");
+  EXPECT_EQ(refused[0].instance_id, "i-alpha");
+
+  certificate_clock_->Advance(std::chrono::hours(1));
+  auto current = RunCommand(dir_.path(), Ssh(alice_, "alpha-aaaaa") + " 'echo landed'");
+  EXPECT_EQ(current.exit_code, 0) << current.err;
+  EXPECT_EQ(current.out, "landed\n");
+}
 
 /// User names and other outside text in the relay's log lines, records and banners.
 class RelayUntrustedTextTest : public RelayLogCaptureTest {

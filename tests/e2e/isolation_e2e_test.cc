@@ -218,21 +218,23 @@ class IsolationE2eTest : public ::testing::Test {
     ASSERT_FALSE(HasFailure());
   }
 
-  /// The relay, logging in to instances with a key made here (its public line goes to the
-  /// agents), asking the server with its own relay credential (registered here).
+  /// The relay, logging in to instances with its key and a certificate per instance from a CA
+  /// made here (the CA's public line goes to the agents), asking the server with its own relay
+  /// credential (registered here).
   void StartRelay() {
     auto token = op_->PostJson("/api/v1/admin/relays", {{"name", "isolation-e2e"}});
     ASSERT_EQ(token.status, 201) << token.body;
     CommandResult keygen =
-        RunCommand(dir_.path(), "ssh-keygen -q -t ed25519 -N '' -C gpuwerk-relay -f relay_key");
+        RunCommand(dir_.path(), "ssh-keygen -q -t ed25519 -N '' -C gpuwerk-relay-ca -f relay_ca");
     ASSERT_EQ(keygen.exit_code, 0) << keygen.err;
-    relay_line_ = ReadFile(dir_.path() / "relay_key.pub");
+    relay_line_ = ReadFile(dir_.path() / "relay_ca.pub");
     while (!relay_line_.empty() && relay_line_.back() == '\n') relay_line_.pop_back();
     relay_port_ = FreePort();
     ASSERT_TRUE(relay_.Start({GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
                               "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
                               (dir_.path() / "relay_host_key").string(), "--relay-key",
-                              (dir_.path() / "relay_key").string()},
+                              (dir_.path() / "relay_key").string(), "--relay-ca",
+                              (dir_.path() / "relay_ca").string()},
                              CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]),
                              dir_.path() / "relay.log"))
         << relay_.error();
@@ -242,11 +244,11 @@ class IsolationE2eTest : public ::testing::Test {
   }
 
   /// Registers host `index` (spark-1x, no GPU) and starts its agent on the suite's engine,
-  /// logging the relay in with the relay's key, "the outside" allowed.
+  /// trusting the relay's CA for each instance's certificates, "the outside" allowed.
   void StartAgent(int index) {
     E2eHost& host = platform_.AddHost(*op_, "spark-iso-" + std::to_string(index));
     ASSERT_FALSE(host.token.empty());
-    platform_.StartAgent(host, {"--relay-key", relay_line_, "--instance-network-allow",
+    platform_.StartAgent(host, {"--relay-ca", relay_line_, "--instance-network-allow",
                                 std::string(kOutsideAddress) + "/32"});
   }
 

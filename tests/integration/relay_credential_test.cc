@@ -3,10 +3,11 @@
 // (app::StoreRelayAuthorizer, app::AuditRelaySessionLog) and a real OpenSSH sshd standing in for
 // the instance's. The container engine is in memory: its one container's sshd is that sshd, and
 // that sshd does not read the agent's read-only keys file (as when something in the container
-// changed sshd's configuration) until the test lets it. The relay's key is not in the sshd's
-// authorized_keys, so the relay cannot log in upstream; the person must hear that the relay
-// credential is missing (not that their key is wrong), and the instance's status reason must show
-// the fault for as long as it lasts, not for one round.
+// changed sshd's configuration) until the test lets it. The relay CA's line is not in the sshd's
+// authorized_keys, so the relay cannot log in upstream with its certificate; the person must hear
+// that the relay credential is missing (not that their key is wrong), and the instance's status
+// reason must show the fault for as long as it lasts, not for one round: the agent's check offers
+// the relay's probe certificate, which sshd refuses while it ignores the agent's file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "agent/container_engine.h"
 #include "app/store_relay_access.h"
 #include "relay/relay.h"
+#include "relay/relay_certificates.h"
 #include "relay/ssh_key_file.h"
 #include "tests/integration/server_fixture.h"
 #include "tests/support/run_command.h"
@@ -176,13 +178,20 @@ class RelayCredentialTest : public ServerTest {
     agent_.reset();
   }
 
-  /// Starts the host agent of spark-a on `engine`, with `relay_line` as its relay key line.
-  void StartAgent(agent::ContainerEngine& engine, const std::string& relay_line) {
+  /// Starts the host agent of spark-a on `engine`, with the relay CA `ca_line` and its probe
+  /// certificate `probe` (as `gpuwerk agent --relay-ca … --relay-ca-probe …`).
+  void StartAgent(agent::ContainerEngine& engine, const std::string& ca_line,
+                  const std::string& probe) {
     agent::AgentOptions options;
     options.ssh_bind_address = "127.0.0.1";
     options.engine_timeout = 5s;
     options.relay_check_interval = 1s;
-    options.relay_authorized_keys = {relay_line};
+    auto ca = agent::ParseRelayCaLine(ca_line);
+    ASSERT_TRUE(ca) << ca.error().message;
+    auto probe_key = agent::ParseRelayProbeCertificate(probe);
+    ASSERT_TRUE(probe_key) << probe_key.error().message;
+    options.relay_certificate_authorities = {*ca};
+    options.relay_probe_certificate = *probe_key;
     options.login_probe.command = {GPUWERK_LOGIN_PROBE_PROGRAM};
     client_ = std::make_unique<agent::AgentClient>(app_->base_url(), host_token_, 5s);
     agent_ = std::make_unique<agent::Agent>(options, engine, *client_, agent::Inventory{.cpus = 2});
@@ -238,15 +247,20 @@ bool HasRelayFault(const json& in) {
 }
 
 TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUntilItIsCleared) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  // The instance's sshd knows alice's key only: the relay's line is not in its file.
+  // The relay CA (the relay makes it at its start; here first, for the agent) and a probe
+  // certificate of it, as `gpuwerk relay` prints them for agents.
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  const auto probe = relay::MakeProbeCertificate(relay_ca->path);
+  ASSERT_TRUE(probe) << probe.error().message;
+  // The instance's sshd knows alice's key only: the relay's lines are not in its file.
   sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", alice_key_.public_line + "\n");
   engine_ =
       std::make_unique<SshdEngine>(sshd_->port(), dir_.path() / "instance" / "authorized_keys");
   SshdEngine& engine = *engine_;
-  StartAgent(engine, relay_key->public_line);
+  StartAgent(engine, relay_ca->public_line, *probe);
+  if (HasFatalFailure()) return;
 
   // The agent's first sync brings the host online; then alice launches.
   auto online = [&] {
@@ -317,7 +331,10 @@ TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUnti
   });
   EXPECT_EQ(in["status"], "running") << in;
   EXPECT_EQ(in["status_reason"], "") << in;
-  EXPECT_NE(ReadFile(dir_.path() / "instance" / "authorized_keys").find(relay_key->public_line),
+  // What sshd reads now: the CA trusted for this instance's certificates alone.
+  auto ca_line = agent::RelayCaKeyLine(relay_ca->public_line, id, "");
+  ASSERT_TRUE(ca_line) << ca_line.error().message;
+  EXPECT_NE(ReadFile(dir_.path() / "instance" / "authorized_keys").find(*ca_line + "\n"),
             std::string::npos);
   auto through = RunCommand(dir_.path(), ssh + " 'echo through'");
   EXPECT_EQ(through.exit_code, 0) << through.err;

@@ -85,16 +85,18 @@ class RelayProcessTest : public ServerTest {
     ASSERT_EQ(host.status, 201) << host.body;
     host_token_ = host.Json()["token"].get<std::string>();
     ASSERT_EQ(Sync(json::array()).status, 200);  // the host is heard from: it takes instances
-    // The instance's sshd trusts the relay key, which the relay process and the test share.
-    auto relay_key = relay::LoadOrCreateEd25519Key(relay_dir() / "relay_key", "gpuwerk-relay");
-    ASSERT_TRUE(relay_key) << relay_key.error().message;
-    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", relay_key->public_line);
+    // The instance's sshd trusts the relay CA for its own instance (docs/ssh.md "Upstream"),
+    // whose key file the relay process and the test share.
+    auto relay_ca = relay::LoadOrCreateEd25519Key(relay_dir() / "relay_ca", "gpuwerk-relay-ca");
+    ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", "");
     auto created = alice_->PostJson(
         "/api/v1/instances",
         {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
     ASSERT_EQ(created.status, 201) << created.body;
     instance_id_ = created.Json()["id"].get<std::string>();
     hostname_ = created.Json()["hostname"].get<std::string>();
+    sshd_->SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {instance_id_}));
     auto sync = Sync(json::array({{{"instance_id", instance_id_},
                                    {"node_index", 0},
                                    {"container_id", "c0"},
@@ -136,6 +138,7 @@ class RelayProcessTest : public ServerTest {
                                              .listen_port = 0,
                                              .host_key_path = relay_dir() / "host_key",
                                              .relay_key_path = relay_dir() / "relay_key",
+                                             .relay_ca_path = relay_dir() / "relay_ca",
                                              .log_level = "info",
                                              .memory_limit_bytes = kLimit,
                                              .cgroup_name = "",

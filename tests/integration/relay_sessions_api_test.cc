@@ -506,13 +506,14 @@ TEST_F(RelaySessionsApiTest, HttpRelaySessionLogBoundsItsQueueAndGivesUpAtStop) 
 
 /// A real relay in front of a real sshd, asking this server over HTTP (as `gpuwerk relay` does).
 TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsThemFast) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
   ASSERT_EQ(in["status"], "running") << in;
   const std::string id = in["id"];
+  sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
   const std::string hostname = in["hostname"];
 
   relay::HttpRelayAuthorizer authorizer(app_->base_url(), relay_token_);
@@ -600,12 +601,13 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsTh
 /// `gpuwerk up`'s arrangement without the engine: the relay in the server's process with the
 /// store as its authorizer and its relay session log (app::AuditRelaySessionLog).
 TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpen) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
   const std::string id = in["id"];
+  sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
   const std::string hostname = in["hostname"];
 
   // A row a killed earlier run left open.
@@ -672,12 +674,13 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
                 409, "key_taken");
   EXPECT_EQ(bob_->Get("/api/v1/ssh-keys").Json()["total"], 0);
 
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
   const std::string id = in["id"];
+  sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
   const std::string hostname = in["hostname"];
 
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
@@ -729,18 +732,18 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
 /// Issue 12 finding 1: with one host's agent token, a forged sync cannot send a login into
 /// another host's container. The relay connects to the address the operator registered for the
 /// attacker's host, never to the one its agent reports, and a reported port outside that host's
-/// registered range is not stored. Bob (the attacker) holds host spark-b's token and an instance
-/// on it; alice's instance runs on spark-a. Both containers accept the relay key, as every
-/// container does; each sshd names itself in GPUWERK_TEST_SSHD. The relay asks the server over
-/// HTTP, as `gpuwerk relay` does.
-TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHostsContainer) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd victim(dir_.path() / "victim", relay_key->public_line,
-              {.listen_address = "127.0.0.2", .name = "victim"});
-  Sshd own(dir_.path() / "attacker", relay_key->public_line,
-           {.listen_address = "127.0.0.2", .name = "attacker"});
+/// registered range is not stored; and where the attacker's host does reach the victim's sshd
+/// (a port of its own range forwarded there), the relay's certificate names the attacker's
+/// instance, which the victim's container does not trust. Bob (the attacker) holds host spark-b's
+/// token and an instance on it; alice's instance runs on spark-a. Each container's file trusts
+/// the relay CA for its own instance only, as the agents write it; each sshd names itself in
+/// GPUWERK_TEST_SSHD. The relay asks the server over HTTP, as `gpuwerk relay` does.
+TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHostsContainer) {
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd victim(dir_.path() / "victim", "", {.listen_address = "127.0.0.2", .name = "victim"});
+  Sshd own(dir_.path() / "attacker", "", {.listen_address = "127.0.0.2", .name = "attacker"});
   // Both hosts publish on 127.0.0.2, each in its own registered range (one port each).
   const uint16_t vp = victim.port(), mp = own.port();
   ASSERT_EQ(
@@ -752,6 +755,7 @@ TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHosts
       {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
   ASSERT_EQ(alpha.status, 201) << alpha.body;
   const std::string alpha_id = alpha.Json()["id"], alpha_host = alpha.Json()["hostname"];
+  victim.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {alpha_id}));
   ASSERT_EQ(Sync(host_token_, json::array({Container(alpha_id, vp)})).status, 200);
 
   const std::string b_token = AddHost("spark-b");
@@ -768,6 +772,7 @@ TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHosts
       {{"name", "mal"}, {"ssh_key_id", bob_key_row.Json()["id"]}, {"gpu_type", "spark-1x"}});
   ASSERT_EQ(mal.status, 201) << mal.body;
   const std::string mal_id = mal.Json()["id"], mal_host = mal.Json()["hostname"];
+  own.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {mal_id}));
   EXPECT_EQ(mal.Json()["hosts"], json::array({"spark-b"}));
   ASSERT_EQ(Sync(b_token, json::array({Container(mal_id, mp)})).status, 200);
 
@@ -831,6 +836,27 @@ TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHosts
   EXPECT_NE(by_address.err.find("is not accepting connections yet"), std::string::npos)
       << by_address.err;
 
+  // 3. The compromised host forwards a port of its own to the victim's sshd: here spark-b's
+  //    registration covers the victim's address and port, so the relay does connect there. The
+  //    relay's certificate for bob's instance is refused by the victim's sshd: bob hears that
+  //    the relay credential is missing, the refusal is audited for his instance, and nothing
+  //    runs in the victim's container.
+  ASSERT_EQ(
+      SetSsh("spark-b", {{"ssh_address", "127.0.0.2"}, {"ssh_ports", {{"low", vp}, {"high", vp}}}})
+          .status,
+      200);
+  ASSERT_EQ(Sync(b_token, json::array({Container(mal_id, vp)})).status, 200);
+  const json forwarded = bob_->Get("/api/v1/instances/" + mal_id).Json();
+  ASSERT_EQ(forwarded["ssh"], json({{"host", "127.0.0.2"}, {"port", vp}, {"user", "root"}}))
+      << forwarded;
+  const int64_t refused_before = AuditCount("relay_session.refused");
+  auto by_forwarding = SshThrough(port, bob_key, mal_host, who);
+  EXPECT_EQ(by_forwarding.exit_code, 255) << by_forwarding.out;
+  EXPECT_EQ(by_forwarding.out.find("victim"), std::string::npos) << by_forwarding.out;
+  EXPECT_NE(by_forwarding.err.find("relay credential is missing"), std::string::npos)
+      << by_forwarding.err;
+  EXPECT_EQ(AuditCount("relay_session.refused"), refused_before + 1);
+
   // The victim's own login still lands, and no relay session ever named her instance but hers.
   auto alice_again = SshThrough(port, alice_key_, alpha_host, who);
   EXPECT_EQ(alice_again.out, "in victim\n") << alice_again.err;
@@ -844,10 +870,10 @@ TEST_F(RelaySessionsApiTest, ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHosts
 /// says they are not reachable yet, and the operator is told by an audit event; once the operator
 /// registers the address, the same login lands.
 TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd sshd(dir_.path() / "instance", relay_key->public_line, {.name = "alpha"});
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd sshd(dir_.path() / "instance", "", {.name = "alpha"});
   ASSERT_EQ(op_->PostJson("/api/v1/admin/hosts/spark-a/drain", json::object()).status, 200);
   const std::string token = AddHost("spark-n", /*ssh=*/false);
   const json listed = op_->Get("/api/v1/admin/hosts").Json();
@@ -861,6 +887,7 @@ TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited
       {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string id = created.Json()["id"], hostname = created.Json()["hostname"];
+  sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
   ASSERT_EQ(Sync(token, json::array({Container(id, sshd.port())})).status, 200);
 
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
@@ -897,16 +924,17 @@ TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited
 /// `relay.host_key_mismatch`, and the agent's word for another key of the same container changes
 /// nothing; a container made again is pinned again deliberately, and its owner is mailed.
 TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinnedAgain) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd sshd(dir_.path() / "instance", relay_key->public_line, {.name = "alpha"});
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd sshd(dir_.path() / "instance", "", {.name = "alpha"});
   const std::string first_key = sshd.HostKeyLine();
   auto created = alice_->PostJson(
       "/api/v1/instances",
       {{"name", "alpha"}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string id = created.Json()["id"], hostname = created.Json()["hostname"];
+  sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
   ASSERT_EQ(
       Sync(host_token_, json::array({ContainerWithKey(id, sshd.port(), "c0", first_key)})).status,
       200);
@@ -983,12 +1011,13 @@ TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinn
 /// row is closed when it starts again, and a SIGTERM ends open relay sessions and still reports
 /// their end.
 TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClosedAtRestart) {
-  const auto relay_key =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-  ASSERT_TRUE(relay_key) << relay_key.error().message;
-  Sshd sshd(dir_.path() / "instance", relay_key->public_line);
+  const auto relay_ca =
+      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  ASSERT_TRUE(relay_ca) << relay_ca.error().message;
+  Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
   const std::string id = in["id"];
+  sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
   const std::string hostname = in["hostname"];
   const uint16_t port = FreePort();
   const std::string edge7_token = RegisterRelay("edge-7");
@@ -997,7 +1026,8 @@ TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClose
     ASSERT_TRUE(relay.Start({GpuwerkBinary(), "relay", "--server", app_->base_url(), "--listen",
                              "127.0.0.1:" + std::to_string(port), "--host-key",
                              (dir_.path() / "relay" / "host_key").string(), "--relay-key",
-                             (dir_.path() / "relay" / "relay_key").string()},
+                             (dir_.path() / "relay" / "relay_key").string(), "--relay-ca",
+                             (dir_.path() / "relay" / "relay_ca").string()},
                             {{"GPUWERK_RELAY_TOKEN", edge7_token}}, dir_.path() / "relay.log"))
         << relay.error();
     for (int i = 0; i < 500; ++i) {
@@ -1222,11 +1252,12 @@ class RelayRevocationTest : public RelaySessionsApiTest {
   void SetUp() override {
     RelaySessionsApiTest::SetUp();
     if (HasFatalFailure()) return;
-    auto key = relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_key", "gpuwerk-relay");
-    ASSERT_TRUE(key) << key.error().message;
-    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", key->public_line);
+    auto ca = relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+    ASSERT_TRUE(ca) << ca.error().message;
+    sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", "");
     in_ = RunningInstance("alpha", sshd_->port());
     ASSERT_EQ(in_["status"], "running") << in_;
+    sshd_->SetAuthorizedKeys(RelayCaLines(ca->public_line, {in_["id"].get<std::string>()}));
     options_.listen_address = "127.0.0.1";
     options_.listen_port = 0;
     options_.host_key_path = dir_.path() / "relay" / "host_key";

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "protocol/relay_principal.h"
 #include "tests/support/net.h"
 #include "tests/support/ssh_keygen.h"
 
@@ -40,6 +41,22 @@ inline int Connect(uint16_t port, const char* address = "127.0.0.1") {
     return -1;
   }
   return fd;
+}
+
+/// What a host agent writes for the relay into the authorized_keys of a container of each of
+/// `instance_ids` (agent::RelayCaKeyLine; docs/ssh.md "Upstream: the relay credential"): the
+/// relay CA (`ca_public_line`, "ssh-ed25519 AAAA… [comment]") trusted for that instance's
+/// certificates alone. Several ids: one sshd standing in for several instances.
+inline std::string RelayCaLines(const std::string& ca_public_line,
+                                const std::vector<std::string>& instance_ids) {
+  std::string key = ca_public_line;
+  while (!key.empty() && (key.back() == '\n' || key.back() == ' ')) key.pop_back();
+  std::string out;
+  for (const std::string& id : instance_ids) {
+    out += "cert-authority,principals=\"" + protocol::RelayInstancePrincipal(id).value() + "\" " +
+           key + "\n";
+  }
+  return out;
 }
 
 /// Where a test sshd listens and what it tells the sessions it serves.
@@ -111,6 +128,14 @@ class Sshd {
     }
   }
   uint16_t port() const { return port_; }
+  /// Replaces its authorized_keys (sshd reads the file at each login).
+  void SetAuthorizedKeys(const std::string& authorized_keys) {
+    { std::ofstream(dir_ / "authorized_keys") << authorized_keys; }
+    std::filesystem::permissions(
+        dir_ / "authorized_keys",
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+        std::filesystem::perm_options::replace);
+  }
   /// Its ed25519 host key as an agent reports it: "ssh-ed25519 BASE64" (no comment).
   std::string HostKeyLine() const {
     std::ifstream in(dir_ / "host_key.pub");

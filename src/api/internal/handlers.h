@@ -43,10 +43,6 @@ Answer ResetPasswordForm(ApiContext& ctx, Call& call);
 Answer AddressProofPage(ApiContext& ctx, Call& call);
 Answer AddressProofForm(ApiContext& ctx, Call& call);
 
-// home_page.cc: "/" and "/home.js".
-Answer HomePage(ApiContext& ctx, Call& call);
-Answer HomeScript(ApiContext& ctx, Call& call);
-
 // token_handlers.cc: /api/v1/tokens.
 Answer ListTokens(ApiContext& ctx, Call& call);
 Answer CreateToken(ApiContext& ctx, Call& call);

@@ -255,9 +255,21 @@ class ClientAuthentication {
              user, req.key_fingerprint, &t, "max_sessions_per_person " + most, /*count=*/false);
       return;
     }
+    // The relay key's certificate for this instance alone (issue 12 finding 1), from the cache
+    // or signed now.
+    auto certificate = ctx_.certificates->For(t.instance_id);
+    if (!certificate) {
+      ctx_.limiter->Unauthenticate(control_.source_address, t.person_id);
+      spdlog::error("relay: no certificate for instance {}: {}",
+                    core::BoundedPrintable(t.instance_id, 64), certificate.error().message);
+      Refuse(msg, RefusalCode(UpstreamLoginFailure::kNoCredential),
+             RefusalMessage(UpstreamLoginFailure::kNoCredential, t), user, req.key_fingerprint, &t,
+             certificate.error().api_code, /*count=*/false);
+      return;
+    }
     std::string presented;
-    auto upstream =
-        LogInUpstream(t, *ctx_.relay_key_private, ctx_.options->upstream_timeout, &presented);
+    auto upstream = LogInUpstream(t, *ctx_.relay_key_private, *certificate,
+                                  ctx_.options->upstream_timeout, &presented);
     if (!upstream) {
       ctx_.limiter->Unauthenticate(control_.source_address, t.person_id);
       Refuse(msg, RefusalCode(upstream.error()), RefusalMessage(upstream.error(), t), user,

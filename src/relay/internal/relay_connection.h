@@ -11,6 +11,7 @@
 #include "relay/internal/source_limiter.h"
 #include "relay/internal/ssh_handles.h"
 #include "relay/relay.h"
+#include "relay/relay_certificates.h"
 
 namespace gpuwerk::relay::internal {
 
@@ -50,6 +51,7 @@ struct ConnectionContext {
   RelayAuthorizer* authorizer = nullptr;
   RelaySessionLog* log = nullptr;
   const std::string* relay_key_private = nullptr;  ///< OpenSSH private key text
+  RelayCertificates* certificates = nullptr;       ///< the relay key's certificate per instance
   SourceLimiter* limiter = nullptr;
   /// Bumped by every pushed access change (Relay::RecheckRelaySessions). A login that saw it
   /// change between its authorization and becoming a relay session asks `recheck` for itself,

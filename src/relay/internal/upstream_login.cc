@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sstream>
+
 #include "core/strings.h"
+#include "protocol/relay_principal.h"
 #include "relay/internal/libssh_calls.h"
 
 namespace gpuwerk::relay::internal {
@@ -15,6 +18,8 @@ std::string RefusalCode(UpstreamLoginFailure failure) {
       return "upstream_host_key_mismatch";
     case UpstreamLoginFailure::kAuthFailed:
       return "upstream_auth_failed";
+    case UpstreamLoginFailure::kNoCredential:
+      return "relay_credential_unavailable";
   }
   return "upstream_unreachable";
 }
@@ -41,6 +46,11 @@ std::string RefusalMessage(UpstreamLoginFailure failure, const RelayTarget& t) {
       return "gpuwerk: instance " + name + " (" + t.hostname +
              ") answered with an unexpected host key; the relay did not log in, and "
              "logged it for the operator.";
+    case UpstreamLoginFailure::kNoCredential:
+      return "gpuwerk: the relay cannot make its credential for instance " + name + " (" +
+             t.hostname +
+             ") right now. Your own key was accepted. Please try again in a minute; if it keeps "
+             "failing, tell the operator of this service.";
     case UpstreamLoginFailure::kUnreachable:
       break;
   }
@@ -50,8 +60,8 @@ std::string RefusalMessage(UpstreamLoginFailure failure, const RelayTarget& t) {
 }
 
 std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
-    const RelayTarget& t, const std::string& relay_key_private, std::chrono::milliseconds timeout,
-    std::string* presented_host_key) {
+    const RelayTarget& t, const std::string& relay_key_private, const std::string& certificate,
+    std::chrono::milliseconds timeout, std::string* presented_host_key) {
   SshSessionPtr upstream(ssh_new());
   if (upstream == nullptr) return std::unexpected(UpstreamLoginFailure::kUnreachable);
   ssh_session s = upstream.get();
@@ -97,9 +107,33 @@ std::expected<SshSessionPtr, UpstreamLoginFailure> LogInUpstream(
     return std::unexpected(UpstreamLoginFailure::kAuthFailed);
   }
   SshKeyPtr relay_key(raw_relay_key);
+  // The certificate for this instance alone (principal gpuwerk-instance-<id>): the relay key
+  // without it is accepted nowhere (docs/ssh.md "Upstream: the relay credential").
+  std::istringstream words(certificate);
+  std::string cert_type, cert_base64;
+  words >> cert_type >> cert_base64;
+  ssh_key raw_cert = nullptr;
+  if (cert_type != "ssh-ed25519-cert-v01@openssh.com" ||
+      ssh_pki_import_cert_base64(cert_base64.c_str(), SSH_KEYTYPE_ED25519_CERT01, &raw_cert) !=
+          SSH_OK) {
+    spdlog::error("relay: the certificate for instance {} cannot be read", t.instance_id);
+    return std::unexpected(UpstreamLoginFailure::kNoCredential);
+  }
+  SshKeyPtr cert(raw_cert);
+  if (ssh_pki_copy_cert_to_privkey(cert.get(), relay_key.get()) != SSH_OK) {
+    spdlog::error("relay: the certificate for instance {} does not match the relay key",
+                  t.instance_id);
+    return std::unexpected(UpstreamLoginFailure::kNoCredential);
+  }
   if (ssh_userauth_publickey(s, nullptr, relay_key.get()) != SSH_AUTH_SUCCESS) {
-    spdlog::warn("relay: instance {} sshd refused the relay key for login {} (case C07)",
-                 t.instance_id, t.login);
+    // The instance's principal is ours, not outside text; the address is the registration's.
+    spdlog::warn(
+        "relay: instance {} sshd at {}:{} refused the relay's certificate for principal "
+        "{}{} (login {}): its authorized_keys lacks the relay CA's line for this instance, or "
+        "this sshd is not that instance's",
+        t.instance_id, core::BoundedPrintable(t.upstream_host), t.upstream_port,
+        protocol::kRelayInstancePrincipalPrefix, core::BoundedPrintable(t.instance_id, 64),
+        core::BoundedPrintable(t.login, 64));
     return std::unexpected(UpstreamLoginFailure::kAuthFailed);
   }
   return upstream;

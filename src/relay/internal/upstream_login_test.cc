@@ -27,6 +27,7 @@ TEST(UpstreamLoginTest, EachFailureHasItsStableCode) {
   EXPECT_EQ(RefusalCode(UpstreamLoginFailure::kUnreachable), "upstream_unreachable");
   EXPECT_EQ(RefusalCode(UpstreamLoginFailure::kHostKeyMismatch), "upstream_host_key_mismatch");
   EXPECT_EQ(RefusalCode(UpstreamLoginFailure::kAuthFailed), "upstream_auth_failed");
+  EXPECT_EQ(RefusalCode(UpstreamLoginFailure::kNoCredential), "relay_credential_unavailable");
 }
 
 TEST(UpstreamLoginTest, C07_MissingRelayCredentialSaysSoAndThatTheOwnKeyWasAccepted) {
@@ -48,6 +49,9 @@ TEST(UpstreamLoginTest, C07_MissingRelayCredentialSaysSoAndThatTheOwnKeyWasAccep
   EXPECT_NE(RefusalMessage(UpstreamLoginFailure::kHostKeyMismatch, Target("root"))
                 .find("unexpected host key"),
             std::string::npos);
+  EXPECT_NE(RefusalMessage(UpstreamLoginFailure::kNoCredential, Target("root"))
+                .find("cannot make its credential for instance alpha"),
+            std::string::npos);
 }
 
 TEST(UpstreamLoginTest, NothingListeningIsUnreachable) {
@@ -63,7 +67,7 @@ TEST(UpstreamLoginTest, NothingListeningIsUnreachable) {
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   RelayTarget t = Target("root");
   t.upstream_port = ntohs(addr.sin_port);
-  auto upstream = LogInUpstream(t, "not a key", 2000ms);
+  auto upstream = LogInUpstream(t, "not a key", "not a certificate", 2000ms);
   ::close(fd);
   ASSERT_FALSE(upstream);
   EXPECT_EQ(upstream.error(), UpstreamLoginFailure::kUnreachable);

@@ -1,0 +1,71 @@
+// The dashboard in a real browser (issue "The dashboard", docs/dashboard.md "Tests"): the real
+// `gpuwerk server` serving the embedded dashboard, a real `gpuwerk agent` on the suite's podman
+// service, the server's Maildir outbox, and Debian's Chromium driven by playwright-core from the
+// browser tests in web/e2e (run with `node --test` from the build's copy of web/, where `npm ci`
+// put playwright-core and axe-core). One platform start for every browser test: they tell one
+// person's story in order (sign up, card, key, launch, ssh, queue, restart, delete, sign out).
+// Screenshots at 375 and 1280 px go to <build>/test-artifacts/dashboard/.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "tests/support/e2e_engine.h"
+#include "tests/support/e2e_platform.h"
+#include "tests/support/host_waits.h"
+#include "tests/support/run_command.h"
+
+namespace gpuwerk::testing {
+namespace {
+
+const auto* const kEngine = RegisterEngineEnvironment("gpuwerk-dashboard-engine");
+
+std::string Quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+class DashboardE2eTest : public E2eTest<> {};
+
+TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
+  const std::filesystem::path web = std::filesystem::path(GPUWERK_TEST_BINARY_DIR) / "web";
+  const std::filesystem::path tests = web / "e2e" / "dashboard.e2e.mjs";
+  ASSERT_TRUE(std::filesystem::exists(tests))
+      << tests << " is missing: the dashboard is built with -DGPUWERK_WEB=ON";
+  ASSERT_TRUE(std::filesystem::exists("/usr/bin/chromium"))
+      << "Debian's chromium is missing: scripts/setup.sh test installs it";
+
+  platform_.StartServer();
+  ASSERT_FALSE(HasFatalFailure());
+  auto op = platform_.Operator();
+  E2eHost& host = platform_.AddHost(*op, "spark-web");
+  ASSERT_FALSE(host.id.empty() || host.token.empty());
+  platform_.StartAgent(host);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(WaitHostsReady(*op, 1)) << "the agent never synced with a working engine";
+
+  const std::filesystem::path artifacts =
+      std::filesystem::path(GPUWERK_TEST_BINARY_DIR) / "test-artifacts" / "dashboard";
+  std::filesystem::remove_all(artifacts);
+  std::filesystem::create_directories(artifacts);
+  const std::filesystem::path work = dir_.path() / "browser";
+  std::filesystem::create_directories(work);
+
+  const std::string command =
+      "DASHBOARD_URL=" + Quoted(platform_.url()) +
+      " DASHBOARD_MAIL_DIR=" + Quoted((platform_.data() / "mail").string()) +
+      " DASHBOARD_ARTIFACTS=" + Quoted(artifacts.string()) +
+      " DASHBOARD_WORK_DIR=" + Quoted(work.string()) + " GPUWERK_BIN=" + Quoted(GpuwerkBinary()) +
+      " DASHBOARD_OPERATOR_EMAIL=" + Quoted(kOperatorEmail) +
+      " DASHBOARD_OPERATOR_PASSWORD=" + Quoted(kOperatorPassword) +
+      " node --test --test-reporter=spec " + Quoted(tests.string());
+  CommandResult r = RunCommand(work, command);
+  std::cout << "---- browser tests (web/e2e/dashboard.e2e.mjs)\n"
+            << r.out << r.err << "---- screenshots: " << artifacts.string() << "\n";
+  EXPECT_EQ(r.exit_code, 0) << "the browser tests failed; see their report above";
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing

@@ -1,0 +1,378 @@
+// The dashboard in a real Chromium against the real gpuwerk server, agent and container engine
+// (started by tests/e2e/dashboard_e2e_test.cc, which runs this file with `node --test`). One
+// platform and one browser for every test here; the tests run in order and build on each other
+// (one person's story), so a later one is skipped when an earlier one failed.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import {
+  env,
+  eventually,
+  launchBrowser,
+  mailedLink,
+  operatorCli,
+  screenshots,
+  seriousA11yViolations,
+  sshAsShown,
+  sshKeygen,
+  startCuttableProxy,
+} from './support.mjs';
+
+const EMAIL = 'ada@example.test';
+const PASSWORD = 'correct horse battery';
+const INSTANCE = 'web-alpha';
+
+let browser;
+let context;
+let page;
+let key;
+const a11y = [];
+let navigations = 0;
+let failed = false;
+
+/** Runs `body` unless an earlier step failed (the story cannot go on). */
+function step(name, body, options = {}) {
+  test(name, options, async (t) => {
+    if (failed) {
+      t.skip('an earlier step failed');
+      return;
+    }
+    try {
+      await body(t);
+    } catch (e) {
+      failed = true;
+      if (page) {
+        await page.screenshot({ path: `${env.artifacts}/failure-${name.replace(/[^a-z0-9]+/gi, '-')}.png`, fullPage: true }).catch(() => {});
+      }
+      throw e;
+    }
+  });
+}
+
+async function checkA11y(label) {
+  a11y.push(...(await seriousA11yViolations(page, label)));
+}
+
+function card(name) {
+  return page.locator(`article[data-instance="${name}"]`);
+}
+
+before(async () => {
+  key = await sshKeygen('ada_ed25519');
+  browser = await launchBrowser();
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: env.url });
+  page = await context.newPage();
+  page.on('framenavigated', (frame) => {
+    if (frame === page.mainFrame()) navigations++;
+  });
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/.test(m.text())) {
+      a11y.push(`CSP: ${m.text()}`);  // reported with the other page checks
+    }
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+step('signed out, / shows the sign-in page', async () => {
+  await page.goto(`${env.url}/`);
+  await page.waitForURL(/\/sign-in$/);
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  assert.ok(await page.getByRole('button', { name: 'Send magic link' }).isVisible());
+  assert.ok(await page.getByRole('link', { name: 'Forgot your password?' }).isVisible());
+  await checkA11y('sign-in');
+  await screenshots(page, 'sign-in');
+  // Wrong password: the error shows, nothing else happens.
+  await page.getByLabel('Email').fill('nobody@example.test');
+  await page.getByLabel('Password').fill('not the password');
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.getByRole('alert').waitFor();
+  await screenshots(page, 'sign-in-error');
+});
+
+step('sign up, confirm the address from the mail, land on the instances', async () => {
+  await page.getByRole('link', { name: 'Create an account' }).click();
+  await page.waitForURL(/\/sign-up$/);
+  await page.getByLabel('Email').fill(EMAIL);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await checkA11y('sign-up');
+  await screenshots(page, 'sign-up');
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await page.getByRole('heading', { name: 'Check your mail' }).waitFor();
+  await checkA11y('sign-up-sent');
+
+  const link = await mailedLink(EMAIL, '/auth/prove-address');
+  await page.goto(link);  // the server's page: a GET uses nothing up
+  await page.getByLabel(/Password/).fill(PASSWORD);
+  await page.getByRole('button', { name: /Confirm and sign in/ }).click();
+  await page.waitForURL(`${env.url}/`);
+  await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  await page.getByRole('heading', { name: 'No instances yet' }).waitFor();
+  await page.getByText('Live', { exact: true }).waitFor();
+  assert.equal(await page.locator('.user-button .email').textContent(), EMAIL);
+});
+
+step('no payment method: the red banner, gone once the operator records a card', async () => {
+  const banner = page.getByRole('region', { name: 'Payment method' });
+  await banner.waitFor();
+  assert.match(await banner.textContent(), /No payment method on file/);
+  await checkA11y('instances-empty');
+  await screenshots(page, 'instances-empty-banner');
+  // The manual provider: the operator records the card with the CLI.
+  await operatorCli('admin', 'billing', 'set-card', EMAIL, '--brand', 'visa', '--last4', '4242', '--exp', '12/2030');
+  await page.evaluate(() => window.dispatchEvent(new Event('focus')));  // the person comes back
+  await banner.waitFor({ state: 'detached', timeout: 20000 });
+});
+
+step('a pasted private key is refused beside the field and nothing is stored', async () => {
+  await page.getByRole('button', { name: 'New instance' }).first().click();
+  const panel = page.getByRole('dialog', { name: 'New instance' });
+  await panel.waitFor();
+  await panel.getByRole('heading', { name: 'Add an SSH key' }).waitFor();  // no keys yet: open
+  await checkA11y('create-panel');
+  await screenshots(page, 'create-panel');
+
+  const posts = [];
+  const onRequest = (r) => {
+    if (r.method() === 'POST' && r.url().includes('/api/v1/ssh-keys')) posts.push(r.postData() ?? '');
+  };
+  page.on('request', onRequest);
+  await panel.getByLabel('Key name').fill('laptop');
+  await panel.getByLabel('Public key').fill(key.privateText);
+  await panel.getByRole('button', { name: 'Save key' }).click();
+  const error = panel.locator('#key-public-error');
+  await error.waitFor();
+  assert.match(await error.textContent(), /private key/i);
+  assert.equal(await panel.getByLabel('Public key').getAttribute('aria-invalid'), 'true');
+  await checkA11y('add-key-private-refused');
+  await screenshots(page, 'add-key-private-refused');
+  page.off('request', onRequest);
+  assert.deepEqual(posts, [], 'the private key was sent to the server');
+  const stored = await page.request.get(`${env.url}/api/v1/ssh-keys`);
+  assert.equal((await stored.json()).items.length, 0);
+
+  // What the server refuses shows beside the field too (here: not a key at all).
+  await panel.getByLabel('Public key').fill('ssh-ed25519 this-is-not-a-key');
+  await panel.getByRole('button', { name: 'Save key' }).click();
+  await eventually(async () => !/private key/i.test(await error.textContent()), 10000, 'the server\'s error');
+  assert.ok((await error.textContent()).length > 10);
+  assert.equal((await (await page.request.get(`${env.url}/api/v1/ssh-keys`)).json()).items.length, 0);
+});
+
+step('add the ssh-keygen key and launch: the card turns running by itself', async () => {
+  const panel = page.getByRole('dialog', { name: 'New instance' });
+  await panel.getByLabel('Public key').fill(key.publicLine);
+  await panel.getByRole('button', { name: 'Save key' }).click();
+  await panel.getByRole('heading', { name: 'Add an SSH key' }).waitFor({ state: 'detached' });
+  await eventually(
+    async () => /^laptop/.test(await panel.getByLabel('SSH key').locator('option:checked').textContent()),
+    10000,
+    'the new key chosen in the picker',
+  );
+
+  await panel.getByLabel('Name').fill(INSTANCE);
+  assert.ok(await panel.getByRole('radio', { name: /spark-1x/ }).isChecked());
+  const before = navigations;
+  await panel.getByRole('button', { name: 'Launch instance' }).click();
+  await panel.waitFor({ state: 'detached' });
+  const c = card(INSTANCE);
+  await c.waitFor();
+  await c.locator('.badge[data-status="provisioning"], .badge[data-status="running"]').waitFor();
+  if (await c.locator('.badge[data-status="provisioning"]').count()) {
+    await screenshots(page, 'instance-provisioning');
+  }
+  await c.locator('.badge[data-status="running"]').waitFor({ timeout: 240000 });
+  assert.equal(navigations, before, 'the page reloaded or navigated: it must update by itself');
+  assert.match(await c.textContent(), /spark-1x/);
+  assert.match(await c.textContent(), /no GPU attached/);
+  await c.getByTestId('ssh-command').waitFor();
+  await eventually(async () => !/Cost so far—/.test((await c.textContent()).replace(/\s+/g, '')), 15000, 'the cost so far');
+});
+
+step('the SSH command copied from the page runs with ssh and lands in the instance', async () => {
+  const c = card(INSTANCE);
+  const shown = (await c.getByTestId('ssh-command').textContent()).trim();
+  await c.getByRole('button', { name: `Copy the SSH command of ${INSTANCE}` }).click();
+  await c.getByRole('button', { name: /^Copied the SSH command/ }).waitFor();
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  assert.equal(copied, shown);
+  const instances = await (await page.request.get(`${env.url}/api/v1/instances`)).json();
+  const hostname = instances.items.find((i) => i.name === INSTANCE).hostname;
+  const out = await eventually(() => sshAsShown(copied, key.privatePath, 'hostname'), 60000, 'ssh into the instance', 2000);
+  assert.equal(out.trim(), hostname);
+  await checkA11y('instances-running');
+  await screenshots(page, 'instances-running');
+});
+
+step('without a clipboard API the command is selected with a Ctrl+C hint, never "Copied"', async () => {
+  // A second browser context, as from another machine over plain http: no navigator.clipboard.
+  const other = await browser.newContext({ viewport: { width: 375, height: 812 } });
+  await other.addInitScript(() => {
+    Object.defineProperty(Navigator.prototype, 'clipboard', { get: () => undefined, configurable: true });
+  });
+  const p = await other.newPage();
+  try {
+    await p.goto(`${env.url}/sign-in`);
+    await p.getByLabel('Email').fill(EMAIL);
+    await p.getByLabel('Password').fill(PASSWORD);
+    await p.getByRole('button', { name: 'Sign in', exact: true }).click();
+    const c = p.locator(`article[data-instance="${INSTANCE}"]`);
+    await c.getByTestId('ssh-command').waitFor();
+    await c.getByRole('button', { name: `Copy the SSH command of ${INSTANCE}` }).click();
+    await c.getByText(/press Ctrl\+C/).waitFor();
+    assert.equal(await c.getByRole('button', { name: /Copied/ }).count(), 0);
+    const selected = await p.evaluate(() => window.getSelection()?.toString() ?? '');
+    assert.equal(selected.trim(), (await c.getByTestId('ssh-command').textContent()).trim());
+    await p.screenshot({ path: `${env.artifacts}/copy-fallback-375.png`, fullPage: true });
+  } finally {
+    await other.close();
+  }
+});
+
+step('a full GPU type offers the queue: dashed cards with their position; exit queue', async () => {
+  // spark-1x is full (web-alpha holds the only host): the panel offers its queue.
+  await page.getByRole('button', { name: 'New instance' }).first().click();
+  let panel = page.getByRole('dialog', { name: 'New instance' });
+  await panel.getByText(/Full: choosing it enters the queue/).waitFor();
+  await panel.getByLabel('Name').fill('web-beta');
+  await panel.getByRole('button', { name: 'Enter queue' }).click();
+  await panel.waitFor({ state: 'detached' });
+  const beta = page.locator('article[data-queue-entry="web-beta"]');
+  await beta.waitFor();
+  assert.equal(await beta.getByTestId('queue-position').textContent(), '1');
+  assert.match(await beta.locator('.badge').textContent(), /queued/);
+
+  // spark-2x has no linked pair here, so it is not online: choosing it joins its queue too.
+  await page.getByRole('button', { name: 'New instance' }).first().click();
+  panel = page.getByRole('dialog', { name: 'New instance' });
+  await panel.getByRole('radio', { name: /spark-2x/ }).check();
+  await panel.getByLabel('Name').fill('web-gamma');
+  await panel.getByRole('button', { name: 'Enter queue' }).click();
+  await panel.waitFor({ state: 'detached' });
+  const gamma = page.locator('article[data-queue-entry="web-gamma"]');
+  await gamma.waitFor();
+  await checkA11y('instances-with-queue');
+  await screenshots(page, 'instances-with-queue');
+  await gamma.getByRole('button', { name: 'Exit queue for web-gamma' }).click();
+  await gamma.waitFor({ state: 'detached' });
+  assert.equal(await beta.count(), 1);
+});
+
+step('restart: the badge flips to restarting, the SSH command hides, and both come back', async () => {
+  const c = card(INSTANCE);
+  await c.getByRole('button', { name: `Restart ${INSTANCE}` }).click();
+  await c.locator('.badge[data-status="restarting"]').waitFor({ timeout: 30000 });
+  assert.equal(await c.getByTestId('ssh-command').count(), 0);
+  await screenshots(page, 'instance-restarting');
+  await c.locator('.badge[data-status="running"]').waitFor({ timeout: 180000 });
+  await c.getByTestId('ssh-command').waitFor();
+});
+
+step('with the stream cut, a delete and a queue launch happen; a stale restart says gone; the page resyncs', async () => {
+  // A second tab of the same person, reaching the server through a proxy the test can cut.
+  const proxy = await startCuttableProxy(env.url);
+  const tab = await context.newPage();
+  let tabNavigations = 0;
+  tab.on('framenavigated', (frame) => {
+    if (frame === tab.mainFrame()) tabNavigations++;
+  });
+  try {
+    await tab.goto(`${proxy.url}/`);
+    const tabCard = (name) => tab.locator(`article[data-instance="${name}"]`);
+    await tabCard(INSTANCE).locator('.badge[data-status="running"]').waitFor();
+    await tab.locator('article[data-queue-entry="web-beta"]').waitFor();
+    await tab.locator('.stream-live').waitFor();
+    const loaded = tabNavigations;
+
+    // Cut the tab off (its event stream breaks), then change things behind its back: web-alpha
+    // is deleted, which frees the host, and web-beta is launched from the queue.
+    proxy.setMode('down');
+    await tab.locator('.stream-reconnecting').waitFor({ timeout: 20000 });
+    const list = async () => (await (await page.request.get(`${env.url}/api/v1/instances`)).json()).items;
+    const alpha = (await list()).find((i) => i.name === INSTANCE);
+    assert.equal((await page.request.delete(`${env.url}/api/v1/instances/${alpha.id}`)).status(), 204);
+    await eventually(async () => {
+      const items = await list();
+      return !items.some((i) => i.name === INSTANCE) && items.some((i) => i.name === 'web-beta' && i.status === 'running');
+    }, 180000, 'web-alpha gone and web-beta running (launched from the queue)');
+
+    // The tab can reach the server again, but its stream cannot: it is stale and still shows
+    // web-alpha running. A restart from it says the instance is gone.
+    proxy.setMode('no-stream');
+    assert.equal(await tabCard(INSTANCE).locator('.badge[data-status="running"]').count(), 1);
+    await tabCard(INSTANCE).getByRole('button', { name: `Restart ${INSTANCE}` }).click();
+    await tab.getByText(`${INSTANCE} is gone`).waitFor();
+    await tabCard(INSTANCE).waitFor({ state: 'detached' });
+    await tab.setViewportSize({ width: 375, height: 812 });
+    await tab.screenshot({ path: `${env.artifacts}/stale-restart-gone-375.png`, fullPage: true });
+
+    // The stream comes back: its snapshot shows web-beta as a running instance, the dashed card
+    // gone, all without a reload.
+    proxy.setMode('pass');
+    await tabCard('web-beta').locator('.badge[data-status="running"]').waitFor({ timeout: 60000 });
+    await tab.locator('article[data-queue-entry="web-beta"]').waitFor({ state: 'detached' });
+    await tab.locator('.stream-live').waitFor();
+    assert.equal(tabNavigations, loaded, 'the tab reloaded: it must resynchronise by itself');
+    // The first tab, never cut, followed live all along.
+    await card('web-beta').locator('.badge[data-status="running"]').waitFor();
+    assert.equal(await card(INSTANCE).count(), 0);
+  } finally {
+    await tab.close();
+    proxy.close();
+  }
+});
+
+step('delete asks first, naming the instance, then the card goes', async () => {
+  const name = 'web-beta';
+  const c = card(name);
+  await c.getByRole('button', { name: `Delete ${name}` }).click();
+  const dialog = page.getByRole('dialog', { name: `Delete ${name}?` });
+  await dialog.waitFor();
+  await checkA11y('delete-confirmation');
+  await screenshots(page, 'delete-confirmation');
+  await dialog.getByRole('button', { name: `Delete ${name}` }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await c.waitFor({ state: 'detached', timeout: 120000 });
+  await page.getByRole('heading', { name: 'No instances yet' }).waitFor();
+  const left = await (await page.request.get(`${env.url}/api/v1/instances`)).json();
+  assert.equal(left.total, 0);
+});
+
+step('sign out from the user menu under the email', async () => {
+  await page.getByRole('button', { name: EMAIL }).click();
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL(/\/sign-in$/);
+  const me = await page.request.get(`${env.url}/api/v1/me`);
+  assert.equal(me.status(), 401);
+  await screenshots(page, 'signed-out');
+});
+
+step('signed out: a magic link signs in after its button; forgot password mails a reset link', async () => {
+  await page.getByLabel('Email').fill(EMAIL);
+  await page.getByRole('button', { name: 'Send magic link' }).click();
+  await page.getByText(/a sign-in link is on its way/).waitFor();
+  const link = await mailedLink(EMAIL, '/auth/magic-link');
+  await page.goto(link);  // the server's page: the GET signs nobody in
+  assert.equal((await page.request.get(`${env.url}/api/v1/me`)).status(), 401);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${env.url}/`);
+  await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  await page.getByRole('button', { name: EMAIL }).click();
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForURL(/\/sign-in$/);
+
+  await page.getByRole('link', { name: 'Forgot your password?' }).click();
+  await page.waitForURL(/\/forgot-password$/);
+  await page.getByLabel('Email').fill(EMAIL);
+  await page.getByRole('button', { name: 'Send the link' }).click();
+  await page.getByText(/a link to set a new password is on its way/).waitFor();
+  await checkA11y('forgot-password');
+  await screenshots(page, 'forgot-password-sent');
+  assert.match(await mailedLink(EMAIL, '/auth/reset-password'), /token=/);
+});
+
+test('no serious or critical accessibility violation and no blocked resource on any page', () => {
+  assert.deepEqual(a11y, []);
+});

@@ -1,0 +1,122 @@
+// The app's frame: who is signed in (GET /api/v1/me), which page the path names, and the header
+// for signed-in pages. Signed-out visitors of a signed-in page go to /sign-in; signed-in visitors
+// of the sign-in pages go to the instances.
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { api, ApiError, setSignedOutHandler } from '../api';
+import { navigate, usePath } from '../router';
+import type { Me } from '../types';
+import { ForgotPasswordPage, SignInPage, SignUpPage } from './AuthPages';
+import { Header } from './Header';
+import { InstancesPage } from './InstancesPage';
+
+const SIGNED_OUT_PAGES = new Set(['/sign-in', '/sign-up', '/forgot-password']);
+
+type Session = { state: 'loading' } | { state: 'out' } | { state: 'in'; me: Me };
+
+export function App() {
+  const path = usePath();
+  const [session, setSession] = useState<Session>({ state: 'loading' });
+  const [loadError, setLoadError] = useState('');
+
+  const refreshMe = useCallback(async () => {
+    try {
+      const me = await api<Me>('GET', '/api/v1/me');
+      setSession({ state: 'in', me });
+      setLoadError('');
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) setSession({ state: 'out' });
+      else setLoadError(e instanceof Error ? e.message : String(e));
+    }
+  }, []);
+
+  useEffect(() => {
+    setSignedOutHandler(() => setSession({ state: 'out' }));
+    void refreshMe();
+  }, [refreshMe]);
+
+  // Where the path and the session disagree, go where the person can act.
+  useEffect(() => {
+    if (session.state === 'out' && !SIGNED_OUT_PAGES.has(path)) {
+      const next = path === '/' ? '' : `?next=${encodeURIComponent(path)}`;
+      navigate(`/sign-in${next}`, true);
+    } else if (session.state === 'in' && SIGNED_OUT_PAGES.has(path)) {
+      navigate('/', true);
+    }
+  }, [session, path]);
+
+  useEffect(() => {
+    document.title = titleFor(path);
+  }, [path]);
+
+  if (session.state === 'loading') {
+    return (
+      <main class="centered" aria-busy="true">
+        {loadError ? (
+          <p role="alert" class="error">
+            {loadError}{' '}
+            <button type="button" class="link" onClick={() => void refreshMe()}>
+              Try again
+            </button>
+          </p>
+        ) : (
+          <p class="muted">Loading…</p>
+        )}
+      </main>
+    );
+  }
+
+  if (session.state === 'out') {
+    const signedIn = () => void refreshMe();
+    if (path === '/sign-up') return <SignUpPage />;
+    if (path === '/forgot-password') return <ForgotPasswordPage />;
+    return <SignInPage onSignedIn={signedIn} />;
+  }
+
+  if (SIGNED_OUT_PAGES.has(path)) return null;  // being redirected
+  return (
+    <InstancesFrame
+      me={session.me}
+      refreshMe={refreshMe}
+      onSignedOut={() => setSession({ state: 'out' })}
+    />
+  );
+}
+
+function InstancesFrame(props: { me: Me; refreshMe: () => Promise<void>; onSignedOut: () => void }) {
+  const [creating, setCreating] = useState(false);
+  const [stream, setStream] = useState<'connecting' | 'live' | 'reconnecting'>('connecting');
+  return (
+    <>
+      <a class="skip-link" href="#main">
+        Skip to content
+      </a>
+      <Header
+        me={props.me}
+        stream={stream}
+        onNewInstance={() => setCreating(true)}
+        onSignedOut={props.onSignedOut}
+      />
+      <InstancesPage
+        me={props.me}
+        refreshMe={props.refreshMe}
+        creating={creating}
+        setCreating={setCreating}
+        onStreamState={setStream}
+        onSignedOut={props.onSignedOut}
+      />
+    </>
+  );
+}
+
+function titleFor(path: string): string {
+  switch (path) {
+    case '/sign-in':
+      return 'Sign in · gpuwerk';
+    case '/sign-up':
+      return 'Sign up · gpuwerk';
+    case '/forgot-password':
+      return 'Set a new password · gpuwerk';
+    default:
+      return 'Instances · gpuwerk';
+  }
+}

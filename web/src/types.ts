@@ -1,0 +1,109 @@
+// The v1 API's shapes as the dashboard reads them (docs/api.md). Only the fields it uses.
+
+export interface Money {
+  amount_minor: number;
+  currency: string;
+}
+
+export interface Me {
+  id: string;
+  email: string;
+  is_operator: boolean;
+  email_proven: boolean;
+  team: { id: string; name: string } | null;
+  role: 'owner' | 'member' | null;
+  billing: {
+    account: { id: string; kind: 'solo' | 'team'; name: string };
+    provider: string;
+    payment_method_on_file: boolean;
+  };
+}
+
+export interface Billing {
+  account: { id: string; kind: 'solo' | 'team'; name: string; may_manage?: boolean };
+  provider: string;
+  payment_method: { brand: string | null; last4: string | null; description?: string } | null;
+  how_to_add?: string;
+}
+
+export type InstanceStatus =
+  | 'provisioning'
+  | 'running'
+  | 'restarting'
+  | 'exited'
+  | 'unknown'
+  | 'deleting'
+  | 'failed'
+  | 'deleted';
+
+export interface Instance {
+  id: string;
+  name: string;
+  status: InstanceStatus;
+  status_reason: string;
+  hostname: string;
+  gpu_type: string;
+  restart_generation: number;
+  ssh_key: { id: string; name: string; fingerprint: string };
+  hosts: string[];
+  ssh: { host: string; port: number; user: string } | null;
+  ssh_command: string | null;
+  billing_session: { id: string; started_at: string };
+  created_at: string;
+  gpu?: string;
+  deleted_at?: string;
+  drift?: { kind: string; reason: string; at: string; count: number };
+}
+
+export interface QueueEntry {
+  id: string;
+  gpu_type: string;
+  name: string;
+  ssh_key: { id: string; name: string };
+  status: 'open' | 'launched' | 'cancelled';
+  position: number | null;
+  entered_at: string;
+  left_at: string | null;
+  instance_id: string | null;
+  last_failure: string;
+}
+
+export interface GpuType {
+  name: string;
+  description: string;
+  hosts_per_instance: number;
+  price: Money;
+  free_capacity: number;
+  online: boolean;
+  online_hosts: number;
+  queued: number;
+}
+
+export interface SshKey {
+  id: string;
+  name: string;
+  type: string;
+  bits: number;
+  fingerprint: string;
+  created_at: string;
+}
+
+export interface UsageSession {
+  billing_session_id: string;
+  instance_id: string;
+  started_at: string;
+  active: boolean;
+  minutes: number;
+  amount_minor: number;
+  currency: string;
+  amount?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  page?: number;
+  pages?: number;
+  total?: number;
+  next?: string;
+  prev?: string;
+}
