@@ -230,13 +230,12 @@ class IsolationE2eTest : public ::testing::Test {
     relay_line_ = ReadFile(dir_.path() / "relay_ca.pub");
     while (!relay_line_.empty() && relay_line_.back() == '\n') relay_line_.pop_back();
     relay_port_ = FreePort();
-    ASSERT_TRUE(relay_.Start({GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
-                              "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
-                              (dir_.path() / "relay_host_key").string(), "--relay-key",
-                              (dir_.path() / "relay_key").string(), "--relay-ca",
-                              (dir_.path() / "relay_ca").string()},
-                             CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]),
-                             dir_.path() / "relay.log"))
+    ASSERT_TRUE(relay_.Start(
+        {GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
+         "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
+         (dir_.path() / "relay_host_key").string(), "--relay-key",
+         (dir_.path() / "relay_key").string(), "--relay-ca", (dir_.path() / "relay_ca").string()},
+        CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]), dir_.path() / "relay.log"))
         << relay_.error();
     ASSERT_TRUE(Eventually([&] { return !relay_.Running() || PortOpen("127.0.0.1", relay_port_); },
                            seconds(30)));
