@@ -62,14 +62,16 @@ class ServerApp {
   /// Makes instances' `ssh_command` go through the relay at `host`:`port` (`gpuwerk up`, once
   /// its relay listens); see api::SshCommandFormat.
   void SetRelayAddress(const std::string& host, uint16_t port);
-  /// The parts an in-process relay (`gpuwerk up`) reads: the store, the instances, the clock and
-  /// the random source. Valid until the app is destroyed.
+  /// The parts a relay in this process reads (tests; `gpuwerk up` runs its relay as a child
+  /// process): the store, the instances, the clock and the random source. Valid until the app is
+  /// destroyed.
   store::Database& database();
   sched::InstanceService& instances();
   core::Clock& clock();
   core::Rng& rng();
   /// Where access changes are published (instance deletions, keys taken off accounts, deleted
-  /// API tokens): `gpuwerk up`'s in-process relay subscribes (docs/ssh.md "Revocation").
+  /// API tokens): a relay in this process subscribes (tests), the relays' watch streams carry
+  /// them (docs/ssh.md "Revocation").
   core::AccessChangeFeed& access_changes();
   /// The relays' credentials (docs/ssh.md "The relay's API credential"): `gpuwerk up` issues its
   /// own relay's (access::RelayCredentials::IssueLocal); tests register relays. Valid until the app

@@ -12,7 +12,7 @@
 
 namespace gpuwerk::app {
 
-/// The relay's RelayAuthorizer for a relay running in the server's process (`gpuwerk up`): the
+/// The relay's RelayAuthorizer for a relay running in the server's process (tests): the
 /// server's own decision (access::RelayAccess, the one behind `POST /api/v1/relay/authorize`)
 /// through the relay's wire conversions, so both answer alike.
 ///
@@ -28,13 +28,13 @@ class StoreRelayAuthorizer final : public relay::RelayAuthorizer {
   access::RelayAccess access_;
 };
 
-/// Relay session records of `gpuwerk up`'s in-process relay, straight into the store:
-/// each relay session is a row of `relay_sessions` with relay "local" (store::RecordRelaySession
-/// Start / End: open at OnStart, its end, bytes each way and reason at OnEnd), and the audit log
-/// gets `relay_session.start`, `relay_session.end` (with the bytes and the reason) and
-/// `relay_session.refused`, each with the person as actor, the instance as target, the client's
-/// address as source and the key fingerprint in the detail. Each is one small transaction on the
-/// calling relay thread; a store error is logged, never thrown. Thread-safe.
+/// Relay session records of a relay in the server's process (tests), straight into the
+/// store: each relay session is a row of `relay_sessions` with relay "local"
+/// (store::RecordRelaySession Start / End: open at OnStart, its end, bytes each way and reason at
+/// OnEnd), and the audit log gets `relay_session.start`, `relay_session.end` (with the bytes and
+/// the reason) and `relay_session.refused`, each with the person as actor, the instance as target,
+/// the client's address as source and the key fingerprint in the detail. Each is one small
+/// transaction on the calling relay thread; a store error is logged, never thrown. Thread-safe.
 class AuditRelaySessionLog final : public relay::RelaySessionLog {
  public:
   /// The `relay` of the rows this log writes.
@@ -56,7 +56,7 @@ class AuditRelaySessionLog final : public relay::RelaySessionLog {
   core::Rng& rng_;
 };
 
-/// The push path of an in-process relay (`gpuwerk up`; docs/ssh.md "Revocation"): every change
+/// The push path of a relay in the server's process (tests; docs/ssh.md "Revocation"): every change
 /// published to `feed` has `relay` re-check, at once and on its re-check thread, exactly the
 /// relay sessions it names (relay::Relay::RecheckRelaySessions). Unsubscribes when destroyed;
 /// `feed` and `relay` must outlive it.
