@@ -8,9 +8,10 @@ The description is the public repository github.com/stripe/openapi: `openapi/spe
 here except what this script writes: for each endpoint gpuwerk calls, the form (or query)
 parameter names the description lists, flattened to Stripe's bracket notation
 (`invoice_settings[default_payment_method]`, `payment_method_types[]`, `metadata[*]` for free
-keys), their enum values where it lists them, the required ones; and the example object of
-each resource the stand-in answers with (its fields, so the stand-in's answers carry the same
-keys as Stripe's).
+keys), their enum values where it lists them, the required ones; for a list endpoint (its answer
+is Stripe's list object), the fields that list object carries and its `url`; and the example
+object of each resource the stand-in answers with (its fields, so the stand-in's answers carry
+the same keys as Stripe's).
 
     git -C STRIPE_OPENAPI show COMMIT:openapi/spec3.yaml > /tmp/spec3.yaml
     git -C STRIPE_OPENAPI show COMMIT:openapi/fixtures3.json > /tmp/fixtures3.json
@@ -35,7 +36,9 @@ ENDPOINTS = [
     ("get", "/v1/setup_intents/{intent}"),
     ("get", "/v1/payment_methods/{payment_method}"),
     ("post", "/v1/payment_methods/{payment_method}/detach"),
+    ("get", "/v1/invoiceitems"),
     ("post", "/v1/invoiceitems"),
+    ("get", "/v1/invoices"),
     ("post", "/v1/invoices"),
     ("get", "/v1/invoices/{invoice}"),
     ("post", "/v1/invoices/{invoice}/finalize"),
@@ -122,7 +125,28 @@ def endpoint_params(spec, method, path):
     # Entries with "free" are only a marker that no enum applies.
     for entry in params.values():
         entry.pop("free", None)
-    return {"params": dict(sorted(params.items())), "required": sorted(required)}
+    out = {"params": dict(sorted(params.items())), "required": sorted(required)}
+    shape = list_shape(spec, operation)
+    if shape is not None:
+        out["list"] = shape
+    return out
+
+
+def list_shape(spec, operation):
+    """For an endpoint that answers Stripe's list object (`object: "list"`, a page of `data`
+    newest first, `has_more`, `url`; paged with `starting_after`/`ending_before`): the fields
+    that object carries and its url. None for any other endpoint."""
+    answer = (operation.get("responses") or {}).get("200", {})
+    schema = resolve(spec, answer.get("content", {}).get("application/json", {}).get("schema"))
+    if not isinstance(schema, dict):
+        return None
+    properties = schema.get("properties") or {}
+    kind = resolve(spec, properties.get("object", {}))
+    if not isinstance(kind, dict) or kind.get("enum") != ["list"]:
+        return None
+    url = resolve(spec, properties.get("url", {}))
+    return {"fields": sorted(schema.get("required", [])),
+            "url": url.get("pattern", "").lstrip("^")}
 
 
 def main():

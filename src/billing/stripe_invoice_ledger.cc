@@ -6,15 +6,16 @@ core::Result<StripeInvoiceRequest> StripeInvoiceLedger::Prepare(store::Transacti
                                                                 const StripeInvoiceRequest& fresh,
                                                                 int64_t now) {
   GPUWERK_ASSIGN_OR_RETURN(
-      auto row, tx.QueryOne("SELECT idempotency_key, invoice_id, path, body, answer_id FROM "
-                            "stripe_invoice_requests WHERE idempotency_key = ?",
+      auto row, tx.QueryOne("SELECT idempotency_key, invoice_id, path, body, answer_id, created_at "
+                            "FROM stripe_invoice_requests WHERE idempotency_key = ?",
                             {fresh.idempotency_key}));
   if (row) {
     return StripeInvoiceRequest{.idempotency_key = row->Text("idempotency_key"),
                                 .invoice_id = row->Text("invoice_id"),
                                 .path = row->Text("path"),
                                 .body = row->Text("body"),
-                                .answer_id = row->Text("answer_id")};
+                                .answer_id = row->Text("answer_id"),
+                                .created_at = row->Int("created_at")};
   }
   GPUWERK_TRY(tx.Exec(
       "INSERT INTO stripe_invoice_requests (idempotency_key, invoice_id, path, body, created_at) "
@@ -22,6 +23,7 @@ core::Result<StripeInvoiceRequest> StripeInvoiceLedger::Prepare(store::Transacti
       {fresh.idempotency_key, fresh.invoice_id, fresh.path, fresh.body, now}));
   StripeInvoiceRequest stored = fresh;
   stored.answer_id.clear();
+  stored.created_at = now;
   return stored;
 }
 

@@ -16,7 +16,8 @@ struct StripeInvoiceRequest {
   std::string invoice_id;       ///< our invoice id
   std::string path;             ///< e.g. "/v1/invoiceitems"
   std::string body;             ///< the exact form body sent (EncodeStripeForm)
-  std::string answer_id;        ///< the id Stripe answered; "" until answered
+  std::string answer_id;        ///< the id Stripe answered (or a look-up found); "" until then
+  int64_t created_at = 0;  ///< unix seconds (our clock) when stored, just before its first send
 };
 
 /// The ledger of invoice pushes (`stripe_invoice_requests`, `stripe_invoice_pushes`, migration
@@ -26,11 +27,11 @@ class StripeInvoiceLedger {
  public:
   StripeInvoiceLedger() = delete;
 
-  /// The request stored under `key`, or else `fresh` stored now (at `now`) and returned: the
-  /// first body stored for a key is the one ever sent.
+  /// The request stored under `key`, or else `fresh` stored now (at `now`, its created_at) and
+  /// returned: the first body stored for a key is the one ever sent.
   static core::Result<StripeInvoiceRequest> Prepare(store::Transaction& tx,
                                                     const StripeInvoiceRequest& fresh, int64_t now);
-  /// Records the id Stripe answered for `key`.
+  /// Records the id Stripe answered for `key` (or the id of the object a look-up found for it).
   static core::Result<void> Answered(store::Transaction& tx, const std::string& key,
                                      const std::string& answer_id, int64_t now);
   /// The push of `invoice_id` when it was done; nullopt when not.

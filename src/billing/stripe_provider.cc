@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "billing/manual_provider.h"
 #include "billing/stripe_invoice_ledger.h"
 #include "core/strings.h"
@@ -15,6 +17,18 @@ core::Result<int64_t> CustomerCount(store::Transaction& tx, const std::string& a
       tx.QueryOne("SELECT COUNT(*) AS n FROM stripe_customers WHERE billing_account_id = ?",
                   {account_id}));
   return row ? row->Int("n") : 0;
+}
+
+/// `object[key]` when `object` is a JSON object and that field a string; "" otherwise.
+std::string StringField(const nlohmann::json& object, const std::string& key) {
+  if (!object.is_object()) return "";
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+core::Error Unusable(std::string_view what) {
+  return core::Error(core::ErrorCode::kUnavailable, "provider_unavailable",
+                     "Stripe answered " + std::string(what) + "; nothing was sent");
 }
 
 }  // namespace
@@ -35,6 +49,7 @@ StripeProvider::StripeProvider(store::Database& db, core::Clock& clock, const St
   while (!options_.public_url.empty() && options_.public_url.back() == '/') {
     options_.public_url.pop_back();
   }
+  options_.lookup_page_size = std::clamp(options_.lookup_page_size, 1, 100);
 }
 
 std::string StripeProvider::HowToAddPaymentMethod(bool may_manage) const {
@@ -147,17 +162,42 @@ core::Result<void> StripeProvider::Detach(const BillingAccount&, const PaymentMe
   return core::Fail(done.error());
 }
 
-core::Result<std::string> StripeProvider::SendOnce(const StripeInvoiceRequest& fresh) {
+core::Result<std::string> StripeProvider::SendOnce(const StripeInvoiceRequest& fresh,
+                                                   const LookUp& look_up) {
   GPUWERK_ASSIGN_OR_RETURN(
       StripeInvoiceRequest stored,
       db_.Write([&](store::Transaction& tx) -> core::Result<StripeInvoiceRequest> {
         return StripeInvoiceLedger::Prepare(tx, fresh, clock_.NowUnix());
       }));
   if (!stored.answer_id.empty()) return stored.answer_id;
+  const int64_t age = clock_.NowUnix() - stored.created_at;
+  // Stored this long ago (or "in the future": our clock went back, so its age is unknown), the
+  // request may have made its object under a key Stripe has forgotten since: resending it would
+  // make a second one. Ask Stripe first.
+  if (age < 0 || age >= kStripeKeySafeAge.count()) {
+    GPUWERK_ASSIGN_OR_RETURN(std::optional<std::string> found, look_up());
+    if (found) {
+      spdlog::info(
+          "billing: invoice {}: request {} had no answer and was stored {} s ago, past what "
+          "Stripe's idempotency key is sure to cover; Stripe has {} for it: recorded as its "
+          "answer, not sent again",
+          core::BoundedPrintable(stored.invoice_id), core::BoundedPrintable(stored.idempotency_key),
+          age, core::BoundedPrintable(*found));
+      GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+        return StripeInvoiceLedger::Answered(tx, stored.idempotency_key, *found, clock_.NowUnix());
+      }));
+      return *found;
+    }
+    spdlog::info(
+        "billing: invoice {}: request {} had no answer and was stored {} s ago; Stripe has "
+        "nothing for it: sending it (same key, same body)",
+        core::BoundedPrintable(stored.invoice_id), core::BoundedPrintable(stored.idempotency_key),
+        age);
+  }
   GPUWERK_ASSIGN_OR_RETURN(
       nlohmann::json answer,
       client_.CallEncoded("POST", stored.path, stored.body, stored.idempotency_key));
-  const std::string id = answer.value("id", "");
+  const std::string id = StringField(answer, "id");
   if (!IsStripeId(id)) {
     return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
                       "Stripe answered without a usable id");
@@ -166,6 +206,49 @@ core::Result<std::string> StripeProvider::SendOnce(const StripeInvoiceRequest& f
     return StripeInvoiceLedger::Answered(tx, stored.idempotency_key, id, clock_.NowUnix());
   }));
   return id;
+}
+
+core::Result<std::optional<std::string>> StripeProvider::FindByMetadata(
+    std::string_view path, const std::string& customer, const std::string& key,
+    const std::string& value) const {
+  std::string after;
+  for (int page = 0; page < kMaxLookUpPages; ++page) {
+    StripeForm query{{"customer", customer}, {"limit", std::to_string(options_.lookup_page_size)}};
+    if (!after.empty()) query.emplace_back("starting_after", after);
+    GPUWERK_ASSIGN_OR_RETURN(nlohmann::json list, client_.Call("GET", path, query));
+    const auto data = list.is_object() ? list.find("data") : list.end();
+    if (!list.is_object() || data == list.end() || !data->is_array()) {
+      return core::Fail(Unusable("a list without data"));
+    }
+    for (const nlohmann::json& object : *data) {
+      const std::string id = StringField(object, "id");
+      if (!IsStripeId(id)) return core::Fail(Unusable("a listed object without a usable id"));
+      const auto metadata = object.find("metadata");
+      if (metadata != object.end() && StringField(*metadata, key) == value) {
+        return std::optional<std::string>(id);
+      }
+      after = id;
+    }
+    const auto more = list.find("has_more");
+    if (more == list.end() || !more->is_boolean() || !more->get<bool>()) {
+      return std::optional<std::string>();
+    }
+    if (data->empty()) return core::Fail(Unusable("an empty page with has_more"));
+  }
+  return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
+                    "Stripe's list " + std::string(path) + " has more than " +
+                        std::to_string(kMaxLookUpPages) +
+                        " pages for the customer; the object was not found and nothing was sent");
+}
+
+core::Result<std::optional<std::string>> StripeProvider::FindFinalized(
+    const std::string& stripe_invoice) const {
+  GPUWERK_ASSIGN_OR_RETURN(nlohmann::json invoice,
+                           client_.Call("GET", "/v1/invoices/" + stripe_invoice));
+  const std::string status = StringField(invoice, "status");
+  if (status.empty()) return core::Fail(Unusable("an invoice without a status"));
+  if (status == "draft") return std::optional<std::string>();
+  return std::optional<std::string>(stripe_invoice);
 }
 
 core::Result<PushedInvoice> StripeProvider::PushInvoice(const InvoiceToPush& invoice) {
@@ -184,28 +267,33 @@ core::Result<PushedInvoice> StripeProvider::PushInvoice(const InvoiceToPush& inv
   }
   const std::string& customer = known.second->customer_id;
   for (const InvoiceLineToPush& line : invoice.lines) {
-    GPUWERK_TRY(SendOnce({.idempotency_key = "gpuwerk-invoiceitem-" + line.id,
-                          .invoice_id = invoice.id,
-                          .path = "/v1/invoiceitems",
-                          .body = EncodeStripeForm({{"customer", customer},
-                                                    {"amount", std::to_string(line.amount_minor)},
-                                                    {"currency", invoice.currency},
-                                                    {"description", line.description},
-                                                    {"metadata[gpuwerk_line]", line.id}})}));
+    GPUWERK_TRY(SendOnce(
+        {.idempotency_key = "gpuwerk-invoiceitem-" + line.id,
+         .invoice_id = invoice.id,
+         .path = "/v1/invoiceitems",
+         .body = EncodeStripeForm({{"customer", customer},
+                                   {"amount", std::to_string(line.amount_minor)},
+                                   {"currency", invoice.currency},
+                                   {"description", line.description},
+                                   {"metadata[gpuwerk_line]", line.id}})},
+        [&] { return FindByMetadata("/v1/invoiceitems", customer, "gpuwerk_line", line.id); }));
   }
   GPUWERK_ASSIGN_OR_RETURN(
       std::string stripe_invoice,
-      SendOnce({.idempotency_key = "gpuwerk-invoice-" + invoice.id,
-                .invoice_id = invoice.id,
-                .path = "/v1/invoices",
-                .body = EncodeStripeForm({{"customer", customer},
-                                          {"pending_invoice_items_behavior", "include"},
-                                          {"metadata[gpuwerk_invoice]", invoice.id},
-                                          {"metadata[month]", invoice.month}})}));
+      SendOnce(
+          {.idempotency_key = "gpuwerk-invoice-" + invoice.id,
+           .invoice_id = invoice.id,
+           .path = "/v1/invoices",
+           .body = EncodeStripeForm({{"customer", customer},
+                                     {"pending_invoice_items_behavior", "include"},
+                                     {"metadata[gpuwerk_invoice]", invoice.id},
+                                     {"metadata[month]", invoice.month}})},
+          [&] { return FindByMetadata("/v1/invoices", customer, "gpuwerk_invoice", invoice.id); }));
   GPUWERK_TRY(SendOnce({.idempotency_key = "gpuwerk-finalize-" + invoice.id,
                         .invoice_id = invoice.id,
                         .path = "/v1/invoices/" + stripe_invoice + "/finalize",
-                        .body = ""}));
+                        .body = ""},
+                       [&] { return FindFinalized(stripe_invoice); }));
   PushedInvoice pushed{.provider_ref = stripe_invoice, .status = "open"};
   GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
     return StripeInvoiceLedger::RecordPushed(tx, invoice.id, pushed, clock_.NowUnix());

@@ -7,12 +7,18 @@
 // older event never undoing a newer one; a card removed here detached at Stripe, and one
 // detached at Stripe forgotten here, running instances running on; the month close pushing each
 // closed invoice (one account's error never holding up another's, a failed push retried by the next
-// background pass, a lost answer resent with the same body); and no request of ours breaking
-// Stripe's OpenAPI description.
+// background pass, a lost answer resent with the same body); a request whose answer was lost and
+// that is retried only after Stripe forgot its idempotency key (invoice item, invoice, finalize)
+// looked up at Stripe first and not made a second time, sent only when Stripe has nothing, and
+// within the window resent as it is; and no request of ours breaking Stripe's OpenAPI
+// description.
+#include "billing/stripe_provider.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "billing/stripe_client.h"
 #include "core/time_format.h"
 #include "tests/integration/queue_fixture.h"
 #include "tests/integration/smtp_fixture.h"
@@ -205,6 +211,60 @@ class StripeProviderTest : public QueueFixture {
   void AddFault(const json& fault) {
     auto r = hooks_->PostJson("/_test/faults", fault);
     ASSERT_EQ(r.status, 200) << r.body;
+  }
+  /// The requests of ours the stand-in received for `method` `path`, oldest first; only those
+  /// under `key` when it is not empty.
+  std::vector<json> Requests(const std::string& method, const std::string& path,
+                             const std::string& key = "") {
+    std::vector<json> out;
+    const json requests = hooks_->Get("/_test/requests").Json()["data"];
+    for (const auto& r : requests) {
+      if (r["method"] != method || r["path"] != path) continue;
+      if (!key.empty() && r["idempotency_key"] != key) continue;
+      out.push_back(r);
+    }
+    return out;
+  }
+  /// How many of the stand-in's invoice items carry our line `line_id` in metadata[gpuwerk_line].
+  size_t ItemsOfLine(const std::string& line_id) {
+    size_t n = 0;
+    for (const auto& i : Objects("invoiceitems")) {
+      if (i["metadata"].value("gpuwerk_line", "") == line_id) ++n;
+    }
+    return n;
+  }
+  /// A new person `email` with a card through Checkout (so a Stripe customer), and our invoice
+  /// `id` of two lines (1200 + 34 eur) of theirs to push.
+  billing::InvoiceToPush InvoiceOfNewCustomer(const std::string& email, const std::string& id) {
+    Person p = NewPerson(email, Card::kNone);
+    EXPECT_EQ(Deliver(PaidCheckout(p))[0]["status"], 200);
+    const json customer = CustomerOf(email);
+    EXPECT_TRUE(customer.is_object()) << "no Stripe customer for " << email;
+    return {.id = id,
+            .billing_account_id =
+                customer.is_object() ? customer["metadata"].value("billing_account_id", "") : "",
+            .month = "2026-11",
+            .currency = "eur",
+            .lines = {{.id = id + "_line_1", .description = "gpu", .amount_minor = 1200},
+                      {.id = id + "_line_2", .description = "gpu", .amount_minor = 34}},
+            .total_minor = 1234};
+  }
+  /// A day later, and Stripe forgot every idempotency key (Stripe keeps them 24 h).
+  void ADayLaterStripeForgotTheKeys() {
+    ASSERT_EQ(hooks_->PostJson("/_test/idempotency/expire", json::object()).status, 200);
+    clock_.Advance(std::chrono::hours(24));
+  }
+  /// Exactly one invoice on the stand-in for our `invoice`, finalized (`open`), with one item
+  /// per line and nothing else; that invoice.
+  json ExpectOneInvoiceWithOneItemPerLine(const billing::InvoiceToPush& invoice) {
+    const std::vector<json> on_stripe = StripeInvoicesOf(invoice.id);
+    EXPECT_EQ(on_stripe.size(), 1u);
+    if (on_stripe.size() != 1) return nullptr;
+    EXPECT_EQ(on_stripe[0]["status"], "open");
+    EXPECT_EQ(on_stripe[0]["amount_due"], invoice.total_minor);
+    EXPECT_EQ(on_stripe[0]["lines"]["data"].size(), invoice.lines.size());
+    for (const auto& line : invoice.lines) EXPECT_EQ(ItemsOfLine(line.id), 1u) << line.id;
+    return on_stripe[0];
   }
   void ExpectNoViolations() {
     const json requests = hooks_->Get("/_test/requests").Json()["data"];
@@ -702,6 +762,160 @@ TEST_F(StripeSmtpTest, ATeamsFailedPaymentMailsEveryOwnerAndHoldsEveryMembersLau
   ASSERT_EQ(Deliver(InvoiceEvent(invoice, "paid"))[0]["status"], 200);
   const auto created = Create(max, "bravo");
   EXPECT_EQ(created.status, 201) << created.body;
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, AnInvoiceWhoseAnswerWasLostIsFoundAfterStripeForgotTheKeyNotMadeTwice) {
+  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("ida@example.test", "inv_lc");
+  const std::string customer = CustomerOf("ida@example.test").value("id", "");
+  // The same provider as the server's, looking up two objects a page so that it has to page.
+  billing::StripeClient client({.api_base = stand_in_.base_url(), .secret_key = kKey});
+  billing::StripeProvider provider(app_->database(), clock_, client,
+                                   {.public_url = app_->base_url(), .lookup_page_size = 2});
+  // Stripe makes the invoice (with both items), but its answer never arrives.
+  AddFault({{"method", "POST"}, {"path", "/v1/invoices"}, {"action", "drop"}, {"count", 1}});
+  auto lost = provider.PushInvoice(invoice);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().api_code, "provider_unavailable");
+  // Newer invoices of the same customer: ours ends up on the third page of two.
+  for (int i = 0; i < 4; ++i) OpenInvoice(customer);
+  ADayLaterStripeForgotTheKeys();
+
+  // A look-up that fails sends nothing.
+  AddFault({{"method", "GET"},
+            {"path", "/v1/invoices"},
+            {"action", "status"},
+            {"status", 503},
+            {"count", 1}});
+  auto unsure = provider.PushInvoice(invoice);
+  ASSERT_FALSE(unsure);
+  EXPECT_EQ(unsure.error().api_code, "provider_unavailable");
+  EXPECT_EQ(Requests("POST", "/v1/invoices", "gpuwerk-invoice-inv_lc").size(), 1u);
+
+  auto pushed = provider.PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().message;
+  const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
+  ASSERT_TRUE(ours.is_object());
+  EXPECT_EQ(ours["id"], pushed->provider_ref);
+  // Found, not sent again; finalized with its own (fresh) request.
+  EXPECT_EQ(Requests("POST", "/v1/invoices", "gpuwerk-invoice-inv_lc").size(), 1u);
+  EXPECT_EQ(Objects("invoices").size(), 5u);
+  const std::vector<json> lists = Requests("GET", "/v1/invoices");
+  ASSERT_EQ(lists.size(), 4u);  // the failed one, then three pages
+  size_t paged = 0;
+  for (const auto& r : lists) {
+    EXPECT_NE(
+        std::find(r["params"].begin(), r["params"].end(), json::array({"customer", customer})),
+        r["params"].end())
+        << r.dump();
+    for (const auto& kv : r["params"]) paged += kv[0] == "starting_after";
+  }
+  EXPECT_EQ(paged, 2u);
+  EXPECT_EQ(Requests("POST", "/v1/invoices/" + pushed->provider_ref + "/finalize").size(), 1u);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, AnInvoiceItemWhoseAnswerWasLostIsFoundAfterStripeForgotTheKey) {
+  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("jon@example.test", "inv_li");
+  auto& provider = app_->payment_methods().provider();
+  // Stripe makes the first line's item, but its answer never arrives.
+  AddFault({{"method", "POST"}, {"path", "/v1/invoiceitems"}, {"action", "drop"}, {"count", 1}});
+  auto lost = provider.PushInvoice(invoice);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().api_code, "provider_unavailable");
+  ADayLaterStripeForgotTheKeys();
+
+  auto pushed = provider.PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().message;
+  const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
+  ASSERT_TRUE(ours.is_object());
+  EXPECT_EQ(ours["id"], pushed->provider_ref);
+  EXPECT_EQ(Objects("invoices").size(), 1u);
+  EXPECT_EQ(Objects("invoiceitems").size(), 2u);
+  EXPECT_EQ(Requests("POST", "/v1/invoiceitems", "gpuwerk-invoiceitem-inv_li_line_1").size(), 1u);
+  EXPECT_EQ(Requests("GET", "/v1/invoiceitems").size(), 1u);
+  // The invoice and its finalize were fresh requests: sent without a look-up.
+  EXPECT_TRUE(Requests("GET", "/v1/invoices").empty());
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, AFinalizeWhoseAnswerWasLostIsFoundDoneAfterStripeForgotTheKey) {
+  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("kai@example.test", "inv_lf");
+  auto& provider = app_->payment_methods().provider();
+  // Stripe finalizes the invoice, but its answer never arrives.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/invoices/[^/]+/finalize"},
+            {"action", "drop"},
+            {"count", 1}});
+  auto lost = provider.PushInvoice(invoice);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().api_code, "provider_unavailable");
+  ADayLaterStripeForgotTheKeys();
+
+  auto pushed = provider.PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().message;
+  EXPECT_EQ(pushed->status, "open");
+  const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
+  ASSERT_TRUE(ours.is_object());
+  EXPECT_EQ(ours["id"], pushed->provider_ref);
+  const std::string path = "/v1/invoices/" + pushed->provider_ref;
+  // Not finalized twice (Stripe would refuse a second finalize of a non-draft invoice).
+  EXPECT_EQ(Requests("POST", path + "/finalize").size(), 1u);
+  EXPECT_EQ(Requests("GET", path).size(), 1u);
+  EXPECT_EQ(Requests("POST", "/v1/invoices").size(), 1u);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ARequestThatMadeNothingIsSentAfterTheLookUpFindsNothing) {
+  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("lea@example.test", "inv_ln");
+  auto& provider = app_->payment_methods().provider();
+  // Stripe answers 500 before it makes the invoice (nothing stored under the key).
+  AddFault({{"method", "POST"},
+            {"path", "/v1/invoices"},
+            {"action", "status"},
+            {"status", 500},
+            {"count", 1}});
+  auto failed = provider.PushInvoice(invoice);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().api_code, "provider_unavailable");
+  EXPECT_TRUE(Objects("invoices").empty());
+  ADayLaterStripeForgotTheKeys();
+
+  auto pushed = provider.PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().message;
+  const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
+  ASSERT_TRUE(ours.is_object());
+  EXPECT_EQ(ours["id"], pushed->provider_ref);
+  // Looked up (nothing found), then sent with the same key and the very same parameters.
+  EXPECT_EQ(Requests("GET", "/v1/invoices").size(), 1u);
+  const std::vector<json> creates = Requests("POST", "/v1/invoices");
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_EQ(creates[0]["idempotency_key"], "gpuwerk-invoice-inv_ln");
+  EXPECT_EQ(creates[1]["idempotency_key"], creates[0]["idempotency_key"]);
+  EXPECT_EQ(creates[1]["params"], creates[0]["params"]);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ARetryWithinStripesKeyWindowResendsTheSameBodyUnderTheSameKey) {
+  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("max@example.test", "inv_lw");
+  auto& provider = app_->payment_methods().provider();
+  AddFault({{"method", "POST"}, {"path", "/v1/invoices"}, {"action", "drop"}, {"count", 1}});
+  ASSERT_FALSE(provider.PushInvoice(invoice));
+  // Just inside the margin: Stripe still has the key, so the request is resent as it is.
+  clock_.Advance(billing::kStripeKeySafeAge - std::chrono::seconds(1));
+
+  auto pushed = provider.PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().message;
+  const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
+  ASSERT_TRUE(ours.is_object());
+  EXPECT_EQ(ours["id"], pushed->provider_ref);
+  EXPECT_TRUE(Requests("GET", "/v1/invoices").empty());
+  const std::vector<json> creates = Requests("POST", "/v1/invoices");
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_EQ(creates[0]["idempotency_key"], "gpuwerk-invoice-inv_lw");
+  EXPECT_EQ(creates[1]["idempotency_key"], creates[0]["idempotency_key"]);
+  EXPECT_EQ(creates[1]["params"], creates[0]["params"]);
+  EXPECT_EQ(Objects("invoices").size(), 1u);
   ExpectNoViolations();
 }
 

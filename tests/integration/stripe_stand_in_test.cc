@@ -2,7 +2,8 @@
 // description and documentation say, so that tests of the stripe provider against it do not
 // share our own misreadings: unknown parameters refused, idempotency keys as Stripe checks
 // them, deleted customers, Checkout in setup mode completed by the test, invoices with pending
-// items, and webhooks signed so that our own verifier (billing/stripe_signature.h) accepts them.
+// items, lists of invoice items and invoices paged as Stripe pages them, and webhooks signed so
+// that our own verifier (billing/stripe_signature.h) accepts them.
 #include "tests/support/stripe_stand_in.h"
 
 #include <arpa/inet.h>
@@ -340,6 +341,82 @@ TEST_F(StripeStandInTest, ALostAnswerIsDroppedAfterTheRequestRanAndItsKeyReplays
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.Header("idempotent-replayed"), "true");
   EXPECT_EQ(hooks_->Get("/_test/objects/invoices").Json()["data"].size(), 1u);
+}
+
+TEST_F(StripeStandInTest, ListsArePagedNewestFirstAsStripeDoes) {
+  const std::string ada = NewCustomer();
+  const std::string bob = NewCustomer();
+  std::vector<std::string> items;  // Ada's, oldest first
+  for (int n = 0; n < 12; ++n) {
+    const HttpResult r =
+        Post("/v1/invoiceitems", "customer=" + ada + "&amount=" + std::to_string(n) +
+                                     "&currency=eur&metadata[n]=" + std::to_string(n));
+    ASSERT_EQ(r.status, 200) << r.body;
+    items.push_back(r.Json().value("id", ""));
+  }
+  ASSERT_EQ(Post("/v1/invoiceitems", "customer=" + bob + "&amount=7&currency=eur").status, 200);
+  auto ids = [](const HttpResult& r) {
+    std::vector<std::string> out;
+    const nlohmann::json list = r.Json();
+    for (const auto& o : list["data"]) out.push_back(o.value("id", ""));
+    return out;
+  };
+
+  // Stripe's list object, 10 by default, newest first.
+  HttpResult r = api_->Get("/v1/invoiceitems?customer=" + ada);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["object"], "list");
+  EXPECT_EQ(r.Json()["url"], "/v1/invoiceitems");
+  EXPECT_EQ(r.Json()["has_more"], true);
+  ASSERT_EQ(ids(r).size(), 10u);
+  EXPECT_EQ(ids(r).front(), items[11]);
+  // Paged with starting_after (older) and ending_before (newer).
+  r = api_->Get("/v1/invoiceitems?customer=" + ada + "&limit=5&starting_after=" + items[3]);
+  EXPECT_EQ(ids(r), (std::vector<std::string>{items[2], items[1], items[0]}));
+  EXPECT_EQ(r.Json()["has_more"], false);
+  r = api_->Get("/v1/invoiceitems?customer=" + ada + "&limit=2&ending_before=" + items[8]);
+  EXPECT_EQ(ids(r), (std::vector<std::string>{items[10], items[9]}));
+  EXPECT_EQ(r.Json()["has_more"], true);
+  // Filtered by customer, invoice and pending.
+  r = api_->Get("/v1/invoiceitems?customer=" + bob);
+  ASSERT_EQ(ids(r).size(), 1u);
+  r = Post(
+      "/v1/invoices",
+      "customer=" + bob + "&pending_invoice_items_behavior=include&metadata[gpuwerk_invoice]=i1");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string invoice = r.Json().value("id", "");
+  EXPECT_TRUE(ids(api_->Get("/v1/invoiceitems?customer=" + bob + "&pending=true")).empty());
+  EXPECT_EQ(ids(api_->Get("/v1/invoiceitems?pending=false")).size(), 1u);
+  EXPECT_EQ(ids(api_->Get("/v1/invoiceitems?invoice=" + invoice)).size(), 1u);
+  EXPECT_EQ(ids(api_->Get("/v1/invoiceitems?limit=100")).size(), 13u);
+  // Invoices likewise, with their metadata, filtered by status.
+  r = api_->Get("/v1/invoices?customer=" + bob);
+  EXPECT_EQ(r.Json()["url"], "/v1/invoices");
+  ASSERT_EQ(ids(r), std::vector<std::string>{invoice});
+  EXPECT_EQ(r.Json()["data"][0]["metadata"]["gpuwerk_invoice"], "i1");
+  EXPECT_EQ(ids(api_->Get("/v1/invoices?status=draft")).size(), 1u);
+  EXPECT_TRUE(ids(api_->Get("/v1/invoices?status=open")).empty());
+  EXPECT_TRUE(ids(api_->Get("/v1/invoices?customer=" + ada)).empty());
+  const auto clean = hooks_->Get("/_test/requests").Json()["data"];
+  for (const auto& request : clean) EXPECT_TRUE(request["violations"].empty()) << request.dump();
+
+  // Stripe's errors: a limit outside 1..100, both cursors, a cursor or customer it does not
+  // know, a parameter the description does not list.
+  r = api_->Get("/v1/invoiceitems?limit=101");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["param"], "limit");
+  r = api_->Get("/v1/invoices?starting_after=" + invoice + "&ending_before=" + invoice);
+  EXPECT_EQ(r.status, 400);
+  r = api_->Get("/v1/invoiceitems?starting_after=ii_nope");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["code"], "resource_missing");
+  r = api_->Get("/v1/invoices?customer=cus_nope");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["code"], "resource_missing");
+  EXPECT_EQ(r.Json()["error"]["param"], "customer");
+  r = api_->Get("/v1/invoices?colour=red");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["code"], "parameter_unknown");
 }
 
 }  // namespace

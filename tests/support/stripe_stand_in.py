@@ -19,6 +19,10 @@ scripts/stripe_openapi_subset.py; object fields start from that description's fi
   POST   /v1/payment_methods/{id}/detach       (records payment_method.detached)
   POST   /v1/invoiceitems                      POST /v1/invoices   GET /v1/invoices/{id}
   POST   /v1/invoices/{id}/finalize            POST /v1/invoices/{id}/pay
+  GET    /v1/invoiceitems  GET /v1/invoices    lists: Stripe's list object (newest first,
+         `limit` 1..100 (10 when not given), `starting_after` or `ending_before` an id of the
+         list, `has_more`), filtered by customer, created, and for invoice items invoice and
+         pending, for invoices status and collection_method
 
 Requests are form-encoded with `Authorization: Bearer KEY`. Every parameter is checked against
 the names (and enum values) the OpenAPI description lists for that endpoint: an unknown one is
@@ -127,7 +131,10 @@ class Spec:
         self.api_version = data["api_version"]
         self.fixtures = data["fixtures"]
         self.endpoints = {}
+        self.lists = {}  # "GET /v1/…" -> {"fields", "url"}: the list object it answers
         for key, endpoint in data["endpoints"].items():
+            if "list" in endpoint:
+                self.lists[key] = endpoint["list"]
             method, template = key.split(" ", 1)
             path_re = re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", r"([^/]+)",
                                               re.escape(template)) + "$")
@@ -530,6 +537,96 @@ class Api:
         invoice.update(attempted=True, attempt_count=invoice["attempt_count"] + 1)
         return [self.s.event("invoice.payment_failed", invoice)]
 
+    # lists -----------------------------------------------------------------------------------
+    def list_objects(self, endpoint, kind, label, pairs, keep):
+        """Stripe's list object for `endpoint` ("GET /v1/…"): the objects of `kind` that `keep`
+        and the common filters (customer, created) let through, newest first, one page of
+        `limit` after `starting_after` or before `ending_before`."""
+        shape = self.s.spec.lists[endpoint]
+        limit = to_int(pairs, "limit")
+        if limit is None:
+            limit = 10
+        if not 1 <= limit <= 100:
+            raise StripeError(400, "invalid_request_error",
+                              "This value must be greater than or equal to 1 and less than or "
+                              "equal to 100.", param="limit", store=False)
+        after = first(pairs, "starting_after")
+        before = first(pairs, "ending_before")
+        if after is not None and before is not None:
+            raise StripeError(400, "invalid_request_error",
+                              "You may only specify one of these parameters: ending_before, "
+                              "starting_after.", store=False)
+        customer_id = first(pairs, "customer")
+        if customer_id is not None and customer_id not in self.s.objects["customers"]:
+            raise no_such("customer", customer_id, "customer")
+        created = {op: to_int(pairs, "created[%s]" % op) for op in ("gt", "gte", "lt", "lte")}
+        exact = to_int(pairs, "created")
+
+        def wanted(obj):
+            if customer_id is not None and obj.get("customer") != customer_id:
+                return False
+            c = obj.get("created", obj.get("date"))
+            if exact is not None and c != exact:
+                return False
+            for op, bound in created.items():
+                if bound is None:
+                    continue
+                if not {"gt": c > bound, "gte": c >= bound, "lt": c < bound,
+                        "lte": c <= bound}[op]:
+                    return False
+            return keep(obj)
+
+        # Insertion order is creation order: newest first is the reverse.
+        objects = [o for o in reversed(list(self.s.objects[kind].values())) if wanted(o)]
+        ids = [o["id"] for o in objects]
+        if after is not None:
+            if after not in ids:
+                raise no_such(label, after, "starting_after")
+            start = ids.index(after) + 1
+            page = objects[start:start + limit]
+            has_more = start + limit < len(objects)
+        elif before is not None:
+            if before not in ids:
+                raise no_such(label, before, "ending_before")
+            end = ids.index(before)
+            page = objects[max(0, end - limit):end]
+            has_more = end - limit > 0
+        else:
+            page = objects[:limit]
+            has_more = limit < len(objects)
+        answer = {"object": "list", "data": page, "has_more": has_more, "url": shape["url"]}
+        missing = [f for f in shape["fields"] if f not in answer]
+        assert not missing, "the list object lacks %s" % missing
+        return 200, answer
+
+    def list_invoice_items(self, pairs):
+        invoice = first(pairs, "invoice")
+        pending = first(pairs, "pending")
+        if pending not in (None, "true", "false"):
+            raise StripeError(400, "invalid_request_error", "Invalid boolean: %s" % pending,
+                              param="pending", store=False)
+
+        def keep(item):
+            if invoice is not None and item.get("invoice") != invoice:
+                return False
+            if pending is not None and (item.get("invoice") is None) != (pending == "true"):
+                return False
+            return True
+        return self.list_objects("GET /v1/invoiceitems", "invoiceitems", "invoiceitem", pairs,
+                                 keep)
+
+    def list_invoices(self, pairs):
+        status = first(pairs, "status")
+        method = first(pairs, "collection_method")
+
+        def keep(invoice):
+            if status is not None and invoice.get("status") != status:
+                return False
+            if method is not None and invoice.get("collection_method") != method:
+                return False
+            return True
+        return self.list_objects("GET /v1/invoices", "invoices", "invoice", pairs, keep)
+
 
 ROUTES = [
     ("POST", r"/v1/customers", "create_customer"),
@@ -541,7 +638,9 @@ ROUTES = [
     ("GET", r"/v1/setup_intents/([^/]+)", ("setup_intents", "setup_intent")),
     ("GET", r"/v1/payment_methods/([^/]+)", ("payment_methods", "PaymentMethod")),
     ("POST", r"/v1/payment_methods/([^/]+)/detach", "api_detach_payment_method"),
+    ("GET", r"/v1/invoiceitems", "list_invoice_items"),
     ("POST", r"/v1/invoiceitems", "create_invoice_item"),
+    ("GET", r"/v1/invoices", "list_invoices"),
     ("POST", r"/v1/invoices", "create_invoice"),
     ("GET", r"/v1/invoices/([^/]+)", ("invoices", "invoice")),
     ("POST", r"/v1/invoices/([^/]+)/finalize", "finalize_invoice"),
