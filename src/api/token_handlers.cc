@@ -37,8 +37,9 @@ Answer CreateToken(ApiContext& ctx, Call& call) {
     expires_at = core::ParseRfc3339(*expires_text);
     if (!expires_at) {
       return core::Fail(core::Error(core::ErrorCode::kInvalidArgument, "invalid_expiry",
-                                    "expires_at must be an RFC 3339 time, e.g. "
-                                    "2027-01-31T00:00:00Z.")
+                                    "expires_at must be an RFC 3339 UTC time no later than "
+                                    "2200-12-31T23:59:59Z, e.g. 2027-01-31T00:00:00Z; leave it "
+                                    "out for a token that does not expire.")
                             .WithDetail("field", "expires_at"));
     }
   }

@@ -80,6 +80,19 @@ TEST(BoundedPrintableTest, CutsAtTheBoundAndSaysTheOriginalLength) {
   EXPECT_NE(escs.find("…[30000 bytes]"), std::string::npos);
 }
 
+// A token expiring in 9999 crashed the server (fmt formats time points through nanoseconds,
+// which overflow after 2262): accepted times end in 2200, and any value formats.
+TEST(TimeFormatTest, FarTimesAreRefusedOnInputAndFormatWithoutOverflow) {
+  EXPECT_EQ(ParseRfc3339("2200-12-31T23:59:59Z"), kLatestAcceptedTime);
+  EXPECT_EQ(ParseRfc3339("2201-01-01T00:00:00Z"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339("9999-12-31T23:59:59Z"), std::nullopt);
+  EXPECT_EQ(ParseRfc3339("1969-12-31T23:59:59Z"), std::nullopt);
+  EXPECT_EQ(FormatRfc3339(253'402'300'799), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(INT64_MAX), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(INT64_MIN), "0001-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(-1), "1969-12-31T23:59:59Z");
+}
+
 TEST(TimeFormatTest, RoundTripsRfc3339) {
   EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(FormatRfc3339(1'800'000'000), "2027-01-15T08:00:00Z");

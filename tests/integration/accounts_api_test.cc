@@ -759,6 +759,11 @@ TEST_F(AccountsApiTest, ApiTokensMayExpireAndTheirCreationIsMailed) {
       400, "invalid_expiry");
   ExpectProblem(b->PostJson("/api/v1/tokens", {{"name", "garbage"}, {"expires_at", "tomorrow"}}),
                 400, "invalid_expiry");
+  // A new user's trial: a year-9999 expiry took the server down (a time format overflow).
+  ExpectProblem(
+      b->PostJson("/api/v1/tokens", {{"name", "far"}, {"expires_at", "9999-12-31T23:59:59Z"}}), 400,
+      "invalid_expiry");
+  EXPECT_EQ(b->Get("/healthz").status, 200);
   EXPECT_EQ(b->Get("/api/v1/tokens").Json()["total"], 2) << "refused tokens are not stored";
 
   // The notices first: moving the fake clock past the outbox's lease while a mail is being sent
