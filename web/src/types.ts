@@ -19,11 +19,52 @@ export interface Me {
   };
 }
 
-export interface Billing {
-  account: { id: string; kind: 'solo' | 'team'; name: string; may_manage?: boolean };
+export interface AmountTotal {
+  currency: string;
+  amount_minor: number;
+  amount: string;
+}
+
+export interface PaymentMethod {
+  /** "manual" (recorded by the operator) or "stripe"; a team member sees only this. */
   provider: string;
-  payment_method: { brand: string | null; last4: string | null; description?: string } | null;
-  how_to_add?: string;
+  brand: string | null;
+  last4: string | null;
+  exp_month: number | null;
+  exp_year: number | null;
+  description: string;
+  created_at: string | null;
+}
+
+export interface Billing {
+  account: { id: string; kind: 'solo' | 'team'; name: string; may_manage: boolean };
+  provider: string;
+  payment_method: PaymentMethod | null;
+  how_to_add: string | null;
+  current_month: { month: string; totals: AmountTotal[]; as_of: string } | null;
+}
+
+export interface InvoiceLine {
+  billing_session_id: string;
+  instance_id: string;
+  instance_name: string;
+  gpu_type: string;
+  person_id: string;
+  minutes: number;
+  price_minor_per_hour: number;
+  amount_minor: number;
+  currency: string;
+  amount: string;
+}
+
+export interface Invoice {
+  id: string;
+  month: string;
+  currency: string;
+  total_minor: number;
+  total: string;
+  created_at: string;
+  lines: InvoiceLine[];
 }
 
 export type InstanceStatus =

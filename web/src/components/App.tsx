@@ -7,6 +7,8 @@ import { navigate, usePath } from '../router';
 import type { Me } from '../types';
 import { ForgotPasswordPage, SignInPage, SignUpPage } from './AuthPages';
 import { Header } from './Header';
+import { Banners } from './Banners';
+import { BillingPage } from './BillingPage';
 import { InstancesPage } from './InstancesPage';
 
 const SIGNED_OUT_PAGES = new Set(['/sign-in', '/sign-up', '/forgot-password']);
@@ -74,7 +76,8 @@ export function App() {
 
   if (SIGNED_OUT_PAGES.has(path)) return null;  // being redirected
   return (
-    <InstancesFrame
+    <SignedInFrame
+      path={path}
       me={session.me}
       refreshMe={refreshMe}
       onSignedOut={() => setSession({ state: 'out' })}
@@ -82,9 +85,19 @@ export function App() {
   );
 }
 
-function InstancesFrame(props: { me: Me; refreshMe: () => Promise<void>; onSignedOut: () => void }) {
+/**
+ * The frame of every signed-in page: the header (with "New instance", which opens the create
+ * panel on the instances page) and the notices above the page, then the page the path names.
+ */
+function SignedInFrame(props: {
+  path: string;
+  me: Me;
+  refreshMe: () => Promise<void>;
+  onSignedOut: () => void;
+}) {
   const [creating, setCreating] = useState(false);
   const [stream, setStream] = useState<'connecting' | 'live' | 'reconnecting'>('connecting');
+  const onInstances = props.path === '/';
   return (
     <>
       <a class="skip-link" href="#main">
@@ -92,18 +105,26 @@ function InstancesFrame(props: { me: Me; refreshMe: () => Promise<void>; onSigne
       </a>
       <Header
         me={props.me}
-        stream={stream}
-        onNewInstance={() => setCreating(true)}
+        stream={onInstances ? stream : undefined}
+        onNewInstance={() => {
+          if (!onInstances) navigate('/');
+          setCreating(true);
+        }}
         onSignedOut={props.onSignedOut}
       />
-      <InstancesPage
-        me={props.me}
-        refreshMe={props.refreshMe}
-        creating={creating}
-        setCreating={setCreating}
-        onStreamState={setStream}
-        onSignedOut={props.onSignedOut}
-      />
+      {props.path === '/billing' ? null : <Banners me={props.me} refreshMe={props.refreshMe} />}
+      {props.path === '/billing' ? (
+        <BillingPage me={props.me} refreshMe={props.refreshMe} />
+      ) : (
+        <InstancesPage
+          me={props.me}
+          refreshMe={props.refreshMe}
+          creating={creating}
+          setCreating={setCreating}
+          onStreamState={setStream}
+          onSignedOut={props.onSignedOut}
+        />
+      )}
     </>
   );
 }
@@ -116,6 +137,8 @@ function titleFor(path: string): string {
       return 'Sign up · gpuwerk';
     case '/forgot-password':
       return 'Set a new password · gpuwerk';
+    case '/billing':
+      return 'Billing · gpuwerk';
     default:
       return 'Instances · gpuwerk';
   }
