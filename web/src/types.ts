@@ -131,13 +131,33 @@ export interface SshKey {
 
 export interface UsageSession {
   billing_session_id: string;
+  name: string;
   instance_id: string;
+  gpu_type: string;
   started_at: string;
+  ended_at: string | null;
   active: boolean;
+  duration_seconds: number;
+  billed_seconds: number;
   minutes: number;
   amount_minor: number;
   currency: string;
   amount?: string;
+}
+
+/** GET /api/v1/usage/queue: a queue entry with how long it waited and how it ended. */
+export interface QueueHistoryEntry extends QueueEntry {
+  wait_seconds: number;
+  outcome: 'launched' | 'cancelled' | 'waiting';
+  instance: { id: string } | null;
+}
+
+/** GET /api/v1/usage/daily */
+export interface DailyUsage {
+  utc_offset: string;
+  utc_offset_minutes: number;
+  as_of: string;
+  days: { date: string; start: string; minutes: number; totals: AmountTotal[] }[];
 }
 
 export interface Page<T> {
@@ -147,4 +167,46 @@ export interface Page<T> {
   total?: number;
   next?: string;
   prev?: string;
+}
+
+export interface TeamMember {
+  person_id: string;
+  email: string;
+  role: 'owner' | 'member';
+  joined_at: string;
+}
+
+export interface TeamInvite {
+  id: string;
+  email: string;
+  invited_by: string;
+  created_at: string;
+  sent_at: string;
+  expires_at: string;
+}
+
+export interface Team {
+  id: string;
+  name: string;
+  created_at: string;
+  my_role: 'owner' | 'member';
+  members: TeamMember[];
+  /** Owners only. */
+  invites?: TeamInvite[];
+}
+
+export interface TeamUsage {
+  team_id: string;
+  team_name: string;
+  month: string;
+  closed: boolean;
+  as_of: string;
+  people: { person_id: string; label: string; member: boolean; minutes: number; amount_minor: number; currency: string; amount: string }[];
+  totals: AmountTotal[];
+}
+
+export interface InvitePreview {
+  team_name: string;
+  email: string;
+  expires_at: string;
 }

@@ -120,8 +120,7 @@ Answer AcceptTeamInvite(ApiContext& ctx, Call& call);
 Answer RemoveTeamMember(ApiContext& ctx, Call& call);
 Answer LeaveTeam(ApiContext& ctx, Call& call);
 Answer SetTeamRole(ApiContext& ctx, Call& call);
-Answer TeamInvitePage(ApiContext& ctx, Call& call);
-Answer TeamInviteForm(ApiContext& ctx, Call& call);
+Answer PreviewTeamInvite(ApiContext& ctx, Call& call);
 
 // audit_handlers.cc: /api/v1/admin/audit.
 Answer AdminListAudit(ApiContext& ctx, Call& call);

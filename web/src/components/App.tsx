@@ -7,11 +7,15 @@ import { navigate, usePath } from '../router';
 import type { Me } from '../types';
 import { ForgotPasswordPage, SignInPage, SignUpPage } from './AuthPages';
 import { Header } from './Header';
+import { AcceptInvitePage } from './AcceptInvitePage';
 import { Banners } from './Banners';
 import { BillingPage } from './BillingPage';
 import { InstancesPage } from './InstancesPage';
+import { TeamPage } from './TeamPage';
 
 const SIGNED_OUT_PAGES = new Set(['/sign-in', '/sign-up', '/forgot-password']);
+/** Pages for the signed-in and the signed-out alike: the invitation link's landing page. */
+const EITHER_PAGES = new Set(['/team/accept']);
 
 type Session = { state: 'loading' } | { state: 'out' } | { state: 'in'; me: Me };
 
@@ -38,8 +42,9 @@ export function App() {
 
   // Where the path and the session disagree, go where the person can act.
   useEffect(() => {
+    if (EITHER_PAGES.has(path)) return;
     if (session.state === 'out' && !SIGNED_OUT_PAGES.has(path)) {
-      const next = path === '/' ? '' : `?next=${encodeURIComponent(path)}`;
+      const next = path === '/' ? '' : `?next=${encodeURIComponent(path + location.search)}`;
       navigate(`/sign-in${next}`, true);
     } else if (session.state === 'in' && SIGNED_OUT_PAGES.has(path)) {
       navigate('/', true);
@@ -65,6 +70,10 @@ export function App() {
         )}
       </main>
     );
+  }
+
+  if (path === '/team/accept') {
+    return <AcceptInvitePage me={session.state === 'in' ? session.me : null} onJoined={refreshMe} />;
   }
 
   if (session.state === 'out') {
@@ -115,6 +124,8 @@ function SignedInFrame(props: {
       {props.path === '/billing' ? null : <Banners me={props.me} refreshMe={props.refreshMe} />}
       {props.path === '/billing' ? (
         <BillingPage me={props.me} refreshMe={props.refreshMe} />
+      ) : props.path === '/team' ? (
+        <TeamPage me={props.me} refreshMe={props.refreshMe} />
       ) : (
         <InstancesPage
           me={props.me}
@@ -139,6 +150,10 @@ function titleFor(path: string): string {
       return 'Set a new password · gpuwerk';
     case '/billing':
       return 'Billing · gpuwerk';
+    case '/team':
+      return 'Team · gpuwerk';
+    case '/team/accept':
+      return 'Team invitation · gpuwerk';
     default:
       return 'Instances · gpuwerk';
   }
