@@ -68,6 +68,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     // Invoices and the usage history (R-13, R-16; docs/billing.md).
     {"GET", "/api/v1/billing/invoices", kPerson, h::ListInvoices},
     {"GET", "/api/v1/usage/sessions", kPerson, h::UsageSessions},
+    {"GET", "/api/v1/usage/daily", kPerson, h::UsageDaily},
     {"POST", "/api/v1/admin/invoices/close", kOperator, h::AdminCloseInvoices},
     {"GET", "/api/v1/admin/invoices/export", kOperator, h::AdminExportInvoices},
     {"GET", "/api/v1/events", kPerson, h::OpenEventStream},

@@ -127,6 +127,7 @@ Answer AdminListAudit(ApiContext& ctx, Call& call);
 // usage_handlers.cc: invoices and the usage history.
 Answer ListInvoices(ApiContext& ctx, Call& call);
 Answer UsageSessions(ApiContext& ctx, Call& call);
+Answer UsageDaily(ApiContext& ctx, Call& call);
 Answer AdminCloseInvoices(ApiContext& ctx, Call& call);
 Answer AdminExportInvoices(ApiContext& ctx, Call& call);
 

@@ -12,6 +12,7 @@ import { Banners } from './Banners';
 import { BillingPage } from './BillingPage';
 import { InstancesPage } from './InstancesPage';
 import { TeamPage } from './TeamPage';
+import { UsagePage } from './UsagePage';
 
 const SIGNED_OUT_PAGES = new Set(['/sign-in', '/sign-up', '/forgot-password']);
 /** Pages for the signed-in and the signed-out alike: the invitation link's landing page. */
@@ -126,6 +127,8 @@ function SignedInFrame(props: {
         <BillingPage me={props.me} refreshMe={props.refreshMe} />
       ) : props.path === '/team' ? (
         <TeamPage me={props.me} refreshMe={props.refreshMe} />
+      ) : props.path === '/usage' ? (
+        <UsagePage />
       ) : (
         <InstancesPage
           me={props.me}
@@ -152,6 +155,8 @@ function titleFor(path: string): string {
       return 'Billing · gpuwerk';
     case '/team':
       return 'Team · gpuwerk';
+    case '/usage':
+      return 'Usage · gpuwerk';
     case '/team/accept':
       return 'Team invitation · gpuwerk';
     default:

@@ -1,6 +1,6 @@
 // The header of signed-in pages: the brand, whether the live stream is connected (on the
 // instances page, which holds it), "New instance" and the user menu under the person's email
-// (instances, billing, team, sign out).
+// (instances, billing, team, usage, sign out).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { navigate, onLinkClick } from '../router';
@@ -41,6 +41,7 @@ const MENU_PAGES: ReadonlyArray<readonly [string, string]> = [
   ['/', 'Instances'],
   ['/billing', 'Billing'],
   ['/team', 'Team'],
+  ['/usage', 'Usage'],
 ];
 
 function UserMenu(props: { me: Me; onSignedOut: () => void }) {
