@@ -132,7 +132,7 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                                 type="button"
                                 class="secondary small"
                                 disabled={busy}
-                                aria-label={`Make ${m.email} ${m.role === 'owner' ? 'a member' : 'an owner'}`}
+                                aria-label={`${m.role === 'owner' ? 'Make member' : 'Make owner'}: ${m.email}`}
                                 onClick={() =>
                                   void act(
                                     async () => {
