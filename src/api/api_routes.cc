@@ -69,6 +69,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     // Invoices and the usage history (R-13, R-16; docs/billing.md).
     {"GET", "/api/v1/billing/invoices", kPerson, h::ListInvoices},
     {"GET", "/api/v1/usage/sessions", kPerson, h::UsageSessions},
+    {"GET", "/api/v1/usage/daily", kPerson, h::UsageDaily},
     {"POST", "/api/v1/admin/invoices/close", kOperator, h::AdminCloseInvoices},
     {"GET", "/api/v1/admin/invoices/export", kOperator, h::AdminExportInvoices},
     {"GET", "/api/v1/events", kPerson, h::OpenEventStream},
@@ -115,12 +116,12 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/team/invites", kProvenPerson, h::InviteToTeam},
     {"DELETE", "/api/v1/team/invites/{id}", kPerson, h::RevokeTeamInvite},
     {"POST", "/api/v1/team/invites/accept", kProvenPerson, h::AcceptTeamInvite},
+    // What an invitation link is for (the dashboard's /team/accept page shows it before its
+    // button accepts): anyone holding the link may read it, nothing is used up.
+    {"POST", "/api/v1/team/invites/preview", kPublic, h::PreviewTeamInvite},
     {"DELETE", "/api/v1/team/members/{id}", kPerson, h::RemoveTeamMember},
     {"PUT", "/api/v1/team/members/{id}/role", kPerson, h::SetTeamRole},
     {"POST", "/api/v1/team/leave", kPerson, h::LeaveTeam, Tx::kOwn, Body::kNone},
-    // The invitation mail's link: a GET shows a button, its form POST accepts (signed in).
-    {"GET", "/team/accept", kPublic, h::TeamInvitePage},
-    {"POST", "/team/accept", kPublic, h::TeamInviteForm},
 
     // Host agents (docs/agent-protocol.md).
     {"POST", "/api/v1/agent/sync", kAgent, h::AgentSync},

@@ -36,7 +36,7 @@ Access ExpectedAccess(std::string_view method, std::string_view pattern) {
   if (pattern.starts_with("/api/v1/agent/")) return Access::kAgent;
   if (pattern.starts_with("/api/v1/relay/")) return Access::kRelay;
   if (pattern.starts_with("/api/v1/auth/") || pattern.starts_with("/auth/") ||
-      pattern == "/team/accept" || pattern == "/api/v1/billing/webhooks/stripe") {
+      pattern == "/api/v1/team/invites/preview" || pattern == "/api/v1/billing/webhooks/stripe") {
     return Access::kPublic;
   }
   return Access::kPerson;

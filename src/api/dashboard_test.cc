@@ -118,10 +118,16 @@ TEST(WebAssetsTest, TheEmbeddedBuildIsComplete) {
   }
   EXPECT_TRUE(index);
   bool root = false;
-  for (std::string_view page : DashboardPages()) root = root || page == "/";
+  bool team_accept = false;
+  for (std::string_view page : DashboardPages()) {
+    root = root || page == "/";
+    team_accept = team_accept || page == "/team/accept";
+  }
   EXPECT_TRUE(root);
   if (DashboardBuilt()) {
     EXPECT_GT(WebAssets().size(), 2u) << "the app's script and stylesheet";
+    // The invitation mail's link (src/teams/team_service.cc) opens the app's page.
+    EXPECT_TRUE(team_accept);
   }
 }
 

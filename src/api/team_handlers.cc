@@ -1,14 +1,11 @@
-// /api/v1/team: a person's team, its members and invitations (R-15; docs/teams.md), and the page
-// an invitation mail's link opens (/team/accept). Every role rule is TeamService's: these
-// handlers only read requests and write answers, so the browser, the CLI and API tokens meet the
-// same checks.
-#include <fmt/format.h>
-
+// /api/v1/team: a person's team, its members and invitations (R-15; docs/teams.md), and what an
+// invitation link is for (the dashboard's /team/accept page). Every role rule is TeamService's:
+// these handlers only read requests and write answers, so the browser, the CLI and API tokens
+// meet the same checks.
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
 #include "billing/money.h"
-#include "core/encoding.h"
 #include "teams/team_service.h"
 #include "teams/team_usage.h"
 
@@ -91,12 +88,6 @@ json TeamUsageJson(const teams::TeamUsage& u) {
           {"as_of", core::FormatRfc3339(u.as_of)},
           {"people", std::move(people)},
           {"totals", std::move(totals)}};
-}
-
-std::string FormToken(const Request& req) {
-  auto fields = ParseQuery(req.body).value_or(std::map<std::string, std::string>{});
-  auto it = fields.find("token");
-  return it == fields.end() ? "" : it->second;
 }
 
 }  // namespace
@@ -185,72 +176,19 @@ Answer SetTeamRole(ApiContext& ctx, Call& call) {
   return Response::Json(200, MemberJson(member));
 }
 
-// The invitation link's page (docs/teams.md "Invitations", the account-links rule of
-// docs/accounts.md "Links"): its GET only shows what the invitation is and a button; a mail
-// scanner that fetches the link accepts nothing. The button's form POST accepts, for the person
-// signed in in this browser.
-Answer TeamInvitePage(ApiContext& ctx, Call& call) {
-  auto it = call.req.query.find("token");
-  if (it == call.req.query.end() || it->second.empty()) {
-    return LinkPageHtml(400, "Team invitation",
-                        "<p class=\"error\">This link has no token. Ask the team's owner for a new "
-                        "invitation.</p>");
-  }
+// What an invitation link is for (docs/teams.md "Invitations"): the team's name and the invited
+// address, for the dashboard's /team/accept page to show before its button accepts
+// (POST /api/v1/team/invites/accept). Reading it uses nothing up, so a mail scanner that opens
+// the link accepts nothing.
+Answer PreviewTeamInvite(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
-  auto landing = teams->LandingOf(it->second);
-  if (!landing) {
-    return LinkPageHtml(
-        410, "Team invitation",
-        fmt::format("<p class=\"error\">{}</p>", core::HtmlEscape(landing.error().message)));
-  }
-  return LinkPageHtml(
-      200, "Join " + landing->team_name,
-      fmt::format("<p>You are invited to join the team <strong>{}</strong> on gpuwerk as "
-                  "<strong>{}</strong>. Its instances are billed to the team.</p>"
-                  "<p>Sign in as {} in this browser first (new to gpuwerk? sign up with that "
-                  "address and confirm it), then press the button.</p>"
-                  "<form method=\"post\" action=\"/team/accept\">"
-                  "<input type=\"hidden\" name=\"token\" value=\"{}\">"
-                  "<button type=\"submit\">Join {}</button></form>"
-                  "<p><a href=\"/\">Sign in</a></p>",
-                  core::HtmlEscape(landing->team_name), core::HtmlEscape(landing->email),
-                  core::HtmlEscape(landing->email), core::HtmlEscape(it->second),
-                  core::HtmlEscape(landing->team_name)));
-}
-
-Answer TeamInviteForm(ApiContext& ctx, Call& call) {
-  const Request& req = call.req;
-  if (auto ok = ctx.authn.CheckOrigin(req); !ok) {
-    return LinkPageHtml(403, "Team invitation",
-                        "<p class=\"error\">This request came from another site.</p>");
-  }
-  GPUWERK_ASSIGN_OR_RETURN(auto* teams, Teams(ctx));
-  const std::string token = FormToken(req);
-  auto who = ctx.authn.Authenticate(req);
-  if (!who) {
-    return LinkPageHtml(401, "Team invitation",
-                        "<p class=\"error\">Sign in first, as the invited address, then open "
-                        "the link again.</p><p><a href=\"/\">Sign in</a></p>");
-  }
-  if (!who->email_proven) {
-    return LinkPageHtml(403, "Team invitation",
-                        "<p class=\"error\">Confirm your email address first: open the link mailed "
-                        "to you at sign-up, then open this link again.</p>");
-  }
-  auto view = teams->Accept(*who, token, Authenticator::CallerOf(req));
-  if (!view) {
-    const int status = view.error().api_code == "invite_gone"                    ? 410
-                       : view.error().code == core::ErrorCode::kPermissionDenied ? 403
-                                                                                 : 409;
-    return LinkPageHtml(status, "Team invitation",
-                        fmt::format("<p class=\"error\">{}</p><p><a href=\"/\">Back</a></p>",
-                                    core::HtmlEscape(view.error().message)));
-  }
-  return LinkPageHtml(200, "Welcome to " + view->team.name,
-                      fmt::format("<p>You are now a member of <strong>{}</strong>. Your new "
-                                  "instances are billed to the team.</p><p><a href=\"/\">Go to "
-                                  "gpuwerk</a></p>",
-                                  core::HtmlEscape(view->team.name)));
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"token"}));
+  GPUWERK_ASSIGN_OR_RETURN(auto token, RequireString(body, "token", 256));
+  auto landing = teams->LandingOf(token);
+  if (!landing) return GoneOr(std::move(landing.error()));
+  return Response::Json(200, {{"team_name", landing->team_name},
+                              {"email", landing->email},
+                              {"expires_at", core::FormatRfc3339(landing->expires_at)}});
 }
 
 }  // namespace handlers

@@ -1,5 +1,8 @@
 // Invoices and the usage history (R-13, R-16; docs/api.md "Billing", "Usage"): a person's
 // invoices and billing sessions, the operator's month close and CSV export.
+#include <fmt/format.h>
+
+#include <charconv>
 #include <utility>
 
 #include "api/handler_support.h"
@@ -81,6 +84,60 @@ Answer UsageSessions(ApiContext& ctx, Call& call) {
          {"amount", billing::FormatAmount(r.amount_minor, s.currency)}});
   }
   return Response::Json(200, protocol::ToJson(page));
+}
+
+Answer UsageDaily(ApiContext& ctx, Call& call) {
+  if (!ctx.usage) return core::Fail(NotRunning("usage history"));
+  // ?days=N (default 30) and ?utc_offset_minutes=M (default 0: UTC days), whole numbers only.
+  auto integer = [&](const char* name, int64_t fallback, const char* code,
+                     const char* what) -> core::Result<int64_t> {
+    auto it = call.req.query.find(name);
+    if (it == call.req.query.end()) return fallback;
+    int64_t v = 0;
+    const std::string& text = it->second;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || text.size() > 12 || ec != std::errc() || ptr != text.data() + text.size()) {
+      return core::Fail(core::ErrorCode::kInvalidArgument, code, what);
+    }
+    return v;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(
+      const int64_t days, integer("days", 30, "invalid_days",
+                                  "days must be a whole number of days, 1 to 92 (e.g. ?days=30)."));
+  GPUWERK_ASSIGN_OR_RETURN(
+      const int64_t offset_minutes,
+      integer("utc_offset_minutes", 0, "invalid_utc_offset",
+              "utc_offset_minutes must be a whole number of minutes east of UTC, -840 to 840 "
+              "(e.g. 120 for UTC+02:00)."));
+  if (offset_minutes < -840 || offset_minutes > 840) {
+    return core::Fail(core::ErrorCode::kInvalidArgument, "invalid_utc_offset",
+                      "utc_offset_minutes must lie between -840 and 840 (UTC-14:00 to UTC+14:00).");
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto found,
+                           ctx.usage->Daily(call.who.person_id, days, offset_minutes * 60));
+  // "+02:00": the offset every day's start carries (RFC 3339).
+  const int64_t m = offset_minutes < 0 ? -offset_minutes : offset_minutes;
+  const std::string offset =
+      fmt::format("{}{:02}:{:02}", offset_minutes < 0 ? '-' : '+', m / 60, m % 60);
+  nlohmann::json items = nlohmann::json::array();
+  for (const billing::UsageDay& d : found) {
+    // The day's local date and start: its first second, shifted into the offset.
+    const std::string local = core::FormatRfc3339(d.day_start + offset_minutes * 60);  // …Z
+    nlohmann::json totals = nlohmann::json::array();
+    for (const billing::DayAmount& a : d.amounts) {
+      totals.push_back({{"currency", a.currency},
+                        {"amount_minor", a.amount_minor},
+                        {"amount", billing::FormatAmount(a.amount_minor, a.currency)}});
+    }
+    items.push_back({{"date", local.substr(0, 10)},
+                     {"start", local.substr(0, 19) + offset},
+                     {"minutes", d.minutes},
+                     {"totals", std::move(totals)}});
+  }
+  return Response::Json(200, {{"utc_offset", offset},
+                              {"utc_offset_minutes", offset_minutes},
+                              {"as_of", core::FormatRfc3339(ctx.clock.NowUnix())},
+                              {"days", std::move(items)}});
 }
 
 Answer AdminCloseInvoices(ApiContext& ctx, Call& call) {

@@ -165,6 +165,16 @@ core::Result<std::vector<SessionWithGaps>> BillingSessionTable::ListOverlappingO
       "s.started_at, s.id");
 }
 
+core::Result<std::vector<SessionWithGaps>> BillingSessionTable::ListOverlappingOfPerson(
+    store::Transaction& tx, const std::string& person_id, int64_t from, int64_t to) {
+  return ReadWithGaps(
+      [&](const std::string& sql) {
+        return tx.Query(sql, {person_id, to, from});
+      },
+      "s.person_id = ? AND s.started_at < ? AND (s.ended_at IS NULL OR s.ended_at >= ?)",
+      "s.started_at, s.id");
+}
+
 core::Result<std::vector<SessionWithGaps>> BillingSessionTable::PageOfPerson(
     store::Transaction& tx, const std::string& person_id, std::optional<SessionKey> before,
     std::optional<SessionKey> after, int64_t limit) {

@@ -90,6 +90,12 @@ class BillingSessionTable {
   static core::Result<std::vector<SessionWithGaps>> ListOverlappingOfAccount(
       store::Transaction& tx, const std::string& account_id, int64_t from, int64_t to);
 
+  /// ListOverlapping for the sessions launched by `person_id` only (whichever account pays), read
+  /// through the (person_id, started_at, id) index: what a person's daily usage reads. In
+  /// (started_at, id) order.
+  static core::Result<std::vector<SessionWithGaps>> ListOverlappingOfPerson(
+      store::Transaction& tx, const std::string& person_id, int64_t from, int64_t to);
+
   /// Up to `limit` sessions launched by `person_id`, newest first ((started_at, id) descending),
   /// with their gaps: those strictly older than `before` when given, else strictly newer than
   /// `after` when given (the `limit` nearest to it), else the newest. Keyset paging: rows added

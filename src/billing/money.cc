@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iterator>
 #include <limits>
+#include <utility>
 
 #include "core/time_format.h"
 
@@ -148,30 +149,75 @@ core::Result<int64_t> ParseMonth(std::string_view label) {
   return Unix(std::chrono::year(year) / std::chrono::month(static_cast<unsigned>(month)) / 1);
 }
 
-std::vector<MonthMinutes> SplitByMonth(int64_t session_start, std::span<const Segment> segments) {
-  std::vector<MonthMinutes> out;
-  auto add = [&](int64_t month, int64_t minutes) {
+namespace {
+
+/// Minutes along `segments` into periods (SplitByMonth's rule): `start_of(t)` is the first second
+/// of the period holding t, `next_of(t)` the first second of the one after. Pairs of (period
+/// start, minutes), in period order, periods with no minute left out.
+template <class StartOf, class NextOf>
+std::vector<std::pair<int64_t, int64_t>> SplitByPeriod(int64_t session_start,
+                                                       std::span<const Segment> segments,
+                                                       StartOf start_of, NextOf next_of) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  auto add = [&](int64_t period, int64_t minutes) {
     if (minutes <= 0) return;
-    if (!out.empty() && out.back().month_start == month) {
-      out.back().minutes += minutes;
+    if (!out.empty() && out.back().first == period) {
+      out.back().second += minutes;
     } else {
-      out.push_back({.month_start = month, .minutes = minutes});
+      out.emplace_back(period, minutes);
     }
   };
   int64_t billed = 0;  // billed seconds before the segment at hand
   for (const Segment& s : segments) {
     if (s.to <= s.from) continue;
     // Minute k begins in this segment when 60·k lies in [billed, billed + length); walk the
-    // months the segment touches and count the minute starts whose wall time falls in each.
+    // periods the segment touches and count the minute starts whose wall time falls in each.
     for (int64_t from = s.from; from < s.to;) {
-      const int64_t to = std::min(s.to, NextMonthStart(from));
-      add(MonthStart(from), MinuteStartsIn(billed + (from - s.from), billed + (to - s.from)));
+      const int64_t to = std::min(s.to, next_of(from));
+      add(start_of(from), MinuteStartsIn(billed + (from - s.from), billed + (to - s.from)));
       from = to;
     }
     billed += s.to - s.from;
   }
-  if (billed == 0) add(MonthStart(session_start), 1);
+  if (billed == 0) add(start_of(session_start), 1);
   return out;
+}
+
+/// floor(a / b) for b > 0, also for negative a.
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && (a < 0) ? 1 : 0); }
+
+}  // namespace
+
+std::vector<MonthMinutes> SplitByMonth(int64_t session_start, std::span<const Segment> segments) {
+  std::vector<MonthMinutes> out;
+  for (auto [month, minutes] : SplitByPeriod(session_start, segments, MonthStart, NextMonthStart)) {
+    out.push_back({.month_start = month, .minutes = minutes});
+  }
+  return out;
+}
+
+int64_t DayStart(int64_t unix_seconds, int64_t utc_offset_seconds) {
+  constexpr int64_t kDay = 86400;
+  return FloorDiv(unix_seconds + utc_offset_seconds, kDay) * kDay - utc_offset_seconds;
+}
+
+std::vector<DayMinutes> SplitByDay(int64_t session_start, std::span<const Segment> segments,
+                                   int64_t utc_offset_seconds) {
+  auto start_of = [&](int64_t t) { return DayStart(t, utc_offset_seconds); };
+  auto next_of = [&](int64_t t) { return DayStart(t, utc_offset_seconds) + 86400; };
+  std::vector<DayMinutes> out;
+  for (auto [day, minutes] : SplitByPeriod(session_start, segments, start_of, next_of)) {
+    out.push_back({.day_start = day, .minutes = minutes});
+  }
+  return out;
+}
+
+int64_t AmountOfPriceMinutes(int64_t price_minutes) {
+  if (price_minutes <= 0) return 0;
+  if (price_minutes > std::numeric_limits<int64_t>::max() - 30) {
+    return std::numeric_limits<int64_t>::max() / 60;
+  }
+  return (price_minutes + 30) / 60;
 }
 
 std::optional<int64_t> ParseEngineTime(std::string_view text) {

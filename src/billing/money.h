@@ -68,6 +68,30 @@ struct MonthMinutes {
 /// no minute are left out; the result is in month order.
 std::vector<MonthMinutes> SplitByMonth(int64_t session_start, std::span<const Segment> segments);
 
+/// The first second (Unix seconds) of the day holding `unix_seconds` where days begin at midnight
+/// of the fixed offset `utc_offset_seconds` from UTC (e.g. 7200 for UTC+02:00, -18000 for
+/// UTC-05:00): every day is 86,400 s; a zone's daylight-saving change is not followed.
+int64_t DayStart(int64_t unix_seconds, int64_t utc_offset_seconds);
+
+/// Billed minutes in one day (DayStart's days).
+struct DayMinutes {
+  int64_t day_start = 0;  ///< first second of the day (Unix seconds)
+  int64_t minutes = 0;
+  bool operator==(const DayMinutes&) const = default;
+};
+
+/// SplitByMonth's rule with days of UTC offset `utc_offset_seconds` instead of UTC months: minute
+/// k belongs to the day in which its first second lies, the total is exactly
+/// BilledMinutes(billed seconds), a session with no billed second has its one minute on the day
+/// it started. Days with no minute are left out; in day order.
+std::vector<DayMinutes> SplitByDay(int64_t session_start, std::span<const Segment> segments,
+                                   int64_t utc_offset_seconds);
+
+/// Σ(price_minor_per_hour × minutes) of several sessions, in minor units: rounded once, half up
+/// (floor((x + 30) / 60)), as LineAmountMinor rounds one line; 0 for x ≤ 0; saturating. What a
+/// day of usage costs (billing::UsageHistory::Daily), rounded once per day and currency.
+int64_t AmountOfPriceMinutes(int64_t price_minutes);
+
 /// A container time as the engine reports it (RFC 3339 in UTC, "Z" or "+00:00", an optional
 /// fraction that is dropped) in Unix seconds; nullopt for anything else, and for Docker's "never"
 /// (year 1).

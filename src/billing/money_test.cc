@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "core/time_format.h"
@@ -156,6 +157,56 @@ TEST(MonthTest, EngineTimesWithFractionsParseAndNeverDoesNot) {
   EXPECT_EQ(ParseEngineTime("0001-01-01T00:00:00Z"), std::nullopt);
   EXPECT_EQ(ParseEngineTime("2026-01-02T03:04:05+02:00"), std::nullopt);
   EXPECT_EQ(ParseEngineTime("garbage"), std::nullopt);
+}
+
+TEST(DaysTest, DayStartAtAFixedOffset) {
+  const int64_t t = At("2027-01-15T22:30:00Z");
+  EXPECT_EQ(DayStart(t, 0), At("2027-01-15T00:00:00Z"));
+  // UTC+02:00: 00:30 on the 16th there; the day began at 22:00 UTC.
+  EXPECT_EQ(DayStart(t, 7200), At("2027-01-15T22:00:00Z"));
+  // UTC-05:00: 17:30 on the 15th there; the day began at 05:00 UTC.
+  EXPECT_EQ(DayStart(t, -18000), At("2027-01-15T05:00:00Z"));
+  // India's +05:30 and a time before 1970 (floor, not truncation).
+  EXPECT_EQ(DayStart(t, 19800), At("2027-01-15T18:30:00Z"));
+  EXPECT_EQ(DayStart(-1, 0), -86400);
+  EXPECT_EQ(DayStart(At("2027-01-15T00:00:00Z"), 0), At("2027-01-15T00:00:00Z"));
+}
+
+TEST(DaysTest, EachMinuteBelongsToTheDayInWhichItBeginsAtTheOffset) {
+  const int64_t midnight_east = At("2027-01-15T22:00:00Z");  // 00:00 at UTC+02:00
+  const int64_t day15 = At("2027-01-14T22:00:00Z");
+  const std::vector<Segment> one{{midnight_east - 30, midnight_east + 31}};
+  // 23:59:30 → 00:00:31 there: two minutes, the second begins at 00:00:30, the next day.
+  EXPECT_EQ(SplitByDay(one[0].from, one, 7200),
+            (std::vector<DayMinutes>{{day15, 1}, {midnight_east, 1}}));
+  // The same time at UTC: one day.
+  EXPECT_EQ(SplitByDay(one[0].from, one, 0),
+            (std::vector<DayMinutes>{{At("2027-01-15T00:00:00Z"), 2}}));
+  // Three days with a gap; minutes add up to BilledMinutes of the billed seconds.
+  const std::vector<Segment> gapped{{midnight_east - 3600, midnight_east + 100},
+                                    {midnight_east + 86400 + 10, midnight_east + 86400 + 3000}};
+  const auto days = SplitByDay(gapped[0].from, gapped, 7200);
+  int64_t total = 0;
+  for (const auto& d : days) total += d.minutes;
+  EXPECT_EQ(total, BilledMinutes(3700 + 2990));
+  ASSERT_EQ(days.size(), 3u);
+  EXPECT_EQ(days[0], (DayMinutes{day15, 60}));
+  EXPECT_EQ(days[2].day_start, midnight_east + 86400);
+  // Nothing billed: the one minute on the day the session started.
+  EXPECT_EQ(SplitByDay(midnight_east + 5, {}, 7200), (std::vector<DayMinutes>{{midnight_east, 1}}));
+  // Months are unchanged by the shared walk.
+  EXPECT_EQ(Total(SplitByMonth(gapped[0].from, gapped)), total);
+}
+
+TEST(DaysTest, AmountOfPriceMinutesRoundsOnceHalfUp) {
+  EXPECT_EQ(AmountOfPriceMinutes(65 * 10), 11);            // 10.83
+  EXPECT_EQ(AmountOfPriceMinutes(65 * 10 + 65 * 10), 22);  // 21.67, once, not 11 + 11
+  EXPECT_EQ(AmountOfPriceMinutes(90), 2);                  // 1.5 → 2
+  EXPECT_EQ(AmountOfPriceMinutes(89), 1);
+  EXPECT_EQ(AmountOfPriceMinutes(0), 0);
+  EXPECT_EQ(AmountOfPriceMinutes(-100), 0);
+  EXPECT_EQ(AmountOfPriceMinutes(std::numeric_limits<int64_t>::max()),
+            std::numeric_limits<int64_t>::max() / 60);
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
+#include <map>
 
 #include "billing/charges.h"
+#include "billing/metering.h"
 
 namespace gpuwerk::billing {
 namespace {
@@ -95,6 +98,51 @@ core::Result<UsagePage> UsageHistory::Sessions(const std::string& person_id,
                              BillingSessionTable::CountOfPerson(tx, person_id, last));
     if (newer_than_last + 1 < page.total) page.next_cursor = FormatCursor(last);
     return page;
+  });
+}
+
+core::Result<std::vector<UsageDay>> UsageHistory::Daily(const std::string& person_id, int64_t days,
+                                                        int64_t utc_offset_seconds) {
+  if (days < 1 || days > kMaxUsageDays) {
+    return core::Fail(core::ErrorCode::kInvalidArgument, "invalid_days",
+                      "Ask for 1 to " + std::to_string(kMaxUsageDays) + " days.");
+  }
+  if (utc_offset_seconds < -kMaxUtcOffsetSeconds || utc_offset_seconds > kMaxUtcOffsetSeconds) {
+    return core::Fail(core::ErrorCode::kInvalidArgument, "invalid_utc_offset",
+                      "The UTC offset must lie between -14:00 and +14:00 (-840 to 840 minutes).");
+  }
+  constexpr int64_t kDay = 86400;
+  return db_.Read([&](store::Transaction& tx) -> core::Result<std::vector<UsageDay>> {
+    const int64_t now = clock_.NowUnix();
+    const int64_t first = DayStart(now, utc_offset_seconds) - (days - 1) * kDay;
+    const int64_t end = first + days * kDay;
+    std::vector<UsageDay> out(static_cast<size_t>(days));
+    for (int64_t i = 0; i < days; ++i) out[static_cast<size_t>(i)].day_start = first + i * kDay;
+    // Σ price × minutes per day and currency, rounded once per day at the end.
+    std::vector<std::map<std::string, int64_t>> price_minutes(static_cast<size_t>(days));
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto sessions, BillingSessionTable::ListOverlappingOfPerson(tx, person_id, first, end));
+    for (const SessionWithGaps& s : sessions) {
+      const std::vector<Segment> segments = BilledSegments(s.session, s.gaps, now, silent_after_);
+      for (const DayMinutes& d : SplitByDay(s.session.started_at, segments, utc_offset_seconds)) {
+        if (d.day_start < first || d.day_start >= end) continue;
+        const auto i = static_cast<size_t>((d.day_start - first) / kDay);
+        out[i].minutes += d.minutes;
+        int64_t& sum = price_minutes[i][s.session.currency];
+        int64_t add = 0;
+        if (__builtin_mul_overflow(std::max<int64_t>(s.session.price_minor_per_hour, 0), d.minutes,
+                                   &add) ||
+            __builtin_add_overflow(sum, add, &sum)) {
+          sum = std::numeric_limits<int64_t>::max();  // saturate, as LineAmountMinor does
+        }
+      }
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      for (const auto& [currency, sum] : price_minutes[i]) {
+        out[i].amounts.push_back({.currency = currency, .amount_minor = AmountOfPriceMinutes(sum)});
+      }
+    }
+    return out;
   });
 }
 

@@ -45,6 +45,24 @@ std::string FormatCursor(const SessionKey& key);
 /// Parses FormatCursor's text. Errors: kInvalidArgument invalid_cursor.
 core::Result<SessionKey> ParseCursor(std::string_view text);
 
+/// The most days Daily answers (about three months).
+inline constexpr int64_t kMaxUsageDays = 92;
+/// The farthest UTC offset a day may have, in seconds (UTC-14:00 … UTC+14:00).
+inline constexpr int64_t kMaxUtcOffsetSeconds = 14 * 3600;
+
+/// One currency's cost of a day.
+struct DayAmount {
+  std::string currency;
+  int64_t amount_minor = 0;  ///< AmountOfPriceMinutes of the day's Σ price × minutes
+};
+
+/// One day of a person's usage (DayStart's days at the asked offset).
+struct UsageDay {
+  int64_t day_start = 0;  ///< Unix seconds
+  int64_t minutes = 0;    ///< billed minutes that begin that day (SplitByDay), every currency
+  std::vector<DayAmount> amounts;  ///< by currency, in currency order; empty on a day of none
+};
+
 /// The usage history. Thread-safe; references outlive it.
 class UsageHistory {
  public:
@@ -56,6 +74,18 @@ class UsageHistory {
   /// or one malformed); the store's.
   core::Result<UsagePage> Sessions(const std::string& person_id, std::string_view before,
                                    std::string_view after);
+
+  /// `person_id`'s billed minutes and cost per day over the last `days` days, today (the day
+  /// holding now) the last, oldest first, with days beginning at midnight of UTC offset
+  /// `utc_offset_seconds` (docs/billing.md "Usage by day"). Every session the person launched
+  /// counts, whichever account pays, as the usage history lists them; minutes follow SplitByDay
+  /// on the billed segments (live sessions up to their evidence), and a day's cost per currency
+  /// is rounded once for the day, so days may differ from invoice lines (rounded once per line)
+  /// by a few minor units. Every day of the range is present, also one with nothing. Errors:
+  /// kInvalidArgument invalid_days (outside 1 … kMaxUsageDays), invalid_utc_offset (beyond
+  /// ±kMaxUtcOffsetSeconds); the store's.
+  core::Result<std::vector<UsageDay>> Daily(const std::string& person_id, int64_t days,
+                                            int64_t utc_offset_seconds);
 
  private:
   store::Database& db_;

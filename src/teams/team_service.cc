@@ -294,7 +294,8 @@ core::Result<InviteLanding> TeamService::LandingOf(std::string_view token) {
     }
     GPUWERK_ASSIGN_OR_RETURN(auto team, TeamTable::Find(tx, invite->team_id));
     if (!team) return core::Fail(InviteGone());
-    return InviteLanding{.team_name = team->name, .email = invite->email};
+    return InviteLanding{
+        .team_name = team->name, .email = invite->email, .expires_at = invite->expires_at};
   });
 }
 

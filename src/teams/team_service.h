@@ -88,7 +88,8 @@ struct SentInvite {
 /// A team's invitation as its link's landing page shows it, before anyone accepts.
 struct InviteLanding {
   std::string team_name;
-  std::string email;  ///< the invited address
+  std::string email;       ///< the invited address
+  int64_t expires_at = 0;  ///< when the link stops working (Unix seconds)
 };
 
 /// The team name rule: trimmed, 1 to 64 characters, ASCII letters, digits, spaces, '.', '-' and

@@ -1,10 +1,12 @@
 // The dashboard in a real browser (issue "The dashboard", docs/dashboard.md "Tests"): the real
 // `gpuwerk server` serving the embedded dashboard, a real `gpuwerk agent` on the suite's podman
-// service, the server's Maildir outbox, and Debian's Chromium driven by playwright-core from the
-// browser tests in web/e2e (run with `node --test` from the build's copy of web/, where `npm ci`
-// put playwright-core and axe-core). One platform start for every browser test: they tell one
-// person's story in order (sign up, card, key, launch, ssh, queue, restart, delete, sign out).
-// Screenshots at 375 and 1280 px go to <build>/test-artifacts/dashboard/.
+// service, a real SMTP server (the sink) for the mails, the Stripe stand-in for cards through
+// Checkout, and Debian's Chromium driven by
+// playwright-core from the browser tests in web/e2e (run with `node --test` from the build's copy
+// of web/, where `npm ci` put playwright-core and axe-core). One platform start for every browser
+// test: they tell one person's story in order (sign up, card, key, launch, ssh, queue, restart,
+// delete, usage, billing, a team with a second person, sign out). Screenshots at 375 and 1280 px go
+// to <build>/test-artifacts/dashboard/.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,7 +16,10 @@
 #include "tests/support/e2e_engine.h"
 #include "tests/support/e2e_platform.h"
 #include "tests/support/host_waits.h"
+#include "tests/support/http_client.h"
 #include "tests/support/run_command.h"
+#include "tests/support/smtp_sink.h"
+#include "tests/support/stripe_stand_in.h"
 
 namespace gpuwerk::testing {
 namespace {
@@ -27,6 +32,9 @@ std::string Quoted(const std::string& s) {
   return out + "'";
 }
 
+constexpr const char* kStripeKey = "sk_test_gpuwerk_dashboard";
+constexpr const char* kWebhookSecret = "whsec_gpuwerk_dashboard";
+
 class DashboardE2eTest : public E2eTest<> {};
 
 TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
@@ -37,8 +45,35 @@ TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
   ASSERT_TRUE(std::filesystem::exists("/usr/bin/chromium"))
       << "Debian's chromium is missing: scripts/setup.sh test installs it";
 
-  platform_.StartServer();
+  // Mail goes out over SMTP to a real SMTP server (tests/support/smtp_sink.py), whose folder the
+  // browser tests read (sign-up proofs, magic links, resets, team invitations).
+  if (auto why = SinkUnavailable()) FAIL() << *why;
+  const std::filesystem::path mail = dir_.path() / "smtp-sink";
+  std::filesystem::create_directories(mail);
+  SmtpSink sink;
+  std::string sink_error;
+  ASSERT_TRUE(sink.Start(0, mail, {}, &sink_error)) << sink_error;
+  // Cards through Stripe Checkout against the Stripe stand-in (tests/support/stripe_stand_in.py),
+  // whose signed webhooks reach the server; the operator still records a card by hand for the
+  // first person (labelled manual).
+  if (auto why = StripeStandIn::Unavailable()) FAIL() << *why;
+  StripeStandIn stripe;
+  std::string stripe_error;
+  ASSERT_TRUE(stripe.Start(kStripeKey, "", kWebhookSecret, &stripe_error)) << stripe_error;
+  platform_.StartServer({{"GPUWERK_MAIL", "smtp"},
+                         {"GPUWERK_SMTP_URL", "smtp://127.0.0.1:" + std::to_string(sink.port())},
+                         {"GPUWERK_PAYMENT_PROVIDER", "stripe"},
+                         {"GPUWERK_STRIPE_API_BASE", stripe.base_url()},
+                         {"GPUWERK_STRIPE_SECRET_KEY", kStripeKey},
+                         {"GPUWERK_STRIPE_WEBHOOK_SECRETS", kWebhookSecret}});
   ASSERT_FALSE(HasFatalFailure());
+  HttpClient hooks(stripe.base_url());
+  ASSERT_EQ(
+      hooks
+          .PostJson("/_test/webhook", {{"url", platform_.url() + "/api/v1/billing/webhooks/stripe"},
+                                       {"secret", kWebhookSecret}})
+          .status,
+      200);
   auto op = platform_.Operator();
   E2eHost& host = platform_.AddHost(*op, "spark-web");
   ASSERT_FALSE(host.id.empty() || host.token.empty());
@@ -54,8 +89,8 @@ TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
   std::filesystem::create_directories(work);
 
   const std::string command =
-      "DASHBOARD_URL=" + Quoted(platform_.url()) +
-      " DASHBOARD_MAIL_DIR=" + Quoted((platform_.data() / "mail").string()) +
+      "DASHBOARD_URL=" + Quoted(platform_.url()) + " DASHBOARD_MAIL_DIR=" + Quoted(mail.string()) +
+      " DASHBOARD_STRIPE_URL=" + Quoted(stripe.base_url()) +
       " DASHBOARD_ARTIFACTS=" + Quoted(artifacts.string()) +
       " DASHBOARD_WORK_DIR=" + Quoted(work.string()) + " GPUWERK_BIN=" + Quoted(GpuwerkBinary()) +
       " DASHBOARD_OPERATOR_EMAIL=" + Quoted(kOperatorEmail) +

@@ -1,8 +1,8 @@
 // Invoices and the usage history over real HTTP (R-13, R-16, issue 13): a fake agent reports a
 // container for a while, the instance is deleted, the usage row and (after the operator closes
 // the month) the invoice line agree to the minor unit; the admin routes are operators' only; the
-// CSV export answers text/csv (its formula-injection guard: billing's invoices_test). The server
-// runs on the test's FakeClock.
+// CSV export answers text/csv (its formula-injection guard: billing's invoices_test); usage by
+// day at a UTC offset. The server runs on the test's FakeClock.
 #include <gtest/gtest.h>
 
 #include "core/time_format.h"
@@ -152,6 +152,83 @@ TEST_F(InvoiceApiTest, UsageRowAndInvoiceLineAgreeAndOnlyOperatorsCloseMonths) {
     return n->Int(0);
   });
   EXPECT_EQ(*audited, 1);
+}
+
+TEST_F(InvoiceApiTest, UsageByDaySplitsMinutesAtTheAskedOffsetAndRoundsOncePerDay) {
+  // 21:50 UTC is 23:50 at UTC+02:00: 20 minutes of running cross that day's midnight.
+  SetNow("2027-01-15T21:50:00Z");
+  Person alice = NewPerson("alice@example.test");
+  GiveCard("alice@example.test");
+  AddHost("spark-a");
+  auto made = Create(alice, "alpha");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.Json()["id"];
+  for (int i = 0; i < 120; ++i) {
+    clock_.Advance(std::chrono::seconds(10));
+    ASSERT_EQ(Sync("spark-a", Container(id)).status, 200);
+  }
+  ASSERT_EQ(alice.browser->Send("DELETE", "/api/v1/instances/" + id, "", {}).status, 204);
+
+  // At UTC+02:00 (now 2027-01-16 00:10 there): 10 minutes on the 15th, 10 on the 16th, each
+  // 65 an hour × 10 minutes = 10.83 → 11, rounded once for its day.
+  auto east = alice.browser->Get("/api/v1/usage/daily?days=3&utc_offset_minutes=120");
+  ASSERT_EQ(east.status, 200) << east.body;
+  const json e = east.Json();
+  EXPECT_EQ(e["utc_offset"], "+02:00");
+  EXPECT_EQ(e["utc_offset_minutes"], 120);
+  EXPECT_EQ(e["as_of"], "2027-01-15T22:10:00Z");
+  ASSERT_EQ(e["days"].size(), 3u) << east.body;
+  EXPECT_EQ(e["days"][0]["date"], "2027-01-14");
+  EXPECT_EQ(e["days"][0]["start"], "2027-01-14T00:00:00+02:00");
+  EXPECT_EQ(e["days"][0]["minutes"], 0);
+  EXPECT_EQ(e["days"][0]["totals"], json::array());
+  EXPECT_EQ(e["days"][1]["date"], "2027-01-15");
+  EXPECT_EQ(e["days"][1]["minutes"], 10);
+  EXPECT_EQ(e["days"][2]["date"], "2027-01-16");
+  EXPECT_EQ(e["days"][2]["start"], "2027-01-16T00:00:00+02:00");
+  EXPECT_EQ(e["days"][2]["minutes"], 10);
+  for (int day : {1, 2}) {
+    ASSERT_EQ(e["days"][day]["totals"].size(), 1u) << east.body;
+    EXPECT_EQ(e["days"][day]["totals"][0]["currency"], "usd");
+    EXPECT_EQ(e["days"][day]["totals"][0]["amount_minor"], 11);
+    EXPECT_EQ(e["days"][day]["totals"][0]["amount"], "0.11 USD");
+  }
+  // UTC days (the default offset): all 20 minutes on the 15th, 21.67 → 22 once for the day.
+  auto utc = alice.browser->Get("/api/v1/usage/daily?days=2");
+  ASSERT_EQ(utc.status, 200) << utc.body;
+  const json u = utc.Json();
+  EXPECT_EQ(u["utc_offset"], "+00:00");
+  ASSERT_EQ(u["days"].size(), 2u) << utc.body;
+  EXPECT_EQ(u["days"][1]["date"], "2027-01-15");
+  EXPECT_EQ(u["days"][1]["start"], "2027-01-15T00:00:00+00:00");
+  EXPECT_EQ(u["days"][1]["minutes"], 20);
+  EXPECT_EQ(u["days"][1]["totals"][0]["amount_minor"], 22);
+  // West of UTC: at UTC-05:00 it is still the 15th (17:10), all of it on that day.
+  auto west = alice.browser->Get("/api/v1/usage/daily?utc_offset_minutes=-300");
+  ASSERT_EQ(west.status, 200) << west.body;
+  EXPECT_EQ(west.Json()["utc_offset"], "-05:00");
+  ASSERT_EQ(west.Json()["days"].size(), 30u);  // the default
+  EXPECT_EQ(west.Json()["days"][29]["date"], "2027-01-15");
+  EXPECT_EQ(west.Json()["days"][29]["start"], "2027-01-15T00:00:00-05:00");
+  EXPECT_EQ(west.Json()["days"][29]["minutes"], 20);
+
+  // Another person sees none of it.
+  Person bob = NewPerson("bob@example.test");
+  auto theirs = bob.browser->Get("/api/v1/usage/daily?days=2");
+  ASSERT_EQ(theirs.status, 200) << theirs.body;
+  EXPECT_EQ(theirs.Json()["days"][1]["minutes"], 0);
+
+  for (const char* bad : {"days=0", "days=93", "days=thirty", "days=", "days=3.5"}) {
+    ExpectProblem(alice.browser->Get(std::string("/api/v1/usage/daily?") + bad), 400,
+                  "invalid_days");
+  }
+  for (const char* bad : {"utc_offset_minutes=841", "utc_offset_minutes=-841",
+                          "utc_offset_minutes=%2B02:00", "utc_offset_minutes=x"}) {
+    ExpectProblem(alice.browser->Get(std::string("/api/v1/usage/daily?") + bad), 400,
+                  "invalid_utc_offset");
+  }
+  HttpClient nobody(app_->base_url());
+  ExpectProblem(nobody.Get("/api/v1/usage/daily"), 401, "unauthenticated");
 }
 
 }  // namespace

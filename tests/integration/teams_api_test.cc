@@ -1,7 +1,7 @@
-// Teams over real HTTP (R-15, R-17; docs/teams.md): every /api/v1/team route, the invitation
-// link's page, the role rules for every kind of caller through a browser cookie and through an
-// API token, the mails (the server's Maildir outbox), and what a membership change does to
-// billing sessions (read from the store).
+// Teams over real HTTP (R-15, R-17; docs/teams.md): every /api/v1/team route, what an invitation
+// link is for (the preview the dashboard's page reads), the role rules for every kind of caller
+// through a browser cookie and through an API token, the mails (the server's Maildir outbox), and
+// what a membership change does to billing sessions (read from the store).
 
 #include <gtest/gtest.h>
 
@@ -159,10 +159,9 @@ TEST_F(TeamsApiTest, ARevokedInviteIsGoneAndCreatesNothing) {
                 "invite_gone");
   ExpectProblem(carol->Get("/api/v1/team"), 404, "no_team");
   EXPECT_EQ(Team(*ada)["members"].size(), 1u);
-  // The link's page says so too, and offers no button.
-  auto page = carol->Get(std::string(kInvitePath) + "?token=" + token);
-  EXPECT_EQ(page.status, 410);
-  EXPECT_EQ(page.body.find("<form"), std::string::npos);
+  // What the link's page reads says so too.
+  ExpectProblem(carol->PostJson("/api/v1/team/invites/preview", {{"token", token}}), 410,
+                "invite_gone");
 }
 
 TEST_F(TeamsApiTest, InvitingAMemberSendsNothingAndInvitingTwiceResendsOneInvitation) {
@@ -192,36 +191,44 @@ TEST_F(TeamsApiTest, InvitingAMemberSendsNothingAndInvitingTwiceResendsOneInvita
   EXPECT_EQ(fay->PostJson("/api/v1/team/invites/accept", {{"token", second}}).status, 200);
 }
 
-TEST_F(TeamsApiTest, TheLinkPageAcceptsOnlyThroughItsButton) {
+TEST_F(TeamsApiTest, ThePreviewNamesTheTeamAndAcceptsNothingOnlyAcceptDoes) {
   auto ada = Person("ada@example.test");
   ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab <b>"}}).status, 400);
   ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
   const std::string token = Invite(*ada, "gus@example.test");
   auto gus = Person("gus@example.test");
-  // A mail scanner's GET (signed in or not) uses nothing up.
-  for (int i = 0; i < 2; ++i) {
-    auto page = gus->Get(std::string(kInvitePath) + "?token=" + token);
-    EXPECT_EQ(page.status, 200) << page.body;
-    EXPECT_NE(page.body.find("<form method=\"post\" action=\"/team/accept\">"), std::string::npos);
-    EXPECT_NE(page.body.find("gus@example.test"), std::string::npos);
+  // What the dashboard's /team/accept page reads, signed in or not, as often as it likes: the
+  // team and the invited address; nothing is used up (a mail scanner accepts nothing).
+  auto anon = Browser();
+  for (HttpClient* who : {anon.get(), gus.get(), anon.get()}) {
+    auto preview = who->PostJson("/api/v1/team/invites/preview", {{"token", token}});
+    ASSERT_EQ(preview.status, 200) << preview.body;
+    EXPECT_EQ(preview.Json()["team_name"], "Lab");
+    EXPECT_EQ(preview.Json()["email"], "gus@example.test");
+    EXPECT_TRUE(preview.Json()["expires_at"].is_string()) << preview.body;
   }
   EXPECT_EQ(Team(*ada)["members"].size(), 1u);
   EXPECT_EQ(Team(*ada)["invites"].size(), 1u);
-  // Another site's form is refused.
-  auto forged = gus->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded",
-                          {"Origin: https://evil.example"});
-  EXPECT_EQ(forged.status, 403);
-  // Signed out: the page says to sign in, and the invitation stays.
-  auto anon = Browser();
-  auto signed_out = anon->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded");
-  EXPECT_EQ(signed_out.status, 401);
+  ExpectProblem(anon->PostJson("/api/v1/team/invites/preview", {{"token", "not-a-token"}}), 410,
+                "invite_gone");
+  ExpectProblem(anon->PostJson("/api/v1/team/invites/preview", json::object()), 400,
+                "invalid_field");
+  // Signed out, accepting is refused and the invitation stays.
+  ExpectProblem(anon->PostJson("/api/v1/team/invites/accept", {{"token", token}}), 401,
+                "unauthenticated");
   EXPECT_EQ(Team(*ada)["members"].size(), 1u);
-  // The button, signed in as the invited address, accepts.
-  auto pressed = gus->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded");
-  EXPECT_EQ(pressed.status, 200) << pressed.body;
+  // Another site's request with gus's cookie is refused.
+  ExpectProblem(gus->PostJson("/api/v1/team/invites/accept", {{"token", token}},
+                              {"Origin: https://evil.example"}),
+                403, "origin_mismatch");
+  EXPECT_EQ(Team(*ada)["members"].size(), 1u);
+  // The page's button, signed in as the invited address, accepts; the link is then gone.
+  ASSERT_EQ(gus->PostJson("/api/v1/team/invites/accept", {{"token", token}}).status, 200);
   EXPECT_EQ(Team(*ada)["members"].size(), 2u);
-  auto twice = gus->Post(kInvitePath, "token=" + token, "application/x-www-form-urlencoded");
-  EXPECT_EQ(twice.status, 410);
+  ExpectProblem(gus->PostJson("/api/v1/team/invites/preview", {{"token", token}}), 410,
+                "invite_gone");
+  ExpectProblem(gus->PostJson("/api/v1/team/invites/accept", {{"token", token}}), 410,
+                "invite_gone");
 }
 
 TEST_F(TeamsApiTest, TheLastOwnerCanNeitherLeaveNorBeRemovedNorDemoted) {

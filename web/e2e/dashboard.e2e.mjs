@@ -27,6 +27,7 @@ let page;
 let key;
 const a11y = [];
 let navigations = 0;
+const scripts = [];  // every script the first person's pages loaded
 let failed = false;
 
 /** Runs `body` unless an earlier step failed (the story cannot go on). */
@@ -52,6 +53,10 @@ async function checkA11y(label) {
   a11y.push(...(await seriousA11yViolations(page, label)));
 }
 
+async function checkA11yOf(p, label) {
+  a11y.push(...(await seriousA11yViolations(p, label)));
+}
+
 function card(name) {
   return page.locator(`article[data-instance="${name}"]`);
 }
@@ -65,6 +70,9 @@ before(async () => {
   page.on('framenavigated', (frame) => {
     if (frame === page.mainFrame()) navigations++;
   });
+  page.on('request', (r) => {
+    if (r.resourceType() === 'script') scripts.push(r.url());
+  });
   page.on('console', (m) => {
     if (m.type() === 'error' && /Content Security Policy|Refused to/.test(m.text())) {
       a11y.push(`CSP: ${m.text()}`);  // reported with the other page checks
@@ -73,6 +81,7 @@ before(async () => {
 });
 
 after(async () => {
+  await member?.context.close();
   await browser?.close();
 });
 
@@ -108,7 +117,7 @@ step('sign up, confirm the address from the mail, land on the instances', async 
   await page.getByLabel(/Password/).fill(PASSWORD);
   await page.getByRole('button', { name: /Confirm and sign in/ }).click();
   await page.waitForURL(`${env.url}/`);
-  await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  await page.getByRole('heading', { name: 'Instances', exact: true }).waitFor();
   await page.getByRole('heading', { name: 'No instances yet' }).waitFor();
   await page.getByText('Live', { exact: true }).waitFor();
   assert.equal(await page.locator('.user-button .email').textContent(), EMAIL);
@@ -340,6 +349,226 @@ step('delete asks first, naming the instance, then the card goes', async () => {
   assert.equal(left.total, 0);
 });
 
+/** Opens `label` from the user menu of `p` (signed in as `email`) and waits for its path. */
+async function openFromMenu(p, email, label, path) {
+  await p.getByRole('button', { name: email }).click();
+  await p.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: label }).click();
+  await p.waitForURL(`${env.url}${path}`);
+}
+
+step('the usage page: the deleted sessions with duration and cost, the queue history, the chart', async () => {
+  // The chart's chunk (uPlot) is not part of a first visit: nothing has loaded it so far.
+  assert.deepEqual(scripts.filter((u) => /UsageChart|uPlot/i.test(u)), [], 'the chart was loaded before the usage page');
+  await openFromMenu(page, EMAIL, 'Usage', '/usage');
+  await page.getByRole('heading', { name: 'Usage', level: 1 }).waitFor();
+  const alpha = page.locator('[data-testid="sessions"] tr[data-session="web-alpha"]');
+  await alpha.waitFor();
+  const alphaText = (await alpha.textContent()).replace(/\s+/g, ' ');
+  assert.doesNotMatch(alphaText, /active/, 'web-alpha was deleted: its session has ended');
+  assert.match(await alpha.getByTestId('duration').textContent(), /min|under a minute/);
+  assert.match(await alpha.getByTestId('cost').textContent(), /\d.*\d+ minutes?/);
+  const instances = await (await page.request.get(`${env.url}/api/v1/usage/sessions`)).json();
+  const row = instances.items.find((i) => i.name === 'web-alpha');
+  assert.ok(alphaText.includes(row.instance_id), 'the instance id is shown');
+  await page.locator('[data-testid="sessions"] tr[data-session="web-beta"]').waitFor();
+  // The queue history, newest first: web-gamma left the queue, web-beta was launched from it.
+  const queue = page.getByTestId('queue-history');
+  assert.match(await queue.locator('tr[data-queue-entry="web-gamma"]').getByTestId('outcome').textContent(), /cancelled/);
+  assert.match(await queue.locator('tr[data-queue-entry="web-beta"]').getByTestId('outcome').textContent(), /launched/);
+  // The chart of the last 30 days, loaded now, from its own chunk.
+  await page.locator('[data-testid="usage-chart"] canvas').first().waitFor();
+  assert.ok(scripts.some((u) => /UsageChart/.test(u)), 'the chart came from its own chunk');
+  assert.match(await page.getByTestId('daily-summary').textContent(), /[1-9]\d* billed minutes? on [12] days?/);
+  await page.getByRole('button', { name: 'Refresh the sessions' }).click();
+  await alpha.waitFor();
+  await checkA11y('usage');
+  await screenshots(page, 'usage');
+});
+
+step('the billing page: the card the operator recorded, labelled so, and the running total', async () => {
+  await openFromMenu(page, EMAIL, 'Billing', '/billing');
+  await page.getByRole('heading', { name: 'Billing', level: 1 }).waitFor();
+  assert.match(await page.getByTestId('payment-method').textContent(), /Visa ending 4242/);
+  await page.getByText(/Recorded by the operator/).waitFor();
+  assert.match(await page.getByTestId('running-total').textContent(), /\d/);
+  await page.getByText(/No invoices yet/).waitFor();
+  await checkA11y('billing');
+  await screenshots(page, 'billing');
+  // Removing asks first and says what it means; cancelled here (the card pays for what follows).
+  await page.getByRole('button', { name: 'Remove payment method' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Remove the payment method?' });
+  await dialog.waitFor();
+  assert.match(await dialog.textContent(), /Running instances keep running/);
+  await checkA11y('billing-remove-confirmation');
+  await screenshots(page, 'billing-remove-confirmation');
+  await dialog.getByRole('button', { name: 'Cancel' }).click();
+  await dialog.waitFor({ state: 'detached' });
+});
+
+/** The stand-in's Checkout Session `id` (its success_url and cancel_url are the server's). */
+async function checkoutSession(id) {
+  const all = await (await page.request.get(`${env.stripe}/_test/objects/checkout_sessions`)).json();
+  return all.data.find((s) => s.id === id);
+}
+
+step('a card through Stripe Checkout: cancelled comes back and says so; paid puts it on file', async () => {
+  // "Replace card" opens Stripe's page (here the stand-in's): the browser leaves the app.
+  await page.getByRole('button', { name: 'Replace card' }).click();
+  await page.waitForURL(`${env.stripe}/c/pay/**`);
+  let id = new URL(page.url()).pathname.split('/').pop();
+  let session = await checkoutSession(id);
+  assert.equal(session.mode, 'setup');
+  assert.equal(session.success_url, `${env.url}/billing?card_setup=done`);
+  // The person cancels on Stripe's page, which sends the browser to the cancel URL.
+  await page.goto(session.cancel_url);
+  await page.getByText('Card setup cancelled: nothing was added or charged.').waitFor();
+  assert.equal(new URL(page.url()).search, '', 'the page keeps no card_setup in the address');
+  assert.match(await page.getByTestId('payment-method').textContent(), /Visa ending 4242/);
+  await checkA11y('billing-card-setup-cancelled');
+  await screenshots(page, 'billing-card-setup-cancelled');
+
+  // Again, and this time the card is entered: the stand-in completes the session and sends its
+  // signed webhooks to the server, then the browser follows the success URL as Stripe's would.
+  await page.getByRole('button', { name: 'Replace card' }).click();
+  await page.waitForURL(`${env.stripe}/c/pay/**`);
+  id = new URL(page.url()).pathname.split('/').pop();
+  const paid = await page.request.post(`${env.stripe}/_test/checkout/sessions/${id}/complete`, {
+    data: { card: { brand: 'mastercard', last4: '4444', exp_month: 11, exp_year: 2031 }, deliver: true },
+  });
+  assert.equal(paid.status(), 200);
+  for (const d of (await paid.json()).deliveries) assert.equal(d.status, 200);
+  session = await checkoutSession(id);
+  await page.goto(session.success_url);
+  await page.getByText('Card added: Mastercard ending 4444. You can launch instances now.').waitFor({ timeout: 70000 });
+  assert.match(await page.getByTestId('payment-method').textContent(), /Mastercard ending 4444/);
+  await page.getByText(/Held by Stripe/).waitFor();
+  await checkA11y('billing-card-added');
+  await screenshots(page, 'billing-card-added');
+});
+
+let member;  // the second person's browser context and page
+const MEMBER = 'bob@example.test';
+
+step('team: create, invite by email, revoke; the invitee opens the mailed link signed out', async () => {
+  await openFromMenu(page, EMAIL, 'Team', '/team');
+  await page.getByRole('heading', { name: 'You are not in a team' }).waitFor();
+  await checkA11y('team-none');
+  await screenshots(page, 'team-none');
+  await page.getByLabel('Team name').fill('Lab');
+  await page.getByRole('button', { name: 'Create team' }).click();
+  await page.locator(`tr[data-member="${EMAIL}"]`).waitFor();
+  assert.match(await page.locator(`tr[data-member="${EMAIL}"]`).textContent(), /owner/);
+
+  // An invitation revoked at once: its row goes.
+  await page.getByLabel('Email address').fill('carol@example.test');
+  await page.getByRole('button', { name: 'Send invite' }).click();
+  const carol = page.locator('tr[data-invite="carol@example.test"]');
+  await carol.waitFor();
+  await carol.getByRole('button', { name: 'Revoke the invitation to carol@example.test' }).click();
+  await carol.waitFor({ state: 'detached' });
+
+  await page.getByLabel('Email address').fill(MEMBER);
+  await page.getByRole('button', { name: 'Send invite' }).click();
+  await page.locator(`tr[data-invite="${MEMBER}"]`).waitFor();
+  await checkA11y('team-owner');
+  await screenshots(page, 'team-owner');
+
+  // The mail's link opens the app's page; signed out it names the team and asks to sign in.
+  const link = await mailedLink(MEMBER, '/team/accept');
+  const context2 = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  member = { context: context2, page: await context2.newPage(), link };
+  const p = member.page;
+  await p.goto(link);
+  await p.getByRole('heading', { name: 'Join Lab' }).waitFor();
+  assert.ok((await p.textContent('main')).includes(MEMBER), 'the page names the invited address');
+  await p.getByRole('link', { name: 'Sign in to accept' }).waitFor();
+  await checkA11yOf(p, 'team-accept-signed-out');
+  await screenshots(p, 'team-accept-signed-out');
+  // Opening the link accepted nothing.
+  const team = await (await page.request.get(`${env.url}/api/v1/team`)).json();
+  assert.equal(team.members.length, 1);
+  assert.equal(team.invites.length, 1);
+});
+
+step('the invitee signs up with that address, accepts with the button, launches billed to the team', async () => {
+  const p = member.page;
+  await p.getByRole('link', { name: 'Create an account' }).click();
+  await p.waitForURL(/\/sign-up$/);
+  await p.getByLabel('Email').fill(MEMBER);
+  await p.getByLabel('Password').fill(PASSWORD);
+  await p.getByRole('button', { name: 'Create account' }).click();
+  await p.getByRole('heading', { name: 'Check your mail' }).waitFor();
+  await p.goto(await mailedLink(MEMBER, '/auth/prove-address'));
+  await p.getByLabel(/Password/).fill(PASSWORD);
+  await p.getByRole('button', { name: /Confirm and sign in/ }).click();
+  await p.waitForURL(`${env.url}/`);
+
+  await p.goto(member.link);
+  const join = p.getByRole('button', { name: 'Join Lab' });
+  await join.waitFor();
+  await checkA11yOf(p, 'team-accept');
+  await screenshots(p, 'team-accept');
+  await join.click();
+  await p.getByRole('heading', { name: 'Welcome to Lab' }).waitFor();
+  await screenshots(p, 'team-accept-done');
+  await p.getByRole('button', { name: 'Open the team page' }).click();
+  await p.waitForURL(`${env.url}/team`);
+  await p.locator(`tr[data-member="${MEMBER}"]`).waitFor();
+  assert.equal(await p.getByRole('button', { name: 'Send invite' }).count(), 0, 'a member cannot invite');
+  await checkA11yOf(p, 'team-member');
+  await screenshots(p, 'team-member');
+
+  // The member launches, billed to the team (whose card the owner brought along).
+  const bobKey = await sshKeygen('bob_ed25519');
+  await p.getByRole('button', { name: 'New instance' }).first().click();
+  const panel = p.getByRole('dialog', { name: 'New instance' });
+  await panel.getByRole('heading', { name: 'Add an SSH key' }).waitFor();
+  await panel.getByLabel('Key name').fill('bob-laptop');
+  await panel.getByLabel('Public key').fill(bobKey.publicLine);
+  await panel.getByRole('button', { name: 'Save key' }).click();
+  await panel.getByRole('heading', { name: 'Add an SSH key' }).waitFor({ state: 'detached' });
+  await panel.getByLabel('Name').fill('bob-one');
+  await panel.getByRole('button', { name: 'Launch instance' }).click();
+  await panel.waitFor({ state: 'detached' });
+  await p.locator('article[data-instance="bob-one"] .badge[data-status="running"]').waitFor({ timeout: 240000 });
+});
+
+step('the owner sees the member\'s minutes; the member sees "billing managed by" and no card', async () => {
+  const bobRow = page.locator(`[data-testid="team-usage"] tr[data-person="${MEMBER}"]`);
+  await eventually(async () => {
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    return (await bobRow.count()) === 1 && Number(await bobRow.getByTestId('member-minutes').textContent()) >= 1;
+  }, 20000, 'the member\'s minutes on the owner\'s team page');
+  assert.match(await page.locator(`tr[data-member="${MEMBER}"]`).textContent(), /member/);
+  await checkA11y('team-owner-usage');
+  await screenshots(page, 'team-owner-usage');
+
+  const p = member.page;
+  await openFromMenu(p, MEMBER, 'Billing', '/billing');
+  const managed = p.getByTestId('billing-managed');
+  await managed.waitFor();
+  assert.match(await managed.textContent(), /Billing managed by Lab/);
+  assert.doesNotMatch(await p.textContent('main'), /4242|Visa/, 'a member sees no card facts');
+  await checkA11yOf(p, 'billing-member');
+  await screenshots(p, 'billing-member');
+});
+
+step('the owner removes the member after a confirmation; the member\'s team instance goes', async () => {
+  await page.locator(`tr[data-member="${MEMBER}"]`).getByRole('button', { name: `Remove ${MEMBER}` }).click();
+  const dialog = page.getByRole('dialog', { name: `Remove ${MEMBER}?` });
+  await dialog.waitFor();
+  assert.match(await dialog.textContent(), /billed to the team are deleted/);
+  await checkA11y('team-remove-confirmation');
+  await screenshots(page, 'team-remove-confirmation');
+  await dialog.getByRole('button', { name: 'Remove member' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await page.locator(`tr[data-member="${MEMBER}"]`).waitFor({ state: 'detached' });
+  await eventually(async () => (await (await member.page.request.get(`${env.url}/api/v1/instances`)).json()).total === 0,
+    120000, 'the removed member\'s team instance deleted');
+  await member.context.close();
+  member = undefined;
+});
+
 step('sign out from the user menu under the email', async () => {
   await page.getByRole('button', { name: EMAIL }).click();
   await page.getByRole('button', { name: 'Sign out' }).click();
@@ -358,7 +587,7 @@ step('signed out: a magic link signs in after its button; forgot password mails 
   assert.equal((await page.request.get(`${env.url}/api/v1/me`)).status(), 401);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.waitForURL(`${env.url}/`);
-  await page.getByRole('heading', { name: 'Instances' }).waitFor();
+  await page.getByRole('heading', { name: 'Instances', exact: true }).waitFor();
   await page.getByRole('button', { name: EMAIL }).click();
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.waitForURL(/\/sign-in$/);

@@ -1,7 +1,7 @@
 // What the dashboard's browser tests share: the platform the C++ harness started
 // (tests/e2e/dashboard_e2e_test.cc hands it over in the environment), Debian's Chromium through
-// playwright-core, mail read from the server's Maildir, axe-core, screenshots, and the real
-// ssh-keygen, ssh and gpuwerk CLI.
+// playwright-core, mail read from the folder of the SMTP sink the harness runs (a Maildir works
+// too), axe-core, screenshots, and the real ssh-keygen, ssh and gpuwerk CLI.
 import { execFile } from 'node:child_process';
 import net from 'node:net';
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -27,6 +27,7 @@ export const env = {
   gpuwerk: need('GPUWERK_BIN'),
   operatorEmail: need('DASHBOARD_OPERATOR_EMAIL'),
   operatorPassword: need('DASHBOARD_OPERATOR_PASSWORD'),
+  stripe: need('DASHBOARD_STRIPE_URL'),  // the Stripe stand-in (tests/support/stripe_stand_in.py)
   chromium: process.env.CHROMIUM || '/usr/bin/chromium',
 };
 mkdirSync(env.artifacts, { recursive: true });
@@ -75,9 +76,10 @@ function textPart(raw) {
   return content;
 }
 
-function mailsTo(address) {
-  const out = [];
-  for (const sub of ['new', 'cur']) {
+/** The mail files in the mail folder: the SMTP sink's DIR/*.eml, or a Maildir's new/ and cur/. */
+function mailFiles() {
+  const files = [];
+  for (const sub of ['', 'new', 'cur']) {
     let names = [];
     try {
       names = readdirSync(join(env.mailDir, sub));
@@ -85,14 +87,23 @@ function mailsTo(address) {
       continue;
     }
     for (const name of names) {
+      if (name.startsWith('.') || name.endsWith('.json')) continue;  // the sink's temp and envelope files
       const file = join(env.mailDir, sub, name);
-      const raw = readFileSync(file, 'utf8');
-      const to = /^to:(.*)$/im.exec(raw.split(/\r?\n\r?\n/)[0] ?? '');
-      if (!to || !to[1].toLowerCase().includes(address.toLowerCase())) continue;
-      out.push({ file, time: statSync(file).mtimeMs, text: textPart(raw) });
+      if (statSync(file).isFile()) files.push(file);
     }
   }
-  return out.sort((a, b) => a.time - b.time);
+  return files;
+}
+
+function mailsTo(address) {
+  const out = [];
+  for (const file of mailFiles()) {
+    const raw = readFileSync(file, 'utf8');
+    const to = /^to:(.*)$/im.exec(raw.split(/\r?\n\r?\n/)[0] ?? '');
+    if (!to || !to[1].toLowerCase().includes(address.toLowerCase())) continue;
+    out.push({ file, time: statSync(file).mtimeMs, text: textPart(raw) });
+  }
+  return out.sort((a, b) => a.time - b.time || a.file.localeCompare(b.file));
 }
 
 /** The newest link to `path` mailed to `address` (waits up to 30 s for it). */

@@ -50,3 +50,9 @@ export function formatDuration(seconds: number): string {
   if (hours < 48) return `${hours} h ${String(minutes % 60).padStart(2, '0')} min`;
   return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
+
+/** The browser's time zone as the pages label their times: "times in Europe/Berlin". */
+export function zoneLabel(): string {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  return zone ? `times in ${zone}` : "times in your browser's zone";
+}

@@ -3,7 +3,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import routes from './routes.json';
 
-export type PagePath = '/' | '/sign-in' | '/sign-up' | '/forgot-password';
+export type PagePath = '/' | '/sign-in' | '/sign-up' | '/forgot-password' | '/billing' | '/team' | '/team/accept' | '/usage';
 
 export const PAGES: readonly string[] = routes.paths;
 

@@ -19,11 +19,52 @@ export interface Me {
   };
 }
 
-export interface Billing {
-  account: { id: string; kind: 'solo' | 'team'; name: string; may_manage?: boolean };
+export interface AmountTotal {
+  currency: string;
+  amount_minor: number;
+  amount: string;
+}
+
+export interface PaymentMethod {
+  /** "manual" (recorded by the operator) or "stripe"; a team member sees only this. */
   provider: string;
-  payment_method: { brand: string | null; last4: string | null; description?: string } | null;
-  how_to_add?: string;
+  brand: string | null;
+  last4: string | null;
+  exp_month: number | null;
+  exp_year: number | null;
+  description: string;
+  created_at: string | null;
+}
+
+export interface Billing {
+  account: { id: string; kind: 'solo' | 'team'; name: string; may_manage: boolean };
+  provider: string;
+  payment_method: PaymentMethod | null;
+  how_to_add: string | null;
+  current_month: { month: string; totals: AmountTotal[]; as_of: string } | null;
+}
+
+export interface InvoiceLine {
+  billing_session_id: string;
+  instance_id: string;
+  instance_name: string;
+  gpu_type: string;
+  person_id: string;
+  minutes: number;
+  price_minor_per_hour: number;
+  amount_minor: number;
+  currency: string;
+  amount: string;
+}
+
+export interface Invoice {
+  id: string;
+  month: string;
+  currency: string;
+  total_minor: number;
+  total: string;
+  created_at: string;
+  lines: InvoiceLine[];
 }
 
 export type InstanceStatus =
@@ -90,13 +131,33 @@ export interface SshKey {
 
 export interface UsageSession {
   billing_session_id: string;
+  name: string;
   instance_id: string;
+  gpu_type: string;
   started_at: string;
+  ended_at: string | null;
   active: boolean;
+  duration_seconds: number;
+  billed_seconds: number;
   minutes: number;
   amount_minor: number;
   currency: string;
   amount?: string;
+}
+
+/** GET /api/v1/usage/queue: a queue entry with how long it waited and how it ended. */
+export interface QueueHistoryEntry extends QueueEntry {
+  wait_seconds: number;
+  outcome: 'launched' | 'cancelled' | 'waiting';
+  instance: { id: string } | null;
+}
+
+/** GET /api/v1/usage/daily */
+export interface DailyUsage {
+  utc_offset: string;
+  utc_offset_minutes: number;
+  as_of: string;
+  days: { date: string; start: string; minutes: number; totals: AmountTotal[] }[];
 }
 
 export interface Page<T> {
@@ -106,4 +167,46 @@ export interface Page<T> {
   total?: number;
   next?: string;
   prev?: string;
+}
+
+export interface TeamMember {
+  person_id: string;
+  email: string;
+  role: 'owner' | 'member';
+  joined_at: string;
+}
+
+export interface TeamInvite {
+  id: string;
+  email: string;
+  invited_by: string;
+  created_at: string;
+  sent_at: string;
+  expires_at: string;
+}
+
+export interface Team {
+  id: string;
+  name: string;
+  created_at: string;
+  my_role: 'owner' | 'member';
+  members: TeamMember[];
+  /** Owners only. */
+  invites?: TeamInvite[];
+}
+
+export interface TeamUsage {
+  team_id: string;
+  team_name: string;
+  month: string;
+  closed: boolean;
+  as_of: string;
+  people: { person_id: string; label: string; member: boolean; minutes: number; amount_minor: number; currency: string; amount: string }[];
+  totals: AmountTotal[];
+}
+
+export interface InvitePreview {
+  team_name: string;
+  email: string;
+  expires_at: string;
 }

@@ -7,9 +7,16 @@ import { navigate, usePath } from '../router';
 import type { Me } from '../types';
 import { ForgotPasswordPage, SignInPage, SignUpPage } from './AuthPages';
 import { Header } from './Header';
+import { AcceptInvitePage } from './AcceptInvitePage';
+import { Banners } from './Banners';
+import { BillingPage } from './BillingPage';
 import { InstancesPage } from './InstancesPage';
+import { TeamPage } from './TeamPage';
+import { UsagePage } from './UsagePage';
 
 const SIGNED_OUT_PAGES = new Set(['/sign-in', '/sign-up', '/forgot-password']);
+/** Pages for the signed-in and the signed-out alike: the invitation link's landing page. */
+const EITHER_PAGES = new Set(['/team/accept']);
 
 type Session = { state: 'loading' } | { state: 'out' } | { state: 'in'; me: Me };
 
@@ -36,8 +43,9 @@ export function App() {
 
   // Where the path and the session disagree, go where the person can act.
   useEffect(() => {
+    if (EITHER_PAGES.has(path)) return;
     if (session.state === 'out' && !SIGNED_OUT_PAGES.has(path)) {
-      const next = path === '/' ? '' : `?next=${encodeURIComponent(path)}`;
+      const next = path === '/' ? '' : `?next=${encodeURIComponent(path + location.search)}`;
       navigate(`/sign-in${next}`, true);
     } else if (session.state === 'in' && SIGNED_OUT_PAGES.has(path)) {
       navigate('/', true);
@@ -65,6 +73,10 @@ export function App() {
     );
   }
 
+  if (path === '/team/accept') {
+    return <AcceptInvitePage me={session.state === 'in' ? session.me : null} onJoined={refreshMe} />;
+  }
+
   if (session.state === 'out') {
     const signedIn = () => void refreshMe();
     if (path === '/sign-up') return <SignUpPage />;
@@ -74,7 +86,8 @@ export function App() {
 
   if (SIGNED_OUT_PAGES.has(path)) return null;  // being redirected
   return (
-    <InstancesFrame
+    <SignedInFrame
+      path={path}
       me={session.me}
       refreshMe={refreshMe}
       onSignedOut={() => setSession({ state: 'out' })}
@@ -82,9 +95,19 @@ export function App() {
   );
 }
 
-function InstancesFrame(props: { me: Me; refreshMe: () => Promise<void>; onSignedOut: () => void }) {
+/**
+ * The frame of every signed-in page: the header (with "New instance", which opens the create
+ * panel on the instances page) and the notices above the page, then the page the path names.
+ */
+function SignedInFrame(props: {
+  path: string;
+  me: Me;
+  refreshMe: () => Promise<void>;
+  onSignedOut: () => void;
+}) {
   const [creating, setCreating] = useState(false);
   const [stream, setStream] = useState<'connecting' | 'live' | 'reconnecting'>('connecting');
+  const onInstances = props.path === '/';
   return (
     <>
       <a class="skip-link" href="#main">
@@ -92,18 +115,30 @@ function InstancesFrame(props: { me: Me; refreshMe: () => Promise<void>; onSigne
       </a>
       <Header
         me={props.me}
-        stream={stream}
-        onNewInstance={() => setCreating(true)}
+        stream={onInstances ? stream : undefined}
+        onNewInstance={() => {
+          if (!onInstances) navigate('/');
+          setCreating(true);
+        }}
         onSignedOut={props.onSignedOut}
       />
-      <InstancesPage
-        me={props.me}
-        refreshMe={props.refreshMe}
-        creating={creating}
-        setCreating={setCreating}
-        onStreamState={setStream}
-        onSignedOut={props.onSignedOut}
-      />
+      {props.path === '/billing' ? null : <Banners me={props.me} refreshMe={props.refreshMe} />}
+      {props.path === '/billing' ? (
+        <BillingPage me={props.me} refreshMe={props.refreshMe} />
+      ) : props.path === '/team' ? (
+        <TeamPage me={props.me} refreshMe={props.refreshMe} />
+      ) : props.path === '/usage' ? (
+        <UsagePage />
+      ) : (
+        <InstancesPage
+          me={props.me}
+          refreshMe={props.refreshMe}
+          creating={creating}
+          setCreating={setCreating}
+          onStreamState={setStream}
+          onSignedOut={props.onSignedOut}
+        />
+      )}
     </>
   );
 }
@@ -116,6 +151,14 @@ function titleFor(path: string): string {
       return 'Sign up · gpuwerk';
     case '/forgot-password':
       return 'Set a new password · gpuwerk';
+    case '/billing':
+      return 'Billing · gpuwerk';
+    case '/team':
+      return 'Team · gpuwerk';
+    case '/usage':
+      return 'Usage · gpuwerk';
+    case '/team/accept':
+      return 'Team invitation · gpuwerk';
     default:
       return 'Instances · gpuwerk';
   }

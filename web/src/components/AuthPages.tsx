@@ -1,6 +1,7 @@
 // Sign in (password or a mailed magic link), sign up, and asking for a password link. The pages
-// that mailed links open (/auth/magic-link, /auth/reset-password, /auth/prove-address,
-// /team/accept) are the server's own: a GET shows a button, so a mail scanner uses nothing up.
+// that the account mails' links open (/auth/magic-link, /auth/reset-password,
+// /auth/prove-address) are the server's own: a GET shows a button, so a mail scanner uses nothing
+// up. The team invitation's page is the app's (AcceptInvitePage), under the same rule.
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
@@ -47,6 +48,13 @@ function retryText(e: unknown): string {
   return messageOf(e);
 }
 
+/** Where a sign-in goes on: `next` when it is one of the app's pages (its query kept), else `/`. */
+function nextPage(next: string | null): string {
+  if (!next || !next.startsWith('/') || next.startsWith('//')) return '/';
+  const path = next.split(/[?#]/, 1)[0];
+  return PAGES.includes(path) ? next : '/';
+}
+
 export function SignInPage(props: { onSignedIn: () => void }) {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
@@ -63,8 +71,7 @@ export function SignInPage(props: { onSignedIn: () => void }) {
     setBusy(true);
     try {
       await api('POST', '/api/v1/auth/login', { email: email.trim(), password });
-      const next = new URLSearchParams(location.search).get('next');
-      navigate(next && PAGES.includes(next) ? next : '/', true);
+      navigate(nextPage(new URLSearchParams(location.search).get('next')), true);
       props.onSignedIn();
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_email') setEmailError(e.message);

@@ -1,5 +1,6 @@
-// The header of signed-in pages: the brand, whether the live stream is connected, "New instance"
-// and the user menu under the person's email (sign out; billing, team and usage join it later).
+// The header of signed-in pages: the brand, whether the live stream is connected (on the
+// instances page, which holds it), "New instance" and the user menu under the person's email
+// (instances, billing, team, usage, sign out).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { navigate, onLinkClick } from '../router';
@@ -7,7 +8,7 @@ import type { Me } from '../types';
 
 export function Header(props: {
   me: Me;
-  stream: 'connecting' | 'live' | 'reconnecting';
+  stream?: 'connecting' | 'live' | 'reconnecting';
   onNewInstance: () => void;
   onSignedOut: () => void;
 }) {
@@ -19,10 +20,12 @@ export function Header(props: {
         <span class="logo-mark" aria-hidden="true" />
         gpuwerk
       </a>
-      <span class={`stream stream-${props.stream}`} role="status" title="Updates arrive as they happen">
-        <span class="dot" aria-hidden="true" />
-        <span class="stream-text">{streamText}</span>
-      </span>
+      {props.stream ? (
+        <span class={`stream stream-${props.stream}`} role="status" title="Updates arrive as they happen">
+          <span class="dot" aria-hidden="true" />
+          <span class="stream-text">{streamText}</span>
+        </span>
+      ) : null}
       <div class="top-actions">
         <button type="button" class="primary" onClick={props.onNewInstance}>
           New instance
@@ -32,6 +35,14 @@ export function Header(props: {
     </header>
   );
 }
+
+/** The pages the user menu leads to, in its order. */
+const MENU_PAGES: ReadonlyArray<readonly [string, string]> = [
+  ['/', 'Instances'],
+  ['/billing', 'Billing'],
+  ['/team', 'Team'],
+  ['/usage', 'Usage'],
+];
 
 function UserMenu(props: { me: Me; onSignedOut: () => void }) {
   const [open, setOpen] = useState(false);
@@ -99,6 +110,22 @@ function UserMenu(props: { me: Me; onSignedOut: () => void }) {
               </>
             ) : null}
           </p>
+          <nav aria-label="Pages">
+            {MENU_PAGES.map(([path, label]) => (
+              <a
+                key={path}
+                class="menu-item"
+                href={path}
+                aria-current={location.pathname === path ? 'page' : undefined}
+                onClick={(e) => {
+                  setOpen(false);
+                  onLinkClick(e, path);
+                }}
+              >
+                {label}
+              </a>
+            ))}
+          </nav>
           <button type="button" class="menu-item" onClick={() => void signOut()}>
             Sign out
           </button>

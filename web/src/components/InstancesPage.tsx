@@ -1,9 +1,9 @@
 // The instances grid: live instances and dashed queued cards, kept current by the event stream
-// (events.ts); the payment banner; the create panel; the delete confirmation.
+// (events.ts); the create panel; the delete confirmation.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
 import { openEventStream, type StreamState } from '../events';
-import type { Billing, Instance, Me, Page, QueueEntry, UsageSession } from '../types';
+import type { Instance, Me, Page, QueueEntry, UsageSession } from '../types';
 import { CreatePanel } from './CreatePanel';
 import { ConfirmDialog } from './Dialog';
 import { InstanceCard } from './InstanceCard';
@@ -185,7 +185,6 @@ export function InstancesPage(props: {
 
   return (
     <>
-      <Banners me={props.me} refreshMe={props.refreshMe} />
       <main id="main" class="page">
         <div class="page-head">
           <h1>Instances</h1>
@@ -288,77 +287,6 @@ export function InstancesPage(props: {
           onConfirm={() => void remove(confirm)}
           onCancel={() => setConfirm(null)}
         />
-      ) : null}
-    </>
-  );
-}
-
-/** The notices above the grid: an unconfirmed address, and no payment method on file. */
-function Banners(props: { me: Me; refreshMe: () => Promise<void> }) {
-  const me = props.me;
-  const [billing, setBilling] = useState<Billing | null>(null);
-  const [error, setError] = useState('');
-  const missingCard = !me.billing.payment_method_on_file;
-
-  useEffect(() => {
-    if (!missingCard) return;
-    void api<Billing>('GET', '/api/v1/billing').then(setBilling, () => {});
-    // The operator may record a card meanwhile (manual provider): look again now and then.
-    const t = setInterval(() => void props.refreshMe(), 15000);
-    const onFocus = () => void props.refreshMe();
-    addEventListener('focus', onFocus);
-    return () => {
-      clearInterval(t);
-      removeEventListener('focus', onFocus);
-    };
-  }, [missingCard]);
-
-  const addCard = async () => {
-    setError('');
-    try {
-      const r = await api<{ url: string }>('POST', '/api/v1/billing/card-setup');
-      location.assign(r.url);
-    } catch (e) {
-      setError(messageOf(e));
-    }
-  };
-
-  const member = me.billing.account.kind === 'team' && me.role !== 'owner';
-  return (
-    <>
-      {!me.email_proven ? (
-        <div class="banner warn" role="region" aria-label="Address not confirmed">
-          <p>
-            Confirm your address to launch instances and add keys: open the link mailed to{' '}
-            <strong>{me.email}</strong>.
-          </p>
-        </div>
-      ) : null}
-      {missingCard ? (
-        <div class="banner danger" role="region" aria-label="Payment method">
-          {member ? (
-            <p>
-              Billing is managed by <strong>{me.billing.account.name}</strong>. Launching and
-              restarting wait until its owner adds a payment method.
-            </p>
-          ) : (
-            <>
-              <p>
-                <strong>No payment method on file.</strong> Launching and restarting instances need
-                one; joining a queue does not.{' '}
-                {billing?.provider === 'manual' || me.billing.provider === 'manual'
-                  ? billing?.how_to_add ?? 'This server records cards by hand: ask its operator to add yours.'
-                  : null}
-              </p>
-              {me.billing.provider !== 'manual' ? (
-                <button type="button" class="light" onClick={() => void addCard()}>
-                  Add a card
-                </button>
-              ) : null}
-            </>
-          )}
-          {error ? <p role="alert">{error}</p> : null}
-        </div>
       ) : null}
     </>
   );
