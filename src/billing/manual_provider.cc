@@ -19,8 +19,8 @@ std::string ManualProvider::HowToAddPaymentMethod(bool may_manage) const {
   }
   // Said to the person, who is not the operator: the operator's own command is theirs to know
   // (the dashboard shows it to operators only, with their address filled in).
-  return "This server's operator records payment methods (manual billing): ask them to record a "
-         "card for your account.";
+  return "This server's operator records payment methods (manual billing): ask your operator to "
+         "record a card for your account.";
 }
 
 core::Result<CardSetup> ManualProvider::BeginCardSetup(const CardSetupRequest&) {
