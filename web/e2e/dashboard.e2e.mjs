@@ -674,6 +674,30 @@ step('signed out: a magic link signs in after its button; forgot password mails 
   assert.match(await mailedLink(EMAIL, '/auth/reset-password'), /token=/);
 });
 
+step('an operator without a card is shown set-card with their own address, its words whole', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 375, height: 812 } });
+  try {
+    const p = await ctx.newPage();
+    await p.goto(`${env.url}/sign-in`);
+    await p.getByLabel('Email').fill(env.operatorEmail);
+    await p.getByLabel('Password').fill(env.operatorPassword);
+    await p.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await p.getByRole('heading', { name: 'Instances', exact: true }).waitFor();
+    await p.goto(`${env.url}/billing`);
+    const line = p.getByTestId('operator-set-card');
+    await line.waitFor();
+    const text = (await line.textContent()).replace(/\s+/g, ' ');
+    assert.ok(text.includes(`gpuwerk admin billing set-card ${env.operatorEmail}`), text);
+    assert.doesNotMatch(text, /YOUR_EMAIL|EMAIL\b/);
+    const words = await line.evaluate((el) => [...el.querySelectorAll('.word')].map((w) => w.getClientRects().length));
+    assert.ok(words.length >= 8 && words.every((n) => n === 1), `words across lines: ${words}`);
+    await checkA11yOf(p, 'billing-operator');
+    await screenshots(p, 'billing-operator');
+  } finally {
+    await ctx.close();
+  }
+});
+
 test('no serious or critical accessibility violation and no blocked resource on any page', () => {
   assert.deepEqual(a11y, []);
 });
