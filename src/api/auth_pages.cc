@@ -128,9 +128,12 @@ Answer ResetPasswordForm(ApiContext& ctx, Call& call) {
 
 Answer AddressProofPage(ApiContext&, Call& call) {
   return LinkPage(call.req, "Confirm your address", "Confirm your address",
-                  "<p>Set the account's password to confirm that this address is yours. "
-                  "Whoever confirms it owns the account: any earlier password, API tokens and "
-                  "SSH keys of it are removed.</p>"
+                  "<p>One step left: type your password to confirm that this address is yours "
+                  "and sign in. Use the one you chose at sign-up, or choose one now if an "
+                  "operator invited you.</p>"
+                  "<p>Why again: whoever opens this mailed link owns the account, so the account "
+                  "keeps the password typed here, and any other password, API tokens and SSH keys "
+                  "set on it before are removed.</p>"
                   "<form method=\"post\" action=\"/auth/prove-address\">{}"
                   "<label>Password (at least 8 characters)"
                   "<input type=\"password\" name=\"password\" minlength=\"8\" required "

@@ -17,9 +17,10 @@ std::string ManualProvider::HowToAddPaymentMethod(bool may_manage) const {
   if (!may_manage) {
     return "Your team's owner manages its payment method: ask them to have one recorded.";
   }
+  // Said to the person, who is not the operator: the operator's own command is theirs to know
+  // (the dashboard shows it to operators only, with their address filled in).
   return "This server's operator records payment methods (manual billing): ask your operator to "
-         "record one for your account ('gpuwerk admin billing set-card YOUR_EMAIL --brand BRAND "
-         "--last4 NNNN --exp MM/YYYY'). Joining a queue needs none.";
+         "record a card for your account.";
 }
 
 core::Result<CardSetup> ManualProvider::BeginCardSetup(const CardSetupRequest&) {

@@ -85,7 +85,11 @@ TEST_F(PaymentMethodsTest, NoMethodMeansLaunchAndRestartAre402WithWhatToDo) {
   EXPECT_EQ(refused.error().code, core::ErrorCode::kPaymentRequired);
   EXPECT_EQ(refused.error().api_code, "payment_method_required");
   EXPECT_NE(refused.error().message.find("Launching"), std::string::npos);
-  EXPECT_NE(refused.error().message.find("gpuwerk admin billing set-card"), std::string::npos);
+  // What to do, said once and to the person: no operator command, no placeholder (a new user's
+  // trial found "set-card YOUR_EMAIL" and the queue sentence twice).
+  EXPECT_NE(refused.error().message.find("ask your operator to record a card"), std::string::npos);
+  EXPECT_EQ(refused.error().message.find("set-card"), std::string::npos);
+  EXPECT_EQ(refused.error().message.find("queue"), std::string::npos);
   EXPECT_EQ(refused.error().details["provider"], "manual");
   auto restart = Gate("per_a", "restart");
   ASSERT_FALSE(restart);

@@ -73,7 +73,9 @@ class PaymentProvider {
 
   /// What a person whose billing account has no payment method is told to do (the detail of a
   /// 402 payment_method_required, R-14), for a person who manages their account's method
-  /// (`may_manage`) or one who does not (a team member). One or two sentences.
+  /// (`may_manage`) or one who does not (a team member). One or two sentences, said once: the
+  /// 402's message puts it after "… needs a payment method …", so it does not repeat that, and it
+  /// holds no placeholder to fill in (nor the operator's own commands).
   virtual std::string HowToAddPaymentMethod(bool may_manage) const = 0;
 
   /// Starts adding (or replacing) the payment method of `request.account`: the page the person

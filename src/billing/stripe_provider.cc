@@ -56,8 +56,8 @@ std::string StripeProvider::HowToAddPaymentMethod(bool may_manage) const {
   if (!may_manage) {
     return "Your team's owner manages its payment method: ask them to add a card.";
   }
-  return "Add a card: 'gpuwerk billing add-card' (or POST /api/v1/billing/card-setup) opens "
-         "Stripe's card page.";
+  return "Add a card on the dashboard's billing page, or with 'gpuwerk billing add-card': "
+         "Stripe's page takes it.";
 }
 
 core::Result<std::string> StripeProvider::EnsureCustomer(const BillingAccount& account,

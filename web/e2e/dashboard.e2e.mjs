@@ -105,15 +105,39 @@ step('sign up, confirm the address from the mail, land on the instances', async 
   await page.getByRole('link', { name: 'Create an account' }).click();
   await page.waitForURL(/\/sign-up$/);
   await page.getByLabel('Email').fill(EMAIL);
-  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+  // The second password field says what it is for, and a mismatch is refused beside it, unsent.
+  const confirm = page.getByLabel('Confirm password');
+  assert.match(await page.locator('#sign-up-confirm-hint').textContent(), /same password again/);
+  await confirm.fill(`${PASSWORD}x`);
+  let signUps = 0;
+  const countSignUps = (r) => {
+    if (r.url().endsWith('/api/v1/auth/signup')) signUps++;
+  };
+  page.on('request', countSignUps);
+  await page.getByRole('button', { name: 'Create account' }).click();
+  const mismatch = page.locator('#sign-up-confirm-error');
+  await mismatch.waitFor();
+  assert.match(await mismatch.textContent(), /two passwords differ/);
+  assert.equal(await confirm.getAttribute('aria-invalid'), 'true');
+  assert.equal(signUps, 0);
+  await checkA11y('sign-up-mismatch');
+  await screenshots(page, 'sign-up-mismatch');
+  await confirm.fill(PASSWORD);  // editing clears the error
+  await mismatch.waitFor({ state: 'detached' });
   await checkA11y('sign-up');
   await screenshots(page, 'sign-up');
   await page.getByRole('button', { name: 'Create account' }).click();
   await page.getByRole('heading', { name: 'Check your mail' }).waitFor();
+  page.off('request', countSignUps);
+  assert.equal(signUps, 1);
   await checkA11y('sign-up-sent');
 
   const link = await mailedLink(EMAIL, '/auth/prove-address');
   await page.goto(link);  // the server's page: a GET uses nothing up
+  // It says why it asks for the password again.
+  assert.match(await page.locator('body').textContent(), /Why again: whoever opens this mailed link owns the account/);
+  await screenshots(page, 'prove-address');
   await page.getByLabel(/Password/).fill(PASSWORD);
   await page.getByRole('button', { name: /Confirm and sign in/ }).click();
   await page.waitForURL(`${env.url}/`);
@@ -129,6 +153,19 @@ step('no payment method: the red banner, gone once the operator records a card',
   assert.match(await banner.textContent(), /No payment method on file/);
   await checkA11y('instances-empty');
   await screenshots(page, 'instances-empty-banner');
+  // Its action leads to the billing page's way to add a card, focused there; what the page says
+  // is for this person: no operator command, no placeholder to fill in, no sentence twice.
+  await banner.getByRole('link').click();
+  await page.waitForURL(/\/billing#add-card$/);
+  await page.getByRole('heading', { name: 'Payment method' }).waitFor();
+  await eventually(async () => page.evaluate(() => document.activeElement?.id === 'add-card'), 5000, 'focus on adding a card');
+  const billingText = await page.locator('main').textContent();
+  assert.doesNotMatch(billingText, /set-card|YOUR_EMAIL/);
+  assert.equal(billingText.match(/joining a queue does not/gi)?.length, 1);
+  await checkA11y('billing-no-card');
+  await screenshots(page, 'billing-no-card');
+  await page.goBack();
+  await banner.waitFor();
   // The manual provider: the operator records the card with the CLI.
   await operatorCli('admin', 'billing', 'set-card', EMAIL, '--brand', 'visa', '--last4', '4242', '--exp', '12/2030');
   await page.evaluate(() => window.dispatchEvent(new Event('focus')));  // the person comes back
@@ -162,11 +199,32 @@ step('a pasted private key is refused beside the field and nothing is stored', a
   const stored = await page.request.get(`${env.url}/api/v1/ssh-keys`);
   assert.equal((await stored.json()).items.length, 0);
 
-  // What the server refuses shows beside the field too (here: not a key at all).
+  // What the server refuses shows beside the field too (here: not a key at all); editing the
+  // field first takes the stale error away.
   await panel.getByLabel('Public key').fill('ssh-ed25519 this-is-not-a-key');
+  await error.waitFor({ state: 'detached' });
   await panel.getByRole('button', { name: 'Save key' }).click();
-  await eventually(async () => !/private key/i.test(await error.textContent()), 10000, 'the server\'s error');
+  await error.waitFor();
+  assert.doesNotMatch(await error.textContent(), /private key/i);
   assert.ok((await error.textContent()).length > 10);
+  assert.equal((await (await page.request.get(`${env.url}/api/v1/ssh-keys`)).json()).items.length, 0);
+
+  // A name longer than the API takes stops at its limit, and the field says so (nothing is cut
+  // off unseen); a name the API refuses anyway shows its reason beside the name, gone on editing.
+  const keyName = panel.getByLabel('Key name');
+  await keyName.fill('k'.repeat(70));
+  assert.equal((await keyName.inputValue()).length, 64);
+  assert.match(await panel.getByTestId('key-name-count').textContent(), /64 of 64 characters: the most/);
+  await keyName.fill('laptop!');
+  assert.match(await panel.getByTestId('key-name-count').textContent(), /^7 of 64 characters$/);
+  await panel.getByLabel('Public key').fill(key.publicLine);
+  await panel.getByRole('button', { name: 'Save key' }).click();
+  const nameError = panel.locator('#key-name-error');
+  await nameError.waitFor();
+  assert.equal(await keyName.getAttribute('aria-invalid'), 'true');
+  await screenshots(page, 'add-key-name-refused');
+  await keyName.fill('laptop');
+  await nameError.waitFor({ state: 'detached' });
   assert.equal((await (await page.request.get(`${env.url}/api/v1/ssh-keys`)).json()).items.length, 0);
 });
 
@@ -182,6 +240,7 @@ step('add the ssh-keygen key and launch: the card turns running by itself', asyn
   );
 
   await panel.getByLabel('Name').fill(INSTANCE);
+  assert.equal(await panel.getByTestId('create-name-count').textContent(), `${INSTANCE.length} of 63 characters`);
   assert.ok(await panel.getByRole('radio', { name: /spark-1x/ }).isChecked());
   const before = navigations;
   await panel.getByRole('button', { name: 'Launch instance' }).click();
@@ -213,6 +272,18 @@ step('the SSH command copied from the page runs with ssh and lands in the instan
   assert.equal(out.trim(), hostname);
   await checkA11y('instances-running');
   await screenshots(page, 'instances-running');
+  // On a phone the command wraps only between its words: no word breaks across lines, and the
+  // box's text is still the one-line command.
+  await page.setViewportSize({ width: 375, height: 812 });
+  const words = await c.getByTestId('ssh-command').evaluate((el) =>
+    [...el.querySelectorAll('.word')].map((w) => ({ text: w.textContent, lines: w.getClientRects().length, nowrap: getComputedStyle(w).whiteSpace })),
+  );
+  assert.equal(words.map((w) => w.text).join(' '), shown);
+  for (const w of words) {
+    assert.equal(w.lines, 1, `"${w.text}" breaks across lines`);
+    assert.equal(w.nowrap, 'nowrap');
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
 });
 
 step('without a clipboard API the command is selected with a Ctrl+C hint, never "Copied"', async () => {
@@ -495,7 +566,8 @@ step('the invitee signs up with that address, accepts with the button, launches 
   await p.getByRole('link', { name: 'Create an account' }).click();
   await p.waitForURL(/\/sign-up$/);
   await p.getByLabel('Email').fill(MEMBER);
-  await p.getByLabel('Password').fill(PASSWORD);
+  await p.getByLabel('Password', { exact: true }).fill(PASSWORD);
+  await p.getByLabel('Confirm password').fill(PASSWORD);
   await p.getByRole('button', { name: 'Create account' }).click();
   await p.getByRole('heading', { name: 'Check your mail' }).waitFor();
   await p.goto(await mailedLink(MEMBER, '/auth/prove-address'));
@@ -600,6 +672,30 @@ step('signed out: a magic link signs in after its button; forgot password mails 
   await checkA11y('forgot-password');
   await screenshots(page, 'forgot-password-sent');
   assert.match(await mailedLink(EMAIL, '/auth/reset-password'), /token=/);
+});
+
+step('an operator without a card is shown set-card with their own address, its words whole', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 375, height: 812 } });
+  try {
+    const p = await ctx.newPage();
+    await p.goto(`${env.url}/sign-in`);
+    await p.getByLabel('Email').fill(env.operatorEmail);
+    await p.getByLabel('Password').fill(env.operatorPassword);
+    await p.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await p.getByRole('heading', { name: 'Instances', exact: true }).waitFor();
+    await p.goto(`${env.url}/billing`);
+    const line = p.getByTestId('operator-set-card');
+    await line.waitFor();
+    const text = (await line.textContent()).replace(/\s+/g, ' ');
+    assert.ok(text.includes(`gpuwerk admin billing set-card ${env.operatorEmail}`), text);
+    assert.doesNotMatch(text, /YOUR_EMAIL|EMAIL\b/);
+    const words = await line.evaluate((el) => [...el.querySelectorAll('.word')].map((w) => w.getClientRects().length));
+    assert.ok(words.length >= 8 && words.every((n) => n === 1), `words across lines: ${words}`);
+    await checkA11yOf(p, 'billing-operator');
+    await screenshots(p, 'billing-operator');
+  } finally {
+    await ctx.close();
+  }
 });
 
 test('no serious or critical accessibility violation and no blocked resource on any page', () => {

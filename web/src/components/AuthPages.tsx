@@ -31,12 +31,92 @@ function Link(props: { to: string; children: ComponentChildren }) {
   );
 }
 
-function Notice(props: { kind: 'error' | 'ok'; text: string }) {
+function Notice(props: { kind: 'error' | 'ok'; text?: string }) {
   if (!props.text) return null;
   return (
     <p class={props.kind === 'error' ? 'form-error' : 'form-ok'} role={props.kind === 'error' ? 'alert' : 'status'}>
       {props.text}
     </p>
+  );
+}
+
+/**
+ * The one shape of every form here: its fields, the form's error (an alert) and its good news (a
+ * status) under them, then the submit button (full width) and any further buttons. Submitting
+ * never reloads the page; `onSubmit` gets no event.
+ */
+function AuthForm(props: {
+  submit: string;
+  onSubmit: () => void | Promise<void>;
+  busy: boolean;
+  error?: string;
+  ok?: string;
+  more?: ComponentChildren;
+  children: ComponentChildren;
+}) {
+  return (
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        void props.onSubmit();
+      }}
+      noValidate
+    >
+      {props.children}
+      <Notice kind="error" text={props.error} />
+      <Notice kind="ok" text={props.ok} />
+      <div class="stack">
+        <button type="submit" class="primary wide" disabled={props.busy}>
+          {props.submit}
+        </button>
+        {props.more}
+      </div>
+    </form>
+  );
+}
+
+/** An email field (the account's address), its error beside it. */
+function EmailField(props: { id: string; value: string; onInput: (value: string) => void; error?: string }) {
+  return (
+    <Field id={props.id} label="Email" error={props.error}>
+      {(a) => (
+        <input
+          {...a}
+          type="email"
+          autocomplete="email"
+          required
+          value={props.value}
+          onInput={(e) => props.onInput(e.currentTarget.value)}
+        />
+      )}
+    </Field>
+  );
+}
+
+/** A password field; `fresh` for a password being chosen (the browser may suggest one). */
+function PasswordField(props: {
+  id: string;
+  label: string;
+  value: string;
+  onInput: (value: string) => void;
+  fresh?: boolean;
+  hint?: string;
+  error?: string;
+}) {
+  return (
+    <Field id={props.id} label={props.label} hint={props.hint} error={props.error}>
+      {(a) => (
+        <input
+          {...a}
+          type="password"
+          autocomplete={props.fresh ? 'new-password' : 'current-password'}
+          required={props.fresh}
+          minLength={props.fresh ? 8 : undefined}
+          value={props.value}
+          onInput={(e) => props.onInput(e.currentTarget.value)}
+        />
+      )}
+    </Field>
   );
 }
 
@@ -63,8 +143,7 @@ export function SignInPage(props: { onSignedIn: () => void }) {
   const [emailError, setEmailError] = useState('');
   const [sent, setSent] = useState('');
 
-  const signIn = async (event: Event) => {
-    event.preventDefault();
+  const signIn = async () => {
     setError('');
     setEmailError('');
     setSent('');
@@ -104,41 +183,21 @@ export function SignInPage(props: { onSignedIn: () => void }) {
 
   return (
     <AuthCard title="Sign in">
-      <form onSubmit={signIn} noValidate>
-        <Field id="sign-in-email" label="Email" error={emailError}>
-          {(a) => (
-            <input
-              {...a}
-              type="email"
-              autocomplete="email"
-              required
-              value={email}
-              onInput={(e) => setEmail(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Field id="sign-in-password" label="Password">
-          {(a) => (
-            <input
-              {...a}
-              type="password"
-              autocomplete="current-password"
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Notice kind="error" text={error} />
-        <Notice kind="ok" text={sent} />
-        <div class="stack">
-          <button type="submit" class="primary wide" disabled={busy}>
-            Sign in
-          </button>
+      <AuthForm
+        submit="Sign in"
+        onSubmit={signIn}
+        busy={busy}
+        error={error}
+        ok={sent}
+        more={
           <button type="button" class="secondary wide" disabled={busy} onClick={() => void sendMagicLink()}>
             Send magic link
           </button>
-        </div>
-      </form>
+        }
+      >
+        <EmailField id="sign-in-email" value={email} onInput={setEmail} error={emailError} />
+        <PasswordField id="sign-in-password" label="Password" value={password} onInput={setPassword} />
+      </AuthForm>
       <p class="auth-foot">
         New here? <Link to="/sign-up">Create an account</Link>
         <br />
@@ -148,15 +207,23 @@ export function SignInPage(props: { onSignedIn: () => void }) {
   );
 }
 
+const PASSWORDS_DIFFER = 'The two passwords differ: type the same password in both fields.';
+
 export function SignUpPage() {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
+  const [confirm, setConfirm] = useState('');
   const [busy, setBusy] = useState(false);
-  const [errors, setErrors] = useState<{ email?: string; password?: string; form?: string }>({});
+  const [errors, setErrors] = useState<{ email?: string; password?: string; confirm?: string; form?: string }>({});
   const [done, setDone] = useState('');
 
-  const signUp = async (event: Event) => {
-    event.preventDefault();
+  const signUp = async () => {
+    // A mistyped password would lock the person out: the two must match before anything is sent.
+    if (password !== confirm) {
+      setErrors({ confirm: PASSWORDS_DIFFER });
+      document.getElementById('sign-up-confirm')?.focus();
+      return;
+    }
     setErrors({});
     setBusy(true);
     try {
@@ -183,8 +250,9 @@ export function SignUpPage() {
       <AuthCard title="Check your mail">
         <p role="status">{done}</p>
         <p class="muted">
-          Open the link in the mail to confirm your address and sign in. Nothing arrived? Look in
-          the spam folder, or sign up again with the same address for a fresh link.
+          The link in the mail confirms your address: its page asks for your password once more
+          and signs you in. Nothing arrived? Look in the spam folder, or sign up again with the
+          same address for a fresh link.
         </p>
         <p class="auth-foot">
           <Link to="/sign-in">Back to sign in</Link>
@@ -194,37 +262,41 @@ export function SignUpPage() {
   }
   return (
     <AuthCard title="Create an account">
-      <form onSubmit={signUp} noValidate>
-        <Field id="sign-up-email" label="Email" error={errors.email}>
-          {(a) => (
-            <input
-              {...a}
-              type="email"
-              autocomplete="email"
-              required
-              value={email}
-              onInput={(e) => setEmail(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Field id="sign-up-password" label="Password" hint="At least 8 characters." error={errors.password}>
-          {(a) => (
-            <input
-              {...a}
-              type="password"
-              autocomplete="new-password"
-              required
-              minLength={8}
-              value={password}
-              onInput={(e) => setPassword(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Notice kind="error" text={errors.form ?? ''} />
-        <button type="submit" class="primary wide" disabled={busy}>
-          Create account
-        </button>
-      </form>
+      <AuthForm submit="Create account" onSubmit={signUp} busy={busy} error={errors.form}>
+        <EmailField
+          id="sign-up-email"
+          value={email}
+          onInput={(v) => {
+            setEmail(v);
+            setErrors((old) => ({ ...old, email: undefined }));
+          }}
+          error={errors.email}
+        />
+        <PasswordField
+          id="sign-up-password"
+          label="Password"
+          hint="At least 8 characters."
+          fresh
+          value={password}
+          onInput={(v) => {
+            setPassword(v);
+            setErrors((old) => ({ ...old, password: undefined, confirm: undefined }));
+          }}
+          error={errors.password}
+        />
+        <PasswordField
+          id="sign-up-confirm"
+          label="Confirm password"
+          hint="The same password again: the fields hide what you type, so this catches a typo."
+          fresh
+          value={confirm}
+          onInput={(v) => {
+            setConfirm(v);
+            setErrors((old) => ({ ...old, confirm: undefined }));
+          }}
+          error={errors.confirm}
+        />
+      </AuthForm>
       <p class="auth-foot">
         Have an account? <Link to="/sign-in">Sign in</Link>
       </p>
@@ -238,8 +310,7 @@ export function ForgotPasswordPage() {
   const [error, setError] = useState('');
   const [sent, setSent] = useState('');
 
-  const send = async (event: Event) => {
-    event.preventDefault();
+  const send = async () => {
     setError('');
     setSent('');
     setBusy(true);
@@ -256,24 +327,9 @@ export function ForgotPasswordPage() {
   return (
     <AuthCard title="Set a new password">
       <p class="muted">We mail you a link; the page it opens sets the new password.</p>
-      <form onSubmit={send} noValidate>
-        <Field id="forgot-email" label="Email" error={error}>
-          {(a) => (
-            <input
-              {...a}
-              type="email"
-              autocomplete="email"
-              required
-              value={email}
-              onInput={(e) => setEmail(e.currentTarget.value)}
-            />
-          )}
-        </Field>
-        <Notice kind="ok" text={sent} />
-        <button type="submit" class="primary wide" disabled={busy}>
-          Send the link
-        </button>
-      </form>
+      <AuthForm submit="Send the link" onSubmit={send} busy={busy} ok={sent}>
+        <EmailField id="forgot-email" value={email} onInput={setEmail} error={error} />
+      </AuthForm>
       <p class="auth-foot">
         <Link to="/sign-in">Back to sign in</Link>
       </p>

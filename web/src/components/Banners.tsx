@@ -1,6 +1,7 @@
 // The notices above every signed-in page (but the billing page, which says it all itself): an
 // unconfirmed address, and no payment method on file, whose action leads to the billing
-// page. A team member is told who manages billing instead.
+// page's "Add a card" (#add-card, focused there). A team member is told who manages billing
+// instead.
 import { useEffect } from 'preact/hooks';
 import { onLinkClick } from '../router';
 import type { Me } from '../types';
@@ -48,7 +49,7 @@ export function Banners(props: { me: Me; refreshMe: () => Promise<void> }) {
                 one; joining a queue does not.
                 {manual ? ' On this server the operator records cards.' : null}
               </p>
-              <a class="button light" href="/billing" onClick={(e) => onLinkClick(e, '/billing')}>
+              <a class="button light" href="/billing#add-card" onClick={(e) => onLinkClick(e, '/billing#add-card')}>
                 {manual ? 'How to add one' : 'Add a card'}
               </a>
             </>

@@ -7,6 +7,7 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, messageOf } from '../api';
 import { formatFullTime, formatMoney, zoneLabel } from '../format';
 import type { Billing, Invoice, Me, Page, PaymentMethod } from '../types';
+import { CommandWords } from './CommandWords';
 import { ConfirmDialog } from './Dialog';
 
 type Returned = 'done' | 'cancelled' | null;
@@ -51,6 +52,12 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
   useEffect(() => {
     void load();
   }, [load]);
+
+  // The payment banner leads to /billing#add-card: once the page shows, that is where focus goes.
+  useEffect(() => {
+    if (!billing || location.hash !== '#add-card') return;
+    document.getElementById('add-card')?.focus();
+  }, [billing !== null]);
 
   // Back from Checkout: Stripe tells the server through its webhook, which may come a moment
   // after the browser. Look again every 2 s for up to a minute.
@@ -200,18 +207,32 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                   <strong>No payment method on file.</strong> Launching and restarting instances
                   need one; joining a queue does not.
                 </p>
-                {billing.how_to_add && !cardTaking ? <p class="muted">{billing.how_to_add}</p> : null}
+                {billing.how_to_add && !cardTaking ? (
+                  <p class="muted" id="add-card" tabIndex={-1}>
+                    {billing.how_to_add}
+                  </p>
+                ) : null}
                 {cardTaking ? (
                   <>
                     <p class="muted">
                       Stripe's page takes the card; it comes back here when you are done.
                     </p>
                     <div class="actions start">
-                      <button type="button" class="primary" disabled={busy} onClick={() => void addCard()}>
+                      <button type="button" id="add-card" class="primary" disabled={busy} onClick={() => void addCard()}>
                         Add a card
                       </button>
                     </div>
                   </>
+                ) : null}
+                {props.me.is_operator ? (
+                  <p class="muted" data-testid="operator-set-card">
+                    As this server's operator you can also record one from the command line:{' '}
+                    <code>
+                      <CommandWords text={`gpuwerk admin billing set-card ${props.me.email}`} />
+                    </code>{' '}
+                    with the card's <code class="word">--brand</code>, <code class="word">--last4</code> and{' '}
+                    <code class="word">--exp</code>.
+                  </p>
                 ) : null}
               </>
             )}

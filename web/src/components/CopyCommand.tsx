@@ -1,8 +1,9 @@
 // The SSH command with click-to-copy. "Copied" only after the clipboard took it; without a
 // clipboard API (plain http from another machine) the command is selected and the person is asked
-// to press Ctrl+C.
+// to press Ctrl+C. The command wraps only between its words (a long hostname scrolls in its box).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { COPY_KEYS, copyText, type CopyOutcome } from '../copy';
+import { CommandWords } from './CommandWords';
 
 export function CopyCommand(props: { command: string; label: string }) {
   const code = useRef<HTMLElement>(null);
@@ -22,7 +23,7 @@ export function CopyCommand(props: { command: string; label: string }) {
   return (
     <div class="copy">
       <code ref={code} class="copy-text" data-testid="ssh-command">
-        {props.command}
+        <CommandWords text={props.command} />
       </code>
       <button type="button" class="secondary small" onClick={() => void copy()}>
         {outcome === 'copied' ? 'Copied' : 'Copy'}

@@ -4,6 +4,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
 import { formatPricePerHour } from '../format';
+import { INSTANCE_NAME_MAX, KEY_NAME_MAX } from '../limits';
 import type { GpuType, Instance, Me, Page, QueueEntry, SshKey } from '../types';
 import { Dialog } from './Dialog';
 import { Field } from './Field';
@@ -157,8 +158,14 @@ export function CreatePanel(props: {
         <Field
           id="create-name"
           label="Name"
-          hint="Lowercase letters, digits and dashes, e.g. train-llama. It becomes the instance's hostname."
+          hint={
+            <>
+              Lowercase letters, digits and dashes, e.g. <span class="word">train-llama</span>. It
+              becomes the instance's hostname.
+            </>
+          }
           error={errors.name}
+          count={{ length: name.length, max: INSTANCE_NAME_MAX }}
         >
           {(a) => (
             <input
@@ -167,9 +174,13 @@ export function CreatePanel(props: {
               autocomplete="off"
               spellcheck={false}
               autocapitalize="off"
-              maxLength={63}
+              maxLength={INSTANCE_NAME_MAX}
               value={name}
-              onInput={(e) => setName(e.currentTarget.value)}
+              onInput={(e) => {
+                setName(e.currentTarget.value);
+                // An error about the name (the API's refusal, or "give it a name") is stale now.
+                setErrors((old) => (old.name ? { ...old, name: undefined } : old));
+              }}
             />
           )}
         </Field>
@@ -302,6 +313,9 @@ function AddKeyForm(props: { onAdded: (key: SshKey) => Promise<void>; onCancel?:
   const [errors, setErrors] = useState<Errors>({});
   const [busy, setBusy] = useState(false);
   useErrorsInView('add-key', errors);
+  // Editing a field makes its error (and the form's) stale: it goes at once.
+  const clearError = (field: FieldName) =>
+    setErrors((old) => (old[field] || old.form ? { ...old, [field]: undefined, form: undefined } : old));
 
   const add = async (event: Event) => {
     event.preventDefault();
@@ -320,6 +334,7 @@ function AddKeyForm(props: { onAdded: (key: SshKey) => Promise<void>; onCancel?:
     setBusy(true);
     try {
       const key = await api<SshKey>('POST', '/api/v1/ssh-keys', { name: keyName.trim(), public_key: publicKey.trim() });
+      setErrors({});
       await props.onAdded(key);
     } catch (e) {
       if (e instanceof ApiError) {
@@ -337,15 +352,28 @@ function AddKeyForm(props: { onAdded: (key: SshKey) => Promise<void>; onCancel?:
   return (
     <form id="add-key" class="add-key" onSubmit={add} noValidate aria-labelledby="add-key-title">
       <h3 id="add-key-title">Add an SSH key</h3>
-      <Field id="key-name" label="Key name" hint="Unique on your account, e.g. macbook or work-laptop." error={errors.key_name}>
+      <Field
+        id="key-name"
+        label="Key name"
+        hint={
+          <>
+            Unique on your account, e.g. macbook or <span class="word">work-laptop</span>.
+          </>
+        }
+        error={errors.key_name}
+        count={{ length: keyName.length, max: KEY_NAME_MAX }}
+      >
         {(a) => (
           <input
             {...a}
             type="text"
             autocomplete="off"
-            maxLength={64}
+            maxLength={KEY_NAME_MAX}
             value={keyName}
-            onInput={(e) => setKeyName(e.currentTarget.value)}
+            onInput={(e) => {
+              setKeyName(e.currentTarget.value);
+              clearError('key_name');
+            }}
           />
         )}
       </Field>
@@ -375,7 +403,10 @@ function AddKeyForm(props: { onAdded: (key: SshKey) => Promise<void>; onCancel?:
             autocapitalize="off"
             placeholder="ssh-ed25519 AAAA… you@laptop"
             value={publicKey}
-            onInput={(e) => setPublicKey(e.currentTarget.value)}
+            onInput={(e) => {
+              setPublicKey(e.currentTarget.value);
+              clearError('public_key');
+            }}
           />
         )}
       </Field>

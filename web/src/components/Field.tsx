@@ -1,5 +1,6 @@
 // A labelled form control with its hint and its error beside it: the error is tied to the control
-// (aria-describedby, aria-invalid), so a screen reader reads it with the field.
+// (aria-describedby, aria-invalid), so a screen reader reads it with the field. A field with a
+// length limit (`count`) shows how much of it is used, and says so when the input stopped there.
 import type { ComponentChildren } from 'preact';
 
 export interface FieldAttributes {
@@ -13,9 +14,12 @@ export function Field(props: {
   label: ComponentChildren;
   hint?: ComponentChildren;
   error?: string;
+  /** The value's length and the most the API takes (the control's `maxLength`). */
+  count?: { length: number; max: number };
   children: (attributes: FieldAttributes) => ComponentChildren;
 }) {
-  const hintId = props.hint ? `${props.id}-hint` : undefined;
+  const count = props.count;
+  const hintId = props.hint || count ? `${props.id}-hint` : undefined;
   const errorId = props.error ? `${props.id}-error` : undefined;
   const describedBy = [errorId, hintId].filter(Boolean).join(' ') || undefined;
   return (
@@ -31,9 +35,16 @@ export function Field(props: {
           {props.error}
         </p>
       ) : null}
-      {props.hint ? (
-        <div id={hintId} class="hint">
-          {props.hint}
+      {props.hint || count ? (
+        <div id={hintId} class={count ? 'hint with-count' : 'hint'}>
+          {props.hint ? <span>{props.hint}</span> : null}
+          {count ? (
+            <span class={count.length >= count.max ? 'count full' : 'count'} data-testid={`${props.id}-count`}>
+              {count.length >= count.max
+                ? `${count.max} of ${count.max} characters: the most it can have`
+                : `${count.length} of ${count.max} characters`}
+            </span>
+          ) : null}
         </div>
       ) : null}
     </div>

@@ -5,6 +5,7 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
 import { formatFullTime, formatMoney, zoneLabel } from '../format';
+import { TEAM_NAME_MAX } from '../limits';
 import { onLinkClick } from '../router';
 import type { Me, Team, TeamMember, TeamUsage } from '../types';
 import { ConfirmDialog } from './Dialog';
@@ -296,9 +297,25 @@ function CreateTeam(props: { onCreated: (team: Team) => Promise<void> }) {
         the team you make.
       </p>
       <form class="inline-form" onSubmit={create} noValidate>
-        <Field id="team-name" label="Team name" hint="Letters, digits, spaces, '.', '-' and '_'." error={error}>
+        <Field
+          id="team-name"
+          label="Team name"
+          hint="Letters, digits, spaces, '.', '-' and '_'."
+          error={error}
+          count={{ length: name.length, max: TEAM_NAME_MAX }}
+        >
           {(a) => (
-            <input {...a} type="text" autocomplete="organization" maxLength={64} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+            <input
+              {...a}
+              type="text"
+              autocomplete="organization"
+              maxLength={TEAM_NAME_MAX}
+              value={name}
+              onInput={(e) => {
+                setName(e.currentTarget.value);
+                setError('');
+              }}
+            />
           )}
         </Field>
         <button type="submit" class="primary" disabled={busy}>
