@@ -131,6 +131,7 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"POST", "/api/v1/relay/authorize", kRelay, h::AuthorizeRelayLogin},
     {"PUT", "/api/v1/relay/sessions/{id}", kRelay, h::ReportRelaySession},
     {"POST", "/api/v1/relay/restarted", kRelay, h::RelayRestarted},
+    {"POST", "/api/v1/relay/refusals", kRelay, h::ReportRelayRefusals},
     {"POST", "/api/v1/relay/recheck", kRelay, h::RecheckRelaySessions},
     {"GET", "/api/v1/relay/watch", kRelay, h::WatchRelayAccess},
 });

@@ -17,6 +17,14 @@
 // - `POST /api/v1/relay/restarted` {} or {relay}: the relay started; its rows still open are
 //   closed with "relay restarted" (access::CloseOpenRelaySessions); 200 {relay, closed}, where
 //   `relay` is the credential's name. Errors: 403 `relay_name_mismatch`.
+// - `POST /api/v1/relay/refusals` {refusals: [RelayRefusalGroup…], dropped}: the logins the
+//   relay refused in about a minute, grouped (protocol::RelayRefusalReport, at most
+//   protocol::kMaxRefusalGroups groups); each group becomes one `relay_session.refused` audit
+//   event with its count (and a host key mismatch one `relay.host_key_mismatch`), `dropped` one
+//   `relay_session.refusals_dropped` (access::RecordRelayRefusal). At most
+//   kRefusalReportsPerMinute reports per relay a minute (auth::RateLimiter), so a relay cannot
+//   write more than about 1,000 audit events a minute; 200 {recorded}. Errors: 400
+//   `invalid_field` (a source_address that is not an IP literal too); 429 `rate_limited`.
 //
 // - `POST /api/v1/relay/recheck` {relay_sessions: [{id, instance_id, login, request}]} (at most
 //   protocol::kMaxRecheckBatch): the backstop re-check of a relay's open relay sessions in one
@@ -40,10 +48,12 @@
 #include <cctype>
 #include <limits>
 
+#include "access/relay_refusals.h"
 #include "access/relay_session_records.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
 #include "api/relay_watch_hub.h"
+#include "auth/rate_limiter.h"
 #include "core/strings.h"
 #include "protocol/relay_messages.h"
 #include "sched/instance_table.h"
@@ -182,6 +192,41 @@ Answer RelayRestarted(ApiContext& ctx, Call& call) {
     return access::CloseOpenRelaySessions(tx, ctx.clock, ctx.rng, relay, ctx.clock.NowUnix());
   }));
   return Response::Json(200, {{"relay", relay}, {"closed", closed}});
+}
+
+/// Refusal reports one relay may send a minute (it sends one a minute, and one at stop).
+constexpr int kRefusalReportsPerMinute = 10;
+
+Answer ReportRelayRefusals(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonBody(call.req));
+  GPUWERK_ASSIGN_OR_RETURN(auto report, protocol::RelayRefusalReportFromJson(body));
+  for (const auto& g : report.refusals) {
+    if (!IsIpLiteral(g.source_address)) {
+      return core::Fail(
+          InvalidField("source_address", "source_address must be an IPv4 or IPv6 address."));
+    }
+  }
+  const std::string relay = call.relay.name;
+  const auth::RateRule rule{.scope = "relay_refusal_reports",
+                            .limit = kRefusalReportsPerMinute,
+                            .window = std::chrono::seconds(60)};
+  auth::RateLimiter limiter(ctx.clock);
+  GPUWERK_ASSIGN_OR_RETURN(
+      size_t recorded, ctx.db.Write([&](store::Transaction& tx) -> core::Result<size_t> {
+        GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter.RetryAfter(tx, rule, relay));
+        if (retry) {
+          return std::unexpected(auth::RateLimiter::Limited(
+              "Too many refusal reports from this relay; it sends one a minute.", *retry));
+        }
+        GPUWERK_TRY(limiter.Record(tx, rule, relay));
+        for (const auto& g : report.refusals) {
+          GPUWERK_TRY(access::RecordRelayRefusal(tx, ctx.clock, ctx.rng, relay, g));
+        }
+        GPUWERK_TRY(
+            access::RecordDroppedRelayRefusals(tx, ctx.clock, ctx.rng, relay, report.dropped));
+        return report.refusals.size();
+      }));
+  return Response::Json(200, {{"recorded", recorded}});
 }
 
 Answer RecheckRelaySessions(ApiContext& ctx, Call& call) {

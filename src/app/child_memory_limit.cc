@@ -96,26 +96,54 @@ void RemoveLeftGroups(const fs::path& dir, const std::string& keep) {
   }
 }
 
-/// The cgroup directory of this process for `controller` ("" for v2), or nullopt.
-std::optional<fs::path> OwnCgroupDir(std::string_view controller) {
+/// The cgroup directory of this process for `controller` ("" for v2), or nullopt; `path_out`
+/// (when given) gets its path in the hierarchy.
+std::optional<fs::path> OwnCgroupDir(std::string_view controller, std::string* path_out = nullptr) {
   const std::optional<std::string> path = CgroupPathOf(ReadText("/proc/self/cgroup"), controller);
   if (!path) return std::nullopt;
+  if (path_out != nullptr) *path_out = *path;
   return CgroupDirOf(ReadText("/proc/self/mountinfo"), controller, *path);
 }
 
-/// A cgroup v2 group `name` with memory.max = bytes; "" and the group, or why not.
-std::string PrepareV2(int64_t bytes, const std::string& name, fs::path& group) {
-  const std::optional<fs::path> dir = OwnCgroupDir("");
-  if (!dir) return "no cgroup v2 hierarchy holds this process";
-  if (!HasWord(ReadText(*dir / "cgroup.controllers"), "memory")) {
-    return "cgroup v2 has no memory controller here";
+/// Moves every process listed in `procs` (cgroup.procs text) into `leaf`; "" or why not.
+std::string MoveProcesses(std::string_view procs, const fs::path& leaf) {
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
+    return "cannot make the leaf group " + leaf.string() + " (" + std::strerror(errno) + ")";
   }
-  if (!HasWord(ReadText(*dir / "cgroup.subtree_control"), "memory")) {
+  for (std::string_view pid : Split(procs, '\n')) {
+    if (pid.empty()) continue;
+    if (std::string err = WriteControl(leaf / "cgroup.procs", std::string(pid)); !err.empty()) {
+      // A process that ended meanwhile is no obstacle; any other failure is.
+      std::error_code ec;
+      if (fs::exists(fs::path("/proc") / std::string(pid), ec)) {
+        return "cannot move process " + std::string(pid) + " into " + leaf.string() + " (" + err +
+               ")";
+      }
+    }
+  }
+  return "";
+}
+
+/// A cgroup v2 group `name` with memory.max = bytes; "" and the group, or why not. `moved` is
+/// set to the leaf group this process moved into (cgroup v2's no-internal-processes rule).
+std::string PrepareV2(int64_t bytes, const std::string& name, fs::path& group, fs::path& moved) {
+  std::string cgroup_path;
+  const std::optional<fs::path> dir = OwnCgroupDir("", &cgroup_path);
+  if (!dir) return "no cgroup v2 hierarchy holds this process";
+  const std::string procs = ReadText(*dir / "cgroup.procs");
+  const CgroupV2Plan plan = PlanCgroupV2(*dir, cgroup_path, ReadText(*dir / "cgroup.controllers"),
+                                         ReadText(*dir / "cgroup.subtree_control"), procs, name);
+  if (!plan.refusal.empty()) return plan.refusal;
+  if (!plan.leaf.empty()) {
+    if (std::string err = MoveProcesses(procs, plan.leaf); !err.empty()) return err;
+    moved = plan.leaf;
+  }
+  if (plan.enable_memory) {
     if (std::string err = WriteControl(*dir / "cgroup.subtree_control", "+memory"); !err.empty()) {
       return "cannot enable the cgroup v2 memory controller for a child group (" + err + ")";
     }
   }
-  group = *dir / name;
+  group = plan.group;
   if (::mkdir(group.c_str(), 0755) != 0 && errno != EEXIST) {
     return "cannot make the cgroup v2 group (" + std::string(std::strerror(errno)) + ")";
   }
@@ -274,17 +302,41 @@ std::optional<fs::path> CgroupDirOf(std::string_view mountinfo, std::string_view
   return std::nullopt;
 }
 
+CgroupV2Plan PlanCgroupV2(const fs::path& dir, std::string_view cgroup_path,
+                          std::string_view controllers, std::string_view subtree_control,
+                          std::string_view procs, const std::string& name) {
+  CgroupV2Plan plan;
+  if (!HasWord(controllers, "memory")) {
+    plan.refusal = "cgroup v2 has no memory controller here";
+    return plan;
+  }
+  plan.group = dir / name;
+  if (HasWord(subtree_control, "memory")) return plan;  // enabled already: nothing to move
+  plan.enable_memory = true;
+  const bool root = cgroup_path == "/";
+  bool has_processes = false;
+  for (std::string_view pid : Split(procs, '\n')) has_processes = has_processes || !pid.empty();
+  if (!root && has_processes) plan.leaf = dir / std::string(kUpLeafCgroup);
+  return plan;
+}
+
 ChildMemoryLimiter ChildMemoryLimiter::Prepare(int64_t bytes, const std::string& name,
                                                bool sanitizer_build) {
   ChildMemoryLimiter out;
   out.sanitizer_build_ = sanitizer_build;
   fs::path group;
-  const std::string v2 = PrepareV2(bytes, name, group);
+  fs::path moved;
+  const std::string v2 = PrepareV2(bytes, name, group, moved);
   if (v2.empty()) {
     out.limit_ = {.kind = MemoryLimitKind::kCgroupV2,
                   .bytes = bytes,
                   .cgroup = group,
                   .note = "memory.max of a cgroup v2 group of its own"};
+    if (!moved.empty()) {
+      out.limit_.note += " (this process first moved into " + moved.string() +
+                         ": cgroup v2 lets only a group without processes enable the memory "
+                         "controller for its children)";
+    }
     return out;
   }
   const std::string v1 = PrepareV1(bytes, name, group);

@@ -44,17 +44,48 @@ std::optional<std::filesystem::path> CgroupDirOf(std::string_view mountinfo,
                                                  std::string_view controller,
                                                  std::string_view cgroup_path);
 
+/// The leaf group that `gpuwerk up` moves its cgroup's processes into when cgroup v2's "no
+/// internal processes" rule needs it (PlanCgroupV2).
+inline constexpr std::string_view kUpLeafCgroup = "gpuwerk-up";
+
+/// What preparing a cgroup v2 group `name` for a child takes, in this process's cgroup v2
+/// directory `dir`, decided from what is read there (pure; ChildMemoryLimiter::Prepare does it).
+struct CgroupV2Plan {
+  /// Why cgroup v2 cannot be used ("" when it can): no memory controller in `controllers`.
+  std::string refusal;
+  /// Move every process of `dir` (its `cgroup.procs`) into this leaf group first, making it
+  /// (empty: no move needed). cgroup v2's "no internal processes" rule (cgroup-v2.rst, "No
+  /// Internal Process Constraint"): a non-root group that holds processes cannot enable a
+  /// controller for its children, so writing "+memory" to its `cgroup.subtree_control` fails
+  /// with EBUSY while `up` itself is in it. Only when the memory controller is not enabled yet,
+  /// the group is not the hierarchy's root (the root is exempt) and holds processes.
+  std::filesystem::path leaf;
+  /// Write "+memory" to `dir`/cgroup.subtree_control (after the move).
+  bool enable_memory = false;
+  /// The child's group, `dir`/`name`.
+  std::filesystem::path group;
+};
+
+/// The plan for `dir` (a cgroup v2 directory whose path in the hierarchy is `cgroup_path`, "/"
+/// for the root) from the texts of its `cgroup.controllers`, `cgroup.subtree_control` and
+/// `cgroup.procs` (one pid a line).
+CgroupV2Plan PlanCgroupV2(const std::filesystem::path& dir, std::string_view cgroup_path,
+                          std::string_view controllers, std::string_view subtree_control,
+                          std::string_view procs, const std::string& name);
+
 /// Limits the memory of child processes, one at a time (`gpuwerk up`'s relay and its restarts):
 /// Prepare once, Apply to each child while it waits before exec (so nothing it allocates escapes
 /// the limit), Remove at the end.
 ///
 /// Prepare tries, in order: (1) a cgroup v2 group `name` under this process's cgroup, with
 /// `memory.max` = bytes (enabling the memory controller in this cgroup's `cgroup.subtree_control`
-/// when it may: cgroup v2's "no internal processes" rule refuses that where this process's own
-/// cgroup holds processes and is not the root), `memory.swap.max` 0 and `memory.oom.group` 1
-/// where present; (2) on hosts whose memory controller is still on cgroup v1 (hybrid setups), a
-/// v1 memory group `name` with `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes` where
-/// present); (3) RLIMIT_AS of `bytes` set on the child with prlimit(2), except in sanitizer builds
+/// when it is not yet; where cgroup v2's "no internal processes" rule forbids that, because this
+/// cgroup holds processes and is not the root, the cgroup's processes, this one among them, are
+/// first moved into a leaf group `kUpLeafCgroup` beside the child's: PlanCgroupV2),
+/// `memory.swap.max` 0 and `memory.oom.group` 1 where present; (2) on hosts whose memory controller
+/// is still on cgroup v1 (hybrid setups), a v1 memory group `name` with `memory.limit_in_bytes`
+/// (and `memory.memsw.limit_in_bytes` where present); (3) RLIMIT_AS of `bytes` set on the child
+/// with prlimit(2), except in sanitizer builds
 /// (`sanitizer_build`), where AddressSanitizer reserves terabytes of address space at start and
 /// any such limit would stop the child from starting: then no limit (kNone), and the note says
 /// so. A group `name` left by an earlier run is reused; other empty `gpuwerk-relay-*` groups

@@ -52,6 +52,39 @@ TEST(ChildMemoryLimitTest, FindsTheGroupOfAPureV2HostAndOneInsideAContainer) {
   EXPECT_EQ(CgroupPathOf("0::/../sibling\n", ""), std::nullopt);
 }
 
+// cgroup v2's "no internal processes" rule: a non-root group with processes cannot enable the
+// memory controller for children, so `up` moves its group's processes into a leaf first.
+TEST(ChildMemoryLimitTest, CgroupV2PlanMovesIntoALeafOnlyWhenTheRuleNeedsIt) {
+  const std::filesystem::path dir = "/sys/fs/cgroup/system.slice/gpuwerk.service";
+  const std::string name = "gpuwerk-relay-42";
+  // A service's own group: processes, memory available but not enabled for children.
+  auto plan = PlanCgroupV2(dir, "/system.slice/gpuwerk.service", "cpu io memory pids\n", "",
+                           "42\n43\n", name);
+  EXPECT_EQ(plan.refusal, "");
+  EXPECT_EQ(plan.leaf, dir / "gpuwerk-up");
+  EXPECT_TRUE(plan.enable_memory);
+  EXPECT_EQ(plan.group, dir / name);
+  // Enabled already (a delegated group whose processes sit in a leaf, or a restart): no move.
+  plan = PlanCgroupV2(dir, "/system.slice/gpuwerk.service", "cpu memory\n", "memory\n", "", name);
+  EXPECT_EQ(plan.leaf, std::filesystem::path());
+  EXPECT_FALSE(plan.enable_memory);
+  EXPECT_EQ(plan.group, dir / name);
+  // A group without processes of its own: enable, no move.
+  plan = PlanCgroupV2(dir, "/system.slice/gpuwerk.service", "memory\n", "", "", name);
+  EXPECT_EQ(plan.leaf, std::filesystem::path());
+  EXPECT_TRUE(plan.enable_memory);
+  // The root is exempt from the rule (a container with its own cgroup namespace).
+  plan = PlanCgroupV2("/sys/fs/cgroup", "/", "cpu memory\n", "", "1\n42\n", name);
+  EXPECT_EQ(plan.leaf, std::filesystem::path());
+  EXPECT_TRUE(plan.enable_memory);
+  EXPECT_EQ(plan.group, std::filesystem::path("/sys/fs/cgroup") / name);
+  // No memory controller delegated here: cgroup v2 is not used (v1, then RLIMIT_AS).
+  plan = PlanCgroupV2(dir, "/system.slice/gpuwerk.service", "cpu pids\n", "", "42\n", name);
+  EXPECT_EQ(plan.refusal, "cgroup v2 has no memory controller here");
+  EXPECT_EQ(plan.leaf, std::filesystem::path());
+  EXPECT_FALSE(plan.enable_memory);
+}
+
 TEST(ChildMemoryLimitTest, KindsHaveNames) {
   EXPECT_EQ(MemoryLimitKindName(MemoryLimitKind::kCgroupV2), "cgroup v2");
   EXPECT_EQ(MemoryLimitKindName(MemoryLimitKind::kCgroupV1), "cgroup v1");

@@ -247,6 +247,7 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
                                       .host_key_path = relay_dir / "host_key",
                                       .relay_key_path = relay_dir / "relay_key",
                                       .relay_ca_path = relay_dir / "relay_ca",
+                                      .trusted_proxies = options.relay_trusted_proxies,
                                       .log_level = options.log_level,
                                       .memory_limit_bytes = options.relay_memory_limit_mib << 20}));
     p.ssh_address = listen->address;

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/server_app.h"
 #include "core/error.h"
@@ -27,6 +28,8 @@ struct LocalPlatformOptions {
   std::string ssh_listen = "127.0.0.1:2222";
   /// The relay process's memory limit, MiB, and its log level (RelayProcess).
   int64_t relay_memory_limit_mib = 2048;
+  /// The balancers whose PROXY protocol header the relay believes (RelayProcessOptions).
+  std::vector<std::string> relay_trusted_proxies;
   std::string log_level = "info";
 };
 

@@ -94,6 +94,7 @@ int RunServer(const ServerConfig& config, bool up) {
                                          .instance_image = config.instance_image,
                                          .ssh_listen = config.ssh_listen,
                                          .relay_memory_limit_mib = config.relay_memory_limit_mib,
+                                         .relay_trusted_proxies = config.relay_trusted_proxies,
                                          .log_level = config.log_level},
                                         **server);
     if (!started) {

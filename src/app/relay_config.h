@@ -21,6 +21,9 @@ struct RelayConfig {
   int recheck_interval_seconds = 15;
   /// Failed re-checks in a row after which every relay session ends (RelayOptions).
   int max_failed_rechecks = 3;
+  /// The TCP balancers whose PROXY protocol header the relay believes (CIDRs or addresses;
+  /// relay::RelayOptions::trusted_proxies). Empty: none.
+  std::vector<std::string> relay_trusted_proxies;
 };
 
 /// The options of `gpuwerk relay`, one declaration each (app/options.h).

@@ -171,13 +171,16 @@ pid_t RelayProcess::Spawn() {
       (o.listen_address.find(':') != std::string::npos ? "[" + o.listen_address + "]"
                                                        : o.listen_address) +
       ":" + std::to_string(port_);
-  const std::vector<std::string> args = {o.program.string(), "relay",
-                                         "--server",         o.server_url,
-                                         "--listen",         listen,
-                                         "--host-key",       o.host_key_path.string(),
-                                         "--relay-key",      o.relay_key_path.string(),
-                                         "--relay-ca",       o.relay_ca_path.string(),
-                                         "--log-level",      o.log_level};
+  std::vector<std::string> args = {o.program.string(), "relay",
+                                   "--server",         o.server_url,
+                                   "--listen",         listen,
+                                   "--host-key",       o.host_key_path.string(),
+                                   "--relay-key",      o.relay_key_path.string(),
+                                   "--relay-ca",       o.relay_ca_path.string(),
+                                   "--log-level",      o.log_level};
+  for (const std::string& cidr : o.trusted_proxies) {
+    args.insert(args.end(), {"--relay-trusted-proxies", cidr});
+  }
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v(*e);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "app/child_memory_limit.h"
 #include "core/error.h"
@@ -33,6 +34,9 @@ struct RelayProcessOptions {
   /// The relay CA's key (created once, 0600), which signs the relay's certificate for each
   /// instance (docs/ssh.md "Upstream: the relay credential").
   std::filesystem::path relay_ca_path;
+  /// The TCP balancers whose PROXY protocol header the relay believes: one
+  /// `--relay-trusted-proxies` each (relay::RelayOptions::trusted_proxies).
+  std::vector<std::string> trusted_proxies;
   std::string log_level = "info";  ///< the child's --log-level
   /// The child's memory limit, bytes (ChildMemoryLimiter: a cgroup of its own, else RLIMIT_AS).
   int64_t memory_limit_bytes = int64_t{2048} << 20;

@@ -1,5 +1,6 @@
 #include "app/relay_subcommand.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 
 #include "app/command_config.h"
 #include "app/relay_config.h"
+#include "core/ip_networks.h"
 #include "core/logging.h"
 #include "core/strings.h"
 #include "protocol/api_client.h"
@@ -75,8 +77,20 @@ int RunRelay(const RelayConfig& f) {
     std::fprintf(stderr, "gpuwerk relay: --listen %s\n", listen.error().message.c_str());
     return 2;
   }
+  auto trusted = core::IpNetworks::Parse(f.relay_trusted_proxies, "relay_trusted_proxies");
+  if (!trusted) {
+    std::fprintf(stderr, "gpuwerk relay: %s\n", trusted.error().message.c_str());
+    return 2;
+  }
   core::InitLogging(f.log_level);
   relay::RelayOptions options;
+  options.trusted_proxies = std::move(*trusted);
+  if (!options.trusted_proxies.empty()) {
+    spdlog::info(
+        "relay: connections from {} must start with a PROXY protocol header, whose client "
+        "address is believed",
+        fmt::join(options.trusted_proxies.cidrs(), ", "));
+  }
   options.listen_address = listen->address;
   options.listen_port = listen->port;
   options.host_key_path = f.host_key;

@@ -57,13 +57,15 @@ struct ServerConfig {
   std::string ssh_listen = "127.0.0.1:2222";  ///< `up` only
   /// `up` only: the memory limit of the relay's process, MiB (app::RelayProcess).
   int64_t relay_memory_limit_mib = 2048;
+  /// `up` only: the TCP balancers whose PROXY protocol header the relay believes (CIDRs).
+  std::vector<std::string> relay_trusted_proxies;
 };
 
 /// The options of `gpuwerk server` (and `up`), one declaration each (app/options.h).
 const std::vector<Option<ServerConfig>>& ServerOptions();
 
-/// What `gpuwerk up` has beyond ServerOptions(): `engine`, `ssh_listen` and
-/// `relay_memory_limit_mib`.
+/// What `gpuwerk up` has beyond ServerOptions(): `engine`, `ssh_listen`,
+/// `relay_memory_limit_mib` and `relay_trusted_proxies`.
 const std::vector<Option<ServerConfig>>& UpOnlyOptions();
 
 /// ServerOptions() then UpOnlyOptions(): the options of `gpuwerk up`.

@@ -421,6 +421,27 @@ TEST(ServerConfigTest, TrustedProxiesAreCheckedAtStart) {
   EXPECT_NE(app.error().message.find("trusted_proxies"), std::string::npos);
 }
 
+// The relay's TCP balancers (docs/ssh.md "Behind a TCP balancer"): `up` checks them at start as
+// `gpuwerk relay` does, naming relay_trusted_proxies.
+TEST(ServerConfigTest, RelayTrustedProxiesAreCheckedAtStart) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "relay.toml";
+  std::ofstream(file) << "relay_trusted_proxies = [\"10.0.0.5\", \"2001:db8:0:1::/64\"]\n";
+  ServerConfig c;
+  auto up = UpOptions();
+  ASSERT_TRUE(LoadConfigFile(file, Bind(up, c)));
+  EXPECT_EQ(c.relay_trusted_proxies, (std::vector<std::string>{"10.0.0.5", "2001:db8:0:1::/64"}));
+  EXPECT_TRUE(Validate(c));
+  for (const char* bad : {"10.0.0.0/33", "lb.example.com", "::/0"}) {
+    c.relay_trusted_proxies = {bad};
+    auto r = Validate(c);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_config");
+    EXPECT_NE(r.error().message.find("relay_trusted_proxies"), std::string::npos)
+        << r.error().message;
+  }
+}
+
 // docs/configuration.md: each command's table is generated from the declarations (between
 // `<!-- options NAME -->` and `<!-- end options NAME -->`), and every flag and GPUWERK_
 // variable the page names exists. GPUWERK_UPDATE_DOCS=1 rewrites the tables in the source tree.

@@ -6,8 +6,9 @@
 #include <chrono>
 #include <limits>
 
+#include "access/relay_refusals.h"
 #include "access/relay_session_records.h"
-#include "audit/audit_log.h"
+#include "core/time_format.h"
 #include "relay/http_relay_authorizer.h"
 
 namespace gpuwerk::app {
@@ -76,32 +77,24 @@ void AuditRelaySessionLog::OnEnd(const relay::RelaySessionRecord& r) {
 }
 
 void AuditRelaySessionLog::OnRefused(const relay::RelayRefusalRecord& r) {
+  // One event per refusal (a group of one): the in-process relay's refusals are bounded by its
+  // own admission limits (docs/ssh.md "Refusals of a remote relay" for the remote relays').
+  const std::string at = core::FormatRfc3339(UnixSeconds(r.at));
+  const protocol::RelayRefusalGroup group{.code = r.code,
+                                          .user = r.user,
+                                          .key_fingerprint = r.key_fingerprint,
+                                          .person_id = r.person_id,
+                                          .instance_id = r.instance_id,
+                                          .source_address = r.source_address,
+                                          .expected_host_key = r.expected_host_key,
+                                          .presented_host_key = r.presented_host_key,
+                                          .count = 1,
+                                          .first_at = at,
+                                          .last_at = at};
   auto done = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-    return audit::RecordAudit(
-        tx, clock_, rng_,
-        {.actor_id = r.person_id,
-         .action = "relay_session.refused",
-         .target = r.instance_id,
-         .source_address = r.source_address,
-         .detail = {{"code", r.code}, {"user", r.user}, {"key_fingerprint", r.key_fingerprint}}});
+    return access::RecordRelayRefusal(tx, clock_, rng_, kRelayName, group);
   });
   if (!done) spdlog::error("relay: cannot record relay_session.refused: {}", done.error().message);
-  if (r.code != "upstream_host_key_mismatch") return;
-  // The instance's sshd is not the one pinned: the operator must look (docs/ssh.md "Host key
-  // pinning").
-  auto mismatch = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
-    return audit::RecordAudit(tx, clock_, rng_,
-                              {.actor_id = r.person_id,
-                               .action = "relay.host_key_mismatch",
-                               .target = r.instance_id,
-                               .source_address = r.source_address,
-                               .detail = {{"expected", r.expected_host_key},
-                                          {"presented", r.presented_host_key},
-                                          {"key_fingerprint", r.key_fingerprint}}});
-  });
-  if (!mismatch) {
-    spdlog::error("relay: cannot record relay.host_key_mismatch: {}", mismatch.error().message);
-  }
 }
 
 }  // namespace gpuwerk::app

@@ -146,6 +146,58 @@ core::Result<RelayRestarted> RelayRestartedFromJson(const nlohmann::json& json) 
   return out;
 }
 
+nlohmann::json ToJson(const RelayRefusalReport& r) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& g : r.refusals) {
+    items.push_back({{"code", g.code},
+                     {"user", g.user},
+                     {"key_fingerprint", g.key_fingerprint},
+                     {"person_id", g.person_id},
+                     {"instance_id", g.instance_id},
+                     {"source_address", g.source_address},
+                     {"expected_host_key", g.expected_host_key},
+                     {"presented_host_key", g.presented_host_key},
+                     {"count", g.count},
+                     {"first_at", g.first_at},
+                     {"last_at", g.last_at}});
+  }
+  return {{"refusals", std::move(items)}, {"dropped", r.dropped}};
+}
+
+core::Result<RelayRefusalReport> RelayRefusalReportFromJson(const nlohmann::json& json) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, ""));
+  GPUWERK_TRY(r.Only({"refusals", "dropped"}));
+  GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* items, r.Array("refusals"));
+  if (items->size() > kMaxRefusalGroups) {
+    return core::Fail(FieldError(
+        "refusals", "must have at most " + std::to_string(kMaxRefusalGroups) + " items"));
+  }
+  RelayRefusalReport out;
+  GPUWERK_ASSIGN_OR_RETURN(out.dropped, r.IntIn("dropped", 0, int64_t{1} << 53));
+  for (size_t i = 0; i < items->size(); ++i) {
+    GPUWERK_ASSIGN_OR_RETURN(FieldReader item,
+                             FieldReader::Open((*items)[i], r.Path("refusals", i)));
+    GPUWERK_TRY(
+        item.Only({"code", "user", "key_fingerprint", "person_id", "instance_id", "source_address",
+                   "expected_host_key", "presented_host_key", "count", "first_at", "last_at"}));
+    RelayRefusalGroup g;
+    GPUWERK_ASSIGN_OR_RETURN(g.code, item.String("code", 64, 1));
+    GPUWERK_ASSIGN_OR_RETURN(g.user, item.String("user", kMaxReportText));
+    GPUWERK_ASSIGN_OR_RETURN(g.key_fingerprint, item.String("key_fingerprint", kMaxReportText));
+    GPUWERK_ASSIGN_OR_RETURN(g.person_id, item.String("person_id", kMaxId));
+    GPUWERK_ASSIGN_OR_RETURN(g.instance_id, item.String("instance_id", kMaxId));
+    GPUWERK_ASSIGN_OR_RETURN(g.source_address, item.String("source_address", kMaxReportText));
+    GPUWERK_ASSIGN_OR_RETURN(g.expected_host_key, item.String("expected_host_key", kMaxReportText));
+    GPUWERK_ASSIGN_OR_RETURN(g.presented_host_key,
+                             item.String("presented_host_key", kMaxReportText));
+    GPUWERK_ASSIGN_OR_RETURN(g.count, item.IntIn("count", 1, 1'000'000));
+    GPUWERK_ASSIGN_OR_RETURN(g.first_at, item.String("first_at", kMaxTime, 1));
+    GPUWERK_ASSIGN_OR_RETURN(g.last_at, item.String("last_at", kMaxTime, 1));
+    out.refusals.push_back(std::move(g));
+  }
+  return out;
+}
+
 nlohmann::json ToJson(const RelayRecheckRequest& r) {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& i : r.relay_sessions) {

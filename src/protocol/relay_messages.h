@@ -132,6 +132,43 @@ struct RelayAccessChange {
   bool operator==(const RelayAccessChange&) const = default;
 };
 
+/// One group of refused logins in `POST /api/v1/relay/refusals` (docs/ssh.md "Refusals of a
+/// remote relay"): the refusals of one minute that agree in every field but the count and the
+/// times (relay::RelayRefusalRecord). `code` has 1–64 characters; `user` (already bounded and
+/// escaped by the relay: core::BoundedPrintable), `key_fingerprint`, `source_address` and the
+/// host keys at most 512; `person_id` and `instance_id` at most 256; times RFC 3339 UTC;
+/// `count` 1 to 1,000,000.
+struct RelayRefusalGroup {
+  std::string code;
+  std::string user;
+  std::string key_fingerprint;
+  std::string person_id;    ///< "" unless the authorizer had let the login through
+  std::string instance_id;  ///< "" unless the authorizer had let the login through
+  std::string source_address;
+  std::string expected_host_key;   ///< upstream_host_key_mismatch only
+  std::string presented_host_key;  ///< upstream_host_key_mismatch only
+  int64_t count = 1;
+  std::string first_at;
+  std::string last_at;
+  bool operator==(const RelayRefusalGroup&) const = default;
+};
+
+/// The most groups one `POST /api/v1/relay/refusals` may carry (and a relay keeps a minute).
+inline constexpr size_t kMaxRefusalGroups = 100;
+
+/// The body of `POST /api/v1/relay/refusals`: `{"refusals":[RelayRefusalGroup…],
+/// "dropped":N}`, at most kMaxRefusalGroups groups; `dropped` (0 to 2^53) counts the refusals of
+/// the period that fitted in no group (past kMaxRefusalGroups).
+struct RelayRefusalReport {
+  std::vector<RelayRefusalGroup> refusals;
+  int64_t dropped = 0;
+  bool operator==(const RelayRefusalReport&) const = default;
+};
+
+nlohmann::json ToJson(const RelayRefusalReport& report);
+/// Errors: invalid_field (also past kMaxRefusalGroups or a field's bounds).
+core::Result<RelayRefusalReport> RelayRefusalReportFromJson(const nlohmann::json& json);
+
 nlohmann::json ToJson(const RelayRecheckRequest& request);
 nlohmann::json ToJson(const std::vector<RelayRecheckResult>& results);
 nlohmann::json ToJson(const RelayAccessChange& change);

@@ -82,6 +82,45 @@ TEST(RelayAuthorizeDecisionTest, RefusesAnotherDecisionAndABadPort) {
   EXPECT_EQ(port.error().details["field"], "target.upstream.port");
 }
 
+RelayRefusalReport SampleRefusals() {
+  return {.refusals = {{.code = "upstream_host_key_mismatch",
+                        .user = "alpha-k3x7q",
+                        .key_fingerprint = "SHA256:key",
+                        .person_id = "per_1",
+                        .instance_id = "ins_1",
+                        .source_address = "192.0.2.7",
+                        .expected_host_key = "SHA256:old",
+                        .presented_host_key = "SHA256:new",
+                        .count = 3,
+                        .first_at = "2027-01-14T09:00:00Z",
+                        .last_at = "2027-01-14T09:00:40Z"}},
+          .dropped = 7};
+}
+
+TEST(RelayRefusalReportTest, RoundTripsAndIsStrictAndBounded) {
+  const RelayRefusalReport report = SampleRefusals();
+  EXPECT_EQ(RelayRefusalReportFromJson(ToJson(report)).value(), report);
+  ExpectStrict(ToJson(report), RelayRefusalReportFromJson);
+  for (auto [field, value] : {std::pair<std::string, json>{"code", ""},
+                              {"user", std::string(513, 'u')},
+                              {"instance_id", std::string(257, 'i')},
+                              {"count", 0},
+                              {"count", 1'000'001},
+                              {"first_at", ""}}) {
+    json j = ToJson(report);
+    j["refusals"][0][field] = value;
+    EXPECT_FALSE(RelayRefusalReportFromJson(j)) << field << " " << value;
+  }
+  json j = ToJson(report);
+  j["dropped"] = -1;
+  EXPECT_FALSE(RelayRefusalReportFromJson(j));
+  j = ToJson(report);
+  for (size_t i = 0; i < kMaxRefusalGroups; ++i) j["refusals"].push_back(j["refusals"][0]);
+  auto too_many = RelayRefusalReportFromJson(j);
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error().api_code, "invalid_field");
+}
+
 TEST(RelaySessionReportTest, RoundTripsOpenAndEnded) {
   const RelaySessionReport ended = SampleReport();
   EXPECT_EQ(RelaySessionReportFromJson(ToJson(ended)).value(), ended);

@@ -92,7 +92,57 @@ void HttpRelaySessionLog::OnEnd(const RelaySessionRecord& record) {
   Enqueue(Item{.announcement = false, .ended = true, .record = record});
 }
 
-void HttpRelaySessionLog::OnRefused(const RelayRefusalRecord&) {}
+void HttpRelaySessionLog::OnRefused(const RelayRefusalRecord& r) {
+  const std::string at = core::FormatRfc3339(
+      UnixSeconds(r.at.time_since_epoch().count() != 0 ? r.at : std::chrono::system_clock::now()));
+  std::string key;
+  for (const std::string* field :
+       {&r.code, &r.source_address, &r.user, &r.key_fingerprint, &r.person_id, &r.instance_id,
+        &r.expected_host_key, &r.presented_host_key}) {
+    key += *field;
+    key += '\0';
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.refusals;
+    if (stopped_) return;
+    if (auto it = refusal_groups_.find(key); it != refusal_groups_.end()) {
+      it->second.count = std::min<int64_t>(it->second.count + 1, 1'000'000);
+      it->second.last_at = at;
+    } else if (refusal_groups_.size() < protocol::kMaxRefusalGroups) {
+      refusal_groups_.emplace(
+          key, protocol::RelayRefusalGroup{.code = r.code,
+                                           .user = r.user,
+                                           .key_fingerprint = r.key_fingerprint,
+                                           .person_id = r.person_id,
+                                           .instance_id = r.instance_id,
+                                           .source_address = r.source_address,
+                                           .expected_host_key = r.expected_host_key,
+                                           .presented_host_key = r.presented_host_key,
+                                           .count = 1,
+                                           .first_at = at,
+                                           .last_at = at});
+    } else {
+      ++refusals_dropped_;
+      ++stats_.refusals_dropped;
+    }
+    if (refusal_flush_at_) return;
+    refusal_flush_at_ = std::chrono::steady_clock::now() + options_.refusal_interval;
+  }
+  cv_.notify_all();  // the sender thread now has a deadline to wait for
+}
+
+void HttpRelaySessionLog::FlushRefusalsLocked(std::chrono::steady_clock::time_point now) {
+  if (!refusal_flush_at_ || (!stopping_ && now < *refusal_flush_at_)) return;
+  protocol::RelayRefusalReport report;
+  for (auto& [key, group] : refusal_groups_) report.refusals.push_back(std::move(group));
+  report.dropped = refusals_dropped_;
+  refusal_groups_.clear();
+  refusals_dropped_ = 0;
+  refusal_flush_at_.reset();
+  queue_.push_back(
+      Item{.announcement = false, .ended = false, .record = {}, .refusals = std::move(report)});
+}
 
 void HttpRelaySessionLog::Enqueue(Item item) {
   {
@@ -134,6 +184,25 @@ void HttpRelaySessionLog::Enqueue(Item item) {
 }
 
 HttpRelaySessionLog::Outcome HttpRelaySessionLog::Send(const Item& item) {
+  if (item.refusals) {
+    const nlohmann::json body = protocol::ToJson(*item.refusals);
+    auto answer = api_.Call("POST", kRefusalsPath, &body);
+    if (!answer) {
+      spdlog::debug("relay: cannot send the refusal report: {}",
+                    core::BoundedPrintable(answer.error().message));
+      return Outcome::kRetry;
+    }
+    const int status = answer->status;
+    if (status >= 200 && status < 300) {
+      std::lock_guard lock(mu_);
+      ++stats_.refusal_reports;
+      return Outcome::kDone;
+    }
+    if (status == 401 || status == 403 || status == 408 || status >= 500) return Outcome::kRetry;
+    spdlog::warn("relay: the server refused a report of {} refused login group(s) ({}): {}",
+                 item.refusals->refusals.size(), status, core::BoundedPrintable(answer->text));
+    return Outcome::kDrop;  // 429 too: the next period's report comes anyway
+  }
   const nlohmann::json body = item.announcement ? protocol::ToJson(protocol::RelayRestarted{})
                                                 : protocol::ToJson(ToWire(item.record, item.ended));
   auto answer = item.announcement
@@ -184,9 +253,14 @@ void HttpRelaySessionLog::Run() {
   std::optional<std::chrono::steady_clock::time_point> retry_at;
   bool failing = false;
   while (true) {
+    FlushRefusalsLocked(std::chrono::steady_clock::now());
     if (queue_.empty()) {
       if (stopping_) break;
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (refusal_flush_at_) {
+        cv_.wait_until(lock, *refusal_flush_at_);
+      } else {
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || refusal_flush_at_; });
+      }
       continue;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -194,6 +268,7 @@ void HttpRelaySessionLog::Run() {
     if (retry_at && now < *retry_at) {
       auto until = *retry_at;
       if (stopping_) until = std::min(until, drain_deadline_);
+      if (refusal_flush_at_) until = std::min(until, *refusal_flush_at_);
       cv_.wait_until(lock, until);
       continue;
     }

@@ -4,7 +4,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -31,6 +33,8 @@ struct HttpRelaySessionLogOptions {
   std::chrono::milliseconds max_backoff{30'000};     ///< the wait doubles up to this
   size_t max_queued = 10'000;  ///< reports held while the server is away; the oldest go first
   std::chrono::milliseconds drain_timeout{5'000};  ///< how long Stop keeps sending
+  /// Refusals (OnRefused) are gathered this long, then reported in one request (and at Stop).
+  std::chrono::milliseconds refusal_interval{60'000};
 };
 
 /// What an HttpRelaySessionLog has done so far (tests, logs).
@@ -40,6 +44,9 @@ struct HttpRelaySessionLogStats {
   uint64_t dropped = 0;    ///< reports given up: queue full, refused for good, or left at Stop
   size_t queued = 0;       ///< reports waiting now (the one in flight included)
   bool announced = false;  ///< the server acknowledged `POST /api/v1/relay/restarted`
+  uint64_t refusals = 0;   ///< OnRefused calls so far
+  uint64_t refusal_reports = 0;   ///< `POST /api/v1/relay/refusals` the server accepted
+  uint64_t refusals_dropped = 0;  ///< refusals that fitted in no group (kMaxRefusalGroups)
   /// The name the server files this relay's relay sessions under (its credential's), as the
   /// restart announcement's answer said; "" until then.
   std::string relay_name;
@@ -62,8 +69,16 @@ struct HttpRelaySessionLogStats {
 /// doubles from `initial_backoff` to `max_backoff` while the server is away, and resuming at once
 /// when it answers. A report the server refuses for good (another 4xx) is logged and dropped. An
 /// end whose start is still queued replaces it (one request instead of two). When `max_queued`
-/// reports wait, the oldest is dropped and counted. OnRefused is not reported (refusals stay in
-/// the relay's own log).
+/// reports wait, the oldest is dropped and counted.
+///
+/// Refusals (OnRefused; docs/ssh.md "Refusals of a remote relay") are gathered for
+/// `refusal_interval` into groups that agree in everything but the count and times
+/// (protocol::RelayRefusalGroup): at most protocol::kMaxRefusalGroups groups a period, more
+/// refusals are only counted (`dropped`). Then one `POST {server}/api/v1/relay/refusals` carries
+/// the period (queued behind the reports before it; at Stop, what was gathered is sent with the
+/// drain). So a flood of refused logins costs the server one request and at most 101 audit
+/// events a minute. A refusal report the server refuses with 429 is dropped, not retried (the
+/// next period's comes anyway).
 ///
 /// Thread-safe. The sender thread blocks every signal, so a process that waits for SIGINT with
 /// sigwait (relay::RunRelayUntilSignal) still gets it.
@@ -93,16 +108,21 @@ class HttpRelaySessionLog final : public RelaySessionLog {
 
   static constexpr const char* kSessionsPath = "/api/v1/relay/sessions/";
   static constexpr const char* kRestartedPath = "/api/v1/relay/restarted";
+  static constexpr const char* kRefusalsPath = "/api/v1/relay/refusals";
 
  private:
   struct Item {
     bool announcement = false;  ///< POST …/restarted rather than a PUT of `record`
     bool ended = false;
     RelaySessionRecord record;
+    std::optional<protocol::RelayRefusalReport> refusals;  ///< POST …/refusals of this
   };
   enum class Outcome { kDone, kRetry, kDrop };
 
   void Enqueue(Item item);
+  /// Queues the gathered refusals as one report (mu_ held) when their period is over, or when
+  /// stopping; clears them.
+  void FlushRefusalsLocked(std::chrono::steady_clock::time_point now);
   void Run();
   Outcome Send(const Item& item);
 
@@ -117,6 +137,12 @@ class HttpRelaySessionLog final : public RelaySessionLog {
   bool stopped_ = false;  ///< Stop has finished: later records are dropped
   std::chrono::steady_clock::time_point drain_deadline_;
   HttpRelaySessionLogStats stats_;
+  /// This period's refusal groups, by their fields (code, source, user, key, person, instance,
+  /// host keys), and the refusals that fitted in none.
+  std::map<std::string, protocol::RelayRefusalGroup> refusal_groups_;
+  int64_t refusals_dropped_ = 0;
+  /// When this period's refusals go (unset while none was gathered).
+  std::optional<std::chrono::steady_clock::time_point> refusal_flush_at_;
   std::thread thread_;
 };
 

@@ -28,6 +28,7 @@
 #include "relay/internal/relay_connection.h"
 #include "relay/internal/source_limiter.h"
 #include "relay/internal/ssh_handles.h"
+#include "relay/proxy_header.h"
 #include "relay/relay_certificates.h"
 #include "relay/ssh_key_file.h"
 
@@ -72,9 +73,10 @@ struct Relay::Impl {
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
-  std::atomic<uint64_t> dropped{0};  ///< connections closed at accept by a limit
-  std::atomic<uint64_t> evicted{0};  ///< silent connections closed to make room
-  core::SodiumRng rng;               ///< relay session ids (RelaySessionRecord::id)
+  std::atomic<uint64_t> dropped{0};            ///< connections closed at accept by a limit
+  std::atomic<uint64_t> evicted{0};            ///< silent connections closed to make room
+  std::atomic<uint64_t> bad_proxy_headers{0};  ///< RelayStats::bad_proxy_headers
+  core::SodiumRng rng;                         ///< relay session ids (RelaySessionRecord::id)
 
   struct Entry {
     std::shared_ptr<internal::ConnectionControl> control;
@@ -105,7 +107,23 @@ struct Relay::Impl {
   /// Asks every authenticated connection to end with `reason`; how many.
   int CloseAllAuthenticated(const std::string& reason);
 
+  /// A connection from a trusted balancer whose PROXY protocol header is still being read (by
+  /// the accept thread alone, without blocking).
+  struct PendingHeader {
+    int fd = -1;
+    std::string peer;   ///< the balancer
+    std::string bytes;  ///< of the header, so far
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<PendingHeader> pending_headers;  ///< the accept thread's alone
+
   void AcceptLoop();
+  /// Reads what has arrived of `p`'s header without reading past its end. True when `p` is
+  /// done: served (the header was whole) or closed (it was bad, or the balancer closed).
+  bool ReadProxyHeader(PendingHeader& p);
+  /// Closes a trusted balancer's connection whose header is bad, logging once a minute per
+  /// balancer at most.
+  void RefuseProxyHeader(PendingHeader& p, const std::string& why);
   void Reap(bool all);
   void Serve(int fd, std::string source);
   /// Asks the connection that has waited longest (at least silent_eviction_after) without
@@ -293,13 +311,75 @@ void Relay::Impl::Serve(int fd, std::string source) {
   });
 }
 
+void Relay::Impl::RefuseProxyHeader(PendingHeader& p, const std::string& why) {
+  ++bad_proxy_headers;
+  if (auto n = limiter.RefusalToLog("(proxy) " + p.peer)) {
+    spdlog::warn(
+        "relay: closed {} connection{} from the trusted balancer {}: {} (one line a minute per "
+        "balancer at most)",
+        *n, *n == 1 ? "" : "s", p.peer, why);
+  }
+  ::close(p.fd);
+  p.fd = -1;
+}
+
+bool Relay::Impl::ReadProxyHeader(PendingHeader& p) {
+  char buf[4096];
+  while (true) {
+    const ProxyHeaderParse parse = ParseProxyHeader(p.bytes);
+    if (parse.status == ProxyHeaderParse::Status::kInvalid) {
+      RefuseProxyHeader(p, parse.error);
+      return true;
+    }
+    if (parse.status == ProxyHeaderParse::Status::kComplete) {
+      const ProxyHeader& h = parse.header;
+      const std::string source = h.local ? p.peer : h.source_address;
+      spdlog::debug("relay: the balancer {} passes on a connection from {} (PROXY v{}{})", p.peer,
+                    source, h.version, h.local ? ", LOCAL" : "");
+      const int fd = p.fd;
+      p.fd = -1;
+      Serve(fd, source);
+      return true;
+    }
+    // Never past the header: the client's SSH bytes behind it stay in the socket for libssh.
+    size_t want = std::min(parse.max_read, sizeof buf);
+    if (parse.stop_after_newline) {
+      const ssize_t peeked = ::recv(p.fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
+      if (peeked > 0) {
+        const void* nl = std::memchr(buf, '\n', static_cast<size_t>(peeked));
+        want = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - buf) + 1
+                             : static_cast<size_t>(peeked);
+      }
+    }
+    const ssize_t n = ::recv(p.fd, buf, want, MSG_DONTWAIT);
+    if (n > 0) {
+      p.bytes.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    RefuseProxyHeader(p, n == 0 ? "it closed before its PROXY protocol header was complete"
+                                : std::string("reading its PROXY protocol header failed: ") +
+                                      std::strerror(errno));
+    return true;
+  }
+}
+
 void Relay::Impl::AcceptLoop() {
+  using Clock = std::chrono::steady_clock;
+  std::vector<pollfd> fds;
   while (!stopping) {
-    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    int rc = ::poll(fds, 2, 1000);
+    fds.assign({{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}});
+    auto next = Clock::now() + std::chrono::seconds(1);
+    for (const PendingHeader& p : pending_headers) {
+      fds.push_back({p.fd, POLLIN, 0});
+      next = std::min(next, p.deadline);
+    }
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    int rc = ::poll(fds.data(), fds.size(),
+                    static_cast<int>(std::clamp<int64_t>(wait.count(), 0, 1000)));
     if (rc < 0 && errno != EINTR) {
       spdlog::error("relay: poll failed: {}", std::strerror(errno));
-      return;
+      break;
     }
     if (fds[1].revents & POLLIN) {
       uint64_t v;
@@ -307,14 +387,46 @@ void Relay::Impl::AcceptLoop() {
     }
     Reap(false);
     if (stopping) break;
+    // Balancers' headers: what arrived, then the deadlines.
+    const auto now = Clock::now();
+    for (size_t i = 0; i < pending_headers.size(); ++i) {
+      PendingHeader& p = pending_headers[i];
+      if (rc > 0 && fds[2 + i].revents != 0 && ReadProxyHeader(p)) continue;
+      if (p.fd >= 0 && now >= p.deadline) {
+        RefuseProxyHeader(p, "no whole PROXY protocol header within " +
+                                 std::to_string(options.proxy_header_timeout.count()) +
+                                 " ms (proxy_header_timeout)");
+      }
+    }
+    std::erase_if(pending_headers, [](const PendingHeader& p) { return p.fd < 0; });
     if (fds[0].revents & POLLIN) {
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
       int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
       if (fd < 0) continue;
-      Serve(fd, NumericAddress(ss));
+      std::string peer = NumericAddress(ss);
+      if (!options.trusted_proxies.Contains(peer)) {
+        Serve(fd, std::move(peer));
+        continue;
+      }
+      // A trusted balancer: its header first, read here as it arrives. Waiting headers count
+      // towards max_connections (nothing else limits them: the balancer is one source).
+      if (pending_headers.size() + static_cast<size_t>(limiter.open_total()) >=
+          static_cast<size_t>(std::max(options.max_connections, 1))) {
+        ++dropped;
+        LogDrop(peer, internal::SourceLimiter::Admission::kTotalFull);
+        ::close(fd);
+        continue;
+      }
+      PendingHeader& p = pending_headers.emplace_back();
+      p.fd = fd;
+      p.peer = std::move(peer);
+      p.deadline = Clock::now() + options.proxy_header_timeout;
+      if (ReadProxyHeader(p)) pending_headers.pop_back();  // it may all be there already
     }
   }
+  for (PendingHeader& p : pending_headers) ::close(p.fd);
+  pending_headers.clear();
 }
 
 template <class Pred>
@@ -601,6 +713,7 @@ RelayStats Relay::Stats() const {
   RelayStats s;
   s.dropped_at_accept = impl_->dropped;
   s.evicted_silent = impl_->evicted;
+  s.bad_proxy_headers = impl_->bad_proxy_headers;
   s.penalized_sources = impl_->limiter.penalized_sources();
   s.recheck_calls = impl_->recheck_calls;
   s.failed_rechecks = impl_->failed_rechecks;

@@ -9,6 +9,7 @@
 #include "core/access_change_feed.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/ip_networks.h"
 #include "relay/relay_authorizer.h"
 #include "relay/relay_session_log.h"
 
@@ -67,6 +68,22 @@ struct RelayOptions {
   /// recheck_retry_interval after the control plane stops answering (sooner when the relay's
   /// watch stream notices, which asks at once: RecheckAllRelaySessions). At least 1.
   int max_failed_rechecks = 3;
+
+  // Behind a TCP balancer (docs/ssh.md "Behind a TCP balancer"; issue 12 finding 8).
+
+  /// The TCP balancers (IPv4/IPv6 networks) in front of the relay that send the PROXY protocol
+  /// header (version 1 or 2, ParseProxyHeader) on each connection they pass on. A connection
+  /// from one of them must start with a header, and the client address it names replaces the
+  /// balancer's for everything: admission and penalties, the relay session's source address
+  /// (RelaySessionRecord, RelayRefusalRecord, AuthorizeRequest) and log lines; a LOCAL or
+  /// UNKNOWN header (the balancer's health check) keeps the balancer's. From anyone else a
+  /// header is not believed: it is a bad SSH identification string and the connection closes.
+  /// Empty (the default): no header is read from anyone.
+  core::IpNetworks trusted_proxies;
+  /// From TCP accept to the end of a trusted balancer's header (which it sends at once); a
+  /// connection that has not sent a whole, valid header by then is closed. The headers are read
+  /// by the accept thread without blocking, so a slow one holds up nobody.
+  std::chrono::milliseconds proxy_header_timeout{3'000};
 
   // Admission (docs/ssh.md "Limits"; issue 12 finding 4). A "source" is the client address's
   // IPv4 /24 or IPv6 /64 (one attacker usually holds a whole one; one person rarely does).
@@ -140,6 +157,9 @@ struct RelayStats {
   int open_relay_sessions = 0;  ///< authenticated and connected upstream
   /// Connections closed at accept by an admission limit since the relay started.
   uint64_t dropped_at_accept = 0;
+  /// Connections from a trusted balancer closed because their PROXY protocol header was
+  /// malformed, oversized, late or missing, since the relay started.
+  uint64_t bad_proxy_headers = 0;
   /// Connections that sent nothing, closed to make room for a new one (silent_eviction_after).
   uint64_t evicted_silent = 0;
   size_t penalized_sources = 0;  ///< sources whose new connections are closed at accept now

@@ -2028,5 +2028,206 @@ TEST_F(RelayFailClosedTest, F6_APushedChangeRechecksOnlyTheRelaySessionsItNames)
   ta.join();
 }
 
+/// A TCP balancer stand-in (HAProxy with `send-proxy`): listens on 127.0.0.1, and for each
+/// connection accepted connects to the relay from the loopback address `from`, writes
+/// `header` and then passes bytes both ways until either side closes. One thread per
+/// connection.
+class TcpBalancer {
+ public:
+  TcpBalancer(uint16_t relay_port, std::string from, std::string header)
+      : relay_port_(relay_port), from_(std::move(from)), header_(std::move(header)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(listen_fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    accept_thread_ = std::thread([this] {
+      while (true) {
+        const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client < 0) return;  // shut down
+        std::lock_guard lock(mu_);
+        pipes_.emplace_back([this, client] { Pipe(client); });
+      }
+    });
+  }
+  ~TcpBalancer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    accept_thread_.join();
+    ::close(listen_fd_);
+    std::lock_guard lock(mu_);
+    for (auto& t : pipes_) t.join();
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  void Pipe(int client) {
+    const int relay = ConnectFrom(from_, relay_port_);
+    if (relay < 0 ||
+        ::write(relay, header_.data(), header_.size()) != static_cast<ssize_t>(header_.size())) {
+      ::close(client);
+      if (relay >= 0) ::close(relay);
+      return;
+    }
+    char buf[16384];
+    pollfd fds[2] = {{client, POLLIN, 0}, {relay, POLLIN, 0}};
+    bool open = true;
+    while (open && ::poll(fds, 2, 30'000) > 0) {
+      for (int i = 0; i < 2 && open; ++i) {
+        if (fds[i].revents == 0) continue;
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+        open = n > 0 && ::write(fds[1 - i].fd, buf, static_cast<size_t>(n)) == n;
+      }
+    }
+    ::close(client);
+    ::close(relay);
+  }
+
+  uint16_t relay_port_;
+  std::string from_;
+  std::string header_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::vector<std::thread> pipes_;
+};
+
+/// A PROXY protocol v2 header for a TCP connection from `a.b.c.d`:`port` to 127.0.0.1:22.
+std::string ProxyV2Inet(std::initializer_list<int> source, uint16_t port) {
+  std::string h("\r\n\r\n\0\r\nQUIT\n", 12);
+  h += {'\x21', '\x11', '\x00', '\x0c'};
+  for (int b : source) h += static_cast<char>(b);
+  h += {'\x7f', '\x00', '\x00', '\x01'};
+  h += static_cast<char>(port >> 8);
+  h += static_cast<char>(port & 0xff);
+  h += {'\x00', '\x16'};
+  return h;
+}
+
+/// Issue 12 finding 8: the relay behind a TCP balancer that sends the PROXY protocol (docs/ssh.md
+/// "Behind a TCP balancer"). The balancer stand-in connects from 127.0.0.7, the only trusted
+/// one; 127.0.0.8 plays an untrusted host that sends the same header.
+class RelayProxyProtocolTest : public RelayLogCaptureTest {
+ protected:
+  void SetUp() override {
+    RelayLogCaptureTest::SetUp();
+    relay_.reset();
+    RelayOptions o = BaseOptions();
+    auto trusted = core::IpNetworks::Parse(std::vector<std::string>{"127.0.0.7"});
+    ASSERT_TRUE(trusted);
+    o.trusted_proxies = *trusted;
+    o.proxy_header_timeout = 500ms;
+    o.max_unauthenticated_per_source = 1;
+    ASSERT_NO_FATAL_FAILURE(StartRelay(o));
+  }
+  /// `ssh` through `balancer`; its output.
+  CommandResult SshThrough(const TcpBalancer& balancer, const std::string& command) {
+    std::string cmd = Ssh(alice_, "alpha-aaaaa") + " '" + command + "'";
+    const std::string relay_port = " -p " + std::to_string(relay_->port()) + " ";
+    cmd.replace(cmd.find(relay_port), relay_port.size(),
+                " -p " + std::to_string(balancer.port()) + " ");
+    return RunCommand(dir_.path(), cmd);
+  }
+  std::vector<std::string> StartedSources() {
+    std::vector<std::string> out;
+    for (const auto& r : log_.Started()) out.push_back(r.source_address);
+    return out;
+  }
+};
+
+TEST_F(RelayProxyProtocolTest, F8_TheHeadersSourceIsTheRelaySessionsSource) {
+  {
+    TcpBalancer v1(relay_->port(), "127.0.0.7", "PROXY TCP4 203.0.113.9 127.0.0.1 40000 22\r\n");
+    auto r = SshThrough(v1, "echo ok");
+    EXPECT_EQ(r.out, "ok\n") << r.err;
+  }
+  {
+    TcpBalancer v2(relay_->port(), "127.0.0.7", ProxyV2Inet({198, 51, 100, 4}, 40001));
+    auto r = SshThrough(v2, "echo ok");
+    EXPECT_EQ(r.out, "ok\n") << r.err;
+  }
+  ASSERT_TRUE(WaitFor([&] { return log_.Ended().size() == 2; }));
+  EXPECT_EQ(StartedSources(), (std::vector<std::string>{"203.0.113.9", "198.51.100.4"}));
+  for (const auto& r : log_.Ended()) EXPECT_NE(r.source_address, "127.0.0.7");
+  const std::string text = LogText();
+  EXPECT_NE(text.find("from 203.0.113.9 to instance i-alpha"), std::string::npos) << text;
+  EXPECT_NE(text.find("from 198.51.100.4 to instance i-alpha"), std::string::npos) << text;
+  EXPECT_EQ(relay_->Stats().bad_proxy_headers, 0u);
+}
+
+TEST_F(RelayProxyProtocolTest, F8_AnUntrustedSourcesHeaderIsRefused) {
+  TcpBalancer untrusted(relay_->port(), "127.0.0.8",
+                        "PROXY TCP4 203.0.113.9 127.0.0.1 40000 22\r\n");
+  auto r = SshThrough(untrusted, "echo ok");
+  EXPECT_NE(r.out, "ok\n");
+  EXPECT_TRUE(log_.Started().empty());
+  // And at the socket: closed at once (a bad identification string), well before the banner
+  // deadline (5 s).
+  const int fd = ConnectFrom("127.0.0.8", relay_->port());
+  const std::string header = "PROXY TCP4 203.0.113.9 127.0.0.1 40000 22\r\n";
+  ASSERT_EQ(::write(fd, header.data(), header.size()), static_cast<ssize_t>(header.size()));
+  EXPECT_LT(WaitForClose(fd, 6s), 3s);
+  ::close(fd);
+  EXPECT_TRUE(log_.Started().empty());
+  EXPECT_TRUE(log_.Refused().empty());
+  EXPECT_EQ(relay_->Stats().bad_proxy_headers, 0u);  // not a balancer: no header was read
+}
+
+TEST_F(RelayProxyProtocolTest, F8_BadSlowOrMissingHeadersCloseWithoutHoldingUpOthers) {
+  // A header that stops half-way: closed at proxy_header_timeout (500 ms).
+  const int slow = ConnectFrom("127.0.0.7", relay_->port());
+  ASSERT_EQ(::write(slow, "PROXY TCP4 ", 11), 11);
+  // Meanwhile a login through the balancer goes through.
+  {
+    TcpBalancer ok(relay_->port(), "127.0.0.7", "PROXY TCP4 203.0.113.9 127.0.0.1 40000 22\r\n");
+    auto r = SshThrough(ok, "echo ok");
+    EXPECT_EQ(r.out, "ok\n") << r.err;
+  }
+  EXPECT_LT(WaitForClose(slow, 5s), 3s);
+  ::close(slow);
+  // Malformed, oversized, an SSH client straight from the balancer's address (no header).
+  const std::string oversized = "PROXY UNKNOWN " + std::string(200, 'x');
+  for (const std::string& bytes : {std::string("PROXY TCP4 203.0.113.9 nowhere 1 22\r\n"),
+                                   oversized, std::string("SSH-2.0-OpenSSH_9.2\r\n"),
+                                   std::string("\r\n\r\n\0\r\nQUIT\n\x21\x11\xff\xff", 16)}) {
+    const int fd = ConnectFrom("127.0.0.7", relay_->port());
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    EXPECT_LT(WaitForClose(fd, 5s), 1s);
+    ::close(fd);
+  }
+  EXPECT_EQ(relay_->Stats().bad_proxy_headers, 5u);
+  // One log line a minute per balancer.
+  int lines = 0;
+  for (const auto& line : sink_->Lines()) {
+    if (line.find("from the trusted balancer 127.0.0.7") != std::string::npos) ++lines;
+  }
+  EXPECT_EQ(lines, 1) << LogText();
+}
+
+TEST_F(RelayProxyProtocolTest, F8_AdmissionCountsTheHeadersSourceNotTheBalancer) {
+  // max_unauthenticated_per_source is 1: two silent connections from two clients behind the
+  // balancer both stay, a second from the same client /24 is closed at accept.
+  auto silent = [&](const std::string& header) {
+    const int fd = ConnectFrom("127.0.0.7", relay_->port());
+    EXPECT_EQ(::write(fd, header.data(), header.size()), static_cast<ssize_t>(header.size()));
+    return fd;
+  };
+  const int a = silent("PROXY TCP4 203.0.113.9 127.0.0.1 40000 22\r\n");
+  const int b = silent(ProxyV2Inet({198, 51, 100, 4}, 40001));
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 2; }));
+  const int c = silent("PROXY TCP4 203.0.113.10 127.0.0.1 40002 22\r\n");
+  EXPECT_LT(WaitForClose(c, 2s), 1s);
+  EXPECT_EQ(relay_->Stats().dropped_at_accept, 1u);
+  EXPECT_NE(LogText().find("from 203.0.113.0/24 at accept"), std::string::npos) << LogText();
+  // A LOCAL header (the balancer's health check) counts for the balancer itself.
+  const int d = silent(std::string("\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00", 16));
+  ASSERT_TRUE(WaitFor([&] { return relay_->Stats().open_connections == 3; }));
+  for (int fd : {a, b, c, d}) ::close(fd);
+}
+
 }  // namespace
 }  // namespace gpuwerk::relay

@@ -139,6 +139,9 @@ class RelayProcessTest : public ServerTest {
                                              .host_key_path = relay_dir() / "host_key",
                                              .relay_key_path = relay_dir() / "relay_key",
                                              .relay_ca_path = relay_dir() / "relay_ca",
+                                             // A balancer network nobody here connects from:
+                                             // the child must take the flag and start.
+                                             .trusted_proxies = {"192.0.2.0/24"},
                                              .log_level = "info",
                                              .memory_limit_bytes = kLimit,
                                              .cgroup_name = "",

@@ -504,6 +504,117 @@ TEST_F(RelaySessionsApiTest, HttpRelaySessionLogBoundsItsQueueAndGivesUpAtStop) 
   EXPECT_EQ(log.Stats().queued, 0u);
 }
 
+/// A remote relay's refusals become audit events on the server (docs/ssh.md "Refusals of a remote
+/// relay"): grouped per minute by the relay, at most kMaxRefusalGroups groups a period (more are
+/// only counted), through the relay credential alone, and rate-limited per relay.
+TEST_F(RelaySessionsApiTest, RemoteRelayRefusalsBecomeBoundedAuditEvents) {
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:" + std::to_string(port_),
+                                  .token = relay_token_,
+                                  .refusal_interval = 300ms});
+  log.Start();
+  relay::RelayRefusalRecord flood;
+  flood.code = "not_authorized";
+  flood.user = "root";
+  flood.key_fingerprint = "SHA256:stranger";
+  flood.source_address = "203.0.113.9";
+  flood.at = std::chrono::system_clock::now();
+  for (int i = 0; i < 5; ++i) log.OnRefused(flood);  // one group, count 5
+  relay::RelayRefusalRecord mismatch;
+  mismatch.code = "upstream_host_key_mismatch";
+  mismatch.user = in["hostname"].get<std::string>();
+  mismatch.key_fingerprint = alice_fp_;
+  mismatch.person_id = alice_id_;
+  mismatch.instance_id = id;
+  mismatch.source_address = "198.51.100.1";
+  mismatch.expected_host_key = "SHA256:old";
+  mismatch.presented_host_key = "SHA256:new";
+  log.OnRefused(mismatch);
+  // 150 more kinds: 98 fit (100 groups a period), 52 are only counted.
+  for (int i = 0; i < 150; ++i) {
+    relay::RelayRefusalRecord r = flood;
+    r.user = "user" + std::to_string(i);
+    log.OnRefused(r);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (log.Stats().refusal_reports < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(log.Stats().refusal_reports, 1u);
+  EXPECT_EQ(log.Stats().refusals, 156u);
+  EXPECT_EQ(log.Stats().refusals_dropped, 52u);
+  EXPECT_EQ(AuditCount("relay_session.refused"), 100);
+  EXPECT_EQ(AuditCount("relay.host_key_mismatch"), 1);
+  EXPECT_EQ(AuditCount("relay_session.refusals_dropped"), 1);
+  auto row = [&](const std::string& action, const std::string& where) {
+    auto r = app_->database().Read([&](store::Transaction& tx) -> core::Result<json> {
+      GPUWERK_ASSIGN_OR_RETURN(auto found,
+                               tx.QueryOne("SELECT actor_id, target, source_address, detail FROM "
+                                           "audit_events WHERE action = ? AND " +
+                                               where,
+                                           {action}));
+      if (!found) return json();
+      return json{{"actor_id", found->Text("actor_id")},
+                  {"target", found->Text("target")},
+                  {"source_address", found->Text("source_address")},
+                  {"detail", json::parse(found->Text("detail"))}};
+    });
+    return r ? *r : json();
+  };
+  const json grouped = row("relay_session.refused", "detail LIKE '%\"user\":\"root\"%'");
+  EXPECT_EQ(grouped["source_address"], "203.0.113.9") << grouped;
+  EXPECT_EQ(grouped["actor_id"], "") << grouped;
+  EXPECT_EQ(grouped["detail"]["count"], 5) << grouped;
+  EXPECT_EQ(grouped["detail"]["code"], "not_authorized") << grouped;
+  EXPECT_EQ(grouped["detail"]["relay"], "edge-1") << grouped;
+  const json refused = row("relay_session.refused", "target = '" + id + "'");
+  EXPECT_EQ(refused["actor_id"], alice_id_) << refused;
+  EXPECT_EQ(refused["source_address"], "198.51.100.1") << refused;
+  const json keys = row("relay.host_key_mismatch", "1 = 1");
+  EXPECT_EQ(keys["detail"]["presented"], "SHA256:new") << keys;
+  EXPECT_EQ(row("relay_session.refusals_dropped", "1 = 1")["detail"]["count"], 52);
+  // What is gathered when the relay stops goes with the drain.
+  log.OnRefused(flood);
+  log.Stop();
+  EXPECT_EQ(log.Stats().refusal_reports, 2u);
+  EXPECT_EQ(AuditCount("relay_session.refused"), 101);
+
+  // The relay credential alone opens the route.
+  const json empty = {{"refusals", json::array()}, {"dropped", 0}};
+  auto as_person = alice_->PostJson("/api/v1/relay/refusals", empty);
+  EXPECT_TRUE(as_person.status == 401 || as_person.status == 403) << as_person.body;
+  auto client = Browser();
+  client->SetBearer(op_token_);
+  auto as_operator = client->PostJson("/api/v1/relay/refusals", empty);
+  EXPECT_TRUE(as_operator.status == 401 || as_operator.status == 403) << as_operator.body;
+  // A source that is not an address is refused, nothing recorded.
+  json bad = {{"refusals", json::array({{{"code", "not_authorized"},
+                                         {"user", "root"},
+                                         {"key_fingerprint", ""},
+                                         {"person_id", ""},
+                                         {"instance_id", ""},
+                                         {"source_address", "-oProxyCommand=x"},
+                                         {"expected_host_key", ""},
+                                         {"presented_host_key", ""},
+                                         {"count", 1},
+                                         {"first_at", "2027-01-14T09:00:00Z"},
+                                         {"last_at", "2027-01-14T09:00:00Z"}}})},
+              {"dropped", 0}};
+  ExpectProblem(relay_client_->PostJson("/api/v1/relay/refusals", bad), 400, "invalid_field");
+  EXPECT_EQ(AuditCount("relay_session.refused"), 101);
+  // Ten reports a minute per relay: two were sent above; the eleventh is refused.
+  int accepted = 0;
+  HttpResult last;
+  for (int i = 0; i < 12; ++i) {
+    last = relay_client_->PostJson("/api/v1/relay/refusals", empty);
+    if (last.status != 200) break;
+    ++accepted;
+  }
+  EXPECT_EQ(accepted, 8);
+  ExpectProblem(last, 429, "rate_limited");
+}
+
 /// A real relay in front of a real sshd, asking this server over HTTP (as `gpuwerk relay` does).
 TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsThemFast) {
   const auto relay_ca =

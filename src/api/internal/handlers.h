@@ -92,6 +92,7 @@ Answer OpenEventStream(ApiContext& ctx, Call& call);
 Answer AuthorizeRelayLogin(ApiContext& ctx, Call& call);
 Answer ReportRelaySession(ApiContext& ctx, Call& call);
 Answer RelayRestarted(ApiContext& ctx, Call& call);
+Answer ReportRelayRefusals(ApiContext& ctx, Call& call);
 Answer RecheckRelaySessions(ApiContext& ctx, Call& call);
 Answer WatchRelayAccess(ApiContext& ctx, Call& call);
 

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/random.h"
+#include "protocol/relay_messages.h"
+#include "store/database.h"
+
+namespace gpuwerk::access {
+
+/// Records one group of refused relay logins (protocol::RelayRefusalGroup: one code, source,
+/// key, person and instance, `count` times within a minute) as one audit event
+/// `relay_session.refused`: actor the person (when the authorizer had let the login through),
+/// target the instance, the group's source address, details {code, user, key_fingerprint,
+/// count, first_at, last_at, relay}. A `upstream_host_key_mismatch` group adds one
+/// `relay.host_key_mismatch` event for the operator (details {expected, presented,
+/// key_fingerprint, count, relay}; docs/ssh.md "Host key pinning"). Text the relay sent goes in
+/// its bounded printable form (core::BoundedPrintable). Inside the caller's transaction.
+/// Errors: the store's.
+core::Result<void> RecordRelayRefusal(store::Transaction& tx, core::Clock& clock, core::Rng& rng,
+                                      const std::string& relay,
+                                      const protocol::RelayRefusalGroup& group);
+
+/// Records that `relay` left `dropped` refusals of one period out of its report (more kinds than
+/// protocol::kMaxRefusalGroups): one audit event `relay_session.refusals_dropped`, actor the
+/// system, target the relay's name, details {count}. Nothing for 0. Errors: the store's.
+core::Result<void> RecordDroppedRelayRefusals(store::Transaction& tx, core::Clock& clock,
+                                              core::Rng& rng, const std::string& relay,
+                                              int64_t dropped);
+
+}  // namespace gpuwerk::access
