@@ -2,6 +2,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <sys/resource.h>
 
+#include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include "core/encoding.h"
@@ -99,6 +101,55 @@ TEST(TimeFormatTest, RoundTripsRfc3339) {
   EXPECT_EQ(ParseRfc3339("2027-01-15T08:00:00Z"), 1'800'000'000);
   EXPECT_EQ(ParseRfc3339("2027-02-30T08:00:00Z"), std::nullopt);
   EXPECT_EQ(ParseRfc3339("garbage"), std::nullopt);
+}
+
+TEST(TimeFormatTest, FormatsCalendarEdges) {
+  EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");              // the epoch
+  EXPECT_EQ(FormatRfc3339(951'782'400), "2000-02-29T00:00:00Z");    // a century that leaps
+  EXPECT_EQ(FormatRfc3339(1'709'251'199), "2024-02-29T23:59:59Z");  // a leap day's last second
+  EXPECT_EQ(FormatRfc3339(1'709'251'200), "2024-03-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(4'107'542'399), "2100-02-28T23:59:59Z");  // a century that does not
+  EXPECT_EQ(FormatRfc3339(4'107'542'400), "2100-03-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(1'767'225'599), "2025-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(kLatestAcceptedTime), "2200-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(kLatestAcceptedTime + 1), "2201-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(253'402'300'800), "9999-12-31T23:59:59Z");  // clamped
+  // Before 1970: the second of the day counts up from midnight.
+  EXPECT_EQ(FormatRfc3339(-86'400), "1969-12-31T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(-86'401), "1969-12-30T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(-2'208'988'800), "1900-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(-11'670'998'400), "1600-02-29T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(-62'135'596'800), "0001-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(-62'135'596'801), "0001-01-01T00:00:00Z");  // clamped
+}
+
+// The digits by hand agree with std::chrono's calendar on every day of 1969 to 2201 and every 97th
+// day of the rest of years 1 to 9999, each at a different second of the day.
+TEST(TimeFormatTest, AgreesWithChronoCalendar) {
+  using namespace std::chrono;
+  auto expected = [](int64_t t) {
+    const sys_seconds at{seconds(t)};
+    const sys_days day = floor<days>(at);
+    const year_month_day ymd{day};
+    const hh_mm_ss hms{at - day};
+    char text[32];
+    std::snprintf(text, sizeof text, "%04d-%02u-%02uT%02d:%02d:%02dZ", static_cast<int>(ymd.year()),
+                  static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                  static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
+                  static_cast<int>(hms.seconds().count()));
+    return std::string(text);
+  };
+  const int64_t first_day = -719'162;  // 0001-01-01
+  const int64_t last_day = 2'932'896;  // 9999-12-31
+  int checked = 0;
+  for (int64_t day = first_day; day <= last_day; ++day) {
+    const bool near = day >= -365 && day <= 84'735;  // 1969-01-01 … 2201-12-31
+    if (!near && (day - first_day) % 97 != 0) continue;
+    const int64_t t = day * 86'400 + ((day * 7'919) % 86'400 + 86'400) % 86'400;
+    ASSERT_EQ(FormatRfc3339(t), expected(t)) << t;
+    ++checked;
+  }
+  EXPECT_GT(checked, 120'000);
 }
 
 TEST(EncodingTest, Base64AndSha256MatchKnownVectors) {

@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -25,10 +27,17 @@ namespace {
 
 using core::ErrorCode;
 
+/// Hashes std::string and std::string_view alike, so the statement cache is searched by the
+/// caller's SQL text without copying it into a string first.
+struct SqlHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view sql) const { return std::hash<std::string_view>{}(sql); }
+};
+
 /// One open connection with its statement cache.
 struct Connection {
   sqlite3* db = nullptr;
-  std::unordered_map<std::string, sqlite3_stmt*> statements;
+  std::unordered_map<std::string, sqlite3_stmt*, SqlHash, std::equal_to<>> statements;
   /// The column names of each cached statement's result, made at its first row.
   std::unordered_map<sqlite3_stmt*, ColumnNames> columns;
 
@@ -456,16 +465,15 @@ class SqliteTransaction final : public Transaction {
   core::Result<void> Run(std::string_view sql, std::initializer_list<Value> params,
                          std::vector<Row>* rows) {
     sqlite3* db = conn_->db;
-    std::string key(sql);
     sqlite3_stmt* stmt = nullptr;
-    auto it = conn_->statements.find(key);
+    auto it = conn_->statements.find(sql);
     if (it != conn_->statements.end()) {
       stmt = it->second;
     } else {
-      int rc = sqlite3_prepare_v3(db, key.data(), static_cast<int>(key.size()),
+      int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
                                   SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
       if (rc != SQLITE_OK) return std::unexpected(pool_->ErrorOf(db, rc, "prepare"));
-      conn_->statements.emplace(key, stmt);
+      conn_->statements.emplace(std::string(sql), stmt);
     }
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
@@ -489,6 +497,7 @@ class SqliteTransaction final : public Transaction {
       if (rc != SQLITE_OK) return std::unexpected(pool_->ErrorOf(db, rc, "bind"));
       ++idx;
     }
+    ColumnNames* names = nullptr;  // looked up at the first row, once per statement run
     for (;;) {
       int rc = sqlite3_step(stmt);
       if (rc == SQLITE_DONE) break;
@@ -499,12 +508,14 @@ class SqliteTransaction final : public Transaction {
       }
       if (!rows) continue;
       int n = sqlite3_column_count(stmt);
-      ColumnNames& names = conn_->columns[stmt];
       if (!names) {
-        auto made = std::make_shared<std::vector<std::string>>();
-        made->reserve(n);
-        for (int c = 0; c < n; ++c) made->emplace_back(sqlite3_column_name(stmt, c));
-        names = std::move(made);
+        names = &conn_->columns[stmt];
+        if (!*names) {
+          auto made = std::make_shared<std::vector<std::string>>();
+          made->reserve(n);
+          for (int c = 0; c < n; ++c) made->emplace_back(sqlite3_column_name(stmt, c));
+          *names = std::move(made);
+        }
       }
       std::vector<Value> values;
       values.reserve(n);
@@ -525,7 +536,7 @@ class SqliteTransaction final : public Transaction {
           }
         }
       }
-      rows->emplace_back(std::move(values), names);
+      rows->emplace_back(std::move(values), *names);
     }
     sqlite3_reset(stmt);
     return {};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (issue 2): authenticated, store-backed `GET /api/v1/ssh-keys` (10 keys) against
-# `GET /healthz` on one server, same wrk settings, back to back. Prints both rates and the ratio.
+# `GET /healthz` on one server, same wrk settings, back to back. Prints both rates and the ratio,
+# and the server's CPU time per request of each (steadier than req/s on a shared machine).
 # Usage: tests/bench/http_keys.sh [duration_seconds=10] [connections=16] [threads=2]
 # GPUWERK_BENCH_BINARY=path/to/gpuwerk runs that binary instead of building build/release (to
 # compare two builds back to back).
@@ -60,10 +61,25 @@ rate() {  # wrk's Requests/sec for a path, extra args passed on
   local path=$1; shift
   wrk -t "$threads" -c "$connections" -d "${duration}s" "$@" "$url$path" | awk '/Requests\/sec/ {print $2}'
 }
+# The server's CPU time (user + system, clock ticks) around each run: CPU per request moves much
+# less than req/s when other work shares the cores.
+cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }
+c0=$(cpu)
 healthz=$(rate /healthz)
+c1=$(cpu)
 keys=$(rate /api/v1/ssh-keys -H "Authorization: Bearer $token")
+c2=$(cpu)
 ratio=$(awk -v a="$keys" -v b="$healthz" 'BEGIN {printf "%.2f", a / b}')
+per_request() {  # microseconds of server CPU per request: ticks, req/s
+  awk -v c="$1" -v r="$2" -v d="$duration" -v t="$(getconf CLK_TCK)" \
+    'BEGIN {printf "%.1f", c / t / (r * d) * 1e6}'
+}
+cpu_healthz=$(per_request $((c1 - c0)) "$healthz")
+cpu_keys=$(per_request $((c2 - c1)) "$keys")
 echo "wrk -t$threads -c$connections -d${duration}s, server --http-threads 4 (default), $(nproc) cores"
-printf 'GET /healthz                      %10.0f req/s\n' "$healthz"
-printf 'GET /api/v1/ssh-keys (10, token)  %10.0f req/s\n' "$keys"
-echo "ratio keys/healthz: $ratio (target >= 0.50)"
+printf 'GET /healthz                      %10.0f req/s  %6s us server CPU/request\n' "$healthz" \
+  "$cpu_healthz"
+printf 'GET /api/v1/ssh-keys (10, token)  %10.0f req/s  %6s us server CPU/request\n' "$keys" \
+  "$cpu_keys"
+echo "ratio keys/healthz: $ratio (target >= 0.50); server CPU ratio (healthz/keys):" \
+  "$(awk -v a="$cpu_healthz" -v b="$cpu_keys" 'BEGIN {printf "%.2f", a / b}')"
