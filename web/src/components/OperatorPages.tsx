@@ -158,9 +158,9 @@ function Pager(props: { label: string; text: string; prev: (() => void) | null; 
   );
 }
 
-function pageText(p: Page<unknown>, noun: string): string {
+function pageText(p: Page<unknown>, one: string, many = `${one}s`): string {
   const total = p.total ?? p.items.length;
-  return `Page ${p.page ?? 1} of ${p.pages ?? 1}, ${total} ${noun}${total === 1 ? '' : 's'}`;
+  return `Page ${p.page ?? 1} of ${p.pages ?? 1}, ${total} ${total === 1 ? one : many}`;
 }
 
 // ---- hosts --------------------------------------------------------------------------------
@@ -433,7 +433,7 @@ function QueuesPage() {
               </tr>
             ))}
           </Table>
-          <Pager label="Queue pages" text={pageText(data, 'entry')} prev={page > 1 ? () => setPage(page - 1) : null} next={page < (data.pages ?? 1) ? () => setPage(page + 1) : null} busy={busy} prevText="← Previous" nextText="Next →" />
+          <Pager label="Queue pages" text={pageText(data, 'entry', 'entries')} prev={page > 1 ? () => setPage(page - 1) : null} next={page < (data.pages ?? 1) ? () => setPage(page + 1) : null} busy={busy} prevText="← Previous" nextText="Next →" />
         </>
       ) : null}
     </Section>
@@ -624,7 +624,7 @@ function PeoplePage(props: { me: Me }) {
             </Table>
             <Pager
               label="People pages"
-              text={pageText(data, 'person')}
+              text={pageText(data, 'person', 'people')}
               prev={data.prev ? () => setCursor({ after: data.prev as string }) : null}
               next={data.next ? () => setCursor({ before: data.next as string }) : null}
               busy={busy}
