@@ -108,6 +108,15 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"PUT", "/api/v1/admin/billing/teams/{team}/card", kOperator, h::AdminSetTeamCard},
     {"DELETE", "/api/v1/admin/billing/teams/{team}/card", kOperator, h::AdminClearTeamCard},
     {"GET", "/api/v1/admin/audit", kOperator, h::AdminListAudit},
+    // Everyone's instances, queues and people; the operator flag (audited; the last operator's
+    // stays); the sign-up policy as configured (read only). docs/api.md "Operators".
+    {"GET", "/api/v1/admin/instances", kOperator, h::AdminListInstances},
+    {"GET", "/api/v1/admin/queue", kOperator, h::AdminListQueue},
+    {"GET", "/api/v1/admin/people", kOperator, h::AdminListPeople},
+    {"PUT", "/api/v1/admin/people/{email}/operator", kOperator, h::AdminSetOperator, Tx::kOwn,
+     Body::kNone},
+    {"DELETE", "/api/v1/admin/people/{email}/operator", kOperator, h::AdminClearOperator},
+    {"GET", "/api/v1/admin/sign-up-policy", kOperator, h::AdminSignUpPolicy},
 
     // Teams (R-15; docs/teams.md): every role rule is TeamService's, whatever the credential.
     {"GET", "/api/v1/team", kPerson, h::GetTeam},

@@ -107,7 +107,8 @@ TEST(ApiRoutesTest, MetricsLoopbackRuleNeedsALoopbackClientToo) {
   EXPECT_TRUE(IsStraightFromThisMachine(request));
 }
 
-// Issue 11 break test (LOW): POSTs that only act take no body, like every GET and DELETE.
+// Issue 11 break test (LOW): POSTs (and the PUT of the operator flag) that only act take no body,
+// like every GET and DELETE.
 TEST(ApiRoutesTest, RoutesThatOnlyActTakeNoBody) {
   static const std::set<std::pair<std::string_view, std::string_view>> kPostsWithoutBody = {
       {"POST", "/api/v1/auth/logout"},
@@ -116,6 +117,7 @@ TEST(ApiRoutesTest, RoutesThatOnlyActTakeNoBody) {
       {"POST", "/api/v1/admin/hosts/{name}/undrain"},
       {"POST", "/api/v1/billing/card-setup"},
       {"POST", "/api/v1/team/leave"},
+      {"PUT", "/api/v1/admin/people/{email}/operator"},
   };
   for (const ApiRoute& route : ApiRoutes()) {
     const bool bodiless_method =

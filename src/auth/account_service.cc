@@ -685,6 +685,56 @@ core::Result<void> AccountService::DeleteApiToken(const Principal& who, std::str
   return deleted_token;
 }
 
+core::Result<PersonPage> AccountService::ListPeople(std::string_view before,
+                                                    std::string_view after) {
+  GPUWERK_ASSIGN_OR_RETURN(core::KeysetQuery query, core::ParseKeysetQuery(before, after));
+  return db_.Read([&](Transaction& tx) -> core::Result<PersonPage> {
+    PersonPage out;
+    GPUWERK_ASSIGN_OR_RETURN(out.total, PersonTable::CountAll(tx));
+    out.pages = out.total <= 0 ? 1 : (out.total + kPeoplePageSize - 1) / kPeoplePageSize;
+    GPUWERK_ASSIGN_OR_RETURN(auto rows, PersonTable::PageAll(tx, query, kPeoplePageSize));
+    if (query.after && static_cast<int64_t>(rows.size()) < kPeoplePageSize) {
+      // Fewer newer rows than a page: the newest page, so that pages keep their size.
+      GPUWERK_ASSIGN_OR_RETURN(rows, PersonTable::PageAll(tx, {}, kPeoplePageSize));
+    }
+    if (rows.empty()) return out;
+    const core::KeysetKey first{.at = rows.front().person.created_at, .id = rows.front().person.id};
+    const core::KeysetKey last{.at = rows.back().person.created_at, .id = rows.back().person.id};
+    GPUWERK_ASSIGN_OR_RETURN(int64_t newer, PersonTable::CountAll(tx, first));
+    out.page = newer / kPeoplePageSize + 1;
+    if (newer > 0) out.prev = core::FormatKeyset(first);
+    if (newer + static_cast<int64_t>(rows.size()) < out.total) out.next = core::FormatKeyset(last);
+    for (auto& r : rows) out.items.push_back(std::move(r.person));
+    return out;
+  });
+}
+
+core::Result<Person> AccountService::SetOperator(const Principal& by, std::string_view email,
+                                                 bool is_operator, const Caller& caller) {
+  GPUWERK_ASSIGN_OR_RETURN(EmailAddress address, ParseEmailAddress(email));
+  return db_.Write([&](Transaction& tx) -> core::Result<Person> {
+    GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::FindByEmail(tx, address.normalised));
+    if (!row) return core::NotFound("person");
+    Person person = row->person;
+    if (person.is_operator == is_operator) return person;
+    GPUWERK_ASSIGN_OR_RETURN(bool changed, PersonTable::SetOperator(tx, person.id, is_operator));
+    if (!changed) {
+      return core::Fail(ErrorCode::kFailedPrecondition, "last_operator",
+                        "This is the only operator: make someone else an operator first, or "
+                        "nobody could operate the platform.");
+    }
+    person.is_operator = is_operator;
+    GPUWERK_TRY(
+        audit::RecordAudit(tx, clock_, rng_,
+                           {.actor_id = by.person_id,
+                            .action = is_operator ? "person.set_operator" : "person.clear_operator",
+                            .target = person.id,
+                            .source_address = caller.address,
+                            .detail = {{"email", person.email}, {"was_operator", !is_operator}}}));
+    return person;
+  });
+}
+
 core::Result<Person> AccountService::GetPerson(std::string_view person_id) {
   return db_.Read([&](Transaction& tx) -> core::Result<Person> {
     GPUWERK_ASSIGN_OR_RETURN(auto row, PersonTable::Find(tx, std::string(person_id)));

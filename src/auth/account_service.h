@@ -62,6 +62,19 @@ struct AccountOptions {
       remove_ssh_keys;
 };
 
+/// One keyset page of people (AccountService::ListPeople), newest first.
+struct PersonPage {
+  std::vector<Person> items;
+  int64_t page = 1;   ///< this page's number from the newest (1-based), as of this read
+  int64_t pages = 1;  ///< at least 1
+  int64_t total = 0;  ///< people in all
+  std::string next;   ///< the cursor of older rows (`before`); "" when none
+  std::string prev;   ///< the cursor of newer rows (`after`); "" when none
+};
+
+/// People per page of ListPeople (the API's 15 rows).
+inline constexpr int64_t kPeoplePageSize = 15;
+
 /// A new sign-in session: the secret goes into the cookie once and is stored only hashed.
 struct SignIn {
   Person person;
@@ -165,6 +178,24 @@ class AccountService {
   core::Result<std::vector<ApiToken>> ListApiTokens(const Principal&);
   /// Errors: not_found (also for another person's token).
   core::Result<void> DeleteApiToken(const Principal&, std::string_view id, const Caller&);
+
+  /// Every person (an operator's view), newest first, kPeoplePageSize a page, keyset paged:
+  /// older than cursor `before`, else the page nearest newer than cursor `after` (the newest
+  /// page when fewer remain), else the newest (core/keyset.h). Errors: invalid_cursor; the
+  /// store's.
+  core::Result<PersonPage> ListPeople(std::string_view before, std::string_view after);
+  /// An operator (`by`) makes the person with address `email` an operator or not, audited
+  /// `person.set_operator` / `person.clear_operator` (detail: email, before) when it changed
+  /// anything; setting the value it has changes nothing. The change applies from the person's
+  /// next request (every request reads the flag). Errors: invalid_email; not_found (no account
+  /// has the address); kFailedPrecondition "last_operator" (clearing the only operator's flag:
+  /// nobody could operate the platform then; nothing changes).
+  core::Result<Person> SetOperator(const Principal& by, std::string_view email, bool is_operator,
+                                   const Caller&);
+  /// Who may sign up, as the server's configuration says (read only).
+  SignUpPolicy sign_up_policy() const { return options_.sign_up_policy; }
+  /// The email domains that may sign up under SignUpPolicy::kDomains (lowercase).
+  const std::vector<std::string>& sign_up_domains() const { return options_.sign_up_domains; }
 
   /// The person with this id. Errors: not_found.
   core::Result<Person> GetPerson(std::string_view person_id);

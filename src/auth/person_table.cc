@@ -1,5 +1,6 @@
 #include "auth/person_table.h"
 
+#include <algorithm>
 #include <string>
 
 namespace gpuwerk::auth {
@@ -50,7 +51,75 @@ core::Result<int64_t> InsertRow(store::Transaction& tx, const PersonRow& row,
        int64_t{row.person.is_operator ? 1 : 0}, row.person.created_at, ProvenAt(row)});
 }
 
+core::Result<std::vector<PersonRow>> Many(core::Result<std::vector<store::Row>> rows) {
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<PersonRow> out;
+  out.reserve(rows->size());
+  for (const auto& r : *rows) out.push_back(FromRow(r));
+  return out;
+}
+
 }  // namespace
+
+core::Result<std::vector<PersonRow>> PersonTable::PageAll(store::Transaction& tx,
+                                                          const core::KeysetQuery& query,
+                                                          int64_t limit) {
+  const std::string lim = " LIMIT " + std::to_string(std::max<int64_t>(limit, 0));
+  if (query.before) {
+    return Many(tx.Query(std::string(kSelect) +
+                             "WHERE created_at < ? OR (created_at = ? AND id < ?) "
+                             "ORDER BY created_at DESC, id DESC" +
+                             lim,
+                         {query.before->at, query.before->at, query.before->id}));
+  }
+  if (query.after) {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows, Many(tx.Query(std::string(kSelect) +
+                                     "WHERE created_at > ? OR (created_at = ? AND id > ?) "
+                                     "ORDER BY created_at ASC, id ASC" +
+                                     lim,
+                                 {query.after->at, query.after->at, query.after->id})));
+    std::reverse(rows.begin(), rows.end());
+    return rows;
+  }
+  return Many(tx.Query(std::string(kSelect) + "ORDER BY created_at DESC, id DESC" + lim, {}));
+}
+
+core::Result<int64_t> PersonTable::CountAll(store::Transaction& tx,
+                                            const std::optional<core::KeysetKey>& newer_than) {
+  std::optional<store::Row> row;
+  if (newer_than) {
+    GPUWERK_ASSIGN_OR_RETURN(
+        row, tx.QueryOne("SELECT COUNT(*) AS n FROM persons WHERE created_at > ? OR "
+                         "(created_at = ? AND id > ?)",
+                         {newer_than->at, newer_than->at, newer_than->id}));
+  } else {
+    GPUWERK_ASSIGN_OR_RETURN(row, tx.QueryOne("SELECT COUNT(*) AS n FROM persons", {}));
+  }
+  return row ? row->Int("n") : 0;
+}
+
+core::Result<int64_t> PersonTable::CountOperators(store::Transaction& tx) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT COUNT(*) AS n FROM persons WHERE is_operator = 1", {}));
+  return row ? row->Int("n") : 0;
+}
+
+core::Result<bool> PersonTable::SetOperator(store::Transaction& tx, const std::string& id,
+                                            bool is_operator) {
+  if (is_operator) {
+    GPUWERK_TRY(tx.Exec("UPDATE persons SET is_operator = 1 WHERE id = ?", {id}));
+    return true;
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto row,
+                           tx.QueryOne("SELECT is_operator FROM persons WHERE id = ?", {id}));
+  if (!row || row->Int("is_operator") == 0) return true;
+  GPUWERK_ASSIGN_OR_RETURN(int64_t n,
+                           tx.Exec("UPDATE persons SET is_operator = 0 WHERE id = ? AND "
+                                   "(SELECT COUNT(*) FROM persons WHERE is_operator = 1) > 1",
+                                   {id}));
+  return n == 1;
+}
 
 core::Result<std::optional<PersonRow>> PersonTable::Find(store::Transaction& tx,
                                                          const std::string& id) {

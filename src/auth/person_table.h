@@ -2,9 +2,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "auth/principal.h"
 #include "core/error.h"
+#include "core/keyset.h"
 #include "store/database.h"
 
 namespace gpuwerk::auth {
@@ -32,6 +34,22 @@ class PersonTable {
   /// that mail or show a person (queue mails, relay session lists).
   static core::Result<std::optional<std::string>> Email(store::Transaction& tx,
                                                         const std::string& id);
+  /// Every person, newest first (created_at, id descending), keyset paged by `query`
+  /// (core/keyset.h): older than `before`, else the `limit` nearest newer than `after` (still
+  /// answered newest first), else the newest `limit`.
+  static core::Result<std::vector<PersonRow>> PageAll(store::Transaction& tx,
+                                                      const core::KeysetQuery& query,
+                                                      int64_t limit);
+  /// How many people there are; with `newer_than`, only those newer than that key.
+  static core::Result<int64_t> CountAll(store::Transaction& tx,
+                                        const std::optional<core::KeysetKey>& newer_than = {});
+  /// How many people are operators.
+  static core::Result<int64_t> CountOperators(store::Transaction& tx);
+  /// Makes person `id` an operator (`is_operator` true) or not. Clearing the flag of the last
+  /// operator changes nothing and answers false (the check and the change are one statement);
+  /// true otherwise, also when the flag already had that value.
+  static core::Result<bool> SetOperator(store::Transaction& tx, const std::string& id,
+                                        bool is_operator);
   /// Stores a new person (`row.person.has_password` is taken from `row.password_hash`). Errors:
   /// the store's unique violation (kAlreadyExists) when the id or
   /// email_norm is taken.

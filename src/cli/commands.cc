@@ -42,6 +42,7 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io) {
   internal::AddAdminKeyVerbs(*admin, verbs);
   internal::AddAdminBillingVerbs(*admin, verbs);
   internal::AddAdminAuditVerbs(*admin, verbs);
+  internal::AddAdminPeopleVerbs(*admin, verbs);
   internal::AddInvoiceVerbs(app, verbs);
   internal::AddAdminInvoiceVerbs(*admin, verbs);
 }

@@ -9,6 +9,7 @@
 #include "core/encoding.h"
 #include "core/error.h"
 #include "core/host_address.h"
+#include "core/keyset.h"
 #include "core/logging.h"
 #include "core/open_files.h"
 #include "core/random.h"
@@ -267,6 +268,31 @@ TEST(OpenFileLimitTest, RaiseSetsTheSoftLimitToTheHardLimit) {
   EXPECT_EQ(again->soft_before, raised->soft);
   EXPECT_EQ(again->soft, raised->soft);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+}
+
+TEST(KeysetTest, CursorsRoundTripAndAnythingElseIsInvalidCursor) {
+  const KeysetKey key{.at = 1764720000, .id = "ins_abc123"};
+  EXPECT_EQ(FormatKeyset(key), "1764720000.ins_abc123");
+  auto parsed = ParseKeyset(FormatKeyset(key));
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(*parsed, key);
+  for (const char* bad : {"", ".", "12", "12.", ".ins_a", "-1.ins_a", "1x.ins_a", "1.INS", "1.a b",
+                          "1.a-b", "99999999999999999999.a"}) {
+    auto r = ParseKeyset(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_cursor") << bad;
+  }
+  EXPECT_FALSE(ParseKeyset("1." + std::string(65, 'a')));
+  auto both = ParseKeysetQuery("1.a", "2.b");
+  ASSERT_FALSE(both);
+  EXPECT_EQ(both.error().api_code, "invalid_cursor");
+  auto before = ParseKeysetQuery("1.a", "");
+  ASSERT_TRUE(before);
+  EXPECT_TRUE(before->before.has_value());
+  EXPECT_FALSE(before->after.has_value());
+  auto none = ParseKeysetQuery("", "");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->before || none->after);
 }
 
 }  // namespace

@@ -153,6 +153,36 @@ core::Result<InstancePage> InstanceService::List(const std::string& person_id, i
   });
 }
 
+core::Result<OwnedInstancePage> InstanceService::ListAll(const InstanceFilter& filter,
+                                                         std::string_view before,
+                                                         std::string_view after) {
+  GPUWERK_ASSIGN_OR_RETURN(core::KeysetQuery query, core::ParseKeysetQuery(before, after));
+  const int64_t now = clock_.NowUnix();
+  return db_.Read([&](store::Transaction& tx) -> core::Result<OwnedInstancePage> {
+    OwnedInstancePage out;
+    GPUWERK_ASSIGN_OR_RETURN(out.total, InstanceTable::CountAll(tx, filter));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(auto rows, InstanceTable::PageAll(tx, filter, query, kPageSize));
+    if (query.after && static_cast<int64_t>(rows.size()) < kPageSize) {
+      // Fewer newer rows than a page: the newest page, so that pages keep their size.
+      GPUWERK_ASSIGN_OR_RETURN(rows, InstanceTable::PageAll(tx, filter, {}, kPageSize));
+    }
+    if (rows.empty()) return out;
+    const core::KeysetKey first{.at = rows.front().created_at, .id = rows.front().id};
+    const core::KeysetKey last{.at = rows.back().created_at, .id = rows.back().id};
+    GPUWERK_ASSIGN_OR_RETURN(int64_t newer, InstanceTable::CountAll(tx, filter, first));
+    out.page = newer / kPageSize + 1;
+    if (newer > 0) out.prev = core::FormatKeyset(first);
+    if (newer + static_cast<int64_t>(rows.size()) < out.total) out.next = core::FormatKeyset(last);
+    for (const auto& r : rows) {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto in, internal::LoadInstance(tx, r.id, now, options_.host_unknown_after_seconds));
+      if (in) out.items.push_back({.person_id = r.person_id, .instance = std::move(*in)});
+    }
+    return out;
+  });
+}
+
 core::Result<Instance> InstanceService::Get(const std::string& person_id,
                                             std::string_view id_or_name) {
   const int64_t now = clock_.NowUnix();

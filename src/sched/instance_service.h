@@ -68,6 +68,22 @@ struct Instance {
 /// One page of a person's live instances.
 using InstancePage = Page<Instance>;
 
+/// An instance with its owner, as an operator's list shows it.
+struct OwnedInstance {
+  std::string person_id;
+  Instance instance;
+};
+
+/// One keyset page of everyone's instances (InstanceService::ListAll), newest first.
+struct OwnedInstancePage {
+  std::vector<OwnedInstance> items;
+  int64_t page = 1;   ///< this page's number from the newest (1-based), as of this read
+  int64_t pages = 1;  ///< at least 1
+  int64_t total = 0;  ///< instances matching the filter
+  std::string next;   ///< the cursor of older rows (`before`); "" when none
+  std::string prev;   ///< the cursor of newer rows (`after`); "" when none
+};
+
 /// A GPU type with its capacity now.
 struct GpuType {
   std::string name;
@@ -150,6 +166,12 @@ class InstanceService {
   /// The person's live instances (not yet finally deleted), 15 a page, oldest first.
   /// Errors: invalid_page.
   core::Result<InstancePage> List(const std::string& person_id, int page);
+  /// Everyone's instances matching `filter` (an operator's view), newest first, kPageSize a
+  /// page, keyset paged: older than cursor `before`, else the page nearest newer than cursor
+  /// `after` (the newest page when fewer remain), else the newest (core/keyset.h). Each with its
+  /// derived status, as Get shows it. Errors: kInvalidArgument invalid_cursor; the store's.
+  core::Result<OwnedInstancePage> ListAll(const InstanceFilter& filter, std::string_view before,
+                                          std::string_view after);
   /// One of the person's instances, by id or, failing that, by live name.
   /// Errors: not_found (also for another person's instance, R-19, and once finally deleted).
   core::Result<Instance> Get(const std::string& person_id, std::string_view id_or_name);

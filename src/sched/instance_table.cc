@@ -1,5 +1,7 @@
 #include "sched/instance_table.h"
 
+#include <algorithm>
+
 namespace gpuwerk::sched {
 namespace {
 
@@ -50,6 +52,11 @@ core::Result<std::vector<InstanceRow>> Many(core::Result<std::vector<store::Row>
   for (const auto& r : *rows) out.push_back(RowOf(r));
   return out;
 }
+
+/// The WHERE clause of an InstanceFilter: its parameters are FilterParams' five, in order.
+constexpr std::string_view kFilterSql =
+    "(? = 1 OR deleted_at IS NULL) AND (? = '' OR status = ?) AND (? = '' OR id IN (SELECT "
+    "p.instance_id FROM placements p JOIN hosts h ON h.id = p.host_id WHERE h.name = ?))";
 
 std::string Label(InstanceStatus s) { return std::string(ToString(s)); }
 std::string Label(DesiredState d) { return std::string(ToString(d)); }
@@ -215,6 +222,53 @@ core::Result<bool> InstanceTable::MarkUnknown(store::Transaction& tx, const std:
               {Label(InstanceStatus::kUnknown), id, Label(DesiredState::kRunning),
                Label(InstanceStatus::kFailed), Label(InstanceStatus::kUnknown)}));
   return n > 0;
+}
+
+core::Result<std::vector<InstanceRow>> InstanceTable::PageAll(store::Transaction& tx,
+                                                              const InstanceFilter& filter,
+                                                              const core::KeysetQuery& query,
+                                                              int64_t limit) {
+  const int64_t deleted = filter.include_deleted ? 1 : 0;
+  const std::string where(kFilterSql);
+  const std::string lim = " LIMIT " + std::to_string(std::max<int64_t>(limit, 0));
+  if (query.before) {
+    return Many(tx.Query(Select(where +
+                                " AND (created_at < ? OR (created_at = ? AND id < ?)) ORDER BY "
+                                "created_at DESC, id DESC" +
+                                lim),
+                         {deleted, filter.status, filter.status, filter.host, filter.host,
+                          query.before->at, query.before->at, query.before->id}));
+  }
+  if (query.after) {
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows, Many(tx.Query(Select(where +
+                                        " AND (created_at > ? OR (created_at = ? AND id > ?)) "
+                                        "ORDER BY created_at ASC, id ASC" +
+                                        lim),
+                                 {deleted, filter.status, filter.status, filter.host, filter.host,
+                                  query.after->at, query.after->at, query.after->id})));
+    std::reverse(rows.begin(), rows.end());
+    return rows;
+  }
+  return Many(tx.Query(Select(where + " ORDER BY created_at DESC, id DESC" + lim),
+                       {deleted, filter.status, filter.status, filter.host, filter.host}));
+}
+
+core::Result<int64_t> InstanceTable::CountAll(store::Transaction& tx, const InstanceFilter& filter,
+                                              const std::optional<core::KeysetKey>& newer_than) {
+  const int64_t deleted = filter.include_deleted ? 1 : 0;
+  const std::string sql = "SELECT COUNT(*) AS n FROM instances WHERE " + std::string(kFilterSql);
+  std::optional<store::Row> row;
+  if (newer_than) {
+    GPUWERK_ASSIGN_OR_RETURN(
+        row, tx.QueryOne(sql + " AND (created_at > ? OR (created_at = ? AND id > ?))",
+                         {deleted, filter.status, filter.status, filter.host, filter.host,
+                          newer_than->at, newer_than->at, newer_than->id}));
+  } else {
+    GPUWERK_ASSIGN_OR_RETURN(
+        row, tx.QueryOne(sql, {deleted, filter.status, filter.status, filter.host, filter.host}));
+  }
+  return row ? row->Int("n") : 0;
 }
 
 }  // namespace gpuwerk::sched

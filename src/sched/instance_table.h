@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/keyset.h"
 #include "sched/states.h"
 #include "store/database.h"
 
@@ -40,6 +41,14 @@ struct InstanceRow {
   bool drift_in_status = false;
   /// When its owner was last mailed about drift; nullopt: never.
   std::optional<int64_t> drift_mailed_at;
+};
+
+/// Which instances InstanceTable::PageAll lists (an operator's view of everyone's): each
+/// non-empty field must match.
+struct InstanceFilter {
+  bool include_deleted = false;  ///< false: live instances only
+  std::string status;            ///< the stored status (InstanceStatus's text), e.g. "running"
+  std::string host;              ///< a host's name: instances with a node placed on it now
 };
 
 /// The `instances` table: the one place that holds its SQL. Every function works inside the
@@ -85,6 +94,17 @@ class InstanceTable {
   /// Live instances (of anyone) with desired `running` that hold one of the SSH keys `key_ids`.
   static core::Result<std::vector<InstanceRow>> ListRunningWithKeys(
       store::Transaction& tx, const std::vector<std::string>& key_ids);
+
+  /// Everyone's instances matching `filter`, newest first (created_at, id descending), keyset
+  /// paged by `query` (core/keyset.h): older than `before`, else the `limit` nearest newer than
+  /// `after` (still answered newest first), else the newest `limit`.
+  static core::Result<std::vector<InstanceRow>> PageAll(store::Transaction& tx,
+                                                        const InstanceFilter& filter,
+                                                        const core::KeysetQuery& query,
+                                                        int64_t limit);
+  /// How many instances match `filter`; with `newer_than`, only those newer than that key.
+  static core::Result<int64_t> CountAll(store::Transaction& tx, const InstanceFilter& filter,
+                                        const std::optional<core::KeysetKey>& newer_than = {});
 
   /// Stores a new instance.
   static core::Result<void> Insert(store::Transaction& tx, const InstanceRow& row);

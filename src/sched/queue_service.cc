@@ -136,6 +136,25 @@ core::Result<QueueEntryPage> QueueService::List(const std::string& person_id, in
   });
 }
 
+core::Result<OwnedQueueEntryPage> QueueService::ListAllOpen(const std::string& gpu_type, int page) {
+  GPUWERK_TRY(CheckPage(page));
+  return db_.Read([&](store::Transaction& tx) -> core::Result<OwnedQueueEntryPage> {
+    OwnedQueueEntryPage out;
+    out.page = page;
+    GPUWERK_ASSIGN_OR_RETURN(out.total, QueueEntryTable::CountOpenAll(tx, gpu_type));
+    out.pages = PageCount(out.total);
+    GPUWERK_ASSIGN_OR_RETURN(
+        auto rows, QueueEntryTable::ListOpenAll(tx, gpu_type, kPageSize, PageOffset(page)));
+    for (const auto& r : rows) {
+      GPUWERK_ASSIGN_OR_RETURN(QueueEntry e, internal::QueueEntryView(tx, r));
+      GPUWERK_ASSIGN_OR_RETURN(auto email, auth::PersonTable::Email(tx, r.person_id));
+      out.items.push_back(
+          {.person_id = r.person_id, .email = email.value_or(""), .entry = std::move(e)});
+    }
+    return out;
+  });
+}
+
 core::Result<QueueHistoryPage> QueueService::History(const std::string& person_id, int page) {
   GPUWERK_TRY(CheckPage(page));
   const int64_t now = clock_.NowUnix();

@@ -45,6 +45,16 @@ struct QueueHistoryRow {
 /// One page of a person's open queue entries, oldest first.
 using QueueEntryPage = Page<QueueEntry>;
 
+/// An open queue entry with its owner, as an operator's list shows it.
+struct OwnedQueueEntry {
+  std::string person_id;
+  std::string email;  ///< the owner's address; "" when the account is gone
+  QueueEntry entry;
+};
+
+/// One page of everyone's open queue entries, by GPU type, then queue order.
+using OwnedQueueEntryPage = Page<OwnedQueueEntry>;
+
 /// One page of queue history, 15 rows, oldest entry first (a stable order: new entries only
 /// ever land on the last page).
 using QueueHistoryPage = Page<QueueHistoryRow>;
@@ -102,6 +112,10 @@ class QueueService {
   core::Result<QueueEntryPage> List(const std::string& person_id, int page);
   /// The person's queue history, 15 a page (1-based). Errors: invalid_page.
   core::Result<QueueHistoryPage> History(const std::string& person_id, int page);
+  /// Everyone's open entries (of `gpu_type` when not ""), by GPU type, then queue order, each
+  /// with its position and owner: an operator's view. 15 a page. Errors: invalid_page; the
+  /// store's.
+  core::Result<OwnedQueueEntryPage> ListAllOpen(const std::string& gpu_type, int page);
   /// Launches queued entries of `gpu_type` onto free slots, oldest eligible first, in one write
   /// transaction (instance, placement, billing session, entry `launched`, owner's mail, audit),
   /// then wakes the hosts' agents and the mail worker. Returns what it did; a type with no

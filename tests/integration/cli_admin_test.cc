@@ -291,3 +291,53 @@ TEST_F(CliAdminTest, KeysClaimProvesPossessionAndTakesTheKeyFromASquatter) {
 
 }  // namespace
 }  // namespace gpuwerk::testing
+
+namespace gpuwerk::testing {
+namespace {
+
+// admin instances, admin queue, admin people [set-operator|clear-operator|sign-up-policy].
+TEST_F(CliAdminTest, EveryonesInstancesQueueAndPeopleAndTheOperatorFlag) {
+  auto none = Gpuwerk("admin instances");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "No instances.\n");
+  auto page = Gpuwerk("admin instances --status running --json");
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  EXPECT_EQ(json::parse(page.out)["total"], 0);
+  ExpectFailure(Gpuwerk("admin instances --status sleeping"), "invalid_status");
+  ExpectFailure(Gpuwerk("admin instances --before 'x y'"), "invalid_cursor");
+
+  // spark-2x has no host online: joining its queue needs no card, and the operator sees it.
+  ASSERT_EQ(Gpuwerk("queue join --gpu-type spark-2x trainer --key laptop").exit_code, 0);
+  auto queue = Gpuwerk("admin queue");
+  ASSERT_EQ(queue.exit_code, 0) << queue.err;
+  EXPECT_NE(queue.out.find("POSITION"), std::string::npos) << queue.out;
+  EXPECT_NE(queue.out.find("trainer"), std::string::npos) << queue.out;
+  EXPECT_NE(queue.out.find("op@example.test"), std::string::npos) << queue.out;
+  auto queue_json = Gpuwerk("admin queue --gpu-type spark-2x --json");
+  ASSERT_EQ(queue_json.exit_code, 0) << queue_json.err;
+  EXPECT_EQ(json::parse(queue_json.out)["items"][0]["position"], 1);
+
+  ASSERT_EQ(Gpuwerk("admin invite bob@example.test").exit_code, 0);
+  auto people = Gpuwerk("admin people");
+  ASSERT_EQ(people.exit_code, 0) << people.err;
+  EXPECT_NE(people.out.find("bob@example.test"), std::string::npos) << people.out;
+  EXPECT_NE(people.out.find("OPERATOR"), std::string::npos) << people.out;
+  auto set = Gpuwerk("admin people set-operator bob@example.test");
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(set.out, "bob@example.test is an operator now.\n");
+  auto listed = json::parse(Gpuwerk("admin people --json").out);
+  EXPECT_EQ(listed["items"][0]["email"], "bob@example.test");
+  EXPECT_EQ(listed["items"][0]["is_operator"], true);
+  auto cleared = Gpuwerk("admin people clear-operator bob@example.test --json");
+  ASSERT_EQ(cleared.exit_code, 0) << cleared.err;
+  EXPECT_EQ(json::parse(cleared.out)["is_operator"], false);
+  ExpectFailure(Gpuwerk("admin people clear-operator op@example.test"), "last_operator");
+  ExpectFailure(Gpuwerk("admin people set-operator nobody@example.test"), "not_found");
+
+  auto policy = Gpuwerk("admin people sign-up-policy");
+  ASSERT_EQ(policy.exit_code, 0) << policy.err;
+  EXPECT_NE(policy.out.find("Sign-up policy: open."), std::string::npos) << policy.out;
+}
+
+}  // namespace
+}  // namespace gpuwerk::testing

@@ -81,6 +81,7 @@ before(async () => {
 });
 
 after(async () => {
+  await operator?.context.close();
   await member?.context.close();
   await browser?.close();
 });
@@ -637,6 +638,194 @@ step('the owner removes the member after a confirmation; the member\'s team inst
   await page.locator(`tr[data-member="${MEMBER}"]`).waitFor({ state: 'detached' });
   await eventually(async () => (await (await member.page.request.get(`${env.url}/api/v1/instances`)).json()).total === 0,
     120000, 'the removed member\'s team instance deleted');
+});
+
+/** Opens the create panel on `p` and joins the full spark-1x's queue as `name`. */
+async function enterQueue(p, name) {
+  await p.getByRole('button', { name: 'New instance' }).first().click();
+  const panel = p.getByRole('dialog', { name: 'New instance' });
+  await panel.getByText(/Full: choosing it enters the queue/).waitFor();
+  await panel.getByLabel('Name').fill(name);
+  await panel.getByRole('button', { name: 'Enter queue' }).click();
+  await panel.waitFor({ state: 'detached' });
+  const queued = p.locator(`article[data-queue-entry="${name}"]`);
+  await queued.waitFor();
+  return queued;
+}
+
+step('queue: one person holds the only host, another waits in line, gets it when it frees, without a reload', async () => {
+  // The platform has one host with one slot (spark-web). The owner (A) takes it; the former
+  // member (B, solo now, with a card the operator records) joins the queue in a second context.
+  await operatorCli('admin', 'billing', 'set-card', MEMBER, '--brand', 'visa', '--last4', '1881', '--exp', '10/2031');
+  await page.goto(`${env.url}/`);
+  await page.getByRole('button', { name: 'New instance' }).first().click();
+  const panel = page.getByRole('dialog', { name: 'New instance' });
+  await panel.getByLabel('Name').fill('web-delta');
+  await panel.getByRole('button', { name: 'Launch instance' }).click();
+  await panel.waitFor({ state: 'detached' });
+  await card('web-delta').locator('.badge[data-status="running"]').waitFor({ timeout: 240000 });
+
+  const p = member.page;
+  await p.setViewportSize({ width: 375, height: 812 });
+  await p.goto(`${env.url}/`);
+  await p.getByRole('heading', { name: 'Instances', exact: true }).waitFor();
+  let bNavigations = 0;
+  p.on('framenavigated', (frame) => {
+    if (frame === p.mainFrame()) bNavigations++;
+  });
+  const waiting = await enterQueue(p, 'bob-two');
+  assert.equal(await waiting.getByTestId('queue-position').textContent(), '1');
+  assert.match(await waiting.locator('.badge').textContent(), /queued/);
+  await checkA11yOf(p, 'queue-waiting');
+  await screenshots(p, 'queue-waiting');
+
+  // A deletes; B's dashed card becomes a running instance by itself.
+  const c = card('web-delta');
+  await c.getByRole('button', { name: 'Delete web-delta' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Delete web-delta?' });
+  await dialog.getByRole('button', { name: 'Delete web-delta' }).click();
+  await c.waitFor({ state: 'detached', timeout: 120000 });
+  await p.locator('article[data-instance="bob-two"] .badge[data-status="running"]').waitFor({ timeout: 240000 });
+  await waiting.waitFor({ state: 'detached' });
+  assert.equal(bNavigations, 0, 'the page reloaded or navigated: it must update by itself');
+  await checkA11yOf(p, 'queue-launched');
+  await screenshots(p, 'queue-launched');
+  // A waits in turn now, so the operator's queue page has someone in it.
+  await enterQueue(page, 'web-epsilon');
+});
+
+let operator;  // the operator's browser context and page
+
+/** Opens the operator page `label` from the operator pages' own navigation. */
+async function openOperatorTab(p, label, path) {
+  await p.getByRole('navigation', { name: 'Operator pages' }).getByRole('link', { name: label, exact: true }).click();
+  await p.waitForURL(`${env.url}${path}`);
+  await p.getByRole('heading', { name: label, level: 1 }).waitFor();
+}
+
+/** The page is no wider than a 375 px phone: wide tables scroll inside their card. */
+async function fitsAPhone(p, label) {
+  const original = p.viewportSize();
+  await p.setViewportSize({ width: 375, height: 812 });
+  await p.waitForTimeout(150);
+  const width = await p.evaluate(() => document.documentElement.scrollWidth);
+  if (original) await p.setViewportSize(original);
+  assert.ok(width <= 375, `${label} is ${width} px wide at 375 px`);
+}
+
+async function checkOperatorPage(label) {
+  await checkA11yOf(operator.page, label);
+  await fitsAPhone(operator.page, label);
+  await screenshots(operator.page, label);
+}
+
+step('operator pages: hosts (drain and undrain after asking), GPU types, every instance, queues', async () => {
+  assert.deepEqual(scripts.filter((u) => /OperatorPages/.test(u)), [], 'a person who is not an operator loaded the operator pages');
+  const context3 = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  operator = { context: context3, page: await context3.newPage(), scripts: [] };
+  const p = operator.page;
+  p.on('request', (r) => {
+    if (r.resourceType() === 'script') operator.scripts.push(r.url());
+  });
+  await p.goto(`${env.url}/sign-in`);
+  await p.getByLabel('Email').fill(env.operatorEmail);
+  await p.getByLabel('Password').fill(env.operatorPassword);
+  await p.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await p.getByRole('heading', { name: 'Instances', exact: true }).waitFor();
+  assert.deepEqual(operator.scripts.filter((u) => /OperatorPages/.test(u)), [], 'the operator pages came with the first visit');
+  await openFromMenu(p, env.operatorEmail, 'Operator', '/admin/hosts');
+  await p.getByRole('heading', { name: 'Hosts', level: 1 }).waitFor();
+  assert.ok(operator.scripts.some((u) => /OperatorPages/.test(u)), 'the operator pages came from their own chunk');
+
+  const host = p.locator('[data-testid="hosts"] tr[data-host="spark-web"]');
+  await host.waitFor();
+  assert.equal(await host.getByTestId('host-state').textContent(), 'in service');
+  assert.match(await host.textContent(), /spark-1x/);
+  await checkOperatorPage('operator-hosts');
+  // Drain asks first; the host then says drained, and spark-1x has no free capacity.
+  await host.getByRole('button', { name: 'Drain spark-web' }).click();
+  let dialog = p.getByRole('dialog', { name: 'Drain spark-web?' });
+  await dialog.waitFor();
+  assert.match(await dialog.textContent(), /keep running/);
+  await checkA11yOf(p, 'operator-drain-confirmation');
+  await screenshots(p, 'operator-drain-confirmation');
+  await dialog.getByRole('button', { name: 'Drain host' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await eventually(async () => (await host.getByTestId('host-state').textContent()) === 'drained', 10000, 'the host drained');
+  const hosts = await (await p.request.get(`${env.url}/api/v1/admin/hosts`)).json();
+  assert.equal(hosts.items.find((h) => h.name === 'spark-web').drained, true);
+  await screenshots(p, 'operator-hosts-drained');
+  await host.getByRole('button', { name: 'Undrain spark-web' }).click();
+  dialog = p.getByRole('dialog', { name: 'Undrain spark-web?' });
+  await dialog.getByRole('button', { name: 'Undrain host' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await eventually(async () => (await host.getByTestId('host-state').textContent()) === 'in service', 10000, 'the host undrained');
+
+  await openOperatorTab(p, 'GPU types', '/admin/gpu-types');
+  const type = p.locator('[data-testid="gpu-types"] tr[data-gpu-type="spark-1x"]');
+  await type.waitFor();
+  assert.match(await type.textContent(), /0\.65.*\/ hour/);
+  await checkOperatorPage('operator-gpu-types');
+
+  await openOperatorTab(p, 'All instances', '/admin/instances');
+  const bobs = p.locator(`[data-testid="all-instances"] tr[data-instance="bob-two"][data-owner="${MEMBER}"]`);
+  await bobs.waitFor();
+  await bobs.locator('.badge[data-status="running"]').waitFor();
+  assert.match(await bobs.textContent(), /spark-web/);
+  await checkOperatorPage('operator-instances');
+  // The filter by status: nothing of bob's is deleting.
+  await p.getByLabel('Status').selectOption('deleting');
+  await p.getByRole('button', { name: 'Filter' }).click();
+  await bobs.waitFor({ state: 'detached' });
+  await p.getByLabel('Status').selectOption('');
+  await p.getByRole('button', { name: 'Filter' }).click();
+  await bobs.waitFor();
+
+  await openOperatorTab(p, 'Queues', '/admin/queues');
+  const entry = p.locator(`[data-testid="queues"] tr[data-queue-entry="web-epsilon"][data-owner="${EMAIL}"]`);
+  await entry.waitFor();
+  assert.equal((await entry.getByTestId('position').textContent()).trim(), '1');
+  await checkOperatorPage('operator-queues');
+});
+
+step('operator pages: the audit log by actor, relay sessions, people and the operator flag', async () => {
+  const p = operator.page;
+  await openOperatorTab(p, 'Audit log', '/admin/audit');
+  await p.locator('[data-testid="audit"] tr').first().waitFor();
+  await p.getByLabel('Actor (email or person id)').fill(env.operatorEmail);
+  await p.getByRole('button', { name: 'Filter' }).click();
+  await p.locator('[data-testid="audit"] tr[data-action="host.drain"]').waitFor();
+  await p.locator('[data-testid="audit"] tr[data-action="host.undrain"]').waitFor();
+  assert.equal(await p.locator('[data-testid="audit"] tr[data-action="instance.create"]').count(), 0, 'the operator created no instance');
+  await checkOperatorPage('operator-audit');
+
+  await openOperatorTab(p, 'Relay sessions', '/admin/relay-sessions');
+  await p.locator('[data-testid="relay-sessions"] tbody tr, main p.muted').first().waitFor();
+  await checkOperatorPage('operator-relay-sessions');
+
+  await openOperatorTab(p, 'People', '/admin/people');
+  assert.match(await p.getByTestId('sign-up-policy').textContent(), /Open: anyone may sign up/);
+  const ada = p.locator(`[data-testid="people"] tr[data-person="${EMAIL}"]`);
+  await ada.waitFor();
+  assert.equal(await ada.getByTestId('operator').textContent(), '—');
+  await checkOperatorPage('operator-people');
+  await ada.getByRole('button', { name: `Make operator ${EMAIL}` }).click();
+  let dialog = p.getByRole('dialog', { name: `Make ${EMAIL} an operator?` });
+  await dialog.waitFor();
+  await checkA11yOf(p, 'operator-people-confirmation');
+  await screenshots(p, 'operator-people-confirmation');
+  await dialog.getByRole('button', { name: 'Make operator' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await eventually(async () => (await ada.getByTestId('operator').textContent()) === 'operator', 10000, 'ada an operator');
+  assert.equal((await (await page.request.get(`${env.url}/api/v1/me`)).json()).is_operator, true);
+  await ada.getByRole('button', { name: `Remove operator ${EMAIL}` }).click();
+  dialog = p.getByRole('dialog', { name: `Remove ${EMAIL} as operator?` });
+  await dialog.getByRole('button', { name: 'Remove operator' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  await eventually(async () => (await ada.getByTestId('operator').textContent()) === '—', 10000, 'ada no operator again');
+  assert.equal((await page.request.get(`${env.url}/api/v1/admin/people`)).status(), 403);
+  await operator.context.close();
+  operator = undefined;
   await member.context.close();
   member = undefined;
 });

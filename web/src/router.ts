@@ -3,7 +3,22 @@
 import { useEffect, useState } from 'preact/hooks';
 import routes from './routes.json';
 
-export type PagePath = '/' | '/sign-in' | '/sign-up' | '/forgot-password' | '/billing' | '/team' | '/team/accept' | '/usage';
+export type PagePath =
+  | '/'
+  | '/sign-in'
+  | '/sign-up'
+  | '/forgot-password'
+  | '/billing'
+  | '/team'
+  | '/team/accept'
+  | '/usage'
+  | '/admin/hosts'
+  | '/admin/gpu-types'
+  | '/admin/instances'
+  | '/admin/queues'
+  | '/admin/audit'
+  | '/admin/relay-sessions'
+  | '/admin/people';
 
 export const PAGES: readonly string[] = routes.paths;
 

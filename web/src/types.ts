@@ -210,3 +210,89 @@ export interface InvitePreview {
   email: string;
   expires_at: string;
 }
+
+// ---- the operator's views (/api/v1/admin/…, docs/api.md "Operators") -----------------------
+
+export interface AdminHost {
+  id: string;
+  name: string;
+  gpu_type: string;
+  gpu_required: boolean;
+  drained: boolean;
+  created_at: string;
+  last_seen_at: string | null;
+  inventory: { gpus?: Array<{ name?: string; memory_bytes?: number }>; [key: string]: unknown };
+  engine_error: string;
+  degraded_reason: string;
+  instance_id: string | null;
+}
+
+export interface AdminGpuType extends GpuType {
+  hosts: number;
+  pairs: number;
+}
+
+export interface AdminInstance {
+  id: string;
+  name: string;
+  hostname: string;
+  gpu_type: string;
+  hosts: string[];
+  desired: string;
+  status: string;
+  status_reason: string;
+  owner: { id: string; email: string };
+  team: { id: string; name: string } | null;
+  created_at: string;
+  deleted_at: string | null;
+}
+
+export interface AdminQueueEntry {
+  id: string;
+  gpu_type: string;
+  name: string;
+  position: number;
+  entered_at: string;
+  last_failure: string;
+  owner: { id: string; email: string };
+}
+
+export interface AuditEvent {
+  id: string;
+  at: string;
+  actor_id: string;
+  actor_email: string;
+  action: string;
+  target: string;
+  source_address: string;
+  detail: Record<string, unknown>;
+}
+
+export interface RelaySession {
+  id: string;
+  email: string;
+  key_fingerprint: string;
+  instance_id: string;
+  hostname: string;
+  source_address: string;
+  started_at: string;
+  duration_seconds: number;
+  bytes_from_client: number;
+  bytes_to_client: number;
+  end_reason: string;
+  open: boolean;
+}
+
+export interface AdminPerson {
+  id: string;
+  email: string;
+  is_operator: boolean;
+  email_proven: boolean;
+  created_at: string;
+  team: { id: string; name: string; role?: string } | null;
+}
+
+export interface SignUpPolicy {
+  policy: 'open' | 'domains' | 'invite';
+  domains: string[];
+}

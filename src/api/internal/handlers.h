@@ -72,6 +72,14 @@ Answer JoinQueue(ApiContext& ctx, Call& call);
 Answer LeaveQueue(ApiContext& ctx, Call& call);
 Answer QueueHistory(ApiContext& ctx, Call& call);
 
+// admin_view_handlers.cc: the operator's views of everyone (people, instances, queues).
+Answer AdminListInstances(ApiContext& ctx, Call& call);
+Answer AdminListQueue(ApiContext& ctx, Call& call);
+Answer AdminListPeople(ApiContext& ctx, Call& call);
+Answer AdminSetOperator(ApiContext& ctx, Call& call);
+Answer AdminClearOperator(ApiContext& ctx, Call& call);
+Answer AdminSignUpPolicy(ApiContext& ctx, Call& call);
+
 // host_handlers.cc: /api/v1/admin/hosts, /api/v1/admin/host-pairs, /api/v1/agent/*.
 Answer AddHost(ApiContext& ctx, Call& call);
 Answer ListHosts(ApiContext& ctx, Call& call);

@@ -48,6 +48,9 @@ void AddAdminBillingVerbs(CLI::App& admin, const VerbRegistry& verbs);
 void AddInvoiceVerbs(CLI::App& app, const VerbRegistry& verbs);
 /// usage sessions, on the `usage` group (invoice_verbs.cc).
 void AddUsageSessionVerbs(CLI::App& usage, const VerbRegistry& verbs);
+/// admin instances, admin queue, admin people [set-operator|clear-operator|sign-up-policy]
+/// (admin_people_verbs.cc).
+void AddAdminPeopleVerbs(CLI::App& admin, const VerbRegistry& verbs);
 /// admin invoices close|export (invoice_verbs.cc).
 void AddAdminInvoiceVerbs(CLI::App& admin, const VerbRegistry& verbs);
 

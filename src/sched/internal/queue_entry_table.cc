@@ -178,6 +178,29 @@ core::Result<std::vector<DrainCandidate>> QueueEntryTable::OpenAfter(store::Tran
   return out;
 }
 
+core::Result<std::vector<QueueEntryRow>> QueueEntryTable::ListOpenAll(store::Transaction& tx,
+                                                                      const std::string& gpu_type,
+                                                                      int64_t limit,
+                                                                      int64_t offset) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto rows, tx.Query(Select("q.status = ? AND (? = '' OR q.gpu_type = ?) ORDER BY "
+                                 "q.gpu_type, q.seq LIMIT ? OFFSET ?"),
+                          {Label(QueueEntryStatus::kOpen), gpu_type, gpu_type, limit, offset}));
+  std::vector<QueueEntryRow> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(RowOf(r));
+  return out;
+}
+
+core::Result<int64_t> QueueEntryTable::CountOpenAll(store::Transaction& tx,
+                                                    const std::string& gpu_type) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto row, tx.QueryOne("SELECT COUNT(*) AS n FROM queue_entries WHERE status = ? AND "
+                            "(? = '' OR gpu_type = ?)",
+                            {Label(QueueEntryStatus::kOpen), gpu_type, gpu_type}));
+  return row ? row->Int("n") : 0;
+}
+
 core::Result<void> QueueEntryTable::Insert(store::Transaction& tx, const QueueEntryRow& row) {
   GPUWERK_TRY(
       tx.Exec("INSERT INTO queue_entries (id, person_id, gpu_type, seq, name, ssh_key_id, status, "

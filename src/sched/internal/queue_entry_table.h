@@ -97,6 +97,14 @@ class QueueEntryTable {
                                                              const std::string& gpu_type,
                                                              int64_t after_seq, int64_t limit);
 
+  /// Everyone's open entries (of `gpu_type` when not ""), by GPU type, then seq (queue order):
+  /// `limit` from `offset` on.
+  static core::Result<std::vector<QueueEntryRow>> ListOpenAll(store::Transaction& tx,
+                                                              const std::string& gpu_type,
+                                                              int64_t limit, int64_t offset);
+  /// How many open entries there are (of `gpu_type` when not "").
+  static core::Result<int64_t> CountOpenAll(store::Transaction& tx, const std::string& gpu_type);
+
   static core::Result<void> Insert(store::Transaction& tx, const QueueEntryRow& row);
   /// The open entry `id` becomes `cancelled` at `now`.
   static core::Result<void> Cancel(store::Transaction& tx, const std::string& id, int64_t now);

@@ -12,6 +12,7 @@ import { Banners } from './Banners';
 import { BillingPage } from './BillingPage';
 import { InstancesPage } from './InstancesPage';
 import { TeamPage } from './TeamPage';
+import { OperatorFrame } from './OperatorFrame';
 import { UsagePage } from './UsagePage';
 
 const SIGNED_OUT_PAGES = new Set(['/sign-in', '/sign-up', '/forgot-password']);
@@ -129,6 +130,8 @@ function SignedInFrame(props: {
         <TeamPage me={props.me} refreshMe={props.refreshMe} />
       ) : props.path === '/usage' ? (
         <UsagePage />
+      ) : props.path.startsWith('/admin/') ? (
+        <OperatorFrame path={props.path} me={props.me} />
       ) : (
         <InstancesPage
           me={props.me}
@@ -159,6 +162,20 @@ function titleFor(path: string): string {
       return 'Usage · gpuwerk';
     case '/team/accept':
       return 'Team invitation · gpuwerk';
+    case '/admin/hosts':
+      return 'Hosts · Operator · gpuwerk';
+    case '/admin/gpu-types':
+      return 'GPU types · Operator · gpuwerk';
+    case '/admin/instances':
+      return 'All instances · Operator · gpuwerk';
+    case '/admin/queues':
+      return 'Queues · Operator · gpuwerk';
+    case '/admin/audit':
+      return 'Audit log · Operator · gpuwerk';
+    case '/admin/relay-sessions':
+      return 'Relay sessions · Operator · gpuwerk';
+    case '/admin/people':
+      return 'People · Operator · gpuwerk';
     default:
       return 'Instances · gpuwerk';
   }

@@ -1,6 +1,6 @@
 // The header of signed-in pages: the brand, whether the live stream is connected (on the
 // instances page, which holds it), "New instance" and the user menu under the person's email
-// (instances, billing, team, usage, sign out).
+// (instances, billing, team, usage; for operators the operator pages; sign out).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { navigate, onLinkClick } from '../router';
@@ -43,6 +43,9 @@ const MENU_PAGES: ReadonlyArray<readonly [string, string]> = [
   ['/team', 'Team'],
   ['/usage', 'Usage'],
 ];
+
+/** Operators only: the operator pages (their own sub-navigation leads to each). */
+const OPERATOR_MENU: ReadonlyArray<readonly [string, string]> = [['/admin/hosts', 'Operator']];
 
 function UserMenu(props: { me: Me; onSignedOut: () => void }) {
   const [open, setOpen] = useState(false);
@@ -111,12 +114,12 @@ function UserMenu(props: { me: Me; onSignedOut: () => void }) {
             ) : null}
           </p>
           <nav aria-label="Pages">
-            {MENU_PAGES.map(([path, label]) => (
+            {(props.me.is_operator ? [...MENU_PAGES, ...OPERATOR_MENU] : MENU_PAGES).map(([path, label]) => (
               <a
                 key={path}
                 class="menu-item"
                 href={path}
-                aria-current={location.pathname === path ? 'page' : undefined}
+                aria-current={location.pathname === path || (path.startsWith('/admin/') && location.pathname.startsWith('/admin/')) ? 'page' : undefined}
                 onClick={(e) => {
                   setOpen(false);
                   onLinkClick(e, path);
