@@ -206,10 +206,10 @@ std::string UnknownOptionMessage(const CLI::App& app, const CLI::ParseError& err
         }
       }
     }
-    const std::string command = "gpuwerk " + cmd.get_name();
-    return command + ": unknown option " + name +
-           (closest.empty() ? "" : "; did you mean " + closest + "?") + " (see " + command +
-           " --help)";
+    // The CLI's usage-error style (cli::ReportUsageError): what is wrong, which help to read.
+    return "gpuwerk: unknown option " + name +
+           (closest.empty() ? "" : " (did you mean " + closest + "?)") + "; see `gpuwerk " +
+           cmd.get_name() + " --help`";
   }
   return "";
 }

@@ -789,7 +789,7 @@ TEST_F(CommandsTest, JsonErrorsAreOneProblemObjectOnStderr) {
   // A usage error too, with CLI11's exit code 2.
   CliResult usage = Run({"keys", "add", "--json"});
   EXPECT_EQ(usage.exit_code, 2);
-  EXPECT_EQ(json::parse(usage.err)["code"], "usage_error");
+  EXPECT_EQ(json::parse(usage.err)["code"], "missing_argument");
 }
 
 TEST_F(CommandsTest, EveryVerbAnswersJsonUnderJson) {
@@ -842,6 +842,31 @@ TEST_F(CommandsTest, AMistypedVerbGetsASuggestion) {
   json problem = json::parse(as_json.err);
   EXPECT_EQ(problem["code"], "unknown_command");
   EXPECT_NE(problem["detail"].get<std::string>().find("`gpuwerk instances ls`"), std::string::npos);
+}
+
+// New-user trial: an unknown flag or a missing argument printed CLI11's plain text; now one line
+// in the CLI's style saying what is wrong and which help to read, exit code 2, and under --json a
+// problem with a stable code.
+TEST_F(CommandsTest, UsageErrorsAreOneLineNamingTheCommandsHelp) {
+  CliResult flag = Run({"instances", "create", "alpha", "--key", "laptop", "--foo"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.out, "");
+  EXPECT_EQ(flag.err, "gpuwerk: unknown option --foo; see `gpuwerk instances create --help`\n");
+  CliResult with_value = Run({"keys", "ls", "--colour=red"});
+  EXPECT_EQ(with_value.err, "gpuwerk: unknown option --colour; see `gpuwerk keys ls --help`\n");
+  CliResult missing = Run({"keys", "add"});
+  EXPECT_EQ(missing.exit_code, 2);
+  ASSERT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+  EXPECT_TRUE(missing.err.starts_with("gpuwerk: ")) << missing.err;
+  EXPECT_TRUE(missing.err.ends_with("; see `gpuwerk keys add --help`\n")) << missing.err;
+
+  CliResult flag_json = Run({"instances", "create", "alpha", "--key", "laptop", "--foo", "--json"});
+  EXPECT_EQ(flag_json.exit_code, 2);
+  json problem = json::parse(flag_json.err);
+  EXPECT_EQ(problem["code"], "unknown_option");
+  EXPECT_EQ(problem["detail"], "unknown option --foo; see `gpuwerk instances create --help`");
+  CliResult missing_json = Run({"keys", "add", "--json"});
+  EXPECT_EQ(json::parse(missing_json.err)["code"], "missing_argument") << missing_json.err;
 }
 
 // The help says what the verbs do and how long their mailed links live (docs/accounts.md).

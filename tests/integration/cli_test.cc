@@ -237,7 +237,7 @@ TEST_F(CliTest, JsonErrorsAreProblemJsonOnStderr) {
   EXPECT_EQ(nlohmann::json::parse(weak.err)["code"], "invalid_public_key") << weak.err;
   auto usage = Gpuwerk("keys add --json");
   EXPECT_EQ(usage.exit_code, 2);
-  EXPECT_EQ(nlohmann::json::parse(usage.err)["code"], "usage_error") << usage.err;
+  EXPECT_EQ(nlohmann::json::parse(usage.err)["code"], "missing_argument") << usage.err;
 }
 
 TEST_F(CliTest, AMistypedVerbGetsASuggestion) {
@@ -250,6 +250,21 @@ TEST_F(CliTest, AMistypedVerbGetsASuggestion) {
   EXPECT_EQ(key.exit_code, 2);
   EXPECT_EQ(key.err,
             "gpuwerk: 'key' is not a command of `gpuwerk`; did you mean `gpuwerk keys ls`?\n");
+}
+
+// New-user trial: an unknown flag printed CLI11's own text; the real binary now answers one line
+// naming the command's help, exit code 2 (also for `up`, whose options are the server's).
+TEST_F(CliTest, AnUnknownFlagIsOneLineNamingTheHelp) {
+  auto r = Gpuwerk("instances create alpha --key laptop --foo");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "gpuwerk: unknown option --foo; see `gpuwerk instances create --help`\n");
+  auto up = Gpuwerk("up --lissten 127.0.0.1:0 --data '" + (dir_.path() / "up-data").string() + "'");
+  EXPECT_EQ(up.exit_code, 2);
+  EXPECT_EQ(
+      up.err,
+      "gpuwerk: unknown option --lissten (did you mean --listen?); see `gpuwerk up --help`\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "up-data"));
 }
 
 }  // namespace
