@@ -36,6 +36,23 @@ class CliTest : public ServerTest {
   }
 };
 
+// New-user trial: `gpuwerk up --listen BAD` made the data directory and the database before it
+// read --listen. Every flag is checked first: bad input changes nothing on disk.
+TEST_F(CliTest, UpAndServerWithABadListenLeaveNoDataDirectory) {
+  for (const std::string command : {"up", "server"}) {
+    for (const std::string flags : {"--listen nonsense", "--listen 127.0.0.1:99999",
+                                    "--listen ::1:80", "--ssh-listen nowhere"}) {
+      if (command == "server" && flags.starts_with("--ssh-listen")) continue;  // up only
+      const std::filesystem::path data = dir_.path() / ("data-" + command);
+      auto r = Gpuwerk(command + " --data '" + data.string() + "' " + flags);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flags << ": " << r.err;
+      EXPECT_TRUE(r.err.starts_with("gpuwerk: ")) << r.err;
+      EXPECT_NE(r.err.find("listen"), std::string::npos) << r.err;
+      EXPECT_FALSE(std::filesystem::exists(data)) << command << " " << flags;
+    }
+  }
+}
+
 TEST_F(CliTest, LoginWritesAPrivateLoginFileAndWhoamiUsesIt) {
   auto r = Login();
   ASSERT_EQ(r.exit_code, 0) << r.err;
