@@ -222,6 +222,12 @@ class FakeApi {
       if (!launch_.empty()) items.push_back(launch_.front());
       return FakeResponse::Json(200, {{"items", items}, {"page", 1}, {"pages", 1}, {"total", 1}});
     }
+    if (req.method == "DELETE" && req.path == "/api/v1/instances/ins_1") {
+      if (launch_.empty()) return FakeResponse::Problem(404, "not_found", "No such instance.");
+      launch_.front()["status"] = "deleting";
+      ++instance_deletes_;
+      return FakeResponse::NoContent();
+    }
     if (req.method == "POST" && req.path == "/api/v1/instances/ins_1/restart") {
       return FakeResponse::Json(202, launch_.front());
     }
@@ -233,6 +239,11 @@ class FakeApi {
     return FakeResponse::Problem(404, "not_found", "No such route.");
   }
 
+  /// How many DELETE /api/v1/instances/ins_1 were answered 204.
+  int instance_deletes() {
+    std::lock_guard lock(mu_);
+    return instance_deletes_;
+  }
   /// The states instance "web" (ins_1) goes through: the create's answer first, then one per
   /// GET /api/v1/instances/ins_1.
   void ScriptLaunch(std::vector<json> states) {
@@ -274,6 +285,7 @@ class FakeApi {
   std::map<std::string, json> tokens_;  // by secret
   std::vector<json> keys_;
   std::vector<json> launch_;
+  int instance_deletes_ = 0;
   int next_id_ = 1;
 };
 
@@ -867,6 +879,23 @@ TEST_F(CommandsTest, UsageErrorsAreOneLineNamingTheCommandsHelp) {
   EXPECT_EQ(problem["detail"], "unknown option --foo; see `gpuwerk instances create --help`");
   CliResult missing_json = Run({"keys", "add", "--json"});
   EXPECT_EQ(json::parse(missing_json.err)["code"], "missing_argument") << missing_json.err;
+}
+
+// New-user trial: `instances rm web` run twice said "Deleting web" both times; the second says it
+// is already being deleted, and sends no second DELETE.
+TEST_F(CommandsTest, RemovingAnInstanceTwiceSaysItIsAlreadyBeingDeleted) {
+  LogIn();
+  api_.ScriptLaunch({{{"id", "ins_1"}, {"name", "web"}, {"status", "running"}}});
+  CliResult first = Run({"instances", "rm", "web"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, "Deleting web; its billing session has ended.\n");
+  CliResult second = Run({"instances", "rm", "web"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, "web is already being deleted; it is gone once its host has removed it.\n");
+  EXPECT_EQ(api_.instance_deletes(), 1);
+  CliResult as_json = Run({"instances", "rm", "web", "--json"});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_EQ(json::parse(as_json.out)["status"], "deleting");
 }
 
 // The help says what the verbs do and how long their mailed links live (docs/accounts.md).
