@@ -14,6 +14,12 @@
 namespace gpuwerk::cli {
 namespace {
 
+/// What a verb prints first when --token is on its command line.
+constexpr const char* kTokenWarning =
+    "gpuwerk: warning: --token on the command line can be read by other users of this machine "
+    "(ps, /proc); set GPUWERK_TOKEN instead, or run `gpuwerk login` once to keep the token in "
+    "the credentials file";
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -474,8 +480,26 @@ TEST_F(CommandsTest, LoginWithTokenValidatesAndSavesIt) {
 
   CliResult bad = Run({"login", "--url", server_.url(), "--token", "gwt_wrong"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_EQ(bad.err, "gpuwerk: the server at " + server_.url() +
+  EXPECT_EQ(bad.err, std::string(kTokenWarning) + "\ngpuwerk: the server at " + server_.url() +
                          " does not accept this API token (unauthenticated)\n");
+}
+
+// New-user trial: a token on argv is readable by anyone on the machine (/proc/PID/cmdline). It
+// still works, with a warning on stderr that names the safer ways; not under --json, whose stderr
+// is one problem line.
+TEST_F(CommandsTest, ATokenOnTheCommandLineWorksWithAWarning) {
+  LogIn();
+  const std::string token = api_.AddToken("ci");
+  CliResult r = Run({"keys", "ls", "--token", token});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, std::string(kTokenWarning) + "\n");
+  EXPECT_NE(r.err.find("GPUWERK_TOKEN"), std::string::npos);
+  CliResult quiet = Run({"keys", "ls", "--token", token, "--json"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  CliResult from_env = Run({"keys", "ls"}, "", {{"GPUWERK_TOKEN", token}});
+  ASSERT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_EQ(from_env.err, "");
 }
 
 TEST_F(CommandsTest, LogoutDeletesTheTokenAndTheFile) {

@@ -53,6 +53,13 @@ void VerbRegistry::OnRunAlone(CLI::App* group, VerbFn verb) const {
 }
 
 void RunVerb(VerbContext& ctx, const VerbFn& verb) {
+  if (!ctx.common.target.token.empty() && !ctx.common.json) {
+    // Any user of this machine reads a process's arguments (/proc/PID/cmdline, ps): --token still
+    // works, with this warning first (not under --json, whose stderr is one problem line).
+    *ctx.io.err << "gpuwerk: warning: --token on the command line can be read by other users of "
+                   "this machine (ps, /proc); set GPUWERK_TOKEN instead, or run `gpuwerk login` "
+                   "once to keep the token in the credentials file\n";
+  }
   core::Result<void> result;
   try {
     result = verb(ctx);
