@@ -242,9 +242,9 @@ int main(int argc, char** argv) {
     };
   };
   app::AddConfiguredCommand<app::ServerConfig>(
-      app, "server", "run the control plane (API, dashboard, workers)", app::ServerOptions(),
+      app, "server", "Run the control plane (API, dashboard, workers)", app::ServerOptions(),
       "GPUWERK_CONFIG", run_server(false), exit_code);
-  app::AddConfiguredCommand<app::ServerConfig>(app, "up", "run the whole platform on this machine",
+  app::AddConfiguredCommand<app::ServerConfig>(app, "up", "Run the whole platform on this machine",
                                                app::UpOptions(), "GPUWERK_CONFIG", run_server(true),
                                                exit_code);
   cli::AddClientCommands(app, exit_code);
