@@ -827,6 +827,9 @@ struct LostAnswerCase {
   void (*expect)(StripeLostAnswerTest& test, const billing::PushedInvoice& pushed);
 };
 
+/// Names the case in gtest's output (instead of its bytes).
+void PrintTo(const LostAnswerCase& c, std::ostream* os) { *os << c.name; }
+
 class StripeLostAnswerTest : public StripeProviderTest,
                              public ::testing::WithParamInterface<LostAnswerCase> {
  public:
