@@ -163,7 +163,7 @@ int RunAgent(const AgentConfig& f) {
 }  // namespace
 
 void AddAgentCommand(CLI::App& app, int& exit_code) {
-  AddConfiguredCommand<AgentConfig>(app, "agent", "run the host agent (one per GPU host)",
+  AddConfiguredCommand<AgentConfig>(app, "agent", "Run the host agent (one per GPU host)",
                                     AgentOptions(), "GPUWERK_AGENT_CONFIG", RunAgent, exit_code);
 }
 

@@ -207,10 +207,10 @@ std::string UnknownOptionMessage(const CLI::App& app, const CLI::ParseError& err
         }
       }
     }
-    const std::string command = "gpuwerk " + cmd.get_name();
-    return command + ": unknown option " + name +
-           (closest.empty() ? "" : "; did you mean " + closest + "?") + " (see " + command +
-           " --help)";
+    // The CLI's usage-error style (cli::ReportUsageError): what is wrong, which help to read.
+    return "gpuwerk: unknown option " + name +
+           (closest.empty() ? "" : " (did you mean " + closest + "?)") + "; see `gpuwerk " +
+           cmd.get_name() + " --help`";
   }
   return "";
 }
@@ -243,9 +243,9 @@ int main(int argc, char** argv) {
     };
   };
   app::AddConfiguredCommand<app::ServerConfig>(
-      app, "server", "run the control plane (API, dashboard, workers)", app::ServerOptions(),
+      app, "server", "Run the control plane (API, dashboard, workers)", app::ServerOptions(),
       "GPUWERK_CONFIG", run_server(false), exit_code);
-  app::AddConfiguredCommand<app::ServerConfig>(app, "up", "run the whole platform on this machine",
+  app::AddConfiguredCommand<app::ServerConfig>(app, "up", "Run the whole platform on this machine",
                                                app::UpOptions(), "GPUWERK_CONFIG", run_server(true),
                                                exit_code);
   cli::AddClientCommands(app, exit_code);

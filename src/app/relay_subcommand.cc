@@ -128,7 +128,7 @@ int RunRelay(const RelayConfig& f) {
 }  // namespace
 
 void AddRelayCommand(CLI::App& app, int& exit_code) {
-  AddConfiguredCommand<RelayConfig>(app, "relay", "run the SSH relay (the front door to instances)",
+  AddConfiguredCommand<RelayConfig>(app, "relay", "Run the SSH relay (the front door to instances)",
                                     RelayOptions(), "GPUWERK_RELAY_CONFIG", RunRelay, exit_code);
 }
 

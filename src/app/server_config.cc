@@ -4,9 +4,11 @@
 #include <cctype>
 
 #include "api/client_address.h"
+#include "api/listen_address.h"
 #include "app/common_options.h"
 #include "auth/account_service.h"
 #include "core/ip_networks.h"
+#include "core/strings.h"
 #include "mail/mail_transport.h"
 #include "mail/smtp_mailer.h"
 
@@ -215,6 +217,14 @@ std::vector<Option<ServerConfig>> UpOptions() {
 }
 
 core::Result<void> Validate(const ServerConfig& c) {
+  if (!api::SplitListenAddress(c.listen)) {
+    return std::unexpected(
+        ConfigError("listen must be HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080), got '" +
+                    core::BoundedPrintable(c.listen, 64) + "'"));
+  }
+  if (auto ssh = ParseAddressPort(c.ssh_listen); !c.ssh_listen.empty() && !ssh) {
+    return std::unexpected(ConfigError("ssh_listen " + ssh.error().message));
+  }
   GPUWERK_ASSIGN_OR_RETURN(const mail::MailTransport transport, mail::ParseMailTransport(c.mail));
   if (transport == mail::MailTransport::kSmtp && c.smtp_url.empty()) {
     return std::unexpected(ConfigError("mail = 'smtp' needs smtp_url (e.g. smtp://mail:25)"));

@@ -71,7 +71,9 @@ const std::vector<Option<ServerConfig>>& UpOnlyOptions();
 /// ServerOptions() then UpOnlyOptions(): the options of `gpuwerk up`.
 std::vector<Option<ServerConfig>> UpOptions();
 
-/// Checks values that flags and files cannot check by type. Errors: "invalid_config".
+/// Checks values that flags and files cannot check by type, `listen` and `ssh_listen` among
+/// them (their form; whether they can be bound shows at start), so that `server` and `up` refuse
+/// bad input before they create anything. Errors: "invalid_config".
 core::Result<void> Validate(const ServerConfig& config);
 
 }  // namespace gpuwerk::app

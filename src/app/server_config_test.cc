@@ -309,6 +309,26 @@ TEST(ServerConfigTest, FileThenEnvironment) {
   EXPECT_TRUE(Validate(c));
 }
 
+TEST(ServerConfigTest, ListenAddressesAreCheckedBeforeAnythingStarts) {
+  ServerConfig c;
+  for (const char* good : {"127.0.0.1:0", "[::1]:8080", "0.0.0.0:80", "localhost:9000"}) {
+    c.listen = good;
+    EXPECT_TRUE(Validate(c)) << good;
+  }
+  for (const char* bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:", ":80", "::1:80"}) {
+    c.listen = bad;
+    auto r = Validate(c);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_config");
+    EXPECT_NE(r.error().message.find("listen must be HOST:PORT"), std::string::npos);
+  }
+  c.listen = "127.0.0.1:0";
+  c.ssh_listen = "nowhere";
+  auto ssh = Validate(c);
+  ASSERT_FALSE(ssh);
+  EXPECT_NE(ssh.error().message.find("ssh_listen must be ADDR:PORT"), std::string::npos);
+}
+
 TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
   testing::TempDir dir;
   const auto file = dir.path() / "bad.toml";

@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/money_text.h"
 
 namespace gpuwerk::billing {
 
-/// The ISO 4217 minor-unit exponent of `currency` (case-insensitive alphabetic code): 0 for JPY
-/// and KRW, 2 for USD and EUR, 3 for KWD, BHD, JOD, OMR, TND, LYD, IQD, 4 for CLF, … (the table in
-/// money.cc). nullopt for a code that is not in the table. Amounts are always integer minor units
-/// of their currency; the exponent only says where the decimal point goes.
-std::optional<int> CurrencyExponent(std::string_view currency);
+/// core::CurrencyExponent and core::FormatAmount (core/money_text.h), which the CLI shares.
+using core::CurrencyExponent;
+using core::FormatAmount;
 
 /// Billed minutes of `seconds` of billed time: ceil(seconds / 60), at least 1 (a session of 0 s
 /// is one minute; negative seconds count as 0).
@@ -28,12 +27,6 @@ int64_t BilledMinutes(int64_t seconds);
 /// rounded once, half up (…,5 goes up). Both arguments ≥ 0 (negative ones count as 0); the
 /// result saturates at INT64_MAX instead of overflowing.
 int64_t LineAmountMinor(int64_t price_minor_per_hour, int64_t minutes);
-
-/// `amount_minor` in major units with the currency's exponent and its upper-case code, e.g.
-/// (1234, "usd") → "12.34 USD", (1234, "JPY") → "1234 JPY", (1234, "kwd") → "1.234 KWD"; a
-/// negative amount gets a leading "-". An unknown currency shows its minor units: "1234 (minor
-/// units) XYZ".
-std::string FormatAmount(int64_t amount_minor, std::string_view currency);
 
 /// The UTC calendar month holding `unix_seconds`: its first second (Unix seconds).
 int64_t MonthStart(int64_t unix_seconds);

@@ -64,7 +64,7 @@ void AddAdminRelayVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       ->add_option("NAME", opt->name,
                    "the relay's name (a-z, 0-9, '.', '_', '-'; 'local' is gpuwerk up's own)")
       ->required();
-  verbs.AddVerb(*relays, "list", "List the registered relays", &AdminRelaysListVerb)->alias("ls");
+  verbs.AddVerb(*relays, "ls", "List the registered relays", &AdminRelaysListVerb)->alias("list");
   verbs
       .AddVerb(*relays, "revoke",
                "Revoke a relay's credential (it stops working at once; its relay sessions end)",

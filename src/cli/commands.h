@@ -70,9 +70,14 @@ void AddClientCommands(CLI::App& app, int& exit_code, ClientIo io);
 /// "gpuwerk: 'instance' is not a command of `gpuwerk`; did you mean `gpuwerk instances ls`?"
 /// (EditDistance over the names and aliases at that level). ssh's own options given to `gpuwerk
 /// ssh` before `--` get one line saying they go after `--`, with the command reordered (e.g.
-/// "`gpuwerk ssh alpha -- -i KEY hostname`"). With `--json` among `args` the error
-/// is one line of problem JSON on `err` (code "unknown_command" or "usage_error"). Anything
-/// else is CLI11's own message (App::exit). `args` are the arguments without the program name.
+/// "`gpuwerk ssh alpha -- -i KEY hostname`"). Any other parse error is one line too, in the
+/// CLI's words, naming the command's help: "gpuwerk: unknown option --foo; see `gpuwerk
+/// instances create --help`", "gpuwerk: NAME is required; see `gpuwerk keys add --help`". With
+/// `--json` among `args` the error is one line of problem JSON on `err` with a stable code:
+/// "unknown_command", "unknown_option", "missing_argument" (a required option or positional
+/// missing, or too few values), "unexpected_argument" (a surplus positional) or "usage_error"
+/// (anything else, e.g. a value that does not convert). `args` are the arguments without the
+/// program name. The caller exits with 2 for any non-zero result.
 int ReportUsageError(CLI::App& app, const CLI::ParseError& error,
                      const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

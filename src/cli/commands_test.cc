@@ -14,6 +14,12 @@
 namespace gpuwerk::cli {
 namespace {
 
+/// What a verb prints first when --token is on its command line.
+constexpr const char* kTokenWarning =
+    "gpuwerk: warning: --token on the command line can be read by other users of this machine "
+    "(ps, /proc); set GPUWERK_TOKEN instead, or run `gpuwerk login` once to keep the token in "
+    "the credentials file";
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -222,6 +228,12 @@ class FakeApi {
       if (!launch_.empty()) items.push_back(launch_.front());
       return FakeResponse::Json(200, {{"items", items}, {"page", 1}, {"pages", 1}, {"total", 1}});
     }
+    if (req.method == "DELETE" && req.path == "/api/v1/instances/ins_1") {
+      if (launch_.empty()) return FakeResponse::Problem(404, "not_found", "No such instance.");
+      launch_.front()["status"] = "deleting";
+      ++instance_deletes_;
+      return FakeResponse::NoContent();
+    }
     if (req.method == "POST" && req.path == "/api/v1/instances/ins_1/restart") {
       return FakeResponse::Json(202, launch_.front());
     }
@@ -233,6 +245,11 @@ class FakeApi {
     return FakeResponse::Problem(404, "not_found", "No such route.");
   }
 
+  /// How many DELETE /api/v1/instances/ins_1 were answered 204.
+  int instance_deletes() {
+    std::lock_guard lock(mu_);
+    return instance_deletes_;
+  }
   /// The states instance "web" (ins_1) goes through: the create's answer first, then one per
   /// GET /api/v1/instances/ins_1.
   void ScriptLaunch(std::vector<json> states) {
@@ -274,6 +291,7 @@ class FakeApi {
   std::map<std::string, json> tokens_;  // by secret
   std::vector<json> keys_;
   std::vector<json> launch_;
+  int instance_deletes_ = 0;
   int next_id_ = 1;
 };
 
@@ -462,8 +480,26 @@ TEST_F(CommandsTest, LoginWithTokenValidatesAndSavesIt) {
 
   CliResult bad = Run({"login", "--url", server_.url(), "--token", "gwt_wrong"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_EQ(bad.err, "gpuwerk: the server at " + server_.url() +
+  EXPECT_EQ(bad.err, std::string(kTokenWarning) + "\ngpuwerk: the server at " + server_.url() +
                          " does not accept this API token (unauthenticated)\n");
+}
+
+// New-user trial: a token on argv is readable by anyone on the machine (/proc/PID/cmdline). It
+// still works, with a warning on stderr that names the safer ways; not under --json, whose stderr
+// is one problem line.
+TEST_F(CommandsTest, ATokenOnTheCommandLineWorksWithAWarning) {
+  LogIn();
+  const std::string token = api_.AddToken("ci");
+  CliResult r = Run({"keys", "ls", "--token", token});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, std::string(kTokenWarning) + "\n");
+  EXPECT_NE(r.err.find("GPUWERK_TOKEN"), std::string::npos);
+  CliResult quiet = Run({"keys", "ls", "--token", token, "--json"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  CliResult from_env = Run({"keys", "ls"}, "", {{"GPUWERK_TOKEN", token}});
+  ASSERT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_EQ(from_env.err, "");
 }
 
 TEST_F(CommandsTest, LogoutDeletesTheTokenAndTheFile) {
@@ -789,7 +825,7 @@ TEST_F(CommandsTest, JsonErrorsAreOneProblemObjectOnStderr) {
   // A usage error too, with CLI11's exit code 2.
   CliResult usage = Run({"keys", "add", "--json"});
   EXPECT_EQ(usage.exit_code, 2);
-  EXPECT_EQ(json::parse(usage.err)["code"], "usage_error");
+  EXPECT_EQ(json::parse(usage.err)["code"], "missing_argument");
 }
 
 TEST_F(CommandsTest, EveryVerbAnswersJsonUnderJson) {
@@ -842,6 +878,48 @@ TEST_F(CommandsTest, AMistypedVerbGetsASuggestion) {
   json problem = json::parse(as_json.err);
   EXPECT_EQ(problem["code"], "unknown_command");
   EXPECT_NE(problem["detail"].get<std::string>().find("`gpuwerk instances ls`"), std::string::npos);
+}
+
+// New-user trial: an unknown flag or a missing argument printed CLI11's plain text; now one line
+// in the CLI's style saying what is wrong and which help to read, exit code 2, and under --json a
+// problem with a stable code.
+TEST_F(CommandsTest, UsageErrorsAreOneLineNamingTheCommandsHelp) {
+  CliResult flag = Run({"instances", "create", "alpha", "--key", "laptop", "--foo"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.out, "");
+  EXPECT_EQ(flag.err, "gpuwerk: unknown option --foo; see `gpuwerk instances create --help`\n");
+  CliResult with_value = Run({"keys", "ls", "--colour=red"});
+  EXPECT_EQ(with_value.err, "gpuwerk: unknown option --colour; see `gpuwerk keys ls --help`\n");
+  CliResult missing = Run({"keys", "add"});
+  EXPECT_EQ(missing.exit_code, 2);
+  ASSERT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+  EXPECT_TRUE(missing.err.starts_with("gpuwerk: ")) << missing.err;
+  EXPECT_TRUE(missing.err.ends_with("; see `gpuwerk keys add --help`\n")) << missing.err;
+
+  CliResult flag_json = Run({"instances", "create", "alpha", "--key", "laptop", "--foo", "--json"});
+  EXPECT_EQ(flag_json.exit_code, 2);
+  json problem = json::parse(flag_json.err);
+  EXPECT_EQ(problem["code"], "unknown_option");
+  EXPECT_EQ(problem["detail"], "unknown option --foo; see `gpuwerk instances create --help`");
+  CliResult missing_json = Run({"keys", "add", "--json"});
+  EXPECT_EQ(json::parse(missing_json.err)["code"], "missing_argument") << missing_json.err;
+}
+
+// New-user trial: `instances rm web` run twice said "Deleting web" both times; the second says it
+// is already being deleted, and sends no second DELETE.
+TEST_F(CommandsTest, RemovingAnInstanceTwiceSaysItIsAlreadyBeingDeleted) {
+  LogIn();
+  api_.ScriptLaunch({{{"id", "ins_1"}, {"name", "web"}, {"status", "running"}}});
+  CliResult first = Run({"instances", "rm", "web"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, "Deleting web; its billing session has ended.\n");
+  CliResult second = Run({"instances", "rm", "web"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, "web is already being deleted; it is gone once its host has removed it.\n");
+  EXPECT_EQ(api_.instance_deletes(), 1);
+  CliResult as_json = Run({"instances", "rm", "web", "--json"});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_EQ(json::parse(as_json.out)["status"], "deleting");
 }
 
 // The help says what the verbs do and how long their mailed links live (docs/accounts.md).

@@ -161,12 +161,28 @@ core::Result<void> InstancesRestartVerb(VerbContext& ctx, const InstanceOptions&
   return {};
 }
 
+/// `instances rm NAME`: deletes it; run again while it is being deleted (status `deleting`, or
+/// a 404 from the DELETE when it went in between) it says so instead of "Deleting" again
+/// (docs/api.md: a repeated DELETE is 204 while deleting, 404 once gone).
 core::Result<void> InstancesRmVerb(VerbContext& ctx, const InstanceOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json found, FindInstance(server, opt.name));
-  GPUWERK_TRY(server.Ok("DELETE", "/api/v1/instances/" + PathEscape(Str(found, "id"))));
+  const std::string name = SafeText(Str(found, "name"));
+  if (Str(found, "status") == "deleting") {
+    if (PrintJsonIfAsked(ctx, found)) return {};
+    Print(ctx, name + " is already being deleted; it is gone once its host has removed it.\n");
+    return {};
+  }
+  auto deleted = server.Ok("DELETE", "/api/v1/instances/" + PathEscape(Str(found, "id")));
+  if (!deleted && deleted.error().code == core::ErrorCode::kNotFound) {
+    found["status"] = "deleted";
+    if (PrintJsonIfAsked(ctx, found)) return {};
+    Print(ctx, name + " is already deleted.\n");
+    return {};
+  }
+  if (!deleted) return std::unexpected(std::move(deleted).error());
   if (PrintJsonIfAsked(ctx, found)) return {};
-  Print(ctx, "Deleting " + SafeText(Str(found, "name")) + "; its billing session has ended.\n");
+  Print(ctx, "Deleting " + name + "; its billing session has ended.\n");
   return {};
 }
 

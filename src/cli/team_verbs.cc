@@ -5,6 +5,7 @@
 
 #include "cli/internal/verb_groups.h"
 #include "cli/output.h"
+#include "core/strings.h"
 
 namespace gpuwerk::cli::internal {
 namespace {
@@ -20,6 +21,7 @@ struct TeamOptions {
   std::string member;  ///< remove, role: a member's email or person id
   std::string role;    ///< role: "owner" or "member"
   std::string month;   ///< usage: "YYYY-MM" (UTC); "" the current month
+  bool yes = false;    ///< remove: confirmed beforehand (--yes), nothing asked
 };
 
 /// The member of `team` whose email (case-insensitively) or person id is `who`. Errors:
@@ -124,10 +126,37 @@ core::Result<void> TeamRevokeVerb(VerbContext& ctx, const TeamOptions& opt) {
   return {};
 }
 
+/// Asks before `team remove` deletes a member's instances: (y/N) on a terminal; without one,
+/// only --yes goes on. The API does not say how many instances a member has (an owner sees
+/// members, not their instances), so the question says which ones, not how many.
+core::Result<void> ConfirmRemoval(VerbContext& ctx, const TeamOptions& opt,
+                                  const std::string& email, const std::string& team) {
+  if (opt.yes) return {};
+  if (!ctx.io.in_is_terminal) {
+    return core::Fail(ErrorCode::kFailedPrecondition, "confirmation_required",
+                      "removing " + email + " from " + team +
+                          " deletes their instances billed to the team; not on a terminal, so "
+                          "nothing was asked and nothing removed: pass --yes to confirm");
+  }
+  *ctx.io.err << "Remove " << email << " from " << team
+              << "? Their instances billed to the team are deleted now. (y/N) ";
+  ctx.io.err->flush();
+  std::string answer;
+  if (!std::getline(*ctx.io.in, answer)) answer.clear();
+  answer = std::string(core::Trim(answer, core::kWhitespace));
+  if (answer == "y" || answer == "Y" || answer == "yes" || answer == "YES" || answer == "Yes") {
+    return {};
+  }
+  return core::Fail(ErrorCode::kFailedPrecondition, "cancelled",
+                    "not removed: " + email + " stays in " + team);
+}
+
 core::Result<void> TeamRemoveVerb(VerbContext& ctx, const TeamOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json team, server.Ok("GET", "/api/v1/team"));
   GPUWERK_ASSIGN_OR_RETURN(json member, FindMember(team, opt.member));
+  GPUWERK_TRY(
+      ConfirmRemoval(ctx, opt, SafeText(Str(member, "email")), SafeText(Str(team, "name"))));
   GPUWERK_TRY(server.Ok("DELETE", "/api/v1/team/members/" + PathEscape(Str(member, "person_id"))));
   if (!PrintJsonIfAsked(ctx, member)) {
     Print(ctx, "Removed " + SafeText(Str(member, "email")) + " from " +
@@ -215,9 +244,13 @@ void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs) {
   verbs.AddVerb(*team, "revoke", "Revoke a pending invitation (owners)", opt, &TeamRevokeVerb)
       ->add_option("INVITE", opt->invite, "the invitation's id or address (see 'team show')")
       ->required();
-  verbs.AddVerb(*team, "remove", "Remove a member from your team (owners)", opt, &TeamRemoveVerb)
-      ->add_option("MEMBER", opt->member, "the member's email or person id")
-      ->required();
+  CLI::App* remove = verbs.AddVerb(
+      *team, "remove",
+      "Remove a member from your team, deleting their instances billed to it (owners; asks first)",
+      opt, &TeamRemoveVerb);
+  remove->add_option("MEMBER", opt->member, "the member's email or person id")->required();
+  remove->add_flag("-y,--yes", opt->yes,
+                   "do not ask (needed when standard input is not a terminal)");
   verbs.AddVerb(*team, "leave", "Leave your team", &TeamLeaveVerb);
   verbs
       .AddVerb(*team, "usage",

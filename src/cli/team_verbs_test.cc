@@ -164,9 +164,10 @@ class TeamVerbsTest : public ::testing::Test {
                                Login{server_.url(), kToken, "ada@example.com"}));
   }
 
-  CliResult Run(std::vector<std::string> args) {
+  CliResult Run(std::vector<std::string> args, const std::string& stdin_text = "",
+                bool terminal = false) {
     std::map<std::string, std::string> env = {{"GPUWERK_CONFIG_DIR", tmp_.path().string()}};
-    std::istringstream in;
+    std::istringstream in(stdin_text);
     std::ostringstream out, err;
     ClientIo io{.env = [env](std::string_view name) -> std::optional<std::string> {
                   auto it = env.find(std::string(name));
@@ -176,7 +177,7 @@ class TeamVerbsTest : public ::testing::Test {
                 .in = &in,
                 .out = &out,
                 .err = &err,
-                .in_is_terminal = false};
+                .in_is_terminal = terminal};
     CLI::App app("gpuwerk");
     app.require_subcommand(1);
     CliResult result;
@@ -285,18 +286,47 @@ TEST_F(TeamVerbsTest, RemoveAndRoleNameMembersByEmailOrId) {
   CliResult bad_role = Run({"team", "role", "bob@example.com", "admin"});
   EXPECT_EQ(bad_role.exit_code, 2);
 
-  CliResult last = Run({"team", "remove", "per_ada"});
+  CliResult last = Run({"team", "remove", "per_ada", "--yes"});
   EXPECT_EQ(last.exit_code, 1);
   EXPECT_NE(last.err.find("make another member an owner first. (last_owner)"), std::string::npos)
       << last.err;
-  CliResult removed = Run({"team", "remove", "bob@example.com"});
+  CliResult removed = Run({"team", "remove", "bob@example.com", "-y"});
   ASSERT_EQ(removed.exit_code, 0) << removed.err;
   EXPECT_EQ(removed.out,
             "Removed bob@example.com from Lab; their instances billed to the team are being "
             "deleted.\n");
-  CliResult nobody = Run({"team", "remove", "bob@example.com", "--json"});
+  CliResult nobody = Run({"team", "remove", "bob@example.com", "--yes", "--json"});
   EXPECT_EQ(nobody.exit_code, 1);
   EXPECT_EQ(json::parse(nobody.err)["code"], "not_found");
+}
+
+// New-user trial: `team remove` deleted the member's instances without asking. On a terminal it
+// asks (y/N); without one it refuses unless --yes; either way nothing is sent before a yes.
+TEST_F(TeamVerbsTest, RemoveAsksFirstOrNeedsYes) {
+  const size_t before = api_.requests.size();
+  CliResult piped = Run({"team", "remove", "bob@example.com"});
+  EXPECT_EQ(piped.exit_code, 1);
+  EXPECT_NE(piped.err.find("pass --yes to confirm (confirmation_required)"), std::string::npos)
+      << piped.err;
+  CliResult piped_json = Run({"team", "remove", "bob@example.com", "--json"});
+  EXPECT_EQ(json::parse(piped_json.err)["code"], "confirmation_required");
+  CliResult declined = Run({"team", "remove", "bob@example.com"}, "n\n", /*terminal=*/true);
+  EXPECT_EQ(declined.exit_code, 1);
+  EXPECT_NE(declined.err.find("Remove bob@example.com from Lab? Their instances billed to the "
+                              "team are deleted now. (y/N) "),
+            std::string::npos)
+      << declined.err;
+  EXPECT_NE(declined.err.find("not removed: bob@example.com stays in Lab (cancelled)"),
+            std::string::npos)
+      << declined.err;
+  CliResult no_answer = Run({"team", "remove", "bob@example.com"}, "", /*terminal=*/true);
+  EXPECT_EQ(no_answer.exit_code, 1);
+  for (size_t i = before; i < api_.requests.size(); ++i) {
+    EXPECT_FALSE(api_.requests[i].starts_with("DELETE")) << api_.requests[i];
+  }
+  CliResult agreed = Run({"team", "remove", "bob@example.com"}, "y\n", /*terminal=*/true);
+  ASSERT_EQ(agreed.exit_code, 0) << agreed.err;
+  EXPECT_EQ(api_.requests.back(), "DELETE /api/v1/team/members/per_bob");
 }
 
 TEST_F(TeamVerbsTest, Leave) {

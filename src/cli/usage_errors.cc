@@ -1,6 +1,7 @@
 // Usage errors (CLI11's parse errors) as one clear line, with a suggestion for a mistyped verb,
 // or as problem JSON under --json.
 #include <algorithm>
+#include <cctype>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -161,6 +162,66 @@ std::string SshOptionsMessage(const CLI::App& root, const std::vector<std::strin
          ") go after `--`, which ends gpuwerk's options: `" + command + "`";
 }
 
+/// The deepest command `app.parse()` reached (`app` itself when no verb was parsed), and its
+/// words ("gpuwerk instances create").
+const CLI::App* ParsedCommand(const CLI::App& app, std::string* path) {
+  const CLI::App* current = &app;
+  *path = "gpuwerk";
+  while (true) {
+    const std::vector<CLI::App*> parsed = current->get_subcommands();
+    if (parsed.empty()) return current;
+    current = parsed.front();
+    *path += " " + current->get_name();
+  }
+}
+
+/// Whether `word` names an option of `cmd` or of a command above it (options fall through to
+/// the parents).
+bool IsOptionOf(const CLI::App* cmd, const std::string& word) {
+  const std::string name = word.substr(0, word.find('='));
+  for (; cmd != nullptr; cmd = cmd->get_parent()) {
+    if (cmd->get_option_no_throw(name) != nullptr) return true;
+  }
+  return false;
+}
+
+/// CLI11's `what` as the middle of one of our lines: its first letter lower-cased when the
+/// word is not an upper-case name ("NAME is required" stays), no trailing full stop.
+std::string AsClause(std::string what) {
+  if (what.size() >= 2 && std::isupper(static_cast<unsigned char>(what[0])) &&
+      std::islower(static_cast<unsigned char>(what[1]))) {
+    what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
+  }
+  while (!what.empty() && (what.back() == '.' || what.back() == '\n')) what.pop_back();
+  return SafeText(what);
+}
+
+/// A usage error in the CLI's own words: what is wrong and where to look; and its stable code.
+struct UsageProblem {
+  std::string code;
+  std::string message;
+};
+UsageProblem DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
+                                const std::vector<std::string>& args) {
+  std::string path;
+  const CLI::App* cmd = ParsedCommand(app, &path);
+  const std::string see = "; see `" + path + " --help`";
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    for (const std::string& a : args) {
+      if (a == "--") break;
+      if (a.size() > 1 && a.starts_with("-") && !IsOptionOf(cmd, a)) {
+        return {"unknown_option", "unknown option " + SafeText(a.substr(0, a.find('='))) + see};
+      }
+    }
+    return {"unexpected_argument", AsClause(error.what()) + see};
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr ||
+      dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
+    return {"missing_argument", AsClause(error.what()) + see};
+  }
+  return {"usage_error", AsClause(error.what()) + see};
+}
+
 }  // namespace
 
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -182,20 +243,17 @@ int ReportUsageError(CLI::App& app, const CLI::ParseError& error,
                      const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (error.get_exit_code() == 0) return app.exit(error, out, err);  // --help, --version
   const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
-  std::string message = SshOptionsMessage(app, args);
-  const bool ssh_options = !message.empty();
-  if (!ssh_options) message = MistypedVerbMessage(app, args);
-  const bool mistyped = !ssh_options && !message.empty();
-  if (message.empty() && !json) return app.exit(error, out, err);
-  if (message.empty()) message = error.what();
+  UsageProblem problem{"usage_error", SshOptionsMessage(app, args)};
+  if (problem.message.empty()) {
+    problem = {"unknown_command", MistypedVerbMessage(app, args)};
+  }
+  if (problem.message.empty()) problem = DescribeParseError(app, error, args);
   if (json) {
-    const core::Error problem(core::ErrorCode::kInvalidArgument,
-                              mistyped ? "unknown_command" : "usage_error", message);
-    err << internal::ProblemJson(problem).dump(-1, ' ', false,
-                                               nlohmann::json::error_handler_t::replace)
+    const core::Error e(core::ErrorCode::kInvalidArgument, problem.code, problem.message);
+    err << internal::ProblemJson(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
         << "\n";
   } else {
-    err << "gpuwerk: " << message << "\n";
+    err << "gpuwerk: " << problem.message << "\n";
   }
   err.flush();
   return error.get_exit_code();

@@ -1,19 +1,9 @@
 #include "keys/sshsig.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cerrno>
-#include <csignal>
-#include <cstring>
-#include <thread>
-#include <vector>
+#include <string>
 
 #include "core/encoding.h"
+#include "core/run_tool.h"
 #include "core/strings.h"
 
 namespace gpuwerk::keys {
@@ -66,23 +56,6 @@ std::optional<std::string> NormaliseArmor(std::string_view text) {
   return out;
 }
 
-/// A sealed memory file holding `data` (not close-on-exec: the child gets it by dup2).
-int MemoryFile(const char* name, std::string_view data) {
-  const int fd = ::memfd_create(name, MFD_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t written = 0;
-  while (written < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
-    if (n <= 0) {
-      ::close(fd);
-      return -1;
-    }
-    written += static_cast<size_t>(n);
-  }
-  ::lseek(fd, 0, SEEK_SET);
-  return fd;
-}
-
 }  // namespace
 
 core::Result<void> VerifySshSignature(const PublicKey& key, std::string_view sig_namespace,
@@ -98,59 +71,28 @@ core::Result<void> VerifySshSignature(const PublicKey& key, std::string_view sig
   // blob, never its comment.
   const std::string allowed = "claimant namespaces=\"" + std::string(sig_namespace) + "\" " +
                               key.type + " " + core::Base64Encode(key.blob) + "\n";
-  std::array<int, 3> fds = {MemoryFile("gpuwerk-sig-message", message),
-                            MemoryFile("gpuwerk-sig-allowed", allowed),
-                            MemoryFile("gpuwerk-sig", *armor)};
-  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  auto close_all = [&] {
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-    if (devnull >= 0) ::close(devnull);
-  };
-  if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || devnull < 0) {
-    close_all();
-    return Unavailable(std::string("no memory file: ") + std::strerror(errno));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, devnull, 1);
-  posix_spawn_file_actions_adddup2(&actions, devnull, 2);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 3);
-  posix_spawn_file_actions_adddup2(&actions, fds[2], 4);
-  std::vector<std::string> argv = {ssh_keygen, "-Y",        "verify",
-                                   "-f",       "/dev/fd/3", "-I",
-                                   "claimant", "-n",        std::string(sig_namespace),
-                                   "-s",       "/dev/fd/4"};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::string path = "PATH=/usr/local/bin:/usr/bin:/bin";
-  std::string lang = "LC_ALL=C";
-  char* env[] = {path.data(), lang.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env);
-  posix_spawn_file_actions_destroy(&actions);
-  close_all();
-  if (rc != 0) return Unavailable("cannot run " + ssh_keygen + ": " + std::strerror(rc));
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) return Unavailable("lost the signature check's process");
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+  core::ToolRun run;
+  run.argv = {ssh_keygen, "-Y",        "verify",
+              "-f",       "/dev/fd/3", "-I",
+              "claimant", "-n",        std::string(sig_namespace),
+              "-s",       "/dev/fd/4"};
+  run.stdin_data = std::string(message);
+  run.input_files = {allowed, *armor};  // descriptors 3 and 4
+  run.capture_output = false;
+  run.stderr_mode = core::ToolRun::Stderr::kDiscard;
+  run.timeout = timeout;
+  auto outcome = core::RunTool(std::move(run));
+  if (!outcome) return Unavailable(outcome.error().message);
+  switch (outcome->end) {
+    case core::ToolOutcome::End::kTimedOut:
       return Unavailable("the signature check did not finish in time");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    case core::ToolOutcome::End::kSignalled:
+      return Unavailable("the signature check was killed");
+    case core::ToolOutcome::End::kExited:
+      break;
   }
-  if (!WIFEXITED(status)) return Unavailable("the signature check was killed");
-  if (WEXITSTATUS(status) == 0) return {};
-  if (WEXITSTATUS(status) == 127) return Unavailable("cannot run " + ssh_keygen);
+  if (outcome->exit_code == 0) return {};
+  if (outcome->exit_code == 127) return Unavailable("cannot run " + ssh_keygen);
   return InvalidSignature("it is not this key's signature over this challenge in namespace " +
                           std::string(sig_namespace));
 }

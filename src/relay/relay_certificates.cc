@@ -1,19 +1,14 @@
 #include "relay/relay_certificates.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
-#include <thread>
 
+#include "core/run_tool.h"
 #include "core/strings.h"
 #include "protocol/relay_principal.h"
 #include "relay/internal/libssh_calls.h"
@@ -89,58 +84,33 @@ class TempDir {
   fs::path path_;
 };
 
-/// Runs `argv` (no shell) with stdin from /dev/null and stdout/stderr into `output`; its exit
-/// status, or an error when it cannot run or outlives `timeout` (then it is killed).
-core::Result<int> Run(std::vector<std::string> argv, const fs::path& output,
-                      std::chrono::milliseconds timeout) {
-  const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  auto close_both = [&] {
-    if (in >= 0) ::close(in);
-    if (out >= 0) ::close(out);
-  };
-  if (in < 0 || out < 0) {
-    const std::string err = std::strerror(errno);
-    close_both();
-    return SigningFailed("cannot open its output file: " + err);
+/// Runs ssh-keygen's `argv` (core::RunTool: no shell, a clean environment, stdin empty) and
+/// returns its exit status and its merged stdout and stderr, or an error when it cannot run or
+/// outlives `timeout` (then it is killed).
+core::Result<core::ToolOutcome> Run(std::vector<std::string> argv,
+                                    std::chrono::milliseconds timeout) {
+  const std::string program = argv.empty() ? std::string() : argv[0];
+  core::ToolRun run;
+  run.argv = std::move(argv);
+  run.stderr_mode = core::ToolRun::Stderr::kMerged;
+  run.timeout = timeout;
+  auto outcome = core::RunTool(std::move(run));
+  if (!outcome) return SigningFailed(outcome.error().message);
+  switch (outcome->end) {
+    case core::ToolOutcome::End::kTimedOut:
+      return SigningFailed(program + " did not finish in time");
+    case core::ToolOutcome::End::kSignalled:
+      return SigningFailed(program + " was killed");
+    case core::ToolOutcome::End::kExited:
+      break;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in, 0);
-  posix_spawn_file_actions_adddup2(&actions, out, 1);
-  posix_spawn_file_actions_adddup2(&actions, out, 2);
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::string path = "PATH=/usr/local/bin:/usr/bin:/bin";
-  std::string lang = "LC_ALL=C";
-  char* env[] = {path.data(), lang.data(), nullptr};
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env);
-  posix_spawn_file_actions_destroy(&actions);
-  close_both();
-  if (rc != 0) return SigningFailed("cannot run " + argv[0] + ": " + std::strerror(rc));
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) return SigningFailed("lost the ssh-keygen process");
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      return SigningFailed(argv[0] + " did not finish in time");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (!WIFEXITED(status)) return SigningFailed(argv[0] + " was killed");
-  return WEXITSTATUS(status);
+  return outcome;
 }
 
-/// The first non-empty line of `file` (at most 4 KiB read), for error messages.
-std::string FirstLine(const fs::path& file) {
-  std::ifstream in(file);
+/// The first non-empty line of `text` (of its first 64 lines; at most 4 KiB), for error
+/// messages.
+std::string FirstLine(const std::string& text) {
+  std::istringstream in(text);
   std::string line;
   for (int i = 0; i < 64 && std::getline(in, line); ++i) {
     if (!line.empty()) return line.substr(0, 4096);
@@ -205,13 +175,13 @@ core::Result<std::string> SignUserCertificate(const fs::path& ca_key_path,
   for (const auto& e : fields.extensions) argv.insert(argv.end(), {"-O", e});
   for (const auto& o : fields.critical_options) argv.insert(argv.end(), {"-O", o});
   argv.push_back(key.string());
-  const fs::path output = dir.path() / "ssh-keygen.out";
-  GPUWERK_ASSIGN_OR_RETURN(const int status, Run(std::move(argv), output, timeout));
+  GPUWERK_ASSIGN_OR_RETURN(const core::ToolOutcome outcome, Run(std::move(argv), timeout));
+  const int status = outcome.exit_code;
   if (status == 127) return SigningFailed("cannot run " + ssh_keygen);
   if (status != 0) {
     return SigningFailed(ssh_keygen + " -s " + ca_key_path.string() + " failed (exit " +
                          std::to_string(status) +
-                         "): " + core::BoundedPrintable(FirstLine(output)));
+                         "): " + core::BoundedPrintable(FirstLine(outcome.output)));
   }
   std::ifstream in(dir.path() / "key-cert.pub");
   std::string line;

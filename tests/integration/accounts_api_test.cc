@@ -1070,5 +1070,32 @@ TEST_F(ConfiguredOperatorTest, TheOperatorCanSignInAsSoonAsTheServerAnswers) {
   EXPECT_EQ(op->Get("/api/v1/me").Json()["is_operator"], true);
 }
 
+// New-user trial: with two Authorization fields, which one counts was the server's guess (and a
+// proxy's or a log's may differ). Two are refused before either is tried: 400, a stable code,
+// nothing done; one still works.
+TEST_F(AccountsApiTest, TwoAuthorizationHeaderFieldsAre400) {
+  auto alice = Browser();
+  SignUp(*alice, "alice@example.test");
+  auto made = alice->PostJson("/api/v1/tokens", {{"name", "cli"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string token = made.Json()["token"];
+  auto client = Browser();
+  for (const std::vector<std::string>& fields :
+       {std::vector<std::string>{"Authorization: Bearer " + token,
+                                 "Authorization: Bearer " + token},
+        {"Authorization: Bearer gwt_someone_else", "Authorization: Bearer " + token},
+        {"Authorization: Bearer " + token, "authorization: Basic YTpi"}}) {
+    auto r = client->Get("/api/v1/me", fields);
+    ExpectProblem(r, 400, "duplicate_authorization");
+    auto minted = client->Post("/api/v1/tokens", R"({"name":"twice"})", "application/json", fields);
+    ExpectProblem(minted, 400, "duplicate_authorization");
+  }
+  auto tokens = alice->Get("/api/v1/tokens");
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  EXPECT_EQ(tokens.Json()["items"].size(), 1u) << tokens.body;  // nothing was made
+  auto one = client->Get("/api/v1/me", {"Authorization: Bearer " + token});
+  EXPECT_EQ(one.status, 200) << one.body;
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

@@ -45,11 +45,11 @@ TEST_F(CliAdminTest, GpuTypesLsAndSet) {
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_NE(ls.out.find("HOSTS/INSTANCE"), std::string::npos) << ls.out;
   EXPECT_NE(ls.out.find("spark-2x"), std::string::npos) << ls.out;
-  EXPECT_NE(ls.out.find("1.50 usd"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("1.50 USD"), std::string::npos) << ls.out;
 
   auto set = Gpuwerk("admin gpu-types set spark-1x --price-minor 80 --description 'One Spark'");
   ASSERT_EQ(set.exit_code, 0) << set.err;
-  EXPECT_NE(set.out.find("0.80 usd per hour"), std::string::npos) << set.out;
+  EXPECT_NE(set.out.find("0.80 USD per hour"), std::string::npos) << set.out;
   auto made = Gpuwerk(
       "admin gpu-types set gb10-lite --hosts-per-instance 1 --price-minor 5 --currency eur --json");
   ASSERT_EQ(made.exit_code, 0) << made.err;
@@ -73,7 +73,7 @@ TEST_F(CliAdminTest, GpuTypesLsAndSet) {
   auto pub = Gpuwerk("gpu-types");
   ASSERT_EQ(pub.exit_code, 0) << pub.err;
   EXPECT_NE(pub.out.find("QUEUED"), std::string::npos) << pub.out;
-  EXPECT_NE(pub.out.find("0.80 usd"), std::string::npos) << pub.out;
+  EXPECT_NE(pub.out.find("0.80 USD"), std::string::npos) << pub.out;
 }
 
 TEST_F(CliAdminTest, PairsLinkListUnlinkAndHostRemoval) {

@@ -36,6 +36,23 @@ class CliTest : public ServerTest {
   }
 };
 
+// New-user trial: `gpuwerk up --listen BAD` made the data directory and the database before it
+// read --listen. Every flag is checked first: bad input changes nothing on disk.
+TEST_F(CliTest, UpAndServerWithABadListenLeaveNoDataDirectory) {
+  for (const std::string command : {"up", "server"}) {
+    for (const std::string flags : {"--listen nonsense", "--listen 127.0.0.1:99999",
+                                    "--listen ::1:80", "--ssh-listen nowhere"}) {
+      if (command == "server" && flags.starts_with("--ssh-listen")) continue;  // up only
+      const std::filesystem::path data = dir_.path() / ("data-" + command);
+      auto r = Gpuwerk(command + " --data '" + data.string() + "' " + flags);
+      EXPECT_EQ(r.exit_code, 2) << command << " " << flags << ": " << r.err;
+      EXPECT_TRUE(r.err.starts_with("gpuwerk: ")) << r.err;
+      EXPECT_NE(r.err.find("listen"), std::string::npos) << r.err;
+      EXPECT_FALSE(std::filesystem::exists(data)) << command << " " << flags;
+    }
+  }
+}
+
 TEST_F(CliTest, LoginWritesAPrivateLoginFileAndWhoamiUsesIt) {
   auto r = Login();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -237,7 +254,7 @@ TEST_F(CliTest, JsonErrorsAreProblemJsonOnStderr) {
   EXPECT_EQ(nlohmann::json::parse(weak.err)["code"], "invalid_public_key") << weak.err;
   auto usage = Gpuwerk("keys add --json");
   EXPECT_EQ(usage.exit_code, 2);
-  EXPECT_EQ(nlohmann::json::parse(usage.err)["code"], "usage_error") << usage.err;
+  EXPECT_EQ(nlohmann::json::parse(usage.err)["code"], "missing_argument") << usage.err;
 }
 
 TEST_F(CliTest, AMistypedVerbGetsASuggestion) {
@@ -250,6 +267,21 @@ TEST_F(CliTest, AMistypedVerbGetsASuggestion) {
   EXPECT_EQ(key.exit_code, 2);
   EXPECT_EQ(key.err,
             "gpuwerk: 'key' is not a command of `gpuwerk`; did you mean `gpuwerk keys ls`?\n");
+}
+
+// New-user trial: an unknown flag printed CLI11's own text; the real binary now answers one line
+// naming the command's help, exit code 2 (also for `up`, whose options are the server's).
+TEST_F(CliTest, AnUnknownFlagIsOneLineNamingTheHelp) {
+  auto r = Gpuwerk("instances create alpha --key laptop --foo");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "gpuwerk: unknown option --foo; see `gpuwerk instances create --help`\n");
+  auto up = Gpuwerk("up --lissten 127.0.0.1:0 --data '" + (dir_.path() / "up-data").string() + "'");
+  EXPECT_EQ(up.exit_code, 2);
+  EXPECT_EQ(
+      up.err,
+      "gpuwerk: unknown option --lissten (did you mean --listen?); see `gpuwerk up --help`\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "up-data"));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@
 #include "relay/relay.h"
 #include "relay/relay_certificates.h"
 #include "relay/ssh_key_file.h"
-#include "tests/integration/server_fixture.h"
+#include "tests/integration/relay_fixture.h"
 #include "tests/support/run_command.h"
 #include "tests/support/ssh_keygen.h"
 #include "tests/support/test_sshd.h"
@@ -139,31 +139,16 @@ class SshdEngine : public agent::ContainerEngine {
   int created_ = 0;
 };
 
-class RelayCredentialTest : public ServerTest {
+class RelayCredentialTest : public RelayServerTest {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "sshd logs in as the test's user: needs root";
     ServerTest::SetUp();
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
-    op_ = Browser();
-    ASSERT_EQ(op_->PostJson("/api/v1/auth/login",
-                            {{"email", "op@example.test"}, {"password", "operator password 1"}})
-                  .status,
-              200);
-    auto host = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-a"},
-                                                      {"gpu_type", "spark-1x"},
-                                                      {"gpu_required", false},
-                                                      {"ssh_address", "127.0.0.1"}});
-    ASSERT_EQ(host.status, 201) << host.body;
-    host_token_ = host.Json()["token"].get<std::string>();
-    alice_ = Browser();
-    SignUp(*alice_, "alice@example.test");
-    alice_key_ = GenerateKey(dir_.path(), "alice");
-    auto key = alice_->PostJson("/api/v1/ssh-keys",
-                                {{"name", "laptop"}, {"public_key", alice_key_.public_line}});
-    ASSERT_EQ(key.status, 201) << key.body;
-    alice_key_id_ = key.Json()["id"].get<std::string>();
+    SignInOperator();
+    if (HasFatalFailure()) return;
+    host_token_ = AddHost("spark-a");
+    SignUpAliceWithKey();
   }
 
   void TearDown() override {
@@ -229,10 +214,6 @@ class RelayCredentialTest : public ServerTest {
     return rows.value_or(std::vector<std::string>{});
   }
 
-  std::unique_ptr<HttpClient> op_;
-  std::unique_ptr<HttpClient> alice_;
-  GeneratedKey alice_key_;
-  std::string alice_key_id_;
   std::string host_token_;
   /// The instance's sshd and the engine around it; they outlive the agent (TearDown).
   std::unique_ptr<Sshd> sshd_;
@@ -249,8 +230,7 @@ bool HasRelayFault(const json& in) {
 TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUntilItIsCleared) {
   // The relay CA (the relay makes it at its start; here first, for the agent) and a probe
   // certificate of it, as `gpuwerk relay` prints them for agents.
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   const auto probe = relay::MakeProbeCertificate(relay_ca->path);
   ASSERT_TRUE(probe) << probe.error().message;
@@ -301,18 +281,10 @@ TEST_F(RelayCredentialTest, C07_RelayCredentialFaultShowsInTheInstanceStatusUnti
   app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
                                        app_->rng());
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
-  const std::string ssh = "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
-                          alice_key_.private_path.string() +
-                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
-                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
-                          (dir_.path() / "known_hosts").string() + " " + hostname + "@127.0.0.1";
+  const std::string ssh = SshVia((*relay)->port(), alice_key_, hostname);
   auto refused = RunCommand(dir_.path(), ssh + " 'echo through'");
   EXPECT_EQ(refused.exit_code, 255) << refused.err;
   EXPECT_EQ(refused.out, "");

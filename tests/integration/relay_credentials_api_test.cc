@@ -10,53 +10,29 @@
 
 #include "core/time_format.h"
 #include "relay/http_relay_authorizer.h"
-#include "tests/integration/server_fixture.h"
+#include "tests/integration/relay_fixture.h"
 #include "tests/support/run_command.h"
-#include "tests/support/ssh_keygen.h"
 
 namespace gpuwerk::testing {
 namespace {
 
 using nlohmann::json;
 
-class RelayCredentialsApiTest : public ServerTest {
+class RelayCredentialsApiTest : public RelayServerTest {
  protected:
   void SetUp() override {
     ServerTest::SetUp();
     if (HasFatalFailure()) return;
-    op_ = SignedInOperator();
-    ASSERT_FALSE(HasFailure());
-    auto token = op_->PostJson("/api/v1/tokens", {{"name", "cli"}});
-    ASSERT_EQ(token.status, 201) << token.body;
-    op_token_ = token.Json()["token"].get<std::string>();
-    alice_ = Browser();
-    SignUp(*alice_, "alice@example.test");
-    alice_key_ = GenerateKey(dir_.path(), "alice");
-    auto key = alice_->PostJson("/api/v1/ssh-keys",
-                                {{"name", "laptop"}, {"public_key", alice_key_.public_line}});
-    ASSERT_EQ(key.status, 201) << key.body;
-    alice_key_id_ = key.Json()["id"].get<std::string>();
-    alice_fp_ = key.Json()["fingerprint"].get<std::string>();
+    SignInOperator();
+    if (HasFatalFailure()) return;
+    op_token_ = OperatorToken();
+    SignUpAliceWithKey();
+    if (HasFatalFailure()) return;
     // A host whose sshd the relay reaches on 127.0.0.1.
-    auto host = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-a"},
-                                                      {"gpu_type", "spark-1x"},
-                                                      {"gpu_required", false},
-                                                      {"ssh_address", "127.0.0.1"}});
-    ASSERT_EQ(host.status, 201) << host.body;
-    host_token_ = host.Json()["token"].get<std::string>();
-    ASSERT_EQ(Sync(json::array()).status, 200);
+    host_token_ = AddHost("spark-a");
+    ASSERT_EQ(Sync(host_token_).status, 200);
   }
 
-  HttpResult Sync(const json& containers) {
-    HttpClient agent(app_->base_url());
-    agent.SetBearer(host_token_);
-    return agent.PostJson("/api/v1/agent/sync",
-                          {{"agent_version", "0.1.0"},
-                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
-                           {"engine", {{"ok", true}, {"error", ""}}},
-                           {"containers", containers},
-                           {"failures", json::array()}});
-  }
   /// Alice's instance `name`, running with its sshd on port 40001.
   json RunningInstance(const std::string& name) {
     auto created =
@@ -64,18 +40,7 @@ class RelayCredentialsApiTest : public ServerTest {
                          {{"name", name}, {"ssh_key_id", alice_key_id_}, {"gpu_type", "spark-1x"}});
     EXPECT_EQ(created.status, 201) << created.body;
     const std::string id = created.Json().value("id", "");
-    EXPECT_EQ(Sync(json::array({{{"instance_id", id},
-                                 {"node_index", 0},
-                                 {"container_id", "c0"},
-                                 {"state", "running"},
-                                 {"exit_code", 0},
-                                 {"started_at", ""},
-                                 {"ssh_port", 40001},
-                                 {"ssh_ready", true},
-                                 {"restart_generation", 0},
-                                 {"error", ""}}}))
-                  .status,
-              200);
+    EXPECT_EQ(Sync(host_token_, json::array({RunningContainer(id, 40001)})).status, 200);
     return alice_->Get("/api/v1/instances/" + id).Json();
   }
   /// Alice's login to `hostname` as the relay asks about it.
@@ -109,9 +74,7 @@ class RelayCredentialsApiTest : public ServerTest {
                                        token);
   }
 
-  std::unique_ptr<HttpClient> op_, alice_;
-  std::string op_token_, host_token_, alice_key_id_, alice_fp_;
-  GeneratedKey alice_key_;
+  std::string op_token_, host_token_;
 };
 
 TEST_F(RelayCredentialsApiTest, ARegisteredRelayAuthorizesALoginAndARevokedOneGets401) {

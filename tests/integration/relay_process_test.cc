@@ -14,10 +14,8 @@
 #include <string>
 
 #include "app/child_memory_limit.h"
-#include "relay/ssh_key_file.h"
-#include "tests/integration/server_fixture.h"
+#include "tests/integration/relay_fixture.h"
 #include "tests/support/run_command.h"
-#include "tests/support/ssh_keygen.h"
 #include "tests/support/test_sshd.h"
 
 namespace gpuwerk::testing {
@@ -64,30 +62,20 @@ int64_t KernelLimitOf(pid_t pid, app::MemoryLimitKind kind, std::filesystem::pat
   return -1;
 }
 
-class RelayProcessTest : public ServerTest {
+class RelayProcessTest : public RelayServerTest {
  protected:
   void SetUp() override {
     ServerTest::SetUp();
     if (HasFatalFailure()) return;
-    op_ = SignedInOperator();
-    ASSERT_FALSE(HasFailure());
-    alice_ = Browser();
-    SignUp(*alice_, "alice@example.test");
-    alice_key_ = GenerateKey(dir_.path(), "alice");
-    auto key = alice_->PostJson("/api/v1/ssh-keys",
-                                {{"name", "laptop"}, {"public_key", alice_key_.public_line}});
-    ASSERT_EQ(key.status, 201) << key.body;
-    alice_key_id_ = key.Json()["id"].get<std::string>();
-    auto host = op_->PostJson("/api/v1/admin/hosts", {{"name", "spark-a"},
-                                                      {"gpu_type", "spark-1x"},
-                                                      {"gpu_required", false},
-                                                      {"ssh_address", "127.0.0.1"}});
-    ASSERT_EQ(host.status, 201) << host.body;
-    host_token_ = host.Json()["token"].get<std::string>();
-    ASSERT_EQ(Sync(json::array()).status, 200);  // the host is heard from: it takes instances
+    SignInOperator();
+    if (HasFatalFailure()) return;
+    SignUpAliceWithKey();
+    if (HasFatalFailure()) return;
+    host_token_ = AddHost("spark-a");
+    ASSERT_EQ(Sync(host_token_).status, 200);  // the host is heard from: it takes instances
     // The instance's sshd trusts the relay CA for its own instance (docs/ssh.md "Upstream"),
     // whose key file the relay process and the test share.
-    auto relay_ca = relay::LoadOrCreateEd25519Key(relay_dir() / "relay_ca", "gpuwerk-relay-ca");
+    auto relay_ca = RelayCa();
     ASSERT_TRUE(relay_ca) << relay_ca.error().message;
     sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", "");
     auto created = alice_->PostJson(
@@ -97,35 +85,13 @@ class RelayProcessTest : public ServerTest {
     instance_id_ = created.Json()["id"].get<std::string>();
     hostname_ = created.Json()["hostname"].get<std::string>();
     sshd_->SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {instance_id_}));
-    auto sync = Sync(json::array({{{"instance_id", instance_id_},
-                                   {"node_index", 0},
-                                   {"container_id", "c0"},
-                                   {"state", "running"},
-                                   {"exit_code", 0},
-                                   {"started_at", ""},
-                                   {"ssh_port", sshd_->port()},
-                                   {"ssh_ready", true},
-                                   {"restart_generation", 0},
-                                   {"error", ""}}}));
+    auto sync = Sync(host_token_, json::array({RunningContainer(instance_id_, sshd_->port())}));
     ASSERT_EQ(sync.status, 200) << sync.body;
-  }
-  /// One agent sync of the host with these containers.
-  HttpResult Sync(const json& containers) {
-    HttpClient agent(app_->base_url());
-    agent.SetBearer(host_token_);
-    return agent.PostJson("/api/v1/agent/sync",
-                          {{"agent_version", "0.1.0"},
-                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
-                           {"engine", {{"ok", true}, {"error", ""}}},
-                           {"containers", containers},
-                           {"failures", json::array()}});
   }
   void TearDown() override {
     if (relay_) relay_->Stop();
     ServerTest::TearDown();
   }
-
-  std::filesystem::path relay_dir() const { return dir_.path() / "relay"; }
 
   /// Starts `gpuwerk relay` as `up` does, with the credential `local`.
   void StartRelay() {
@@ -152,13 +118,8 @@ class RelayProcessTest : public ServerTest {
 
   /// `ssh <hostname>@relay COMMAND` with alice's key, the stock client.
   CommandResult Ssh(const std::string& command) {
-    return RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string(relay_->port()) +
-                                       " -i " + alice_key_.private_path.string() +
-                                       " -o IdentitiesOnly=yes -o IdentityAgent=none"
-                                       " -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
-                                       " -o UserKnownHostsFile=" +
-                                       (dir_.path() / "known_hosts").string() + " " + hostname_ +
-                                       "@127.0.0.1 '" + command + "'");
+    return RunCommand(dir_.path(),
+                      SshVia(relay_->port(), alice_key_, hostname_) + " '" + command + "'");
   }
 
   /// Expects the limit the relay process reports to be the one the kernel applies to `pid`.
@@ -178,9 +139,7 @@ class RelayProcessTest : public ServerTest {
     }
   }
 
-  std::unique_ptr<HttpClient> op_, alice_;
-  std::string alice_key_id_, host_token_, instance_id_, hostname_;
-  GeneratedKey alice_key_;
+  std::string host_token_, instance_id_, hostname_;
   std::unique_ptr<Sshd> sshd_;
   std::unique_ptr<app::RelayProcess> relay_;
 };

@@ -23,7 +23,7 @@
 #include "relay/http_relay_watch.h"
 #include "relay/relay.h"
 #include "relay/ssh_key_file.h"
-#include "tests/integration/server_fixture.h"
+#include "tests/integration/relay_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/eventually.h"
 #include "tests/support/run_command.h"
@@ -36,7 +36,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-class RelaySessionsApiTest : public ServerTest {
+class RelaySessionsApiTest : public RelayServerTest {
  protected:
   void Customize(app::ServerConfig& config) override {
     // A fixed port, so that the server can be stopped and started again at the same address.
@@ -46,53 +46,31 @@ class RelaySessionsApiTest : public ServerTest {
   void SetUp() override {
     ServerTest::SetUp();
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(app_->EnsureOperator("op@example.test", "operator password 1"));
-    op_ = Browser();
-    auto login = op_->PostJson("/api/v1/auth/login",
-                               {{"email", "op@example.test"}, {"password", "operator password 1"}});
-    ASSERT_EQ(login.status, 200) << login.body;
-    auto token = op_->PostJson("/api/v1/tokens", {{"name", "cli"}});
-    ASSERT_EQ(token.status, 201) << token.body;
-    op_token_ = token.Json()["token"].get<std::string>();
+    SignInOperator();
+    if (HasFatalFailure()) return;
+    op_token_ = OperatorToken();
     // The relay's own credential (docs/ssh.md "The relay's API credential"): it names the relay.
     relay_token_ = RegisterRelay("edge-1");
     relay_client_ = Browser();
     relay_client_->SetBearer(relay_token_);
-    alice_ = Browser();
-    SignUp(*alice_, "alice@example.test");
-    alice_key_ = GenerateKey(dir_.path(), "alice");
-    auto key = alice_->PostJson("/api/v1/ssh-keys",
-                                {{"name", "laptop"}, {"public_key", alice_key_.public_line}});
-    ASSERT_EQ(key.status, 201) << key.body;
-    alice_key_id_ = key.Json()["id"].get<std::string>();
-    alice_fp_ = key.Json()["fingerprint"].get<std::string>();
+    SignUpAliceWithKey();
+    if (HasFatalFailure()) return;
     auto me = alice_->Get("/api/v1/me");
     alice_id_ = me.Json()["id"].get<std::string>();
     bob_ = Browser();
     SignUp(*bob_, "bob@example.test");
-    host_token_ = AddHost("spark-a");
+    host_token_ = AddHeardHost("spark-a");
   }
 
-  /// Registers relay `name` as the operator and returns its credential ("gwr_…").
-  std::string RegisterRelay(const std::string& name) {
-    auto r = op_->PostJson("/api/v1/admin/relays", {{"name", name}});
-    EXPECT_EQ(r.status, 201) << r.body;
-    return r.Json().value("token", "");
-  }
   /// A client that calls as relay `name` (registered here).
   std::unique_ptr<HttpClient> RelayClient(const std::string& name) {
     auto client = Browser();
     client->SetBearer(RegisterRelay(name));
     return client;
   }
-  /// Registers host `name` (its sshd on 127.0.0.1, the default ports, unless `ssh` is false:
-  /// none registered) and syncs it once.
-  std::string AddHost(const std::string& name, bool ssh = true) {
-    json body = {{"name", name}, {"gpu_type", "spark-1x"}, {"gpu_required", false}};
-    if (ssh) body["ssh_address"] = "127.0.0.1";
-    auto r = op_->PostJson("/api/v1/admin/hosts", body);
-    EXPECT_EQ(r.status, 201) << r.body;
-    std::string token = r.Json().value("token", "");
+  /// AddHost(name, ssh), then one Sync: the host is heard from and takes instances.
+  std::string AddHeardHost(const std::string& name, bool ssh = true) {
+    std::string token = AddHost(name, ssh);
     EXPECT_EQ(Sync(token).status, 200);
     return token;
   }
@@ -114,35 +92,13 @@ class RelaySessionsApiTest : public ServerTest {
   /// `ssh -p PORT -i KEY USER@127.0.0.1 COMMAND` with the stock client, through a relay.
   CommandResult SshThrough(uint16_t relay_port, const GeneratedKey& key, const std::string& user,
                            const std::string& command) {
-    return RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string(relay_port) + " -i " +
-                                       key.private_path.string() +
-                                       " -o IdentitiesOnly=yes -o IdentityAgent=none"
-                                       " -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
-                                       " -o UserKnownHostsFile=" +
-                                       (dir_.path() / "known_hosts").string() + " " + user +
-                                       "@127.0.0.1 '" + command + "'");
+    return RunCommand(dir_.path(), SshVia(relay_port, key, user) + " '" + command + "'");
   }
-  HttpResult Sync(const std::string& token, json containers = json::array()) {
-    HttpClient agent(app_->base_url());
-    agent.SetBearer(token);
-    return agent.PostJson("/api/v1/agent/sync",
-                          {{"agent_version", "0.1.0"},
-                           {"inventory", {{"addresses", json::array()}, {"cpus", 2}}},
-                           {"engine", {{"ok", true}, {"error", ""}}},
-                           {"containers", containers},
-                           {"failures", json::array()}});
-  }
-  static json Container(const std::string& id, uint16_t ssh_port) {
-    return {{"instance_id", id},    {"node_index", 0},   {"container_id", "c0"},
-            {"state", "running"},   {"exit_code", 0},    {"started_at", ""},
-            {"ssh_port", ssh_port}, {"ssh_ready", true}, {"restart_generation", 0},
-            {"error", ""}};
-  }
-  /// Container() of container `container_id` whose agent read its sshd's host key `key_line`.
+  /// RunningContainer() of container `container_id` whose agent read its sshd's host key
+  /// `key_line`.
   static json ContainerWithKey(const std::string& id, uint16_t ssh_port,
                                const std::string& container_id, const std::string& key_line) {
-    json c = Container(id, ssh_port);
-    c["container_id"] = container_id;
+    json c = RunningContainer(id, ssh_port, container_id);
     if (!key_line.empty()) c["ssh_host_key"] = key_line;
     return c;
   }
@@ -154,7 +110,8 @@ class RelaySessionsApiTest : public ServerTest {
     EXPECT_EQ(created.status, 201) << created.body;
     const json in = created.Json();
     EXPECT_EQ(
-        Sync(host_token_, json::array({Container(in["id"].get<std::string>(), ssh_port)})).status,
+        Sync(host_token_, json::array({RunningContainer(in["id"].get<std::string>(), ssh_port)}))
+            .status,
         200);
     return alice_->Get("/api/v1/instances/" + in["id"].get<std::string>()).Json();
   }
@@ -192,9 +149,8 @@ class RelaySessionsApiTest : public ServerTest {
   }
 
   uint16_t port_ = 0;
-  std::unique_ptr<HttpClient> op_, relay_client_, alice_, bob_;
-  std::string op_token_, relay_token_, alice_key_id_, alice_fp_, alice_id_, host_token_;
-  GeneratedKey alice_key_;
+  std::unique_ptr<HttpClient> relay_client_, bob_;
+  std::string op_token_, relay_token_, alice_id_, host_token_;
 };
 
 TEST_F(RelaySessionsApiTest, OwnerAndOperatorListRelaySessionsNewestFirstInPages) {
@@ -617,8 +573,7 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRefusalsBecomeBoundedAuditEvents) {
 
 /// A real relay in front of a real sshd, asking this server over HTTP (as `gpuwerk relay` does).
 TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsThemFast) {
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
@@ -630,19 +585,11 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsTh
   relay::HttpRelayAuthorizer authorizer(app_->base_url(), relay_token_);
   relay::HttpRelaySessionLog log({.server_url = app_->base_url(), .token = relay_token_});
   log.Start();
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   options.recheck_interval = 1s;  // the backstop alone (no watch stream here)
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
-  const std::string ssh = "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
-                          alice_key_.private_path.string() +
-                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
-                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
-                          (dir_.path() / "known_hosts").string() + " " + hostname + "@127.0.0.1";
+  const std::string ssh = SshVia((*relay)->port(), alice_key_, hostname);
 
   auto r = RunCommand(dir_.path(), ssh + " 'cat; echo done; exit 3'", "0123456789");
   EXPECT_EQ(r.exit_code, 3) << r.err;
@@ -712,8 +659,7 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRecordsItsRelaySessionsAndDeletionEndsTh
 /// `gpuwerk up`'s arrangement without the engine: the relay in the server's process with the
 /// store as its authorizer and its relay session log (app::AuditRelaySessionLog).
 TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpen) {
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
@@ -735,21 +681,11 @@ TEST_F(RelaySessionsApiTest, InProcessRelayWritesLocalRowsAndClosesWhatItLeftOpe
 
   app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
                                        app_->rng());
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   options.recheck_interval = 1s;
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
-  auto r =
-      RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string((*relay)->port()) + " -i " +
-                                  alice_key_.private_path.string() +
-                                  " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
-                                  " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
-                                  (dir_.path() / "known_hosts").string() + " " + hostname +
-                                  "@127.0.0.1 'head -c 100000 /dev/zero'");
+  auto r = SshThrough((*relay)->port(), alice_key_, hostname, "head -c 100000 /dev/zero");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.size(), 100000u);
   (*relay)->Stop();
@@ -785,8 +721,7 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
                 409, "key_taken");
   EXPECT_EQ(bob_->Get("/api/v1/ssh-keys").Json()["total"], 0);
 
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
@@ -797,22 +732,12 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
   app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
                                        app_->rng());
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   options.recheck_interval = 1s;
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   auto ssh = [&](const std::string& user, const std::string& command) {
-    return RunCommand(dir_.path(), "ssh -F /dev/null -p " + std::to_string((*relay)->port()) +
-                                       " -i " + alice_key_.private_path.string() +
-                                       " -o IdentitiesOnly=yes -o IdentityAgent=none"
-                                       " -o BatchMode=yes -o StrictHostKeyChecking=accept-new"
-                                       " -o UserKnownHostsFile=" +
-                                       (dir_.path() / "known_hosts").string() + " " + user +
-                                       "@127.0.0.1 '" + command + "'");
+    return SshThrough((*relay)->port(), alice_key_, user, command);
   };
 
   // Her only instance, and still a bare user name picks nothing.
@@ -850,8 +775,7 @@ TEST_F(RelaySessionsApiTest, C06_BareLoginLandsNowhereAndTheRelaySessionNamesWho
 /// the relay CA for its own instance only, as the agents write it; each sshd names itself in
 /// GPUWERK_TEST_SSHD. The relay asks the server over HTTP, as `gpuwerk relay` does.
 TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHostsContainer) {
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd victim(dir_.path() / "victim", "", {.listen_address = "127.0.0.2", .name = "victim"});
   Sshd own(dir_.path() / "attacker", "", {.listen_address = "127.0.0.2", .name = "attacker"});
@@ -867,9 +791,9 @@ TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHo
   ASSERT_EQ(alpha.status, 201) << alpha.body;
   const std::string alpha_id = alpha.Json()["id"], alpha_host = alpha.Json()["hostname"];
   victim.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {alpha_id}));
-  ASSERT_EQ(Sync(host_token_, json::array({Container(alpha_id, vp)})).status, 200);
+  ASSERT_EQ(Sync(host_token_, json::array({RunningContainer(alpha_id, vp)})).status, 200);
 
-  const std::string b_token = AddHost("spark-b");
+  const std::string b_token = AddHeardHost("spark-b");
   ASSERT_EQ(
       SetSsh("spark-b", {{"ssh_address", "127.0.0.2"}, {"ssh_ports", {{"low", mp}, {"high", mp}}}})
           .status,
@@ -885,15 +809,11 @@ TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHo
   const std::string mal_id = mal.Json()["id"], mal_host = mal.Json()["hostname"];
   own.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {mal_id}));
   EXPECT_EQ(mal.Json()["hosts"], json::array({"spark-b"}));
-  ASSERT_EQ(Sync(b_token, json::array({Container(mal_id, mp)})).status, 200);
+  ASSERT_EQ(Sync(b_token, json::array({RunningContainer(mal_id, mp)})).status, 200);
 
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
   relay::HttpRelayAuthorizer authorizer(app_->base_url(), relay_token_);
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   const uint16_t port = (*relay)->port();
@@ -909,9 +829,9 @@ TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHo
 
   // 1. Same address, the victim's port: outside spark-b's range, so not stored; the instance says
   //    why, the operator is told once, and the relay goes nowhere.
-  auto forged_port = Sync(b_token, json::array({Container(mal_id, vp)}));
+  auto forged_port = Sync(b_token, json::array({RunningContainer(mal_id, vp)}));
   ASSERT_EQ(forged_port.status, 200) << forged_port.body;
-  EXPECT_EQ(Sync(b_token, json::array({Container(mal_id, vp)})).status, 200);
+  EXPECT_EQ(Sync(b_token, json::array({RunningContainer(mal_id, vp)})).status, 200);
   const json mal_shown = bob_->Get("/api/v1/instances/" + mal_id).Json();
   EXPECT_EQ(mal_shown["status"], "provisioning") << mal_shown;
   EXPECT_NE(mal_shown["status_reason"].get<std::string>().find("outside the ports registered"),
@@ -935,7 +855,7 @@ TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHo
       {{"agent_version", "0.1.0"},
        {"inventory", {{"addresses", json::array({"127.0.0.2"})}, {"ssh_address", "127.0.0.2"}}},
        {"engine", {{"ok", true}, {"error", ""}}},
-       {"containers", json::array({Container(mal_id, vp)})},
+       {"containers", json::array({RunningContainer(mal_id, vp)})},
        {"failures", json::array()}});
   ASSERT_EQ(forged_address.status, 200) << forged_address.body;
   const json shown = bob_->Get("/api/v1/instances/" + mal_id).Json();
@@ -956,7 +876,7 @@ TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHo
       SetSsh("spark-b", {{"ssh_address", "127.0.0.2"}, {"ssh_ports", {{"low", vp}, {"high", vp}}}})
           .status,
       200);
-  ASSERT_EQ(Sync(b_token, json::array({Container(mal_id, vp)})).status, 200);
+  ASSERT_EQ(Sync(b_token, json::array({RunningContainer(mal_id, vp)})).status, 200);
   const json forwarded = bob_->Get("/api/v1/instances/" + mal_id).Json();
   ASSERT_EQ(forwarded["ssh"], json({{"host", "127.0.0.2"}, {"port", vp}, {"user", "root"}}))
       << forwarded;
@@ -981,12 +901,11 @@ TEST_F(RelaySessionsApiTest, F1_ForgedSyncOfOneHostNeverSendsALoginIntoAnotherHo
 /// says they are not reachable yet, and the operator is told by an audit event; once the operator
 /// registers the address, the same login lands.
 TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited) {
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd sshd(dir_.path() / "instance", "", {.name = "alpha"});
   ASSERT_EQ(op_->PostJson("/api/v1/admin/hosts/spark-a/drain", json::object()).status, 200);
-  const std::string token = AddHost("spark-n", /*ssh=*/false);
+  const std::string token = AddHeardHost("spark-n", /*ssh=*/false);
   const json listed = op_->Get("/api/v1/admin/hosts").Json();
   ASSERT_EQ(listed["items"][1]["name"], "spark-n") << listed;
   EXPECT_TRUE(listed["items"][1]["ssh_address"].is_null()) << listed;
@@ -999,16 +918,12 @@ TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string id = created.Json()["id"], hostname = created.Json()["hostname"];
   sshd.SetAuthorizedKeys(RelayCaLines(relay_ca->public_line, {id}));
-  ASSERT_EQ(Sync(token, json::array({Container(id, sshd.port())})).status, 200);
+  ASSERT_EQ(Sync(token, json::array({RunningContainer(id, sshd.port())})).status, 200);
 
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
   app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
                                        app_->rng());
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   auto refused = SshThrough((*relay)->port(), alice_key_, hostname, "echo $GPUWERK_TEST_SSHD");
@@ -1035,8 +950,7 @@ TEST_F(RelaySessionsApiTest, HostWithoutARegisteredSshAddressIsRefusedAndAudited
 /// `relay.host_key_mismatch`, and the agent's word for another key of the same container changes
 /// nothing; a container made again is pinned again deliberately, and its owner is mailed.
 TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinnedAgain) {
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd sshd(dir_.path() / "instance", "", {.name = "alpha"});
   const std::string first_key = sshd.HostKeyLine();
@@ -1059,11 +973,7 @@ TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinn
   app::AuditRelaySessionLog log(app_->database(), app_->clock(), app_->rng());
   app::StoreRelayAuthorizer authorizer(app_->database(), app_->instances(), app_->clock(),
                                        app_->rng());
-  relay::RelayOptions options;
-  options.listen_address = "127.0.0.1";
-  options.listen_port = 0;
-  options.host_key_path = dir_.path() / "relay" / "host_key";
-  options.relay_key_path = dir_.path() / "relay" / "relay_key";
+  relay::RelayOptions options = LocalRelayOptions();
   auto relay = relay::Relay::Start(options, authorizer, log);
   ASSERT_TRUE(relay) << relay.error().message;
   const uint16_t port = (*relay)->port();
@@ -1122,8 +1032,7 @@ TEST_F(RelaySessionsApiTest, PinnedHostKeyIsRequiredAndAContainerMadeAgainIsPinn
 /// row is closed when it starts again, and a SIGTERM ends open relay sessions and still reports
 /// their end.
 TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClosedAtRestart) {
-  const auto relay_ca =
-      relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+  const auto relay_ca = RelayCa();
   ASSERT_TRUE(relay_ca) << relay_ca.error().message;
   Sshd sshd(dir_.path() / "instance", "");
   const json in = RunningInstance("alpha", sshd.port());
@@ -1150,11 +1059,7 @@ TEST_F(RelaySessionsApiTest, GpuwerkRelayBinaryReportsAndAKilledRelaysRowIsClose
     }
     FAIL() << "gpuwerk relay did not listen: " << ReadFile(dir_.path() / "relay.log");
   };
-  const std::string ssh = "ssh -F /dev/null -p " + std::to_string(port) + " -i " +
-                          alice_key_.private_path.string() +
-                          " -o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes"
-                          " -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
-                          (dir_.path() / "known_hosts").string() + " " + hostname + "@127.0.0.1";
+  const std::string ssh = SshVia(port, alice_key_, hostname);
   // The rows of this instance, once `done` holds for them (≤ 10 s).
   auto rows_when = [&](const std::function<bool(const json&)>& done) {
     json items;
@@ -1363,16 +1268,13 @@ class RelayRevocationTest : public RelaySessionsApiTest {
   void SetUp() override {
     RelaySessionsApiTest::SetUp();
     if (HasFatalFailure()) return;
-    auto ca = relay::LoadOrCreateEd25519Key(dir_.path() / "relay" / "relay_ca", "gpuwerk-relay-ca");
+    auto ca = RelayCa();
     ASSERT_TRUE(ca) << ca.error().message;
     sshd_ = std::make_unique<Sshd>(dir_.path() / "instance", "");
     in_ = RunningInstance("alpha", sshd_->port());
     ASSERT_EQ(in_["status"], "running") << in_;
     sshd_->SetAuthorizedKeys(RelayCaLines(ca->public_line, {in_["id"].get<std::string>()}));
-    options_.listen_address = "127.0.0.1";
-    options_.listen_port = 0;
-    options_.host_key_path = dir_.path() / "relay" / "host_key";
-    options_.relay_key_path = dir_.path() / "relay" / "relay_key";
+    options_ = LocalRelayOptions();
     // Only pushed changes and failures may end relay sessions here: no backstop within a test.
     options_.recheck_interval = std::chrono::hours(1);
     options_.recheck_retry_interval = 200ms;

@@ -815,11 +815,51 @@ TEST_F(StripeProviderTest, AnInvoiceWhoseAnswerWasLostIsFoundAfterStripeForgotTh
   ExpectNoViolations();
 }
 
-TEST_F(StripeProviderTest, AnInvoiceItemWhoseAnswerWasLostIsFoundAfterStripeForgotTheKey) {
-  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("jon@example.test", "inv_li");
+/// A request of an invoice push whose answer is lost (Stripe did it), retried only after Stripe
+/// forgot its idempotency key: the retry finds what it made instead of making it again.
+class StripeLostAnswerTest;
+struct LostAnswerCase {
+  const char* name;        ///< the test's name: what was lost
+  const char* email;       ///< a new customer's
+  const char* invoice_id;  ///< our invoice's id
+  json fault;              ///< the stand-in's fault that drops Stripe's answer once
+  /// The case's own assertions after the retry pushed `pushed`.
+  void (*expect)(StripeLostAnswerTest& test, const billing::PushedInvoice& pushed);
+};
+
+/// Names the case in gtest's output (instead of its bytes).
+void PrintTo(const LostAnswerCase& c, std::ostream* os) { *os << c.name; }
+
+class StripeLostAnswerTest : public StripeProviderTest,
+                             public ::testing::WithParamInterface<LostAnswerCase> {
+ public:
+  /// An invoice item's answer lost: only that item was looked up; the invoice and its finalize
+  /// were fresh requests, sent without a look-up.
+  static void ExpectItemFound(StripeLostAnswerTest& t, const billing::PushedInvoice&) {
+    EXPECT_EQ(t.Objects("invoices").size(), 1u);
+    EXPECT_EQ(t.Objects("invoiceitems").size(), 2u);
+    EXPECT_EQ(t.Requests("POST", "/v1/invoiceitems", "gpuwerk-invoiceitem-inv_li_line_1").size(),
+              1u);
+    EXPECT_EQ(t.Requests("GET", "/v1/invoiceitems").size(), 1u);
+    EXPECT_TRUE(t.Requests("GET", "/v1/invoices").empty());
+  }
+  /// A finalize's answer lost: found finalized, not finalized twice (Stripe would refuse a second
+  /// finalize of a non-draft invoice).
+  static void ExpectFinalizeFound(StripeLostAnswerTest& t, const billing::PushedInvoice& pushed) {
+    EXPECT_EQ(pushed.status, "open");
+    const std::string path = "/v1/invoices/" + pushed.provider_ref;
+    EXPECT_EQ(t.Requests("POST", path + "/finalize").size(), 1u);
+    EXPECT_EQ(t.Requests("GET", path).size(), 1u);
+    EXPECT_EQ(t.Requests("POST", "/v1/invoices").size(), 1u);
+  }
+};
+
+TEST_P(StripeLostAnswerTest, IsFoundAfterStripeForgotTheKeyNotMadeTwice) {
+  const LostAnswerCase& c = GetParam();
+  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer(c.email, c.invoice_id);
   auto& provider = app_->payment_methods().provider();
-  // Stripe makes the first line's item, but its answer never arrives.
-  AddFault({{"method", "POST"}, {"path", "/v1/invoiceitems"}, {"action", "drop"}, {"count", 1}});
+  // Stripe does it, but its answer never arrives.
+  AddFault(c.fault);
   auto lost = provider.PushInvoice(invoice);
   ASSERT_FALSE(lost);
   EXPECT_EQ(lost.error().api_code, "provider_unavailable");
@@ -830,41 +870,29 @@ TEST_F(StripeProviderTest, AnInvoiceItemWhoseAnswerWasLostIsFoundAfterStripeForg
   const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
   ASSERT_TRUE(ours.is_object());
   EXPECT_EQ(ours["id"], pushed->provider_ref);
-  EXPECT_EQ(Objects("invoices").size(), 1u);
-  EXPECT_EQ(Objects("invoiceitems").size(), 2u);
-  EXPECT_EQ(Requests("POST", "/v1/invoiceitems", "gpuwerk-invoiceitem-inv_li_line_1").size(), 1u);
-  EXPECT_EQ(Requests("GET", "/v1/invoiceitems").size(), 1u);
-  // The invoice and its finalize were fresh requests: sent without a look-up.
-  EXPECT_TRUE(Requests("GET", "/v1/invoices").empty());
+  c.expect(*this, *pushed);
   ExpectNoViolations();
 }
 
-TEST_F(StripeProviderTest, AFinalizeWhoseAnswerWasLostIsFoundDoneAfterStripeForgotTheKey) {
-  const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("kai@example.test", "inv_lf");
-  auto& provider = app_->payment_methods().provider();
-  // Stripe finalizes the invoice, but its answer never arrives.
-  AddFault({{"method", "POST"},
-            {"path", "/v1/invoices/[^/]+/finalize"},
-            {"action", "drop"},
-            {"count", 1}});
-  auto lost = provider.PushInvoice(invoice);
-  ASSERT_FALSE(lost);
-  EXPECT_EQ(lost.error().api_code, "provider_unavailable");
-  ADayLaterStripeForgotTheKeys();
-
-  auto pushed = provider.PushInvoice(invoice);
-  ASSERT_TRUE(pushed) << pushed.error().message;
-  EXPECT_EQ(pushed->status, "open");
-  const json ours = ExpectOneInvoiceWithOneItemPerLine(invoice);
-  ASSERT_TRUE(ours.is_object());
-  EXPECT_EQ(ours["id"], pushed->provider_ref);
-  const std::string path = "/v1/invoices/" + pushed->provider_ref;
-  // Not finalized twice (Stripe would refuse a second finalize of a non-draft invoice).
-  EXPECT_EQ(Requests("POST", path + "/finalize").size(), 1u);
-  EXPECT_EQ(Requests("GET", path).size(), 1u);
-  EXPECT_EQ(Requests("POST", "/v1/invoices").size(), 1u);
-  ExpectNoViolations();
-}
+INSTANTIATE_TEST_SUITE_P(
+    Requests, StripeLostAnswerTest,
+    ::testing::Values(LostAnswerCase{.name = "AnInvoiceItem",
+                                     .email = "jon@example.test",
+                                     .invoice_id = "inv_li",
+                                     .fault = {{"method", "POST"},
+                                               {"path", "/v1/invoiceitems"},
+                                               {"action", "drop"},
+                                               {"count", 1}},
+                                     .expect = &StripeLostAnswerTest::ExpectItemFound},
+                      LostAnswerCase{.name = "AFinalize",
+                                     .email = "kai@example.test",
+                                     .invoice_id = "inv_lf",
+                                     .fault = {{"method", "POST"},
+                                               {"path", "/v1/invoices/[^/]+/finalize"},
+                                               {"action", "drop"},
+                                               {"count", 1}},
+                                     .expect = &StripeLostAnswerTest::ExpectFinalizeFound}),
+    [](const ::testing::TestParamInfo<LostAnswerCase>& info) { return info.param.name; });
 
 TEST_F(StripeProviderTest, ARequestThatMadeNothingIsSentAfterTheLookUpFindsNothing) {
   const billing::InvoiceToPush invoice = InvoiceOfNewCustomer("lea@example.test", "inv_ln");

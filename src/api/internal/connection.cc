@@ -190,6 +190,13 @@ void Connection::OnHeader(beast::error_code ec) {
                                        ToView(http::to_string(field)))));
     }
   }
+  // Authorization holds one set of credentials (RFC 9110 §11.6.2): with two, which one a
+  // handler, a proxy or a log reads is a guess, so the request is refused before any is tried.
+  if (fields.count(http::field::authorization) > 1) {
+    return SendProtocolError(
+        400, core::Error(core::ErrorCode::kInvalidArgument, "duplicate_authorization",
+                         "the request has more than one Authorization header field; send one"));
+  }
   if (parser_->is_done()) return HandleRequest();
   auto& req = parser_->get();
   auto expect = req[http::field::expect];

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "cli/output.h"
+#include "core/money_text.h"
 
 namespace gpuwerk::cli::internal {
 
@@ -53,6 +54,13 @@ void VerbRegistry::OnRunAlone(CLI::App* group, VerbFn verb) const {
 }
 
 void RunVerb(VerbContext& ctx, const VerbFn& verb) {
+  if (!ctx.common.target.token.empty() && !ctx.common.json) {
+    // Any user of this machine reads a process's arguments (/proc/PID/cmdline, ps): --token still
+    // works, with this warning first (not under --json, whose stderr is one problem line).
+    *ctx.io.err << "gpuwerk: warning: --token on the command line can be read by other users of "
+                   "this machine (ps, /proc); set GPUWERK_TOKEN instead, or run `gpuwerk login` "
+                   "once to keep the token in the credentials file\n";
+  }
   core::Result<void> result;
   try {
     result = verb(ctx);
@@ -137,12 +145,11 @@ std::string PositionText(const json& entry) {
   return pos.is_number_integer() ? std::to_string(pos.get<int64_t>()) : std::string("-");
 }
 
+// core::FormatAmount, as the server writes the `amount` fields shown elsewhere: "0.65 USD".
 std::string MoneyText(const json& price) {
   const json& amount = Field(price, "amount_minor");
   if (!amount.is_number_integer()) return "";
-  const int64_t a = amount.get<int64_t>();
-  return std::to_string(a / 100) + "." + (a % 100 < 10 ? "0" : "") + std::to_string(a % 100) + " " +
-         Str(price, "currency");
+  return core::FormatAmount(amount.get<int64_t>(), Str(price, "currency"));
 }
 
 std::string DurationText(const json& seconds) {
