@@ -8,13 +8,16 @@ function(gpuwerk_library)
   target_link_libraries(gpuwerk_${L_NAME} PUBLIC ${L_DEPS})
 endfunction()
 
-# gpuwerk_test(NAME n SRCS a_test.cc ... DEPS gpuwerk::x ... [LABELS l ...])
-# A GoogleTest binary registered with CTest test by test.
+# gpuwerk_test(NAME n SRCS a_test.cc ... DEPS gpuwerk::x ... [LABELS l ...] [POSTGRES])
+# A GoogleTest binary registered with CTest test by test. POSTGRES (tests whose store is
+# tests/support/temp_database.h) registers the whole binary once more as `n_on_postgresql`
+# (label `postgresql`), run with GPUWERK_TEST_DATABASE=postgresql: one process, so one
+# PostgreSQL server for all its tests (docs/database.md "Tests").
 function(gpuwerk_test)
   if(NOT GPUWERK_TESTS)
     return()
   endif()
-  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "POSTGRES" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SRCS})
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gmock GTest::gtest_main)
@@ -27,4 +30,10 @@ function(gpuwerk_test)
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS "${T_LABELS}"
     DISCOVERY_TIMEOUT 60)
+  if(T_POSTGRES)
+    add_test(NAME ${T_NAME}_on_postgresql COMMAND ${T_NAME})
+    set_tests_properties(${T_NAME}_on_postgresql PROPERTIES
+      LABELS "${T_LABELS};postgresql"
+      ENVIRONMENT "GPUWERK_TEST_DATABASE=postgresql")
+  endif()
 endfunction()
