@@ -2,9 +2,11 @@
 
 // A real PostgreSQL server for tests (Debian's `postgresql`, scripts/setup.sh test group): a
 // cluster made by `initdb` in a temporary directory and `postgres` run as a child process on a
-// free port of 127.0.0.1, one per test process, with a fresh database for each test
-// (CreateDatabase). PostgreSQL refuses to run as root: when the tests run as root, initdb and
-// postgres run as the `postgres` user the Debian package creates (else `nobody`), with the
+// free port of 127.0.0.1, with a fresh database for each test (CreateDatabase). Under ctest one
+// server serves the whole run (the `postgres_server` fixture,
+// tests/support/postgres_test_server.cc, whose URL ExternalPostgresUrl reads); a test binary run by
+// hand starts one of its own. PostgreSQL refuses to run as root: when the tests run as root, initdb
+// and postgres run as the `postgres` user the Debian package creates (else `nobody`), with the
 // temporary directory given to that user. initdb takes seconds, so its result is kept once per
 // build tree (GPUWERK_TEST_BINARY_DIR/test-postgres/) and copied for each cluster (a tenth of a
 // second). Set GPUWERK_TEST_POSTGRES_URL (a superuser's URL, e.g.
@@ -20,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -56,11 +59,26 @@ inline std::string PostgresBinDir() {
   return best;
 }
 
-/// The URL of a running server the tests should use instead of their own
-/// (GPUWERK_TEST_POSTGRES_URL), or "".
+/// The URL of a running server the tests should use instead of their own, or "": the
+/// GPUWERK_TEST_POSTGRES_URL variable, else the first line of the file
+/// GPUWERK_TEST_POSTGRES_URL_FILE names, where the ctest fixture `postgres_server_start`
+/// (tests/support/postgres_test_server.cc) writes the URL of the one server all of a ctest run's
+/// PostgreSQL tests share. Without that file (the fixture did not run, e.g. a test binary run by
+/// hand) the test process starts its own.
 inline std::string ExternalPostgresUrl() {
-  const char* url = std::getenv("GPUWERK_TEST_POSTGRES_URL");
-  return url ? url : "";
+  if (const char* url = std::getenv("GPUWERK_TEST_POSTGRES_URL"); url != nullptr && *url != 0) {
+    return url;
+  }
+  const char* file = std::getenv("GPUWERK_TEST_POSTGRES_URL_FILE");
+  if (file == nullptr || *file == 0) return "";
+  std::string url;
+  if (FILE* f = std::fopen(file, "r")) {
+    char buf[1024];
+    if (std::fgets(buf, sizeof buf, f) != nullptr) url = buf;
+    std::fclose(f);
+  }
+  while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
+  return url;
 }
 
 /// Why a PostgreSQL server cannot be had here, or nullopt when it can.
@@ -207,6 +225,18 @@ class PostgresServer {
     return admin_url_.substr(0, slash + 1) + name +
            (query == std::string::npos ? "" : admin_url_.substr(query));
   }
+  /// Whether the server this object started is still running (false for an external one).
+  bool Running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  /// The directory of the cluster this object started (its data, socket and log), or "".
+  std::filesystem::path dir() const { return dir_ ? dir_->path() : std::filesystem::path(); }
   /// The URL of the maintenance database (`postgres`).
   const std::string& admin_url() const { return admin_url_; }
   /// The server's log so far ("" for an external server).
