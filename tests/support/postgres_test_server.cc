@@ -3,28 +3,33 @@
 // is its FIXTURES_SETUP, `postgres_server_stop` its FIXTURES_CLEANUP, every test labelled
 // `postgresql` requires it; cmake/GpuwerkHelpers.cmake).
 //
-// `start` stops whatever a killed earlier run left (STATE_DIR/guardian.pid, STATE_DIR/cluster),
-// then forks a guardian that starts the server (tests/support/postgres_server.h: the build
-// tree's initdb template, a free port of 127.0.0.1) and writes its superuser URL to
-// STATE_DIR/url, which the tests read (GPUWERK_TEST_POSTGRES_URL_FILE); `start` returns once the
-// server accepts connections (exit 0) or says why it did not (exit 1). Each test process still
-// makes databases of its own on it (CreateDatabase), so tests stay isolated and run in parallel.
+// `start` removes whatever a killed earlier run left (STATE_DIR/cluster), then forks a guardian
+// that starts the server (tests/support/postgres_server.h: the build tree's initdb template, a
+// free port of 127.0.0.1) and writes its superuser URL to STATE_DIR/url, which the tests read
+// (GPUWERK_TEST_POSTGRES_URL_FILE); `start` returns once the server accepts connections (exit 0) or
+// says why it did not (exit 1). Each test process still makes databases of its own on it
+// (CreateDatabase), so tests stay isolated and run in parallel.
 //
-// The guardian stops the server (fast shutdown) and removes its directory and STATE_DIR/url when
-// `stop` asks (SIGTERM), when ctest (the parent of `start`) is gone (killed, or ended without
-// running the cleanup), or when the server died. The server itself gets SIGQUIT should the
-// guardian die first (PR_SET_PDEATHSIG), and the next `start` removes what is left.
+// The guardian serves the ctest runs listed in STATE_DIR/runs (their pids: the parents of
+// `start` and `stop`); a second ctest run in the same build tree while one is going joins the
+// list and shares the server. `stop` takes its run off the list; the guardian stops the server
+// (fast shutdown) and removes its directory and STATE_DIR/url once no listed run is left, be it
+// by `stop` or because ctest is gone (killed, or ended without the cleanup), or when the server
+// died. The server itself gets SIGQUIT should the guardian die first (PR_SET_PDEATHSIG), and the
+// next `start` removes what is left. STATE_DIR/lock (flock) orders all of this.
 //
 // With GPUWERK_TEST_POSTGRES_URL set (a server already running) or without PostgreSQL's
 // programs, `start` starts nothing and says so: the tests then use that server, or skip with
 // the reason.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -33,8 +38,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/postgres_server.h"
 
@@ -66,6 +73,8 @@ bool WriteAtomically(const fs::path& path, const std::string& text) {
   return !ec;
 }
 
+bool Alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
 /// Whether `pid` is alive and runs this program (a pid file outliving its process may name
 /// another's by now).
 bool IsGuardian(pid_t pid) {
@@ -75,32 +84,64 @@ bool IsGuardian(pid_t pid) {
   return !ec && exe.filename() == "postgres_test_server";
 }
 
-/// Stops the guardian STATE_DIR/guardian.pid names (it stops its server), waiting for it up to
-/// 30 s, then kills it; removes what it left behind. Returns whether there was one.
-bool StopGuardian(const fs::path& state) {
-  const pid_t pid = static_cast<pid_t>(std::atoi(ReadLine(state / "guardian.pid").c_str()));
-  const bool found = IsGuardian(pid);
-  if (found) {
-    ::kill(pid, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (IsGuardian(pid) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (IsGuardian(pid)) ::kill(pid, SIGKILL);  // its server then gets SIGQUIT (pdeathsig)
-  }
-  std::error_code ec;
-  if (const std::string cluster = ReadLine(state / "cluster"); !cluster.empty()) {
-    fs::remove_all(cluster, ec);  // the guardian's temporary directory, when it was killed
-  }
-  fs::remove(state / "cluster", ec);
-  fs::remove(state / "url", ec);
-  fs::remove(state / "guardian.pid", ec);
-  return found;
+pid_t GuardianPid(const fs::path& state) {
+  return static_cast<pid_t>(std::atoi(ReadLine(state / "guardian.pid").c_str()));
 }
 
-/// The guardian: starts the server, reports on `ready` ("ok" or the reason), then waits for a
-/// reason to stop it. Never returns.
-[[noreturn]] void Guard(const fs::path& state, pid_t ctest, int ready) {
+/// STATE_DIR/lock, held (flock) until the object dies.
+class StateLock {
+ public:
+  explicit StateLock(const fs::path& state)
+      : fd_(::open((state / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~StateLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  /// The lock's descriptor: a child forked while it is held closes it (a flock belongs to the
+  /// open file, which the child shares, so it would hold the lock for as long as it lives).
+  int fd() const { return fd_; }
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+/// The ctest runs the server serves (STATE_DIR/runs), those still alive.
+std::vector<pid_t> Runs(const fs::path& state) {
+  std::vector<pid_t> runs;
+  std::ifstream in(state / "runs");
+  pid_t pid;
+  while (in >> pid) {
+    if (Alive(pid)) runs.push_back(pid);
+  }
+  return runs;
+}
+
+void WriteRuns(const fs::path& state, const std::vector<pid_t>& runs) {
+  std::ostringstream out;
+  for (pid_t pid : runs) out << pid << ' ';
+  WriteAtomically(state / "runs", out.str());
+}
+
+/// Removes the state files and what a killed guardian left (its cluster's directory). With the
+/// lock held, and no guardian alive (or the caller is the guardian, which removes its own
+/// directory).
+void RemoveState(const fs::path& state, bool cluster_too) {
+  std::error_code ec;
+  if (const std::string cluster = ReadLine(state / "cluster"); cluster_too && !cluster.empty()) {
+    fs::remove_all(cluster, ec);
+  }
+  for (const char* name : {"cluster", "url", "guardian.pid", "runs"}) fs::remove(state / name, ec);
+}
+
+/// The guardian: starts the server, reports on `ready` ("ok" or the reason), then serves until
+/// no listed run is left. Never returns.
+[[noreturn]] void Guard(const fs::path& state, int ready) {
   ::setsid();  // out of ctest's process group: its Ctrl-C reaches ctest, and we see it go
   if (const int null = ::open("/dev/null", O_RDWR); null >= 0) {
     // ctest reads the test's output until every holder of the pipe closes it.
@@ -133,27 +174,21 @@ bool StopGuardian(const fs::path& state) {
     message += '\n';
     if (::write(ready, message.data(), message.size()) < 0) status = 1;
     ::close(ready);
-    while (status == 0 && g_stop == 0 && server.Running() &&
-           (::kill(ctest, 0) == 0 || errno == EPERM)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Once the state is gone (with the lock held) no `start` joins any more: the next one
+    // finds no guardian and starts a server of its own.
+    for (bool done = false; !done;) {
+      if (status == 0 && g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      StateLock lock(state);
+      done = status != 0 || g_stop != 0 || !server.Running() || Runs(state).empty();
+      if (done && GuardianPid(state) == ::getpid()) RemoveState(state, /*cluster_too=*/false);
     }
-    std::error_code ec;
-    fs::remove(state / "url", ec);
   }  // the server stops (SIGINT, fast shutdown) and its directory goes
-  std::error_code ec;
-  fs::remove(state / "cluster", ec);
-  if (ReadLine(state / "guardian.pid") == std::to_string(::getpid())) {
-    fs::remove(state / "guardian.pid", ec);
-  }
   std::_Exit(status);
 }
 
 int Start(const fs::path& state) {
   std::error_code ec;
   fs::create_directories(state, ec);
-  if (StopGuardian(state)) {
-    std::cout << "stopped the server an earlier, killed run left running\n";
-  }
   if (const char* url = std::getenv("GPUWERK_TEST_POSTGRES_URL"); url != nullptr && *url != 0) {
     std::cout << "GPUWERK_TEST_POSTGRES_URL is set: the tests use that server\n";
     return 0;
@@ -162,24 +197,51 @@ int Start(const fs::path& state) {
     std::cout << "no PostgreSQL here, its tests will skip: " << *why << "\n";
     return 0;
   }
-  int ready[2];
-  if (::pipe2(ready, O_CLOEXEC) != 0) {
-    std::perror("pipe2");
-    return 1;
-  }
   const pid_t ctest = ::getppid();
-  std::cout.flush();
-  const pid_t guardian = ::fork();
+  int ready[2];
+  pid_t guardian = -1;
+  {
+    StateLock lock(state);
+    if (const pid_t running = GuardianPid(state); IsGuardian(running)) {
+      // Another ctest run in this build tree is going: share its server.
+      auto runs = Runs(state);
+      runs.push_back(ctest);
+      WriteRuns(state, runs);
+    } else {
+      RemoveState(state, /*cluster_too=*/true);  // a killed run's leftovers
+      if (::pipe2(ready, O_CLOEXEC) != 0) {
+        std::perror("pipe2");
+        return 1;
+      }
+      WriteRuns(state, {ctest});
+      std::cout.flush();
+      guardian = ::fork();
+      if (guardian < 0) {
+        std::perror("fork");
+        return 1;
+      }
+      if (guardian == 0) {
+        ::close(lock.fd());
+        ::close(ready[0]);
+        Guard(state, ready[1]);
+      }
+      ::close(ready[1]);
+      WriteAtomically(state / "guardian.pid", std::to_string(guardian));
+    }
+  }
   if (guardian < 0) {
-    std::perror("fork");
-    return 1;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::string url;
+    while ((url = ReadLine(state / "url")).empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (url.empty()) {
+      std::cout << "the PostgreSQL server of a concurrent ctest run did not come up\n";
+      return 1;
+    }
+    std::cout << "sharing the PostgreSQL server of a concurrent ctest run: " << url << "\n";
+    return 0;
   }
-  if (guardian == 0) {
-    ::close(ready[0]);
-    Guard(state, ctest, ready[1]);
-  }
-  ::close(ready[1]);
-  WriteAtomically(state / "guardian.pid", std::to_string(guardian));
   std::string reply;
   char buf[4096];
   ssize_t n;
@@ -197,6 +259,48 @@ int Start(const fs::path& state) {
   return 1;
 }
 
+/// Takes this ctest run off the list; the last one waits for the guardian to stop the server.
+int Stop(const fs::path& state) {
+  std::error_code ec;
+  fs::create_directories(state, ec);
+  pid_t guardian = -1;
+  {
+    StateLock lock(state);
+    auto runs = Runs(state);
+    runs.erase(std::remove(runs.begin(), runs.end(), ::getppid()), runs.end());
+    WriteRuns(state, runs);
+    if (!runs.empty()) {
+      std::cout << "the server stays for " << runs.size() << " concurrent ctest run(s)\n";
+      return 0;
+    }
+    guardian = GuardianPid(state);
+  }
+  if (!IsGuardian(guardian)) {
+    std::cout << "no server to stop\n";
+    return 0;
+  }
+  // The guardian sees the list empty within 0.1 s and stops the server, unless a concurrent
+  // run joined meanwhile (then it stays for that one).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (IsGuardian(guardian)) {
+    {
+      StateLock lock(state);
+      if (GuardianPid(state) == guardian && !Runs(state).empty()) {
+        std::cout << "the server stays for a concurrent ctest run\n";
+        return 0;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(guardian, SIGKILL);  // its server then gets SIGQUIT
+      std::cout << "the PostgreSQL guardian did not stop within 30 s: killed\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::cout << "stopped this run's PostgreSQL\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,7 +310,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path state = argv[2];
-  if (mode == "start") return Start(state);
-  std::cout << (StopGuardian(state) ? "stopped this run's PostgreSQL\n" : "no server to stop\n");
-  return 0;
+  return mode == "start" ? Start(state) : Stop(state);
 }
