@@ -7,9 +7,10 @@
 #          which build the web dashboard that the binary embeds (docs/dashboard.md "Build")
 #   run    what `gpuwerk up` and its agent use at run time: the container engine (podman) and
 #          what scripts/instance-image/build.sh needs (debootstrap), ssh for `gpuwerk ssh`
-#   test   what scripts/test.sh adds: GoogleTest, sshd, an SMTP sink, clang for the fuzzers and
-#          the format check, the tools the integration tests and benchmarks call, and Chromium
-#          for the dashboard's browser tests
+#   test   what scripts/test.sh adds: GoogleTest, sshd, an SMTP sink, a PostgreSQL server (the
+#          store's tests start one of their own, tests/support/postgres_server.h), clang for the
+#          fuzzers and the format check, the tools the integration tests and benchmarks call,
+#          and Chromium for the dashboard's browser tests
 #
 # scripts/up.sh installs `build run`, scripts/test.sh `build run test`. Idempotent: when every
 # package is already installed it returns in well under a second.
@@ -37,6 +38,7 @@ test=(
   libgtest-dev libgmock-dev libbenchmark-dev openssh-server python3-aiosmtpd
   putty-tools wrk jq iproute2 tmux rsync
   python3-paramiko  # relay_test: an SSH client that sends a user name with a NUL byte
+  postgresql  # the PostgreSQL store's tests: initdb and postgres (never started as a service here)
   chromium fonts-dejavu-core  # the dashboard's browser tests (playwright-core drives it headless)
 )
 

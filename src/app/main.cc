@@ -18,6 +18,7 @@
 #include "app/agent_command.h"
 #include "app/local_platform.h"
 #endif
+#include "app/admin_migrate.h"
 #include "app/command_config.h"
 #include "app/relay_subcommand.h"
 #include "app/server_app.h"
@@ -249,6 +250,8 @@ int main(int argc, char** argv) {
                                                app::UpOptions(), "GPUWERK_CONFIG", run_server(true),
                                                exit_code);
   cli::AddClientCommands(app, exit_code);
+  // The one admin verb that opens the store itself rather than calling the API.
+  app::AddAdminMigrateCommand(*app.get_subcommand("admin"), exit_code);
 #ifdef GPUWERK_WITH_AGENT
   app::AddAgentCommand(app, exit_code);
 #endif

@@ -47,7 +47,7 @@
 #include "sched/instance_service.h"
 #include "sched/person_events.h"
 #include "sched/queue_service.h"
-#include "store/sqlite_database.h"
+#include "store/open_database.h"
 #include "teams/team_billing.h"
 #include "teams/team_member_table.h"
 #include "teams/team_service.h"
@@ -243,13 +243,14 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
                       "the data directory " + std::filesystem::absolute(config.data_dir).string() +
                           " is in use by another gpuwerk server; stop it, or pass --data DIR");
   }
-  GPUWERK_ASSIGN_OR_RETURN(auto sqlite, store::SqliteDatabase::Open(
-                                            {.path = (config.data_dir / "gpuwerk.db").string()}));
-  p->db = std::move(sqlite);
-  // Password and token hashes: owner only, like the directory.
-  std::filesystem::permissions(
-      config.data_dir / "gpuwerk.db",
-      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+  const std::string sqlite_path = (config.data_dir / "gpuwerk.db").string();
+  GPUWERK_ASSIGN_OR_RETURN(p->db, store::OpenDatabase(config.database, sqlite_path));
+  if (config.database.empty()) {
+    // Password and token hashes: owner only, like the directory.
+    std::filesystem::permissions(
+        config.data_dir / "gpuwerk.db",
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+  }
   GPUWERK_TRY(store::Migrate(*p->db));
 
   GPUWERK_ASSIGN_OR_RETURN(p->mailer, MakeMailer(p->mail_transport, config));
@@ -528,8 +529,9 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
       lock.lock();
     }
   });
-  spdlog::info("server: listening on {} (public URL {}, store sqlite {})", p->http->base_url(),
-               account_options.public_url, (config.data_dir / "gpuwerk.db").string());
+  spdlog::info("server: listening on {} (public URL {}, store {} {})", p->http->base_url(),
+               account_options.public_url, p->db->Backend(),
+               store::DescribeDatabase(config.database, sqlite_path));
   return std::unique_ptr<ServerApp>(new ServerApp(std::move(p)));
 }
 

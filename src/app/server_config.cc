@@ -30,6 +30,14 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .help = "data directory: the SQLite store gpuwerk.db, the local mail outbox mail/, the "
                "operator password of `up`",
        .flag = "--data"},
+      {.key = "database",
+       .field = &C::database,
+       .help = "the store: a PostgreSQL connection URI (postgresql://user@host:5432/gpuwerk) or "
+               "a SQLite file's path",
+       .shown_default = "DATA/gpuwerk.db",
+       .details = "Several servers may share one PostgreSQL database; keep its password out of "
+                  "the command line (GPUWERK_DATABASE, the config file, or libpq's PGPASSWORD "
+                  "and ~/.pgpass). docs/database.md says what the server needs."},
       {.key = "listen",
        .field = &C::listen,
        .help = "HTTP address ADDR:PORT; port 0 picks a free one"},

@@ -16,6 +16,9 @@ namespace gpuwerk::app {
 /// The options are declared in ServerOptions() and UpOptions(); docs/configuration.md shows them.
 struct ServerConfig {
   std::filesystem::path data_dir = "./gpuwerk-data";
+  /// The store (store::OpenDatabase): empty for the SQLite file DATA/gpuwerk.db, a SQLite file's
+  /// path, or a PostgreSQL connection URI (postgresql://…; docs/database.md)
+  std::string database;
   std::string listen = "127.0.0.1:8080";
   std::string public_url;  ///< empty: http://<listen>
   std::string mail = "maildir";

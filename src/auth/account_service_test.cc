@@ -97,12 +97,19 @@ class AccountServiceTest : public ::testing::Test {
       return row->Int(0);
     });
   }
+  /// A column that orders a table's rows as they were inserted: SQLite's rowid; on PostgreSQL
+  /// the inserting transaction's id (the outbox rows here are never updated, which would change
+  /// it).
+  std::string InsertionOrder() const {
+    return db_->Backend() == "postgresql" ? "xmin::text::bigint" : "rowid";
+  }
   /// The token of the newest link mailed to `to` whose URL has `path`; "" when none.
   std::string LastLinkToken(const std::string& to, const std::string& path) {
     auto bodies = *db_->Read([&](store::Transaction& tx) -> core::Result<std::vector<std::string>> {
       GPUWERK_ASSIGN_OR_RETURN(auto rows,
-                               tx.Query("SELECT text_body FROM outbox_mails WHERE to_address = ? "
-                                        "ORDER BY created_at, rowid",
+                               tx.Query(std::string("SELECT text_body FROM outbox_mails WHERE "
+                                                    "to_address = ? ORDER BY created_at, ") +
+                                            InsertionOrder(),
                                         {to}));
       std::vector<std::string> out;
       for (const auto& row : rows) out.push_back(row.Text(0));

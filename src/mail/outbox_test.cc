@@ -120,7 +120,7 @@ class OutboxTest : public ::testing::Test {
     outbox_.reset();
     db_.reset();
   }
-  std::unique_ptr<store::SqliteDatabase> OpenDb() { return db_.OpenAnother(); }
+  std::unique_ptr<store::Database> OpenDb() { return db_.OpenAnother(); }
   std::string Enqueue(const Mail& mail) {
     auto id = outbox_->Enqueue(mail);
     EXPECT_TRUE(id) << id.error().message;

@@ -65,7 +65,7 @@ core::Error StorageFullError();
 enum class TxMode { kRead, kWrite };
 
 /// The store: a SQL database holding all of gpuwerk's state. Thread-safe; implementations keep a
-/// pool of connections. Backends: SqliteDatabase (embedded default), PostgreSQL (later).
+/// pool of connections. Backends: SqliteDatabase (embedded default), PostgresDatabase.
 class Database {
  public:
   virtual ~Database() = default;
@@ -73,24 +73,34 @@ class Database {
   virtual core::Result<std::unique_ptr<Transaction>> Begin(TxMode mode) = 0;
   /// The backend's name, "sqlite" or "postgresql".
   virtual std::string_view Backend() const = 0;
+  /// How many times Run tries a transaction again after a retryable conflict (IsBusy): 5 on
+  /// SQLite, whose busy timeout has already waited; PostgreSQL's serialization failures come at
+  /// once and want more (PostgresOptions::conflict_retries).
+  virtual int ConflictRetries() const { return 5; }
+  /// Called by Run before it tries a transaction again (`attempt` 1, 2, …): nothing on SQLite, a
+  /// short random backoff on PostgreSQL, so that transactions that conflicted do not meet again.
+  virtual void BeforeRetry(int attempt) { (void)attempt; }
 
   /// Runs `fn` in one transaction and commits when it returns a value; rolls back when it
   /// returns an error (which is passed on). `fn` may run more than once when the backend
-  /// reports a retryable conflict, so it must have no effects outside the transaction.
+  /// reports a retryable conflict (at most ConflictRetries() more times), so it must have no
+  /// effects outside the transaction.
   template <class Fn>
   auto Run(TxMode mode, Fn&& fn) -> std::invoke_result_t<Fn, Transaction&> {
     using R = std::invoke_result_t<Fn, Transaction&>;
+    const int retries = ConflictRetries();
     for (int attempt = 0;; ++attempt) {
+      if (attempt > 0) BeforeRetry(attempt);
       auto tx = Begin(mode);
       if (!tx) return std::unexpected(tx.error());
       R result = fn(**tx);
       if (!result) {
-        if (IsBusy(result.error()) && attempt < 5) continue;
+        if (IsBusy(result.error()) && attempt < retries) continue;
         return result;
       }
       auto committed = (*tx)->Commit();
       if (!committed) {
-        if (IsBusy(committed.error()) && attempt < 5) continue;
+        if (IsBusy(committed.error()) && attempt < retries) continue;
         return std::unexpected(committed.error());
       }
       return result;
@@ -109,11 +119,23 @@ class Database {
 };
 
 /// Applies every migration in store/migrations.cc not yet recorded in `schema_migrations`,
-/// each in its own transaction, in order. Errors: kInternal when a migration fails (the
-/// database is left at the last good version).
+/// each in its own transaction, in order. Several processes may migrate one PostgreSQL
+/// database at once: each migration is applied once (they take turns on `schema_migrations`).
+/// Errors: kFailedPrecondition "schema_too_new" when the database holds a migration newer than
+/// this build knows (a newer gpuwerk migrated it: nothing is changed, and this build must not
+/// run on it); kInternal when a migration fails (the database is left at the last good version).
 core::Result<void> Migrate(Database& db);
 
 /// The newest schema version this build knows.
 int LatestSchemaVersion();
+
+/// The newest migration applied to `db` (0 for an empty database, without creating anything).
+/// Errors: the store's.
+core::Result<int> SchemaVersion(Database& db);
+
+/// Fails with kFailedPrecondition "schema_too_new" when `db`'s schema version is newer than
+/// LatestSchemaVersion() (the message names both and says to run the newer gpuwerk); Migrate
+/// checks this first.
+core::Result<void> RefuseNewerSchema(Database& db);
 
 }  // namespace gpuwerk::store

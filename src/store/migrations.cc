@@ -555,16 +555,54 @@ CREATE TABLE relay_credentials (
 
 int LatestSchemaVersion() { return static_cast<int>(Migrations().size()); }
 
+core::Result<int> SchemaVersion(Database& db) {
+  return db.Read([&](Transaction& tx) -> core::Result<int> {
+    // Whether schema_migrations exists, without creating it (the catalogs differ).
+    const char* exists = db.Backend() == "postgresql"
+                             ? "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = "
+                               "'schema_migrations' AND table_schema = current_schema()"
+                             : "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = "
+                               "'schema_migrations'";
+    GPUWERK_ASSIGN_OR_RETURN(auto table, tx.QueryOne(exists));
+    if (table->Int(0) == 0) return 0;
+    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT MAX(version) FROM schema_migrations"));
+    return static_cast<int>(row->Int(0));
+  });
+}
+
+core::Result<void> RefuseNewerSchema(Database& db) {
+  GPUWERK_ASSIGN_OR_RETURN(int version, SchemaVersion(db));
+  if (version > LatestSchemaVersion()) {
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "schema_too_new",
+                      "the database's schema is version " + std::to_string(version) +
+                          ", newer than this gpuwerk knows (" +
+                          std::to_string(LatestSchemaVersion()) +
+                          "): a newer gpuwerk has migrated it; run that version (or newer), "
+                          "this one would misread its data");
+  }
+  return {};
+}
+
 core::Result<void> Migrate(Database& db) {
-  GPUWERK_TRY(db.Write([](Transaction& tx) -> core::Result<void> {
+  const bool postgres = db.Backend() == "postgresql";
+  GPUWERK_TRY(db.Write([&](Transaction& tx) -> core::Result<void> {
+    // PostgreSQL: processes migrating at once take turns (two CREATE TABLE IF NOT EXISTS at
+    // once can both try to create it). The lock ends with the transaction.
+    if (postgres) GPUWERK_TRY(tx.ExecScript("SELECT pg_advisory_xact_lock(7366212)"));
     return tx.ExecScript(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
         "applied_at BIGINT NOT NULL)");
   }));
+  GPUWERK_TRY(RefuseNewerSchema(db));
   const auto& all = Migrations();
   for (size_t i = 0; i < all.size(); ++i) {
     const int64_t version = static_cast<int64_t>(i + 1);
     auto applied = db.Write([&](Transaction& tx) -> core::Result<bool> {
+      // PostgreSQL: wait for another process's migration before this transaction's snapshot is
+      // taken (LOCK takes none; the SELECT below does), so that it sees that migration.
+      if (postgres) {
+        GPUWERK_TRY(tx.ExecScript("LOCK TABLE schema_migrations IN SHARE ROW EXCLUSIVE MODE"));
+      }
       GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT version FROM schema_migrations "
                                                      "WHERE version = ?",
                                                      {version}));

@@ -26,68 +26,8 @@ class SqliteDatabaseTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(db_.Open()); }
   void TearDown() override { db_.reset(); }
-  testing::TempDatabase db_;
+  testing::TempDatabase db_{testing::TestBackend::kSqlite};
 };
-
-TEST_F(SqliteDatabaseTest, MigrateIsIdempotent) {
-  ASSERT_TRUE(Migrate(*db_));
-  auto v = db_->Read([](Transaction& tx) -> core::Result<int64_t> {
-    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT MAX(version) FROM schema_migrations"));
-    return row->Int(0);
-  });
-  ASSERT_TRUE(v);
-  EXPECT_EQ(*v, LatestSchemaVersion());
-}
-
-TEST_F(SqliteDatabaseTest, ErrorRollsBackTheWholeTransaction) {
-  auto r = db_->Write([](Transaction& tx) -> core::Result<void> {
-    GPUWERK_TRY(tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES (?,?,?,?)",
-                        {std::string("p1"), std::string("a@x"), std::string("a@x"), int64_t{1}}));
-    // Same normalised email: unique violation.
-    GPUWERK_TRY(tx.Exec("INSERT INTO persons (id, email, email_norm, created_at) VALUES (?,?,?,?)",
-                        {std::string("p2"), std::string("A@x"), std::string("a@x"), int64_t{1}}));
-    return {};
-  });
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, core::ErrorCode::kAlreadyExists);
-  auto count = db_->Read([](Transaction& tx) -> core::Result<int64_t> {
-    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT COUNT(*) FROM persons"));
-    return row->Int(0);
-  });
-  ASSERT_TRUE(count);
-  EXPECT_EQ(*count, 0);
-}
-
-TEST_F(SqliteDatabaseTest, ConstraintViolationsAreTyped) {
-  ASSERT_TRUE(db_->Write([](Transaction& tx) -> core::Result<void> {
-    return tx.ExecScript(
-        "CREATE TABLE parent (id TEXT PRIMARY KEY);"
-        "CREATE TABLE child (id TEXT PRIMARY KEY, parent_id TEXT NOT NULL REFERENCES parent(id));"
-        "INSERT INTO parent VALUES ('a');");
-  }));
-  auto duplicate = db_->Write([](Transaction& tx) -> core::Result<int64_t> {
-    return tx.Exec("INSERT INTO parent VALUES ('a')");
-  });
-  ASSERT_FALSE(duplicate);
-  EXPECT_TRUE(IsConstraintViolation(duplicate.error()));
-  EXPECT_TRUE(IsUniqueViolation(duplicate.error()));
-  EXPECT_FALSE(IsBusy(duplicate.error()));
-  EXPECT_EQ(duplicate.error().code, core::ErrorCode::kAlreadyExists);
-  EXPECT_EQ(duplicate.error().api_code, "constraint_violation");
-
-  auto orphan = db_->Write([](Transaction& tx) -> core::Result<int64_t> {
-    return tx.Exec("INSERT INTO child VALUES ('c', 'missing')");
-  });
-  ASSERT_FALSE(orphan);
-  EXPECT_TRUE(IsConstraintViolation(orphan.error()));
-  EXPECT_FALSE(IsUniqueViolation(orphan.error()));
-  EXPECT_EQ(orphan.error().code, core::ErrorCode::kFailedPrecondition);
-  EXPECT_EQ(orphan.error().api_code, "constraint_violation");
-
-  // A domain error with the same code and label is not the store's.
-  core::Error lookalike(core::ErrorCode::kAlreadyExists, "constraint_violation", "not the store");
-  EXPECT_FALSE(IsConstraintViolation(lookalike));
-}
 
 TEST_F(SqliteDatabaseTest, AWriterHeldPastTheBusyTimeoutIsTypedBusy) {
   auto holder = db_->Begin(TxMode::kWrite);
@@ -143,60 +83,7 @@ TEST(SqliteFileModeTest, AWorldReadableStoreAnOlderBuildLeftIsNarrowedAtOpen) {
   EXPECT_EQ(ModeOf(path + "-shm"), 0600u);
 }
 
-TEST_F(SqliteDatabaseTest, ConcurrentWritersDoNotLoseUpdates) {
-  ASSERT_TRUE(db_->Write([](Transaction& tx) -> core::Result<void> {
-    return tx.ExecScript(
-        "CREATE TABLE counter (n BIGINT NOT NULL); INSERT INTO counter VALUES (0);");
-  }));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 50; ++i) {
-        auto r = db_->Write([](Transaction& tx) -> core::Result<void> {
-          GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT n FROM counter"));
-          GPUWERK_TRY(tx.Exec("UPDATE counter SET n = ?", {row->Int(0) + 1}));
-          return {};
-        });
-        ASSERT_TRUE(r) << r.error().message;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  auto n = db_->Read([](Transaction& tx) -> core::Result<int64_t> {
-    GPUWERK_ASSIGN_OR_RETURN(auto row, tx.QueryOne("SELECT n FROM counter"));
-    return row->Int(0);
-  });
-  EXPECT_EQ(*n, 200);
-}
-
-TEST_F(SqliteDatabaseTest, NullsAndTypesRoundTrip) {
-  auto r = db_->Read([](Transaction& tx) -> core::Result<std::vector<Row>> {
-    return tx.Query("SELECT ?, ?, ?", {kNull, int64_t{1} << 40, std::string("x")});
-  });
-  ASSERT_TRUE(r);
-  const Row& row = (*r)[0];
-  EXPECT_TRUE(row.IsNull(0));
-  EXPECT_EQ(row.OptText(0), std::nullopt);
-  EXPECT_EQ(row.Int(1), int64_t{1} << 40);
-  EXPECT_EQ(row.Text(2), "x");
-}
-
 // The background WAL checkpointer (SqliteOptions::background_checkpoint).
-TEST_F(SqliteDatabaseTest, ColumnsAreReadByTheirNames) {
-  auto r = db_->Read([](Transaction& tx) -> core::Result<void> {
-    GPUWERK_ASSIGN_OR_RETURN(auto row,
-                             tx.QueryOne("SELECT 7 AS seven, 'x' AS text, NULL AS absent"));
-    EXPECT_EQ(row->Int("seven"), 7);
-    EXPECT_EQ(row->Text("text"), "x");
-    EXPECT_TRUE(row->IsNull("absent"));
-    EXPECT_EQ(row->OptInt("absent"), std::nullopt);
-    EXPECT_EQ(row->Index("text"), 1u);
-    EXPECT_THROW(row->Text("missing"), std::out_of_range);
-    return {};
-  });
-  ASSERT_TRUE(r) << r.error().message;
-}
-
 class SqliteCheckpointTest : public SqliteDatabaseTest {
  protected:
   void SetUp() override {

@@ -63,9 +63,13 @@ class TeamServiceTest : public ::testing::Test {
   std::string NewestToken(const std::string& to) {
     std::string body = *db_->Read([&](store::Transaction& tx) -> core::Result<std::string> {
       GPUWERK_ASSIGN_OR_RETURN(
-          auto rows, tx.Query("SELECT text_body FROM outbox_mails WHERE to_address = ? ORDER BY "
-                              "created_at DESC, rowid DESC",
-                              {to}));
+          auto rows,
+          tx.Query(std::string("SELECT text_body FROM outbox_mails WHERE to_address = ? ORDER BY "
+                               "created_at DESC, ") +
+                       // Insertion order: SQLite's rowid; on PostgreSQL the inserting
+                       // transaction's id (these rows are never updated, which would change it).
+                       (db_->Backend() == "postgresql" ? "xmin::text::bigint" : "rowid") + " DESC",
+                   {to}));
       return rows.empty() ? std::string() : rows.front().Text("text_body");
     });
     const std::string marker = "/team/accept?token=";
