@@ -124,7 +124,17 @@ core::Result<WebhookOutcome> StripeWebhooks::Handle(std::string_view signature_h
   GPUWERK_ASSIGN_OR_RETURN(bool seen,
                            db_.Read([&](store::Transaction& tx) { return AlreadySeen(tx, e.id); }));
   WebhookOutcome out{.event_id = e.id, .type = e.type, .result = "duplicate"};
-  if (seen) return out;
+  if (seen) {
+    if (e.type == "checkout.session.completed") {
+      // A delivery again after the Stripe call that follows the commit failed (503): set
+      // Stripe's default card now.
+      GPUWERK_ASSIGN_OR_RETURN(auto known, db_.Read([&](store::Transaction& tx) {
+        return StripeCustomerTable::Find(tx, IdOf(e.object, "customer"));
+      }));
+      if (known) GPUWERK_TRY(SyncDefaultCard(known->billing_account_id));
+    }
+    return out;
+  }
   core::Result<std::string> result;
   if (e.type == "checkout.session.completed") {
     result = CheckoutCompleted(e);
@@ -175,8 +185,8 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
   const std::string pm_id = IdOf(intent, "payment_method");
   if (!IsStripeId(pm_id)) return Ignore(e, "the SetupIntent has no payment method");
   GPUWERK_ASSIGN_OR_RETURN(json pm, client_.Call("GET", "/v1/payment_methods/" + pm_id));
-  GPUWERK_TRY(client_.Call("POST", "/v1/customers/" + customer,
-                           {{"invoice_settings[default_payment_method]", pm_id}}));
+  // Stripe's default card is not changed here: only once the transaction below has decided
+  // whether this event is the newest (SyncDefaultCard, after the commit).
   const json card = pm.value("card", json::object());
   PaymentMethod method{.billing_account_id = known->billing_account_id,
                        .provider = std::string(StripeProvider::kName),
@@ -210,8 +220,46 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
                                                    {"event", e.id}}}));
         return std::string("applied");
       }));
-  if (result == "applied") methods_.NotifyCardAdded();
+  // Applied or stale, Stripe's default becomes what the store holds now (the newest card).
+  auto synced = SyncDefaultCard(method.billing_account_id);
+  if (result == "applied") {
+    methods_.NotifyCardAdded();
+  }
+  // Stripe delivers again after a 503; the delivery again sets the default (Handle).
+  if (!synced) return core::Fail(synced.error());
   return result;
+}
+
+core::Result<void> StripeWebhooks::SyncDefaultCard(const std::string& billing_account_id) {
+  // One at a time: each reads the store after every commit before it, so the last to run sets
+  // the newest card whatever order the concurrent deliveries finish in.
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  struct Held {
+    std::optional<PaymentMethod> method;
+    std::optional<StripeCustomer> customer;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(Held held, db_.Read([&](store::Transaction& tx) -> core::Result<Held> {
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, billing_account_id));
+    GPUWERK_ASSIGN_OR_RETURN(auto customer, StripeCustomerTable::FindLive(tx, billing_account_id));
+    return Held{std::move(method), std::move(customer)};
+  }));
+  if (!held.method || !held.customer || held.method->provider != StripeProvider::kName ||
+      !IsStripeId(held.method->provider_ref)) {
+    return {};  // no Stripe card on file (removed meanwhile, or the operator's): nothing to set
+  }
+  auto set =
+      client_.Call("POST", "/v1/customers/" + held.customer->customer_id,
+                   {{"invoice_settings[default_payment_method]", held.method->provider_ref}});
+  if (!set && set.error().code == core::ErrorCode::kNotFound) {
+    // The card is no longer attached to the customer (detached meanwhile): its detach event
+    // forgets it here.
+    spdlog::warn("billing: Stripe customer {} has no payment method {}: default not set",
+                 core::BoundedPrintable(held.customer->customer_id),
+                 core::BoundedPrintable(held.method->provider_ref));
+    return {};
+  }
+  if (!set) return core::Fail(set.error());
+  return {};
 }
 
 core::Result<std::string> StripeWebhooks::PaymentMethodDetached(const Event& e) {

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "billing/stripe_client.h"
 #include "core/time_format.h"
@@ -89,6 +90,47 @@ class StripeProviderTest : public QueueFixture {
          {"deliver", false}});
     EXPECT_EQ(done.status, 200) << done.body;
     return done.Json()["events"].back().get<std::string>();
+  }
+  /// Starts a card setup as `p`; the Checkout Session's id.
+  std::string StartCardSetup(Person& p) {
+    auto setup = p.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+    EXPECT_EQ(setup.status, 201) << setup.body;
+    const std::string url = setup.Json().value("url", "");
+    return url.substr(url.rfind('/') + 1);
+  }
+  /// Has the stand-in complete Checkout Session `session` with a visa ending `last4`
+  /// (undelivered); the id of the checkout.session.completed event.
+  std::string CompleteCardSetup(const std::string& session, const std::string& last4) {
+    auto done = hooks_->PostJson(
+        "/_test/checkout/sessions/" + session + "/complete",
+        {{"card", {{"brand", "visa"}, {"last4", last4}, {"exp_month", 12}, {"exp_year", 2030}}},
+         {"deliver", false}});
+    EXPECT_EQ(done.status, 200) << done.body;
+    return done.Json()["events"].back().get<std::string>();
+  }
+  /// The `pm_…` on file here for the account of `p` ("" when none), and the default card of
+  /// its live customer at Stripe ("" when none).
+  std::pair<std::string, std::string> CardHereAndAtStripe(const std::string& email) {
+    std::string here;
+    auto read = app_->database().Read([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto row,
+          tx.QueryOne("SELECT m.provider_ref FROM payment_methods m JOIN stripe_customers "
+                      "c ON c.billing_account_id = m.billing_account_id AND "
+                      "c.deleted_at IS NULL JOIN persons p ON m.billing_account_id = "
+                      "'solo_' || p.id WHERE p.email = ?",
+                      {email}));
+      if (row) here = row->Text(0);
+      return {};
+    });
+    EXPECT_TRUE(read) << read.error().message;
+    const json customer = CustomerOf(email);
+    std::string there;
+    if (customer.is_object() &&
+        customer["invoice_settings"]["default_payment_method"].is_string()) {
+      there = customer["invoice_settings"]["default_payment_method"];
+    }
+    return {here, there};
   }
   /// An open invoice of `customer` on the stand-in, made straight through its API.
   std::string OpenInvoice(const std::string& customer) {
@@ -325,6 +367,53 @@ TEST_F(StripeProviderTest, C23_CardSetupPaidOnStripeLetsALaunchThroughAndEachEve
   const json customers = Objects("customers");
   ASSERT_EQ(customers.size(), 1u);
   EXPECT_TRUE(customers[0]["invoice_settings"]["default_payment_method"].is_string());
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, AStaleCardSetupEventLeavesStripesDefaultCardOnTheNewerCard) {
+  Person pia = NewPerson("pia@example.test", Card::kNone);
+  const std::string a = StartCardSetup(pia);
+  const std::string b = StartCardSetup(pia);
+  const std::string event_a = CompleteCardSetup(a, "1111");
+  // Stripe's `created` has whole seconds: B is completed in a later second than A.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const std::string event_b = CompleteCardSetup(b, "2222");
+  json d = Deliver(event_b);
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  d = Deliver(event_a);
+  EXPECT_NE(d[0]["body"].get<std::string>().find("stale"), std::string::npos) << d.dump();
+  EXPECT_EQ(pia.browser->Get("/api/v1/billing").Json()["payment_method"]["last4"], "2222");
+  const auto [here, there] = CardHereAndAtStripe(pia.email);
+  EXPECT_TRUE(here.starts_with("pm_")) << here;
+  EXPECT_EQ(here, there);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ConcurrentCardSetupEventsEndWithTheSameCardHereAndAtStripe) {
+  Person quin = NewPerson("quin@example.test", Card::kNone);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::string> sessions;
+    for (int i = 0; i < 4; ++i) sessions.push_back(StartCardSetup(quin));
+    std::vector<std::string> events;
+    for (int i = 0; i < 4; ++i) {
+      events.push_back(
+          CompleteCardSetup(sessions[i], "30" + std::to_string(round) + std::to_string(i)));
+    }
+    std::vector<std::thread> threads;
+    const int64_t now = clock_.NowUnix();
+    for (const std::string& event : events) {
+      threads.emplace_back([&, event] {
+        HttpClient hooks(stand_in_.base_url());
+        auto r = hooks.PostJson("/_test/events/" + event + "/deliver", {{"timestamp", now}});
+        EXPECT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.Json()["deliveries"][0]["status"], 200) << r.body;
+      });
+    }
+    for (auto& t : threads) t.join();
+    const auto [here, there] = CardHereAndAtStripe(quin.email);
+    EXPECT_TRUE(here.starts_with("pm_")) << "round " << round;
+    EXPECT_EQ(here, there) << "round " << round;
+  }
   ExpectNoViolations();
 }
 
