@@ -128,6 +128,11 @@ core::Result<BillingState> PaymentMethods::State(const std::string& person_id) {
     out.provider = std::string(provider_.name());
     GPUWERK_ASSIGN_OR_RETURN(out.method, PaymentMethodTable::Find(tx, out.account.id));
     if (out.method) out.method_description = provider_.Describe(*out.method);
+    if (out.account.kind != AccountKind::kSolo) {
+      GPUWERK_ASSIGN_OR_RETURN(out.own_method,
+                               PaymentMethodTable::Find(tx, SoloBillingAccountId(person_id)));
+      if (out.own_method) out.own_method_description = provider_.Describe(*out.own_method);
+    }
     return out;
   });
 }

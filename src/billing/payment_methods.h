@@ -36,6 +36,11 @@ struct BillingState {
   std::string provider;                 ///< PaymentProvider::name()
   std::optional<PaymentMethod> method;  ///< nullopt when none is on file
   std::string method_description;       ///< PaymentProvider::Describe; "" when none
+  /// When the account is a team's: the person's own (solo) account's method, which stays theirs
+  /// (a card is never moved between accounts) and pays again once they are in no team; nullopt
+  /// otherwise or when none.
+  std::optional<PaymentMethod> own_method;
+  std::string own_method_description;  ///< PaymentProvider::Describe; "" when none
 };
 
 /// Payment methods and the launch gate (R-14, docs/billing.md): which billing account pays for

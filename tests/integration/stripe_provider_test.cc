@@ -460,6 +460,79 @@ TEST_F(StripeProviderTest, AFailedPaymentHoldsLaunchesAndMailsTheOwnerUntilTheIn
   ExpectNoViolations();
 }
 
+TEST_F(StripeProviderTest,
+       ATeamStartsWithoutACardGetsItsOwnStripeCustomerAndItsInvoicesAreCollected) {
+  AddHost("spark-a");
+  Person olga = NewPerson("olga@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(olga))[0]["status"], 200);
+  const json solo_customer = CustomerOf(olga.email);
+  ASSERT_TRUE(solo_customer.is_object());
+  auto team = olga.browser->PostJson("/api/v1/team", {{"name", "Lab"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const std::string team_id = team.Json().value("id", "");
+
+  // Her card stays her own (shown as such); the team has none until its owner adds one.
+  json billing = olga.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["account"]["id"], team_id);
+  EXPECT_TRUE(billing["payment_method"].is_null()) << billing.dump();
+  EXPECT_EQ(billing["own_payment_method"]["last4"], "4242") << billing.dump();
+  ExpectProblem(Create(olga, "alpha"), 402, "payment_method_required");
+
+  // The owner adds the team's card: a Stripe customer of the team's own.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(Deliver(CompleteCardSetup(StartCardSetup(olga), "4444"))[0]["status"], 200);
+  json team_customer;
+  for (const auto& c : Objects("customers")) {
+    if (c["metadata"].value("billing_account_id", "") == team_id) team_customer = c;
+  }
+  ASSERT_TRUE(team_customer.is_object());
+  EXPECT_NE(team_customer["id"], solo_customer["id"]);
+  billing = olga.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["payment_method"]["last4"], "4444") << billing.dump();
+  EXPECT_EQ(billing["own_payment_method"]["last4"], "4242") << billing.dump();
+  std::string team_pm;
+  for (const auto& pm : Objects("payment_methods")) {
+    if (pm["customer"] == team_customer["id"]) team_pm = pm["id"];
+  }
+  EXPECT_EQ(CustomerOf(olga.email)["id"], solo_customer["id"]);
+  for (const auto& c : Objects("customers")) {
+    if (c["id"] == team_customer["id"]) {
+      EXPECT_EQ(c["invoice_settings"]["default_payment_method"], team_pm);
+    }
+  }
+  EXPECT_EQ(Create(olga, "alpha").status, 201);
+
+  // The team's invoice goes to the team's customer.
+  billing::InvoiceToPush invoice{
+      .id = "inv_team_1",
+      .billing_account_id = team_id,
+      .month = "2026-11",
+      .currency = "eur",
+      .lines = {{.id = "line_t1", .description = "gpu", .amount_minor = 990}},
+      .total_minor = 990};
+  auto pushed = app_->payment_methods().provider().PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().api_code << ": " << pushed.error().message;
+  const std::vector<json> on_stripe = StripeInvoicesOf("inv_team_1");
+  ASSERT_EQ(on_stripe.size(), 1u);
+  EXPECT_EQ(on_stripe[0]["customer"], team_customer["id"]);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ACardSetupStartedAloneAndCompletedAfterMakingATeamStaysHersAndShows) {
+  Person pam = NewPerson("pam@example.test", Card::kNone);
+  const std::string session = StartCardSetup(pam);
+  auto team = pam.browser->PostJson("/api/v1/team", {{"name", "Pams"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const json d = Deliver(CompleteCardSetup(session, "4242"));
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  // It went to the account the setup was started for (her own), and she sees it there.
+  const json billing = pam.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["account"]["kind"], "team");
+  EXPECT_TRUE(billing["payment_method"].is_null()) << billing.dump();
+  EXPECT_EQ(billing["own_payment_method"]["last4"], "4242") << billing.dump();
+  EXPECT_NE(billing["how_to_add"].get<std::string>().find("add-card"), std::string::npos);
+}
+
 TEST_F(StripeProviderTest, C24_AnOlderEventNeverUndoesANewerOne) {
   AddHost("spark-a");
   Person dan = NewPerson("dan@example.test", Card::kNone);
