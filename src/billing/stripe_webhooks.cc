@@ -66,14 +66,17 @@ mail::Mail PaymentFailedMail(const std::string& to, const std::string& invoice_i
     m.text_body = fmt::format(
         "The payment of your gpuwerk invoice {} failed.\n\n"
         "Until it is paid, new launches and restarts are refused (running instances keep "
-        "running). Pay it from the link in Stripe's mail, or add another card: {}/billing\n",
+        "running). Pay it from the link in Stripe's mail, or add another card at {}/billing: "
+        "a new card is charged for this invoice at once, and launches are possible again as "
+        "soon as it is paid.\n",
         invoice_id, public_url);
   } else {
     m.text_body = fmt::format(
         "The payment of team \"{}\"'s gpuwerk invoice {} failed.\n\n"
         "Until it is paid, the team's members cannot launch or restart instances (running "
         "instances keep running). As an owner of the team, pay it from the link in Stripe's "
-        "mail, or add another card: {}/billing\n",
+        "mail, or add another card at {}/billing: a new card is charged for this invoice at "
+        "once, and the team launches again as soon as it is paid.\n",
         core::BoundedPrintable(team_name, 100), invoice_id, public_url);
   }
   return m;
@@ -223,11 +226,52 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
   // Applied or stale, Stripe's default becomes what the store holds now (the newest card).
   auto synced = SyncDefaultCard(method.billing_account_id);
   if (result == "applied") {
+    RetryHeldInvoices(method.billing_account_id, pm_id);
     methods_.NotifyCardAdded();
   }
   // Stripe delivers again after a 503; the delivery again sets the default (Handle).
   if (!synced) return core::Fail(synced.error());
   return result;
+}
+
+void StripeWebhooks::RetryHeldInvoices(const std::string& billing_account_id,
+                                       const std::string& pm_id) {
+  auto holds = db_.Read(
+      [&](store::Transaction& tx) { return PaymentHoldTable::Of(tx, billing_account_id); });
+  if (!holds) {
+    spdlog::warn("billing: reading the payment holds of {} failed: {}",
+                 core::BoundedPrintable(billing_account_id), holds.error().message);
+    return;
+  }
+  for (const PaymentHold& hold : *holds) {
+    if (!IsStripeId(hold.provider_ref)) continue;
+    // The new card pays the failed invoice (https://docs.stripe.com/api/invoices/pay): once per
+    // invoice and card, whoever delivers the event how often.
+    auto paid =
+        client_.Call("POST", "/v1/invoices/" + hold.provider_ref + "/pay",
+                     {{"payment_method", pm_id}}, "gpuwerk-pay-" + hold.provider_ref + "-" + pm_id);
+    if (!paid) {
+      spdlog::warn("billing: invoice {} of {} was not paid with the new card {}: {}",
+                   core::BoundedPrintable(hold.provider_ref),
+                   core::BoundedPrintable(billing_account_id), core::BoundedPrintable(pm_id),
+                   core::BoundedPrintable(paid.error().message, 500));
+      continue;
+    }
+    if (Str(*paid, "status") != "paid") continue;  // Stripe's invoice.paid ends the hold later
+    auto ended = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_ASSIGN_OR_RETURN(bool gone, PaymentHoldTable::Delete(tx, hold.provider_ref));
+      if (!gone) return {};
+      return audit::RecordAudit(tx, clock_, rng_,
+                                {.action = "billing.payment_hold_end",
+                                 .target = billing_account_id,
+                                 .source_address = "stripe",
+                                 .detail = {{"invoice", hold.provider_ref}, {"paid_with", pm_id}}});
+    });
+    if (!ended) {
+      spdlog::warn("billing: ending the hold of invoice {} failed: {}",
+                   core::BoundedPrintable(hold.provider_ref), ended.error().message);
+    }
+  }
 }
 
 core::Result<void> StripeWebhooks::SyncDefaultCard(const std::string& billing_account_id) {

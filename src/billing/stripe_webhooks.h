@@ -16,19 +16,6 @@
 
 namespace gpuwerk::billing {
 
-/// Who owns a billing account, as a payment-failed mail addresses them.
-struct AccountOwners {
-  /// The owners' email addresses: a solo account's person; every active owner of a team. Empty
-  /// when none is known.
-  std::vector<std::string> emails;
-  /// The team's name for a team's account ("" for a solo account): the mail names it.
-  std::string team_name;
-};
-
-/// Whoever owns billing account `billing_account_id`, read in the caller's transaction.
-using AccountOwnersOf = std::function<core::Result<AccountOwners>(
-    store::Transaction& tx, const std::string& billing_account_id)>;
-
 /// The owner of a solo account (SoloBillingAccountId); nobody for any other account (billing
 /// does not know teams: app/ installs the teams-aware reader).
 core::Result<AccountOwners> SoloAccountOwners(store::Transaction& tx,
@@ -92,6 +79,12 @@ class StripeWebhooks {
   /// Serialised, so concurrent deliveries end with Stripe's default equal to the store's card.
   /// Errors: the StripeClient's (kUnavailable `provider_unavailable`: Stripe delivers again).
   core::Result<void> SyncDefaultCard(const std::string& billing_account_id);
+  /// After a new card `pm_id` was applied to `billing_account_id`: pays each invoice the account
+  /// holds a payment hold for with it (POST /v1/invoices/{in}/pay, `payment_method`, key
+  /// "gpuwerk-pay-<in>-<pm>"), and ends the hold of each one Stripe answers `paid` (audited
+  /// `billing.payment_hold_end`). A refusal (a declined card) or Stripe unreachable is logged and
+  /// the hold stays (Stripe's own invoice.paid ends it later). No errors.
+  void RetryHeldInvoices(const std::string& billing_account_id, const std::string& pm_id);
   /// Records `e` as ignored (logged) unless it was recorded already.
   core::Result<std::string> Ignore(const Event& e, std::string_view why);
 

@@ -460,6 +460,57 @@ TEST_F(StripeProviderTest, AFailedPaymentHoldsLaunchesAndMailsTheOwnerUntilTheIn
   ExpectNoViolations();
 }
 
+TEST_F(StripeProviderTest, APaymentHoldShowsInMeAndBillingUntilTheInvoiceIsPaid) {
+  Person cleo = NewPerson("cleo@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(cleo))[0]["status"], 200);
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"].is_null());
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/billing").Json()["payment_hold"].is_null());
+  const std::string invoice = OpenInvoice(Objects("customers")[0]["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  const json me = cleo.browser->Get("/api/v1/me").Json()["billing"];
+  EXPECT_EQ(me["payment_method_on_file"], true);
+  EXPECT_EQ(me["payment_hold"]["invoice_id"], invoice) << me.dump();
+  EXPECT_EQ(me["payment_hold"]["reason"], "payment_failed");
+  EXPECT_TRUE(me["payment_hold"]["since"].is_string());
+  EXPECT_EQ(cleo.browser->Get("/api/v1/billing").Json()["payment_hold"]["invoice_id"], invoice);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "paid"))[0]["status"], 200);
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"].is_null());
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/billing").Json()["payment_hold"].is_null());
+}
+
+TEST_F(StripeProviderTest, ANewCardPaysTheFailedInvoiceAndLiftsTheHoldADeclinedOneDoesNot) {
+  AddHost("spark-a");
+  Person finn = NewPerson("finn@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(finn))[0]["status"], 200);
+  const std::string invoice = OpenInvoice(Objects("customers")[0]["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  const auto refused = Create(finn, "alpha");
+  ExpectProblem(refused, 402, "payment_failed");
+  const std::string detail = refused.Json().value("detail", "");
+  EXPECT_NE(detail.find(invoice), std::string::npos) << detail;
+  EXPECT_NE(detail.find("add a card"), std::string::npos) << detail;
+
+  // A card Stripe declines: on file, but the invoice stays unpaid and the hold stays.
+  json d = Deliver(CompleteCardSetup(StartCardSetup(finn), "0002"));
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  ExpectProblem(Create(finn, "alpha"), 402, "payment_failed");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a later `created`
+  // A good card: it pays the invoice at once, and launches go through.
+  d = Deliver(CompleteCardSetup(StartCardSetup(finn), "5556"));
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  for (const auto& i : Objects("invoices")) {
+    if (i["id"] == invoice) {
+      EXPECT_EQ(i["status"], "paid") << i.dump();
+    }
+  }
+  EXPECT_TRUE(finn.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"].is_null());
+  const auto created = Create(finn, "alpha");
+  EXPECT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.payment_hold_end'"),
+            1);
+  ExpectNoViolations();
+}
+
 TEST_F(StripeProviderTest,
        ATeamStartsWithoutACardGetsItsOwnStripeCustomerAndItsInvoicesAreCollected) {
   AddHost("spark-a");
@@ -904,7 +955,13 @@ TEST_F(StripeSmtpTest, ATeamsFailedPaymentMailsEveryOwnerAndHoldsEveryMembersLau
   ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
   // Every launch and restart billed to the team waits for the payment; the running instance
   // runs on.
-  ExpectProblem(Create(max, "bravo"), 402, "payment_failed");
+  const auto max_refused = Create(max, "bravo");
+  ExpectProblem(max_refused, 402, "payment_failed");
+  // The member is told whom to ask (the owners, by address), not to add a card herself.
+  const std::string max_detail = max_refused.Json().value("detail", "");
+  EXPECT_NE(max_detail.find(olga.email), std::string::npos) << max_detail;
+  EXPECT_NE(max_detail.find(nina.email), std::string::npos) << max_detail;
+  EXPECT_EQ(max_detail.find("add a card ("), std::string::npos) << max_detail;
   ExpectProblem(
       max.browser->Post("/api/v1/instances/" + alpha + "/restart", "", "application/json"), 402,
       "payment_failed");
