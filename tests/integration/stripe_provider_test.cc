@@ -569,6 +569,38 @@ TEST_F(StripeProviderTest,
   ExpectNoViolations();
 }
 
+TEST_F(StripeProviderTest, ACardSetupPutsTheCurrentOwnersAddressOnTheTeamsStripeCustomer) {
+  Person ruth = NewPerson("ruth@example.test", Card::kNone);
+  Person sam = NewPerson("sam@example.test", Card::kNone);
+  auto team = ruth.browser->PostJson("/api/v1/team", {{"name", "Ruths"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const std::string team_id = team.Json().value("id", "");
+  StartCardSetup(ruth);
+  // sam joins through the mailed invitation and is made an owner; ruth leaves.
+  ASSERT_EQ(ruth.browser->PostJson("/api/v1/team/invites", {{"email", sam.email}}).status, 201);
+  std::string token;
+  for (const auto& m : Mails(sam.email, 1)) {
+    if (!m.TokenFromLink("/team/accept").empty()) token = m.TokenFromLink("/team/accept");
+  }
+  ASSERT_FALSE(token.empty());
+  ASSERT_EQ(sam.browser->PostJson("/api/v1/team/invites/accept", {{"token", token}}).status, 200);
+  const std::string sam_id = sam.browser->Get("/api/v1/me").Json().value("id", "");
+  ASSERT_EQ(ruth.browser
+                ->Send("PUT", "/api/v1/team/members/" + sam_id + "/role",
+                       json{{"role", "owner"}}.dump(), {"Content-Type: application/json"})
+                .status,
+            200);
+  ASSERT_EQ(ruth.browser->Send("POST", "/api/v1/team/leave", "", {}).status, 204);
+  StartCardSetup(sam);
+  json team_customer;
+  for (const auto& c : Objects("customers")) {
+    if (c["metadata"].value("billing_account_id", "") == team_id) team_customer = c;
+  }
+  ASSERT_TRUE(team_customer.is_object());
+  EXPECT_EQ(team_customer["email"], sam.email);
+  ExpectNoViolations();
+}
+
 TEST_F(StripeProviderTest, ACardSetupStartedAloneAndCompletedAfterMakingATeamStaysHersAndShows) {
   Person pam = NewPerson("pam@example.test", Card::kNone);
   const std::string session = StartCardSetup(pam);
