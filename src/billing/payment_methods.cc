@@ -255,9 +255,31 @@ core::Result<PaymentMethod> PaymentMethods::SetCardOf(const std::string& actor_i
                                                       const std::string& source_address) {
   const int64_t now = clock_.NowUnix();
   GPUWERK_ASSIGN_OR_RETURN(CardFacts valid, ValidateCard(card, now));
+  // A card the provider holds (added at Stripe) that this one replaces is detached there first,
+  // as when it is cleared: one still attached there but forgotten here would go on being charged.
+  using Held = std::optional<std::pair<BillingAccount, PaymentMethod>>;
+  GPUWERK_ASSIGN_OR_RETURN(Held held, db_.Read([&](store::Transaction& tx) -> core::Result<Held> {
+    GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
+    if (!method || method->provider != provider_.name() ||
+        method->provider == ManualProvider::kName) {
+      return Held();
+    }
+    return Held(std::pair(std::move(who.account), std::move(*method)));
+  }));
+  if (held) GPUWERK_TRY(provider_.Detach(held->first, held->second));
   GPUWERK_ASSIGN_OR_RETURN(
       PaymentMethod stored, db_.Write([&](store::Transaction& tx) -> core::Result<PaymentMethod> {
         GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+        if (held) {
+          GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
+          if (method && (method->provider_ref != held->second.provider_ref ||
+                         method->updated_at != held->second.updated_at)) {
+            return core::Fail(core::ErrorCode::kFailedPrecondition, "payment_method_changed",
+                              "The payment method changed while it was being replaced; look at "
+                              "it again and try again.");
+          }
+        }
         PaymentMethod m{.billing_account_id = who.account.id,
                         .provider = std::string(ManualProvider::kName),
                         .brand = valid.brand,

@@ -122,11 +122,14 @@ class PaymentMethods {
                                                          const std::string& source_address);
 
   /// The operator records `card` as the manual payment method of the billing account that pays
-  /// for the person with email `email` (replacing one on file), audited `billing.set_card` with
+  /// for the person with email `email` (replacing one on file; one the provider holds, Stripe's
+  /// `pm_…`, is detached there first, as ClearCard does), audited `billing.set_card` with
   /// `actor_id` and `source_address`; wakes `card_added` after the commit. `actor_id` "" is the
   /// system (`gpuwerk up`). Errors: invalid_email; not_found (no such person);
   /// kFailedPrecondition `billing_managed_by_team` (the person is a member of a team they do not
-  /// own: the operator names an owner); ValidateCard's; the store's. Nothing stored on error.
+  /// own: the operator names an owner); ValidateCard's; `payment_method_changed` (replaced
+  /// while the old one was being detached); the provider's (provider_unavailable: nothing
+  /// changed); the store's. Nothing stored on error.
   core::Result<PaymentMethod> SetCard(const std::string& actor_id, std::string_view email,
                                       const CardFacts& card, const std::string& source_address);
 

@@ -751,6 +751,32 @@ TEST_F(StripeProviderTest, TheOperatorClearingAStripeCardDetachesItAtStripe) {
   ExpectNoViolations();
 }
 
+TEST_F(StripeProviderTest, TheOperatorReplacingAStripeCardWithAManualOneDetachesItAtStripe) {
+  Person lou = NewPerson("lou@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(lou))[0]["status"], 200);
+  const json card = {{"brand", "visa"}, {"last4", "1881"}, {"exp_month", 12}, {"exp_year", 2099}};
+  // Stripe unreachable: nothing changes, the Stripe card stays on file.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/payment_methods/" +
+                         Objects("payment_methods")[0]["id"].get<std::string>() + "/detach"},
+            {"action", "status"},
+            {"status", 500},
+            {"count", 1}});
+  ExpectProblem(op_->Send("PUT", "/api/v1/admin/billing/lou@example.test/card", card.dump(),
+                          {"Content-Type: application/json"}),
+                503, "provider_unavailable");
+  EXPECT_EQ(lou.browser->Get("/api/v1/billing").Json()["payment_method"]["provider"], "stripe");
+  auto set = op_->Send("PUT", "/api/v1/admin/billing/lou@example.test/card", card.dump(),
+                       {"Content-Type: application/json"});
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
+  EXPECT_TRUE(Objects("customers")[0]["invoice_settings"]["default_payment_method"].is_null());
+  const json method = lou.browser->Get("/api/v1/billing").Json()["payment_method"];
+  EXPECT_EQ(method["provider"], "manual");
+  EXPECT_EQ(method["last4"], "1881");
+  ExpectNoViolations();
+}
+
 TEST_F(StripeProviderTest, C25_AnInvoicePushRetriedAfterALostAnswerMakesOneInvoice) {
   Person hal = NewPerson("hal@example.test", Card::kNone);
   ASSERT_EQ(Deliver(PaidCheckout(hal))[0]["status"], 200);
