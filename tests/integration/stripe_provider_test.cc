@@ -666,6 +666,27 @@ TEST_F(StripeProviderTest, StripeUnreachableOrFailingIs503ProviderUnavailable) {
             200);
   ExpectProblem(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json"), 503,
                 "provider_unavailable");
+  // The 503 says to try again, and when (Retry-After).
+  AddFault({{"method", "POST"},
+            {"path", "/v1/checkout/sessions"},
+            {"action", "status"},
+            {"status", 503},
+            {"count", 1}});
+  const auto busy = fay.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+  ExpectProblem(busy, 503, "provider_unavailable");
+  EXPECT_NE(busy.Json().value("detail", "").find("try again"), std::string::npos) << busy.body;
+  EXPECT_EQ(busy.Header("retry-after"), "30") << busy.body;
+  // A refusal's Stripe code is passed on only when it looks like one of Stripe's codes.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/checkout/sessions"},
+            {"action", "status"},
+            {"status", 400},
+            {"error", {{"type", "invalid_request_error"}, {"code", "<b>Evil</b>\n"}}},
+            {"count", 1}});
+  const auto refused = fay.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+  ExpectProblem(refused, 409, "stripe_error");
+  EXPECT_EQ(refused.body.find("Evil"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("invalid_request_error"), std::string::npos) << refused.body;
   // Stripe back: the same customer serves the next setup.
   EXPECT_EQ(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json").status, 201);
   EXPECT_EQ(Objects("customers").size(), 1u);
