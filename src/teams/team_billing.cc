@@ -52,7 +52,7 @@ core::Result<billing::PaymentMethods::CardHolder> TeamCardHolder(store::Transact
   if (ref.starts_with("team_")) {
     GPUWERK_ASSIGN_OR_RETURN(team, TeamTable::Find(tx, std::string(ref)));
   }
-  if (!team) {
+  if (!team && !ref.starts_with("team_")) {
     // Names are unique ignoring case; the operator must type the name exactly as it is.
     std::string norm(ref);
     std::transform(norm.begin(), norm.end(), norm.begin(),
