@@ -407,6 +407,9 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   EXPECT_EQ(running["month"], usage.Json()["month"]);
   ExpectProblem(jon->Get("/api/v1/team/usage"), 404, "no_team");
   ExpectProblem(ada->Get("/api/v1/team/usage?month=2026-13"), 400, "invalid_month");
+  // Two months asked for: refused, never silently the first.
+  ExpectProblem(ada->Get("/api/v1/team/usage?month=2026-01&month=2026-02"), 400,
+                "duplicate_query_parameter");
 }
 
 // The operator records and clears a team's card by the team's id or exact name (docs/billing.md
