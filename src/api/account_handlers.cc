@@ -159,7 +159,8 @@ Answer GetMe(ApiContext& ctx, Call& call) {
                     {"kind", std::string(billing::ToString(state.account.kind))},
                     {"name", state.account.name}}},
                   {"provider", state.provider},
-                  {"payment_method_on_file", state.method.has_value()}};
+                  {"payment_method_on_file", state.method.has_value()},
+                  {"payment_hold", PaymentHoldJson(state.hold)}};
   j["authenticated_by"] =
       call.who.via == auth::CredentialKind::kApiToken ? "api_token" : "sign_in_session";
   return Response::Json(200, j);

@@ -55,6 +55,10 @@ nlohmann::json StateJson(billing::PaymentMethods& methods, const billing::Billin
   } else {
     j["how_to_add"] = methods.provider().HowToAddPaymentMethod(s.account.may_manage);
   }
+  j["payment_hold"] = PaymentHoldJson(s.hold);
+  // The caller's own card while they bill to a team: it stays theirs (docs/teams.md "Billing").
+  j["own_payment_method"] = nullptr;
+  if (s.own_method) j["own_payment_method"] = MethodJson(*s.own_method, s.own_method_description);
   return j;
 }
 

@@ -13,6 +13,13 @@ Response ErrorResponse(const core::Error& error) {
   return r;
 }
 
+nlohmann::json PaymentHoldJson(const std::optional<billing::PaymentHold>& hold) {
+  if (!hold) return nullptr;
+  return {{"invoice_id", hold->provider_ref},
+          {"reason", hold->reason},
+          {"since", core::FormatRfc3339(hold->created_at)}};
+}
+
 nlohmann::json PersonJson(const auth::Person& p) {
   return {{"id", p.id},
           {"email", p.email},

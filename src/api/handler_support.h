@@ -3,6 +3,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "api/api_context.h"
@@ -10,6 +11,7 @@
 #include "api/http_types.h"
 #include "api/json_writer.h"
 #include "auth/principal.h"
+#include "billing/payment_hold_table.h"
 #include "core/error.h"
 #include "core/time_format.h"
 #include "store/database.h"
@@ -26,6 +28,11 @@ nlohmann::json PersonJson(const auth::Person& person);
 nlohmann::json QueueEntryJson(const sched::QueueEntry& entry);
 /// An instance as the API shows it (docs/api.md; instance_handlers.cc).
 nlohmann::json InstanceJson(const sched::Instance& instance, const SshCommandFormat& ssh);
+
+/// A billing account's payment hold as GET /api/v1/me (`billing.payment_hold`) and GET
+/// /api/v1/billing (`payment_hold`) show it: `{invoice_id, reason, since}` (the provider's
+/// invoice id, e.g. Stripe's "in_…"; "payment_failed"; RFC 3339), or null when none.
+nlohmann::json PaymentHoldJson(const std::optional<billing::PaymentHold>& hold);
 
 /// The bound the instance and queue routes read their "name" field with: none beyond the request
 /// body's size limit, so that the service's own rule (sched::ValidateDnsLabel: 1 to 63 characters,

@@ -156,6 +156,20 @@ std::optional<std::map<std::string, std::string>> ParseQuery(std::string_view qu
   return out;
 }
 
+std::optional<std::string> DuplicateQueryName(std::string_view query) {
+  std::set<std::string> seen;
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (part.empty()) continue;
+    auto name = PercentDecode(part.substr(0, part.find('=')), true);
+    if (!name) return std::nullopt;
+    if (!seen.insert(*name).second) return *name;
+  }
+  return std::nullopt;
+}
+
 std::string_view Request::Header(std::string_view name) const { return FindHeader(headers, name); }
 
 std::string Request::Cookie(std::string_view name) const {
@@ -372,6 +386,11 @@ Response Problem(int status, const core::Error& error) {
 core::Result<void> RefuseBody(const Request& request) {
   if (request.body.empty()) return {};
   const json value = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    return core::InvalidArgument("invalid_json",
+                                 "the request body is not valid JSON; this route takes no body "
+                                 "(send none, or {})");
+  }
   if (value.is_object() && value.empty()) return {};
   if (value.is_object()) {
     const std::string field = value.begin().key();

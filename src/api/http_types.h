@@ -35,6 +35,11 @@ std::optional<std::string> PercentDecode(std::string_view text, bool plus_as_spa
 /// has a malformed percent-escape.
 std::optional<std::map<std::string, std::string>> ParseQuery(std::string_view query);
 
+/// The first name that occurs more than once in query string `query` (decoded as ParseQuery
+/// does: `month=1&month=2`, `a=1&%61=2`); nullopt when none does or a part is malformed. The
+/// server answers such a request 400 `duplicate_query_parameter` rather than pick one value.
+std::optional<std::string> DuplicateQueryName(std::string_view query);
+
 /// The host and port of an authority as the `Host` field (RFC 9112 §3.2, RFC 9110 §7.2) and an
 /// `Origin` (RFC 6454 §7) carry it: `uri-host [ ":" port ]`.
 struct HostAndPort {

@@ -177,10 +177,29 @@ TEST(RefuseBodyTest, AllowsNothingOrAnEmptyObjectOnly) {
   ASSERT_FALSE(field);
   EXPECT_EQ(field.error().api_code, "invalid_field");
   EXPECT_EQ(field.error().details["field"], "undrain");
-  for (std::string_view other : {"x", "[]", "null", "0", "\"\"", "{} {}", "token=abc"}) {
+  for (std::string_view other : {"[]", "null", "0", "\"\""}) {
     auto refused = RefuseBody(JsonRequest(std::string(other)));
     ASSERT_FALSE(refused) << other;
     EXPECT_EQ(refused.error().api_code, "invalid_field") << other;
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << other;
+  }
+}
+
+// A repeated query parameter (`month=…&month=…`) is named, never silently the first one.
+TEST(DuplicateQueryNameTest, NamesTheFirstRepeatedParameter) {
+  EXPECT_EQ(DuplicateQueryName("month=2026-01&month=2026-02"), "month");
+  EXPECT_EQ(DuplicateQueryName("a=1&b=2&%61=3"), "a");
+  EXPECT_EQ(DuplicateQueryName("days=30&utc_offset_minutes=60"), std::nullopt);
+  EXPECT_EQ(DuplicateQueryName(""), std::nullopt);
+  EXPECT_EQ(DuplicateQueryName("a=1&&b=2"), std::nullopt);
+}
+
+// docs/api.md: a body a route refuses is `invalid_json` when it is not JSON at all (`nul`).
+TEST(RefuseBodyTest, ABodyThatIsNotJsonIsInvalidJson) {
+  for (std::string_view other : {"nul", "x", "{} {}", "token=abc", "{"}) {
+    auto refused = RefuseBody(JsonRequest(std::string(other)));
+    ASSERT_FALSE(refused) << other;
+    EXPECT_EQ(refused.error().api_code, "invalid_json") << other;
     EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << other;
   }
 }

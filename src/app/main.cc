@@ -124,10 +124,7 @@ int RunServer(const ServerConfig& config, bool up) {
                    card.error().message.c_str());
       return 1;
     }
-    const std::string billing_line =
-        std::string(*card ? "manual; a payment method was recorded for " : "manual; ") + email +
-        (*card ? "" : " has a payment method on file") +
-        " (others: gpuwerk admin billing set-card EMAIL --brand visa --last4 4242 --exp 12/2030)";
+    const std::string billing_line = UpBillingLine(config, *card, email);
     auto still = (*server)->PasswordMatches(email, password);
     const std::string shown = !own_operator     ? "(password from your configuration)"
                               : still && *still ? "password: " + password

@@ -360,6 +360,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
         auto drained = parts_for_billing->queue->DrainAll();
         if (!drained) spdlog::warn("sched: drain after a card failed: {}", drained.error().message);
       });
+  p->payment_methods->SetAccountOwners(&AccountOwners);
   sched::LaunchGate gate = [methods = p->payment_methods.get()](store::Transaction& tx,
                                                                 const std::string& person_id,
                                                                 std::string_view action) {

@@ -224,6 +224,18 @@ std::vector<Option<ServerConfig>> UpOptions() {
   return all;
 }
 
+std::string UpBillingLine(const ServerConfig& config, bool card_recorded,
+                          const std::string& email) {
+  const bool stripe = config.payment_provider == "stripe";
+  std::string line = stripe ? "Stripe; " : "manual; ";
+  line += card_recorded ? "a manual payment method was recorded for " + email
+                        : email + " has a payment method on file";
+  line += stripe ? " (others: gpuwerk billing add-card, which opens Stripe Checkout)"
+                 : " (others: gpuwerk admin billing set-card EMAIL --brand visa --last4 4242 "
+                   "--exp 12/2030)";
+  return line;
+}
+
 core::Result<void> Validate(const ServerConfig& c) {
   if (!api::SplitListenAddress(c.listen)) {
     return std::unexpected(

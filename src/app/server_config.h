@@ -79,4 +79,11 @@ std::vector<Option<ServerConfig>> UpOptions();
 /// bad input before they create anything. Errors: "invalid_config".
 core::Result<void> Validate(const ServerConfig& config);
 
+/// The `billing:` line of `gpuwerk up`'s banner: the provider in use (`config.payment_provider`),
+/// whether a manual payment method was recorded for operator `email` at this start
+/// (`card_recorded`; false: one was on file already), and how everyone else adds a card (manual:
+/// the operator's `gpuwerk admin billing set-card`; stripe: `gpuwerk billing add-card`, Stripe
+/// Checkout).
+std::string UpBillingLine(const ServerConfig& config, bool card_recorded, const std::string& email);
+
 }  // namespace gpuwerk::app

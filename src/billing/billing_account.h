@@ -3,6 +3,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "billing/billing_account_id.h"
 #include "core/error.h"
@@ -42,5 +43,18 @@ using ResolveAccount = std::function<core::Result<BillingAccount>(store::Transac
 /// The default ResolveAccount: every person pays on their own solo account, named by their
 /// email. Errors: not_found (no such person); the store's.
 core::Result<BillingAccount> SoloAccountOf(store::Transaction& tx, const std::string& person_id);
+
+/// Who owns a billing account, as a payment-failed mail and the payment_failed answer name them.
+struct AccountOwners {
+  /// The owners' email addresses: a solo account's person; every active owner of a team. Empty
+  /// when none is known.
+  std::vector<std::string> emails;
+  /// The team's name for a team's account ("" for a solo account): the mail names it.
+  std::string team_name;
+};
+
+/// Whoever owns billing account `billing_account_id`, read in the caller's transaction.
+using AccountOwnersOf = std::function<core::Result<AccountOwners>(
+    store::Transaction& tx, const std::string& billing_account_id)>;
 
 }  // namespace gpuwerk::billing

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "store/database.h"
@@ -25,6 +26,9 @@ class PaymentHoldTable {
 
   /// Whether `billing_account_id` has any hold (one indexed read: the launch gate).
   static core::Result<bool> Exists(store::Transaction& tx, const std::string& billing_account_id);
+  /// The holds of `billing_account_id`, oldest first (empty when none).
+  static core::Result<std::vector<PaymentHold>> Of(store::Transaction& tx,
+                                                   const std::string& billing_account_id);
   /// Records `hold`, replacing one with the same provider_ref.
   static core::Result<void> Put(store::Transaction& tx, const PaymentHold& hold);
   /// Ends the hold of `provider_ref`. True when one went.

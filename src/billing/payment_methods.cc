@@ -104,14 +104,37 @@ core::Result<void> PaymentMethods::RequireForLaunch(store::Transaction& tx,
   GPUWERK_ASSIGN_OR_RETURN(bool on_file, PaymentMethodTable::Exists(tx, account.id));
   const std::string what = action == "restart" ? "Restarting an instance" : "Launching an instance";
   if (on_file) {
-    GPUWERK_ASSIGN_OR_RETURN(bool held, PaymentHoldTable::Exists(tx, account.id));
-    if (!held) return {};
-    return core::Fail(
-        core::Error(core::ErrorCode::kPaymentRequired, "payment_failed",
-                    what + " is refused: the payment of an invoice of your billing account "
-                           "failed. Pay it (the mail about it says how) or add another card.")
-            .WithDetail("billing_account", account.id)
-            .WithDetail("provider", std::string(provider_.name())));
+    GPUWERK_ASSIGN_OR_RETURN(auto holds, PaymentHoldTable::Of(tx, account.id));
+    if (holds.empty()) return {};
+    std::string message;
+    if (account.may_manage) {
+      message = what + " is refused: the payment of invoice " + holds.front().provider_ref +
+                " of your billing account failed. Pay it from the link in the payment "
+                "provider's mail about it, or add a card ('gpuwerk billing add-card'): a new "
+                "card is charged for that invoice at once, and launches are possible again as "
+                "soon as it is paid.";
+    } else {
+      std::string whom = "your team's owner";
+      if (owners_) {
+        GPUWERK_ASSIGN_OR_RETURN(AccountOwners owners, owners_(tx, account.id));
+        if (!owners.emails.empty()) {
+          whom += " (";
+          for (size_t i = 0; i < owners.emails.size(); ++i) {
+            if (i > 0) whom += ", ";
+            whom += owners.emails[i];
+          }
+          whom += ")";
+        }
+      }
+      message = what + " is refused: the payment of invoice " + holds.front().provider_ref +
+                " of your team's billing account failed. Only the team's owners can settle it: "
+                "ask " +
+                whom + " to pay it or add a card.";
+    }
+    return core::Fail(core::Error(core::ErrorCode::kPaymentRequired, "payment_failed", message)
+                          .WithDetail("billing_account", account.id)
+                          .WithDetail("invoice", holds.front().provider_ref)
+                          .WithDetail("provider", std::string(provider_.name())));
   }
   return core::Fail(
       core::Error(core::ErrorCode::kPaymentRequired, "payment_method_required",
@@ -128,6 +151,13 @@ core::Result<BillingState> PaymentMethods::State(const std::string& person_id) {
     out.provider = std::string(provider_.name());
     GPUWERK_ASSIGN_OR_RETURN(out.method, PaymentMethodTable::Find(tx, out.account.id));
     if (out.method) out.method_description = provider_.Describe(*out.method);
+    GPUWERK_ASSIGN_OR_RETURN(auto holds, PaymentHoldTable::Of(tx, out.account.id));
+    if (!holds.empty()) out.hold = holds.front();
+    if (out.account.kind != AccountKind::kSolo) {
+      GPUWERK_ASSIGN_OR_RETURN(out.own_method,
+                               PaymentMethodTable::Find(tx, SoloBillingAccountId(person_id)));
+      if (out.own_method) out.own_method_description = provider_.Describe(*out.own_method);
+    }
     return out;
   });
 }
@@ -225,9 +255,31 @@ core::Result<PaymentMethod> PaymentMethods::SetCardOf(const std::string& actor_i
                                                       const std::string& source_address) {
   const int64_t now = clock_.NowUnix();
   GPUWERK_ASSIGN_OR_RETURN(CardFacts valid, ValidateCard(card, now));
+  // A card the provider holds (added at Stripe) that this one replaces is detached there first,
+  // as when it is cleared: one still attached there but forgotten here would go on being charged.
+  using Held = std::optional<std::pair<BillingAccount, PaymentMethod>>;
+  GPUWERK_ASSIGN_OR_RETURN(Held held, db_.Read([&](store::Transaction& tx) -> core::Result<Held> {
+    GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
+    if (!method || method->provider != provider_.name() ||
+        method->provider == ManualProvider::kName) {
+      return Held();
+    }
+    return Held(std::pair(std::move(who.account), std::move(*method)));
+  }));
+  if (held) GPUWERK_TRY(provider_.Detach(held->first, held->second));
   GPUWERK_ASSIGN_OR_RETURN(
       PaymentMethod stored, db_.Write([&](store::Transaction& tx) -> core::Result<PaymentMethod> {
         GPUWERK_ASSIGN_OR_RETURN(CardHolder who, find(tx));
+        if (held) {
+          GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, who.account.id));
+          if (method && (method->provider_ref != held->second.provider_ref ||
+                         method->updated_at != held->second.updated_at)) {
+            return core::Fail(core::ErrorCode::kFailedPrecondition, "payment_method_changed",
+                              "The payment method changed while it was being replaced; look at "
+                              "it again and try again.");
+          }
+        }
         PaymentMethod m{.billing_account_id = who.account.id,
                         .provider = std::string(ManualProvider::kName),
                         .brand = valid.brand,

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "billing/billing_account.h"
+#include "billing/payment_hold_table.h"
 #include "billing/payment_method_table.h"
 #include "billing/payment_provider.h"
 #include "core/clock.h"
@@ -36,6 +37,14 @@ struct BillingState {
   std::string provider;                 ///< PaymentProvider::name()
   std::optional<PaymentMethod> method;  ///< nullopt when none is on file
   std::string method_description;       ///< PaymentProvider::Describe; "" when none
+  /// The oldest payment hold of the account (an invoice whose payment failed: launches and
+  /// restarts answer 402 payment_failed); nullopt when none.
+  std::optional<PaymentHold> hold;
+  /// When the account is a team's: the person's own (solo) account's method, which stays theirs
+  /// (a card is never moved between accounts) and pays again once they are in no team; nullopt
+  /// otherwise or when none.
+  std::optional<PaymentMethod> own_method;
+  std::string own_method_description;  ///< PaymentProvider::Describe; "" when none
 };
 
 /// Payment methods and the launch gate (R-14, docs/billing.md): which billing account pays for
@@ -66,8 +75,10 @@ class PaymentMethods {
   /// `person_id`'s billing account has a payment method and no payment hold, else
   /// kPaymentRequired (402) `payment_method_required` whose message says what to do
   /// (PaymentProvider::HowToAddPaymentMethod), or `payment_failed` while an invoice's payment
-  /// failed (PaymentHoldTable); `action` ("launch", "restart") names what was refused. Errors:
-  /// those; the resolver's; the store's.
+  /// failed (PaymentHoldTable; the message names the invoice and what lifts the hold: to the
+  /// account's manager, paying it or adding a card, which is charged for it at once; to a team
+  /// member, asking the team's owners, named by email); `action` ("launch", "restart") names what
+  /// was refused. Errors: those; the resolver's; the store's.
   core::Result<void> RequireForLaunch(store::Transaction& tx, const std::string& person_id,
                                       std::string_view action) const;
 
@@ -111,11 +122,14 @@ class PaymentMethods {
                                                          const std::string& source_address);
 
   /// The operator records `card` as the manual payment method of the billing account that pays
-  /// for the person with email `email` (replacing one on file), audited `billing.set_card` with
+  /// for the person with email `email` (replacing one on file; one the provider holds, Stripe's
+  /// `pm_…`, is detached there first, as ClearCard does), audited `billing.set_card` with
   /// `actor_id` and `source_address`; wakes `card_added` after the commit. `actor_id` "" is the
   /// system (`gpuwerk up`). Errors: invalid_email; not_found (no such person);
   /// kFailedPrecondition `billing_managed_by_team` (the person is a member of a team they do not
-  /// own: the operator names an owner); ValidateCard's; the store's. Nothing stored on error.
+  /// own: the operator names an owner); ValidateCard's; `payment_method_changed` (replaced
+  /// while the old one was being detached); the provider's (provider_unavailable: nothing
+  /// changed); the store's. Nothing stored on error.
   core::Result<PaymentMethod> SetCard(const std::string& actor_id, std::string_view email,
                                       const CardFacts& card, const std::string& source_address);
 
@@ -129,6 +143,10 @@ class PaymentMethods {
   core::Result<std::optional<PaymentMethod>> ClearCard(const std::string& actor_id,
                                                        std::string_view email,
                                                        const std::string& source_address);
+
+  /// Installs who owns an account (app/: a team's active owners), so that a team member refused
+  /// with 402 payment_failed is told whom to ask. Call before serving; default: nobody named.
+  void SetAccountOwners(AccountOwnersOf owners) { owners_ = std::move(owners); }
 
   /// Tells the listener that a method was put on an account outside this class (a provider's
   /// webhook, after its commit).
@@ -148,6 +166,7 @@ class PaymentMethods {
   PaymentProvider& provider_;
   ResolveAccount resolve_;
   std::function<void()> card_added_;
+  AccountOwnersOf owners_;
 };
 
 }  // namespace gpuwerk::billing

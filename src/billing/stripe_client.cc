@@ -40,7 +40,19 @@ std::string Str(const nlohmann::json& object, const char* key) {
 }
 
 core::Error Unavailable(std::string message) {
-  return core::Error(core::ErrorCode::kUnavailable, "provider_unavailable", std::move(message));
+  return core::Error(core::ErrorCode::kUnavailable, "provider_unavailable",
+                     std::move(message) + ". Nothing was changed here; try again in a minute.")
+      .WithDetail("retry_after_seconds", kProviderRetryAfterSeconds);
+}
+
+/// Stripe's error `code` or `type` as gpuwerk passes it on: only [a-z_], at most 64 bytes
+/// (Stripe's codes are such, e.g. "card_declined"); anything else becomes "other".
+std::string SafeStripeCode(const std::string& code) {
+  if (code.size() > 64) return "other";
+  for (char c : code) {
+    if (!((c >= 'a' && c <= 'z') || c == '_')) return "other";
+  }
+  return code;
 }
 
 }  // namespace
@@ -129,8 +141,8 @@ core::Result<nlohmann::json> StripeClient::CallEncoded(std::string_view method,
   }
   return core::Fail(core::Error(core::ErrorCode::kFailedPrecondition, "stripe_error",
                                 "Stripe refused the request (HTTP " + std::to_string(status) + ")")
-                        .WithDetail("stripe_code", code)
-                        .WithDetail("stripe_type", type));
+                        .WithDetail("stripe_code", SafeStripeCode(code))
+                        .WithDetail("stripe_type", SafeStripeCode(type)));
 }
 
 }  // namespace gpuwerk::billing

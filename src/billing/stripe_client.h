@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -13,6 +14,10 @@ namespace gpuwerk::billing {
 
 /// The Stripe API version gpuwerk speaks (`Stripe-Version` on every request, docs/stripe.md).
 inline constexpr std::string_view kStripeApiVersion = "2023-08-16";
+
+/// The Retry-After (seconds) a `provider_unavailable` error carries (details.retry_after_seconds,
+/// which the API answers as the Retry-After header of its 503).
+inline constexpr int64_t kProviderRetryAfterSeconds = 30;
 
 /// A form body in order, bracket notation in the names as Stripe takes it, e.g.
 /// {"invoice_settings[default_payment_method]", "pm_…"}.
@@ -42,9 +47,11 @@ class StripeClient {
   /// otherwise) and returns the answer's JSON object.
   ///
   /// Errors: kUnavailable `provider_unavailable` (not reachable, timeout, a 5xx, 429, an answer
-  /// that is not JSON); kNotFound `resource_missing` (Stripe's error code resource_missing,
-  /// details.param names what); kFailedPrecondition `stripe_error` for other Stripe errors
-  /// (details.stripe_code holds Stripe's `code`, details.stripe_type its `type`).
+  /// that is not JSON; its message says to try again, details.retry_after_seconds
+  /// kProviderRetryAfterSeconds); kNotFound `resource_missing` (Stripe's error code
+  /// resource_missing, details.param names what); kFailedPrecondition `stripe_error` for other
+  /// Stripe errors (details.stripe_code holds Stripe's `code`, details.stripe_type its `type`,
+  /// each only when it is 1..64 of [a-z_], else "other"; "" when Stripe gave none).
   core::Result<nlohmann::json> Call(std::string_view method, std::string_view path,
                                     const StripeForm& form = {},
                                     std::string_view idempotency_key = {}) const;

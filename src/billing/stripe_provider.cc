@@ -82,7 +82,15 @@ core::Result<std::string> StripeProvider::EnsureCustomer(const BillingAccount& a
     } else {
       return core::Fail(got.error());
     }
-    if (!gone) return known.live->customer_id;
+    if (!gone) {
+      // The customer's address is that of whoever manages the account now (a team's owner
+      // changes; a person changes their address): Stripe mails receipts and invoices there.
+      if (StringField(*got, "email") != email) {
+        GPUWERK_TRY(
+            client_.Call("POST", "/v1/customers/" + known.live->customer_id, {{"email", email}}));
+      }
+      return known.live->customer_id;
+    }
     spdlog::warn(
         "billing: Stripe customer {} of billing account {} is deleted on Stripe's side; "
         "a new one replaces it",

@@ -81,7 +81,9 @@ class StripeProvider final : public PaymentProvider {
 
   /// The account's live Stripe customer id, creating one on Stripe (idempotency key derived
   /// from the account id and how many customers it had) and recording it when there is none,
-  /// and replacing one Stripe says is deleted. Errors: kUnavailable `provider_unavailable`;
+  /// and replacing one Stripe says is deleted. A live customer whose `email` is not `email` (the
+  /// address of whoever sets up the card now: a team's current owner) gets it (POST
+  /// /v1/customers/{cus} `email`). Errors: kUnavailable `provider_unavailable`;
   /// StripeClient::Call's; the store's.
   core::Result<std::string> EnsureCustomer(const BillingAccount& account, const std::string& email);
 

@@ -66,14 +66,17 @@ mail::Mail PaymentFailedMail(const std::string& to, const std::string& invoice_i
     m.text_body = fmt::format(
         "The payment of your gpuwerk invoice {} failed.\n\n"
         "Until it is paid, new launches and restarts are refused (running instances keep "
-        "running). Pay it from the link in Stripe's mail, or add another card: {}/billing\n",
+        "running). Pay it from the link in Stripe's mail, or add another card at {}/billing: "
+        "a new card is charged for this invoice at once, and launches are possible again as "
+        "soon as it is paid.\n",
         invoice_id, public_url);
   } else {
     m.text_body = fmt::format(
         "The payment of team \"{}\"'s gpuwerk invoice {} failed.\n\n"
         "Until it is paid, the team's members cannot launch or restart instances (running "
         "instances keep running). As an owner of the team, pay it from the link in Stripe's "
-        "mail, or add another card: {}/billing\n",
+        "mail, or add another card at {}/billing: a new card is charged for this invoice at "
+        "once, and the team launches again as soon as it is paid.\n",
         core::BoundedPrintable(team_name, 100), invoice_id, public_url);
   }
   return m;
@@ -124,7 +127,17 @@ core::Result<WebhookOutcome> StripeWebhooks::Handle(std::string_view signature_h
   GPUWERK_ASSIGN_OR_RETURN(bool seen,
                            db_.Read([&](store::Transaction& tx) { return AlreadySeen(tx, e.id); }));
   WebhookOutcome out{.event_id = e.id, .type = e.type, .result = "duplicate"};
-  if (seen) return out;
+  if (seen) {
+    if (e.type == "checkout.session.completed") {
+      // A delivery again after the Stripe call that follows the commit failed (503): set
+      // Stripe's default card now.
+      GPUWERK_ASSIGN_OR_RETURN(auto known, db_.Read([&](store::Transaction& tx) {
+        return StripeCustomerTable::Find(tx, IdOf(e.object, "customer"));
+      }));
+      if (known) GPUWERK_TRY(SyncDefaultCard(known->billing_account_id));
+    }
+    return out;
+  }
   core::Result<std::string> result;
   if (e.type == "checkout.session.completed") {
     result = CheckoutCompleted(e);
@@ -175,8 +188,8 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
   const std::string pm_id = IdOf(intent, "payment_method");
   if (!IsStripeId(pm_id)) return Ignore(e, "the SetupIntent has no payment method");
   GPUWERK_ASSIGN_OR_RETURN(json pm, client_.Call("GET", "/v1/payment_methods/" + pm_id));
-  GPUWERK_TRY(client_.Call("POST", "/v1/customers/" + customer,
-                           {{"invoice_settings[default_payment_method]", pm_id}}));
+  // Stripe's default card is not changed here: only once the transaction below has decided
+  // whether this event is the newest (SyncDefaultCard, after the commit).
   const json card = pm.value("card", json::object());
   PaymentMethod method{.billing_account_id = known->billing_account_id,
                        .provider = std::string(StripeProvider::kName),
@@ -210,8 +223,87 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
                                                    {"event", e.id}}}));
         return std::string("applied");
       }));
-  if (result == "applied") methods_.NotifyCardAdded();
+  // Applied or stale, Stripe's default becomes what the store holds now (the newest card).
+  auto synced = SyncDefaultCard(method.billing_account_id);
+  if (result == "applied") {
+    RetryHeldInvoices(method.billing_account_id, pm_id);
+    methods_.NotifyCardAdded();
+  }
+  // Stripe delivers again after a 503; the delivery again sets the default (Handle).
+  if (!synced) return core::Fail(synced.error());
   return result;
+}
+
+void StripeWebhooks::RetryHeldInvoices(const std::string& billing_account_id,
+                                       const std::string& pm_id) {
+  auto holds = db_.Read(
+      [&](store::Transaction& tx) { return PaymentHoldTable::Of(tx, billing_account_id); });
+  if (!holds) {
+    spdlog::warn("billing: reading the payment holds of {} failed: {}",
+                 core::BoundedPrintable(billing_account_id), holds.error().message);
+    return;
+  }
+  for (const PaymentHold& hold : *holds) {
+    if (!IsStripeId(hold.provider_ref)) continue;
+    // The new card pays the failed invoice (https://docs.stripe.com/api/invoices/pay): once per
+    // invoice and card, whoever delivers the event how often.
+    auto paid =
+        client_.Call("POST", "/v1/invoices/" + hold.provider_ref + "/pay",
+                     {{"payment_method", pm_id}}, "gpuwerk-pay-" + hold.provider_ref + "-" + pm_id);
+    if (!paid) {
+      spdlog::warn("billing: invoice {} of {} was not paid with the new card {}: {}",
+                   core::BoundedPrintable(hold.provider_ref),
+                   core::BoundedPrintable(billing_account_id), core::BoundedPrintable(pm_id),
+                   core::BoundedPrintable(paid.error().message, 500));
+      continue;
+    }
+    if (Str(*paid, "status") != "paid") continue;  // Stripe's invoice.paid ends the hold later
+    auto ended = db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_ASSIGN_OR_RETURN(bool gone, PaymentHoldTable::Delete(tx, hold.provider_ref));
+      if (!gone) return {};
+      return audit::RecordAudit(tx, clock_, rng_,
+                                {.action = "billing.payment_hold_end",
+                                 .target = billing_account_id,
+                                 .source_address = "stripe",
+                                 .detail = {{"invoice", hold.provider_ref}, {"paid_with", pm_id}}});
+    });
+    if (!ended) {
+      spdlog::warn("billing: ending the hold of invoice {} failed: {}",
+                   core::BoundedPrintable(hold.provider_ref), ended.error().message);
+    }
+  }
+}
+
+core::Result<void> StripeWebhooks::SyncDefaultCard(const std::string& billing_account_id) {
+  // One at a time: each reads the store after every commit before it, so the last to run sets
+  // the newest card whatever order the concurrent deliveries finish in.
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  struct Held {
+    std::optional<PaymentMethod> method;
+    std::optional<StripeCustomer> customer;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(Held held, db_.Read([&](store::Transaction& tx) -> core::Result<Held> {
+    GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, billing_account_id));
+    GPUWERK_ASSIGN_OR_RETURN(auto customer, StripeCustomerTable::FindLive(tx, billing_account_id));
+    return Held{std::move(method), std::move(customer)};
+  }));
+  if (!held.method || !held.customer || held.method->provider != StripeProvider::kName ||
+      !IsStripeId(held.method->provider_ref)) {
+    return {};  // no Stripe card on file (removed meanwhile, or the operator's): nothing to set
+  }
+  auto set =
+      client_.Call("POST", "/v1/customers/" + held.customer->customer_id,
+                   {{"invoice_settings[default_payment_method]", held.method->provider_ref}});
+  if (!set && set.error().code == core::ErrorCode::kNotFound) {
+    // The card is no longer attached to the customer (detached meanwhile): its detach event
+    // forgets it here.
+    spdlog::warn("billing: Stripe customer {} has no payment method {}: default not set",
+                 core::BoundedPrintable(held.customer->customer_id),
+                 core::BoundedPrintable(held.method->provider_ref));
+    return {};
+  }
+  if (!set) return core::Fail(set.error());
+  return {};
 }
 
 core::Result<std::string> StripeWebhooks::PaymentMethodDetached(const Event& e) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,19 +15,6 @@
 #include "store/database.h"
 
 namespace gpuwerk::billing {
-
-/// Who owns a billing account, as a payment-failed mail addresses them.
-struct AccountOwners {
-  /// The owners' email addresses: a solo account's person; every active owner of a team. Empty
-  /// when none is known.
-  std::vector<std::string> emails;
-  /// The team's name for a team's account ("" for a solo account): the mail names it.
-  std::string team_name;
-};
-
-/// Whoever owns billing account `billing_account_id`, read in the caller's transaction.
-using AccountOwnersOf = std::function<core::Result<AccountOwners>(
-    store::Transaction& tx, const std::string& billing_account_id)>;
 
 /// The owner of a solo account (SoloBillingAccountId); nobody for any other account (billing
 /// does not know teams: app/ installs the teams-aware reader).
@@ -56,9 +44,10 @@ struct WebhookOutcome {
 /// is recorded in the ledger (StripeEventLedger) in the transaction of its effect; per aspect
 /// an older event (smaller `created`) never undoes what a newer one did. Effects:
 ///   checkout.session.completed (mode setup) → retrieves the SetupIntent and its PaymentMethod,
-///     makes it the customer's invoice_settings.default_payment_method, stores it as the
-///     account's method (provider "stripe"), audits `billing.payment_method_add`, then
-///     PaymentMethods::NotifyCardAdded;
+///     stores it as the account's method (provider "stripe") unless a newer card event was
+///     applied, audits `billing.payment_method_add`; after the commit (applied or stale) makes
+///     the card on file the customer's invoice_settings.default_payment_method
+///     (SyncDefaultCard), then PaymentMethods::NotifyCardAdded;
 ///   payment_method.detached → forgets it when it is the account's method on file;
 ///   invoice.payment_failed → a payment hold on the account (402 payment_failed for every
 ///     launch and restart billed to it: a team's members too) and a mail to each owner;
@@ -84,6 +73,18 @@ class StripeWebhooks {
   core::Result<std::string> PaymentMethodDetached(const Event& e);
   core::Result<std::string> InvoiceEvent(const Event& e, bool paid);
   core::Result<std::string> CustomerDeleted(const Event& e);
+  /// Makes the card the store holds for `billing_account_id` (provider "stripe") its live
+  /// customer's `invoice_settings.default_payment_method` at Stripe (POST /v1/customers/{cus}),
+  /// idempotently, after the commit that decided it; nothing when no Stripe card is on file.
+  /// Serialised, so concurrent deliveries end with Stripe's default equal to the store's card.
+  /// Errors: the StripeClient's (kUnavailable `provider_unavailable`: Stripe delivers again).
+  core::Result<void> SyncDefaultCard(const std::string& billing_account_id);
+  /// After a new card `pm_id` was applied to `billing_account_id`: pays each invoice the account
+  /// holds a payment hold for with it (POST /v1/invoices/{in}/pay, `payment_method`, key
+  /// "gpuwerk-pay-<in>-<pm>"), and ends the hold of each one Stripe answers `paid` (audited
+  /// `billing.payment_hold_end`). A refusal (a declined card) or Stripe unreachable is logged and
+  /// the hold stays (Stripe's own invoice.paid ends it later). No errors.
+  void RetryHeldInvoices(const std::string& billing_account_id, const std::string& pm_id);
   /// Records `e` as ignored (logged) unless it was recorded already.
   core::Result<std::string> Ignore(const Event& e, std::string_view why);
 
@@ -94,6 +95,7 @@ class StripeWebhooks {
   PaymentMethods& methods_;
   mail::Outbox& outbox_;
   StripeWebhooksOptions options_;
+  std::mutex sync_mu_;  ///< serialises SyncDefaultCard
 };
 
 }  // namespace gpuwerk::billing

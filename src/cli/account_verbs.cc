@@ -406,6 +406,10 @@ core::Result<void> WhoamiVerb(VerbContext& ctx) {
                         ? ", payment method on file"
                         : ", no payment method on file";
   }
+  if (const json& hold = Field(billing, "payment_hold"); hold.is_object()) {
+    billing_text += "; payment of invoice " + Str(hold, "invoice_id") +
+                    " failed: launches refused until it is paid ('gpuwerk billing')";
+  }
   const std::vector<std::pair<std::string, std::string>> rows = {
       {"Email:", Str(me, "email")},
       {"Address:", Field(me, "email_proven") == false

@@ -38,12 +38,24 @@ core::Result<void> BillingShowVerb(VerbContext& ctx) {
   const json& account = Field(state, "account");
   std::string who = Str(account, "kind") + " (" + Str(account, "name") + ")";
   if (Field(account, "may_manage") == false) who += ", managed by its owner";
-  const std::vector<std::pair<std::string, std::string>> rows = {
+  std::vector<std::pair<std::string, std::string>> rows = {
       {"Account:", who},
       {"Provider:", Str(state, "provider")},
       {"Card:", MethodText(state)},
-      {"Month:", MonthText(state)},
   };
+  if (const json& hold = Field(state, "payment_hold"); hold.is_object()) {
+    rows.emplace_back("Hold:", "the payment of invoice " + Str(hold, "invoice_id") + " failed (" +
+                                   Str(hold, "since") +
+                                   "): launches and restarts are refused until it is paid" +
+                                   (Field(account, "may_manage") == false
+                                        ? "; ask the team's owner"
+                                        : "; pay it, or add a card ('gpuwerk billing add-card'), "
+                                          "which pays it at once"));
+  }
+  if (const json& own = Field(state, "own_payment_method"); own.is_object()) {
+    rows.emplace_back("Own card:", Str(own, "description") + " (yours, used when in no team)");
+  }
+  rows.emplace_back("Month:", MonthText(state));
   std::string text;
   for (const auto& [label, value] : rows) {
     text += label + std::string(11 - label.size(), ' ') + SafeText(value) + "\n";

@@ -6,7 +6,6 @@
 #include "audit/audit_log.h"
 #include "billing/billing_account_id.h"
 #include "billing/billing_session_table.h"
-#include "billing/payment_method_table.h"
 #include "teams/team_member_table.h"
 #include "teams/team_table.h"
 
@@ -29,27 +28,16 @@ core::Result<SoloTakeover> MoveSoloBillingToTeam(store::Transaction& tx, core::C
                                                  const std::string& owner_id) {
   SoloTakeover out;
   const std::string solo = billing::SoloBillingAccountId(owner_id);
-  GPUWERK_ASSIGN_OR_RETURN(auto method, billing::PaymentMethodTable::Find(tx, solo));
-  GPUWERK_ASSIGN_OR_RETURN(bool team_has_one, billing::PaymentMethodTable::Exists(tx, team_id));
-  if (method && !team_has_one) {
-    billing::PaymentMethod moved = *method;
-    moved.billing_account_id = team_id;
-    moved.updated_at = clock.NowUnix();
-    GPUWERK_TRY(billing::PaymentMethodTable::Upsert(tx, moved));
-    GPUWERK_TRY(billing::PaymentMethodTable::Delete(tx, solo));
-    out.payment_method_moved = true;
-  }
   GPUWERK_ASSIGN_OR_RETURN(out.sessions_moved,
                            billing::BillingSessionTable::MoveOpen(tx, owner_id, solo, team_id));
-  if (out.payment_method_moved || out.sessions_moved > 0) {
-    GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
-                                   {.actor_id = owner_id,
-                                    .action = "billing.move_to_team",
-                                    .target = team_id,
-                                    .source_address = "system",
-                                    .detail = {{"from", solo},
-                                               {"payment_method", out.payment_method_moved},
-                                               {"billing_sessions", out.sessions_moved}}}));
+  if (out.sessions_moved > 0) {
+    GPUWERK_TRY(
+        audit::RecordAudit(tx, clock, rng,
+                           {.actor_id = owner_id,
+                            .action = "billing.move_to_team",
+                            .target = team_id,
+                            .source_address = "system",
+                            .detail = {{"from", solo}, {"billing_sessions", out.sessions_moved}}}));
   }
   return out;
 }
@@ -64,7 +52,7 @@ core::Result<billing::PaymentMethods::CardHolder> TeamCardHolder(store::Transact
   if (ref.starts_with("team_")) {
     GPUWERK_ASSIGN_OR_RETURN(team, TeamTable::Find(tx, std::string(ref)));
   }
-  if (!team) {
+  if (!team && !ref.starts_with("team_")) {
     // Names are unique ignoring case; the operator must type the name exactly as it is.
     std::string norm(ref);
     std::transform(norm.begin(), norm.end(), norm.begin(),

@@ -26,15 +26,16 @@ core::Result<billing::BillingAccount> TeamBillingAccountOf(store::Transaction& t
 
 /// What moved to a new team's account from its creator's solo account.
 struct SoloTakeover {
-  bool payment_method_moved = false;  ///< their solo payment method is now the team's
-  int64_t sessions_moved = 0;         ///< open billing sessions now billed to the team
+  int64_t sessions_moved = 0;  ///< open billing sessions now billed to the team
 };
 
-/// A teams::TeamHooks::team_created step: moves `owner_id`'s solo payment method to team
-/// `team_id`'s account (when the team has none: one per account) and their open billing
-/// sessions, whole, to the team (each is billed once, to the team; ended sessions stay on the
-/// solo account's invoices). Audited `billing.move_to_team` (actor `owner_id`, target the team)
-/// when anything moved. Inside the caller's transaction. Errors: the store's.
+/// A teams::TeamHooks::team_created step: moves `owner_id`'s open billing sessions, whole, to
+/// team `team_id`'s account (each is billed once, to the team; ended sessions stay on the solo
+/// account's invoices). A payment method is never moved between billing accounts: the creator's
+/// card stays on their solo account (a Stripe card belongs to that account's Stripe customer),
+/// and the team starts without one (docs/teams.md "Billing"). Audited `billing.move_to_team`
+/// (actor `owner_id`, target the team) when a session moved. Inside the caller's transaction.
+/// Errors: the store's.
 core::Result<SoloTakeover> MoveSoloBillingToTeam(store::Transaction& tx, core::Clock& clock,
                                                  core::Rng& rng, const std::string& team_id,
                                                  const std::string& owner_id);

@@ -1,5 +1,5 @@
 // The teams side of billing on a real store (docs/teams.md "Billing"): who pays for a person, and
-// what a new team takes over from its creator.
+// what a new team takes over from its creator (open billing sessions, never a card).
 #include "teams/team_billing.h"
 
 #include <gtest/gtest.h>
@@ -76,7 +76,7 @@ class TeamBillingTest : public ::testing::Test {
   auth::Caller caller_{.address = "192.0.2.1"};
 };
 
-TEST_F(TeamBillingTest, CreatingATeamMovesTheCardAndOpenSessionsOnce) {
+TEST_F(TeamBillingTest, CreatingATeamMovesOpenSessionsOnceButNeverTheCreatorsCard) {
   auto ada = Person("per_ada", "ada@example.test");
   ASSERT_TRUE(db_->Write([&](store::Transaction& tx) {
     return billing::PaymentMethodTable::Upsert(tx, {.billing_account_id = "solo_per_ada",
@@ -106,8 +106,9 @@ TEST_F(TeamBillingTest, CreatingATeamMovesTheCardAndOpenSessionsOnce) {
     return std::pair{solo_has, team_has};
   });
   ASSERT_TRUE(methods);
-  EXPECT_FALSE(methods->first);
-  EXPECT_TRUE(methods->second);
+  // The card stays the creator's own: the team starts without one (its owner adds one).
+  EXPECT_TRUE(methods->first);
+  EXPECT_FALSE(methods->second);
   auto account = Resolve("per_ada");
   EXPECT_EQ(account.id, team_id);
   EXPECT_EQ(account.kind, billing::AccountKind::kTeam);

@@ -60,6 +60,15 @@ core::Result<std::string> ValidateTeamName(std::string_view name) {
           "invalid_name", "A team name may hold letters, digits, spaces, '.', '-' and '_'.");
     }
   }
+  auto lower = [](unsigned char c) { return static_cast<char>(std::tolower(c)); };
+  if (name.size() >= 5 && lower(name[0]) == 't' && lower(name[1]) == 'e' && lower(name[2]) == 'a' &&
+      lower(name[3]) == 'm' && name[4] == '_') {
+    // Team ids are "team_…": a name never looks like one, so an operator's command naming a team
+    // by id or name (TeamCardHolder) means one team only.
+    return core::InvalidArgument("invalid_name",
+                                 "A team name may not begin with 'team_': that is how team ids "
+                                 "begin.");
+  }
   return std::string(name);
 }
 

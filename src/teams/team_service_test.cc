@@ -117,6 +117,17 @@ TEST_F(TeamServiceTest, CreatorIsOwnerAndOnePersonHasOneTeam) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'team.create'"), 1);
 }
 
+TEST_F(TeamServiceTest, ATeamNameThatLooksLikeATeamIdIsRefused) {
+  auto owner = Person("owner@example.test");
+  for (const std::string& like_an_id :
+       {std::string("team_0123456789abcdef"), std::string("TEAM_x"), std::string(" team_lab")}) {
+    auto r = teams_->Create(owner, like_an_id, from_);
+    ASSERT_FALSE(r) << like_an_id;
+    EXPECT_EQ(r.error().api_code, "invalid_name");
+  }
+  EXPECT_TRUE(teams_->Create(owner, "my team_lab", from_));
+}
+
 TEST_F(TeamServiceTest, InviteIsForThatAddressOnlyCaseInsensitivelyAndSingleUse) {
   auto owner = Person("owner@example.test");
   ASSERT_TRUE(teams_->Create(owner, "Lab", from_));

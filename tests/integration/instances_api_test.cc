@@ -411,7 +411,7 @@ TEST_F(InstancesApiTest, ABodyOnARouteThatTakesNoneIsRefusedAndChangesNothing) {
   ExpectProblem(op_->PostJson("/api/v1/admin/hosts/spark-a/drain", {{"undrain", true}}), 400,
                 "invalid_field");
   ExpectProblem(op_->Post("/api/v1/admin/hosts/spark-a/drain", "undrain", "text/plain"), 400,
-                "invalid_field");
+                "invalid_json");  // not JSON at all (docs/api.md)
   EXPECT_EQ(op_->Get("/api/v1/admin/hosts").Json()["items"][0]["drained"], false);
   auto created = Create(*alice_, "alpha", key_id_);
   ASSERT_EQ(created.status, 201) << created.body;

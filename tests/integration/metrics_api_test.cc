@@ -68,8 +68,9 @@ TEST_F(MetricsApiTest, ABodyOnTheOperationalRoutesIsRefused) {
   auto anyone = Browser();
   ExpectProblem(anyone->Send("GET", "/healthz", R"({"x":1})", {"Content-Type: application/json"}),
                 400, "invalid_field");
+  // Not JSON at all: invalid_json (docs/api.md).
   ExpectProblem(anyone->Send("GET", "/metrics", "junk", {"Content-Type: text/plain"}), 400,
-                "invalid_field");
+                "invalid_json");
 }
 
 }  // namespace

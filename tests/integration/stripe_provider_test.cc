@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "billing/stripe_client.h"
 #include "core/time_format.h"
@@ -89,6 +90,47 @@ class StripeProviderTest : public QueueFixture {
          {"deliver", false}});
     EXPECT_EQ(done.status, 200) << done.body;
     return done.Json()["events"].back().get<std::string>();
+  }
+  /// Starts a card setup as `p`; the Checkout Session's id.
+  std::string StartCardSetup(Person& p) {
+    auto setup = p.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+    EXPECT_EQ(setup.status, 201) << setup.body;
+    const std::string url = setup.Json().value("url", "");
+    return url.substr(url.rfind('/') + 1);
+  }
+  /// Has the stand-in complete Checkout Session `session` with a visa ending `last4`
+  /// (undelivered); the id of the checkout.session.completed event.
+  std::string CompleteCardSetup(const std::string& session, const std::string& last4) {
+    auto done = hooks_->PostJson(
+        "/_test/checkout/sessions/" + session + "/complete",
+        {{"card", {{"brand", "visa"}, {"last4", last4}, {"exp_month", 12}, {"exp_year", 2030}}},
+         {"deliver", false}});
+    EXPECT_EQ(done.status, 200) << done.body;
+    return done.Json()["events"].back().get<std::string>();
+  }
+  /// The `pm_…` on file here for the account of `p` ("" when none), and the default card of
+  /// its live customer at Stripe ("" when none).
+  std::pair<std::string, std::string> CardHereAndAtStripe(const std::string& email) {
+    std::string here;
+    auto read = app_->database().Read([&](store::Transaction& tx) -> core::Result<void> {
+      GPUWERK_ASSIGN_OR_RETURN(
+          auto row,
+          tx.QueryOne("SELECT m.provider_ref FROM payment_methods m JOIN stripe_customers "
+                      "c ON c.billing_account_id = m.billing_account_id AND "
+                      "c.deleted_at IS NULL JOIN persons p ON m.billing_account_id = "
+                      "'solo_' || p.id WHERE p.email = ?",
+                      {email}));
+      if (row) here = row->Text(0);
+      return {};
+    });
+    EXPECT_TRUE(read) << read.error().message;
+    const json customer = CustomerOf(email);
+    std::string there;
+    if (customer.is_object() &&
+        customer["invoice_settings"]["default_payment_method"].is_string()) {
+      there = customer["invoice_settings"]["default_payment_method"];
+    }
+    return {here, there};
   }
   /// An open invoice of `customer` on the stand-in, made straight through its API.
   std::string OpenInvoice(const std::string& customer) {
@@ -328,6 +370,53 @@ TEST_F(StripeProviderTest, C23_CardSetupPaidOnStripeLetsALaunchThroughAndEachEve
   ExpectNoViolations();
 }
 
+TEST_F(StripeProviderTest, AStaleCardSetupEventLeavesStripesDefaultCardOnTheNewerCard) {
+  Person pia = NewPerson("pia@example.test", Card::kNone);
+  const std::string a = StartCardSetup(pia);
+  const std::string b = StartCardSetup(pia);
+  const std::string event_a = CompleteCardSetup(a, "1111");
+  // Stripe's `created` has whole seconds: B is completed in a later second than A.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const std::string event_b = CompleteCardSetup(b, "2222");
+  json d = Deliver(event_b);
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  d = Deliver(event_a);
+  EXPECT_NE(d[0]["body"].get<std::string>().find("stale"), std::string::npos) << d.dump();
+  EXPECT_EQ(pia.browser->Get("/api/v1/billing").Json()["payment_method"]["last4"], "2222");
+  const auto [here, there] = CardHereAndAtStripe(pia.email);
+  EXPECT_TRUE(here.starts_with("pm_")) << here;
+  EXPECT_EQ(here, there);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ConcurrentCardSetupEventsEndWithTheSameCardHereAndAtStripe) {
+  Person quin = NewPerson("quin@example.test", Card::kNone);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::string> sessions;
+    for (int i = 0; i < 4; ++i) sessions.push_back(StartCardSetup(quin));
+    std::vector<std::string> events;
+    for (int i = 0; i < 4; ++i) {
+      events.push_back(
+          CompleteCardSetup(sessions[i], "30" + std::to_string(round) + std::to_string(i)));
+    }
+    std::vector<std::thread> threads;
+    const int64_t now = clock_.NowUnix();
+    for (const std::string& event : events) {
+      threads.emplace_back([&, event] {
+        HttpClient hooks(stand_in_.base_url());
+        auto r = hooks.PostJson("/_test/events/" + event + "/deliver", {{"timestamp", now}});
+        EXPECT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(r.Json()["deliveries"][0]["status"], 200) << r.body;
+      });
+    }
+    for (auto& t : threads) t.join();
+    const auto [here, there] = CardHereAndAtStripe(quin.email);
+    EXPECT_TRUE(here.starts_with("pm_")) << "round " << round;
+    EXPECT_EQ(here, there) << "round " << round;
+  }
+  ExpectNoViolations();
+}
+
 TEST_F(StripeProviderTest, ACustomerDeletedOnStripesSideIsReplacedAtTheNextCardSetup) {
   Person bob = NewPerson("bob@example.test", Card::kNone);
   auto first = bob.browser->Post("/api/v1/billing/card-setup", "", "application/json");
@@ -369,6 +458,162 @@ TEST_F(StripeProviderTest, AFailedPaymentHoldsLaunchesAndMailsTheOwnerUntilTheIn
   const auto created = Create(carol, "alpha");
   EXPECT_LT(created.status, 300) << created.body;
   ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, APaymentHoldShowsInMeAndBillingUntilTheInvoiceIsPaid) {
+  Person cleo = NewPerson("cleo@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(cleo))[0]["status"], 200);
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"].is_null());
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/billing").Json()["payment_hold"].is_null());
+  const std::string invoice = OpenInvoice(Objects("customers")[0]["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  const json me = cleo.browser->Get("/api/v1/me").Json()["billing"];
+  EXPECT_EQ(me["payment_method_on_file"], true);
+  EXPECT_EQ(me["payment_hold"]["invoice_id"], invoice) << me.dump();
+  EXPECT_EQ(me["payment_hold"]["reason"], "payment_failed");
+  EXPECT_TRUE(me["payment_hold"]["since"].is_string());
+  EXPECT_EQ(cleo.browser->Get("/api/v1/billing").Json()["payment_hold"]["invoice_id"], invoice);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "paid"))[0]["status"], 200);
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"].is_null());
+  EXPECT_TRUE(cleo.browser->Get("/api/v1/billing").Json()["payment_hold"].is_null());
+}
+
+TEST_F(StripeProviderTest, ANewCardPaysTheFailedInvoiceAndLiftsTheHoldADeclinedOneDoesNot) {
+  AddHost("spark-a");
+  Person finn = NewPerson("finn@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(finn))[0]["status"], 200);
+  const std::string invoice = OpenInvoice(Objects("customers")[0]["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  const auto refused = Create(finn, "alpha");
+  ExpectProblem(refused, 402, "payment_failed");
+  const std::string detail = refused.Json().value("detail", "");
+  EXPECT_NE(detail.find(invoice), std::string::npos) << detail;
+  EXPECT_NE(detail.find("add a card"), std::string::npos) << detail;
+
+  // A card Stripe declines: on file, but the invoice stays unpaid and the hold stays.
+  json d = Deliver(CompleteCardSetup(StartCardSetup(finn), "0002"));
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  ExpectProblem(Create(finn, "alpha"), 402, "payment_failed");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a later `created`
+  // A good card: it pays the invoice at once, and launches go through.
+  d = Deliver(CompleteCardSetup(StartCardSetup(finn), "5556"));
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  for (const auto& i : Objects("invoices")) {
+    if (i["id"] == invoice) {
+      EXPECT_EQ(i["status"], "paid") << i.dump();
+    }
+  }
+  EXPECT_TRUE(finn.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"].is_null());
+  const auto created = Create(finn, "alpha");
+  EXPECT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.payment_hold_end'"),
+            1);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest,
+       ATeamStartsWithoutACardGetsItsOwnStripeCustomerAndItsInvoicesAreCollected) {
+  AddHost("spark-a");
+  Person olga = NewPerson("olga@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(olga))[0]["status"], 200);
+  const json solo_customer = CustomerOf(olga.email);
+  ASSERT_TRUE(solo_customer.is_object());
+  auto team = olga.browser->PostJson("/api/v1/team", {{"name", "Lab"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const std::string team_id = team.Json().value("id", "");
+
+  // Her card stays her own (shown as such); the team has none until its owner adds one.
+  json billing = olga.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["account"]["id"], team_id);
+  EXPECT_TRUE(billing["payment_method"].is_null()) << billing.dump();
+  EXPECT_EQ(billing["own_payment_method"]["last4"], "4242") << billing.dump();
+  ExpectProblem(Create(olga, "alpha"), 402, "payment_method_required");
+
+  // The owner adds the team's card: a Stripe customer of the team's own.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(Deliver(CompleteCardSetup(StartCardSetup(olga), "4444"))[0]["status"], 200);
+  json team_customer;
+  for (const auto& c : Objects("customers")) {
+    if (c["metadata"].value("billing_account_id", "") == team_id) team_customer = c;
+  }
+  ASSERT_TRUE(team_customer.is_object());
+  EXPECT_NE(team_customer["id"], solo_customer["id"]);
+  billing = olga.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["payment_method"]["last4"], "4444") << billing.dump();
+  EXPECT_EQ(billing["own_payment_method"]["last4"], "4242") << billing.dump();
+  std::string team_pm;
+  for (const auto& pm : Objects("payment_methods")) {
+    if (pm["customer"] == team_customer["id"]) team_pm = pm["id"];
+  }
+  EXPECT_EQ(CustomerOf(olga.email)["id"], solo_customer["id"]);
+  for (const auto& c : Objects("customers")) {
+    if (c["id"] == team_customer["id"]) {
+      EXPECT_EQ(c["invoice_settings"]["default_payment_method"], team_pm);
+    }
+  }
+  EXPECT_EQ(Create(olga, "alpha").status, 201);
+
+  // The team's invoice goes to the team's customer.
+  billing::InvoiceToPush invoice{
+      .id = "inv_team_1",
+      .billing_account_id = team_id,
+      .month = "2026-11",
+      .currency = "eur",
+      .lines = {{.id = "line_t1", .description = "gpu", .amount_minor = 990}},
+      .total_minor = 990};
+  auto pushed = app_->payment_methods().provider().PushInvoice(invoice);
+  ASSERT_TRUE(pushed) << pushed.error().api_code << ": " << pushed.error().message;
+  const std::vector<json> on_stripe = StripeInvoicesOf("inv_team_1");
+  ASSERT_EQ(on_stripe.size(), 1u);
+  EXPECT_EQ(on_stripe[0]["customer"], team_customer["id"]);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ACardSetupPutsTheCurrentOwnersAddressOnTheTeamsStripeCustomer) {
+  Person ruth = NewPerson("ruth@example.test", Card::kNone);
+  Person sam = NewPerson("sam@example.test", Card::kNone);
+  auto team = ruth.browser->PostJson("/api/v1/team", {{"name", "Ruths"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const std::string team_id = team.Json().value("id", "");
+  StartCardSetup(ruth);
+  // sam joins through the mailed invitation and is made an owner; ruth leaves.
+  ASSERT_EQ(ruth.browser->PostJson("/api/v1/team/invites", {{"email", sam.email}}).status, 201);
+  std::string token;
+  for (const auto& m : Mails(sam.email, 1)) {
+    if (!m.TokenFromLink("/team/accept").empty()) token = m.TokenFromLink("/team/accept");
+  }
+  ASSERT_FALSE(token.empty());
+  ASSERT_EQ(sam.browser->PostJson("/api/v1/team/invites/accept", {{"token", token}}).status, 200);
+  const std::string sam_id = sam.browser->Get("/api/v1/me").Json().value("id", "");
+  ASSERT_EQ(ruth.browser
+                ->Send("PUT", "/api/v1/team/members/" + sam_id + "/role",
+                       json{{"role", "owner"}}.dump(), {"Content-Type: application/json"})
+                .status,
+            200);
+  ASSERT_EQ(ruth.browser->Send("POST", "/api/v1/team/leave", "", {}).status, 204);
+  StartCardSetup(sam);
+  json team_customer;
+  for (const auto& c : Objects("customers")) {
+    if (c["metadata"].value("billing_account_id", "") == team_id) team_customer = c;
+  }
+  ASSERT_TRUE(team_customer.is_object());
+  EXPECT_EQ(team_customer["email"], sam.email);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, ACardSetupStartedAloneAndCompletedAfterMakingATeamStaysHersAndShows) {
+  Person pam = NewPerson("pam@example.test", Card::kNone);
+  const std::string session = StartCardSetup(pam);
+  auto team = pam.browser->PostJson("/api/v1/team", {{"name", "Pams"}});
+  ASSERT_EQ(team.status, 201) << team.body;
+  const json d = Deliver(CompleteCardSetup(session, "4242"));
+  EXPECT_NE(d[0]["body"].get<std::string>().find("applied"), std::string::npos) << d.dump();
+  // It went to the account the setup was started for (her own), and she sees it there.
+  const json billing = pam.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["account"]["kind"], "team");
+  EXPECT_TRUE(billing["payment_method"].is_null()) << billing.dump();
+  EXPECT_EQ(billing["own_payment_method"]["last4"], "4242") << billing.dump();
+  EXPECT_NE(billing["how_to_add"].get<std::string>().find("add-card"), std::string::npos);
 }
 
 TEST_F(StripeProviderTest, C24_AnOlderEventNeverUndoesANewerOne) {
@@ -421,6 +666,27 @@ TEST_F(StripeProviderTest, StripeUnreachableOrFailingIs503ProviderUnavailable) {
             200);
   ExpectProblem(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json"), 503,
                 "provider_unavailable");
+  // The 503 says to try again, and when (Retry-After).
+  AddFault({{"method", "POST"},
+            {"path", "/v1/checkout/sessions"},
+            {"action", "status"},
+            {"status", 503},
+            {"count", 1}});
+  const auto busy = fay.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+  ExpectProblem(busy, 503, "provider_unavailable");
+  EXPECT_NE(busy.Json().value("detail", "").find("try again"), std::string::npos) << busy.body;
+  EXPECT_EQ(busy.Header("retry-after"), "30") << busy.body;
+  // A refusal's Stripe code is passed on only when it looks like one of Stripe's codes.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/checkout/sessions"},
+            {"action", "status"},
+            {"status", 400},
+            {"error", {{"type", "invalid_request_error"}, {"code", "<b>Evil</b>\n"}}},
+            {"count", 1}});
+  const auto refused = fay.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+  ExpectProblem(refused, 409, "stripe_error");
+  EXPECT_EQ(refused.body.find("Evil"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("invalid_request_error"), std::string::npos) << refused.body;
   // Stripe back: the same customer serves the next setup.
   EXPECT_EQ(fay.browser->Post("/api/v1/billing/card-setup", "", "application/json").status, 201);
   EXPECT_EQ(Objects("customers").size(), 1u);
@@ -503,6 +769,32 @@ TEST_F(StripeProviderTest, TheOperatorClearingAStripeCardDetachesItAtStripe) {
   EXPECT_EQ(cleared.Json()["removed"]["last4"], "4242") << cleared.body;
   EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
   EXPECT_TRUE(kim.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  ExpectNoViolations();
+}
+
+TEST_F(StripeProviderTest, TheOperatorReplacingAStripeCardWithAManualOneDetachesItAtStripe) {
+  Person lou = NewPerson("lou@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(lou))[0]["status"], 200);
+  const json card = {{"brand", "visa"}, {"last4", "1881"}, {"exp_month", 12}, {"exp_year", 2099}};
+  // Stripe unreachable: nothing changes, the Stripe card stays on file.
+  AddFault({{"method", "POST"},
+            {"path", "/v1/payment_methods/" +
+                         Objects("payment_methods")[0]["id"].get<std::string>() + "/detach"},
+            {"action", "status"},
+            {"status", 500},
+            {"count", 1}});
+  ExpectProblem(op_->Send("PUT", "/api/v1/admin/billing/lou@example.test/card", card.dump(),
+                          {"Content-Type: application/json"}),
+                503, "provider_unavailable");
+  EXPECT_EQ(lou.browser->Get("/api/v1/billing").Json()["payment_method"]["provider"], "stripe");
+  auto set = op_->Send("PUT", "/api/v1/admin/billing/lou@example.test/card", card.dump(),
+                       {"Content-Type: application/json"});
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_TRUE(Objects("payment_methods")[0]["customer"].is_null());
+  EXPECT_TRUE(Objects("customers")[0]["invoice_settings"]["default_payment_method"].is_null());
+  const json method = lou.browser->Get("/api/v1/billing").Json()["payment_method"];
+  EXPECT_EQ(method["provider"], "manual");
+  EXPECT_EQ(method["last4"], "1881");
   ExpectNoViolations();
 }
 
@@ -742,7 +1034,13 @@ TEST_F(StripeSmtpTest, ATeamsFailedPaymentMailsEveryOwnerAndHoldsEveryMembersLau
   ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
   // Every launch and restart billed to the team waits for the payment; the running instance
   // runs on.
-  ExpectProblem(Create(max, "bravo"), 402, "payment_failed");
+  const auto max_refused = Create(max, "bravo");
+  ExpectProblem(max_refused, 402, "payment_failed");
+  // The member is told whom to ask (the owners, by address), not to add a card herself.
+  const std::string max_detail = max_refused.Json().value("detail", "");
+  EXPECT_NE(max_detail.find(olga.email), std::string::npos) << max_detail;
+  EXPECT_NE(max_detail.find(nina.email), std::string::npos) << max_detail;
+  EXPECT_EQ(max_detail.find("add a card ("), std::string::npos) << max_detail;
   ExpectProblem(
       max.browser->Post("/api/v1/instances/" + alpha + "/restart", "", "application/json"), 402,
       "payment_failed");

@@ -349,6 +349,8 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   ASSERT_EQ(made.status, 201) << made.body;
   const std::string team_id = made.Json()["id"];
   EXPECT_EQ(session_of(ada_box).account, team_id);  // moved whole, billed once
+  // A team starts without a card (ada's own stays hers): the operator records the team's.
+  RecordTestCard("ada@example.test");
 
   Join(*ada, *jon, "jon@example.test");
   const std::string jon_team = launch(*jon, "jon-team", jon_key);
@@ -405,6 +407,9 @@ TEST_F(TeamsApiTest, BillingFollowsTheMembershipAndRemovalEndsTeamBilledSessions
   EXPECT_EQ(running["month"], usage.Json()["month"]);
   ExpectProblem(jon->Get("/api/v1/team/usage"), 404, "no_team");
   ExpectProblem(ada->Get("/api/v1/team/usage?month=2026-13"), 400, "invalid_month");
+  // Two months asked for: refused, never silently the first.
+  ExpectProblem(ada->Get("/api/v1/team/usage?month=2026-01&month=2026-02"), 400,
+                "duplicate_query_parameter");
 }
 
 // The operator records and clears a team's card by the team's id or exact name (docs/billing.md
@@ -424,9 +429,9 @@ TEST_F(TeamsApiTest, TheOperatorSetsATeamsCardByItsIdOrName) {
   const std::string by_name = "/api/v1/admin/billing/teams/Lab%20One/card";
   const std::string by_id = "/api/v1/admin/billing/teams/" + team_id + "/card";
 
-  // ada's card (Person records one) moved to the team when she made it.
+  // ada's card (Person records one) stays on her own account: the team starts without one.
   const json before = ada->Get("/api/v1/billing").Json()["payment_method"];
-  ASSERT_TRUE(before.is_object());
+  ASSERT_TRUE(before.is_null());
   // Not the operator: 403; an unknown team or a name in another case: 404; a member's address:
   // 409. Nothing changed.
   ExpectProblem(ada->Send("PUT", by_name, card, json_type), 403, "forbidden");
@@ -616,6 +621,7 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
       // and an invitation for someone else to try to accept.
       auto owner = Person("owner" + w + "@m.test", source);
       ASSERT_EQ(owner->PostJson("/api/v1/team", {{"name", "Team " + w}}).status, 201);
+      RecordTestCard("owner" + w + "@m.test");  // the team's own card
       auto target = Person("target" + w + "@m.test", source);
       Join(*owner, *target, "target" + w + "@m.test");
       const std::string target_id = PersonId(*target);

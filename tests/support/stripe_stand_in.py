@@ -515,15 +515,31 @@ class Api:
         invoice["status_transitions"]["paid_at"] = int(time.time())
         return [self.s.event("invoice.paid", invoice)]
 
-    def pay_invoice(self, invoice_id):
+    def pay_invoice(self, invoice_id, pairs=()):
+        """POST /v1/invoices/{id}/pay: charges `payment_method` when given (it must be attached to
+        the invoice's customer, else Stripe's 400 resource_missing), else the customer's
+        invoice_settings.default_payment_method; paid, or invoice.payment_failed and a 400."""
         invoice = self.invoice(invoice_id)
         if invoice["status"] == "paid":
-            raise StripeError(400, "invalid_request_error", "Invoice is already paid")
+            raise StripeError(400, "invalid_request_error", "Invoice is already paid",
+                              code="invoice_already_paid")
         if invoice["status"] != "open":
             raise StripeError(400, "invalid_request_error",
                               "You can only pay an invoice that is open.")
         customer = self.s.objects["customers"][invoice["customer"]]
-        if not customer["invoice_settings"]["default_payment_method"]:
+        pm_id = first(pairs, "payment_method")
+        if pm_id is not None:
+            pm = self.s.objects["payment_methods"].get(pm_id)
+            if pm is None or pm.get("customer") != invoice["customer"]:
+                raise StripeError(400, "invalid_request_error",
+                                  "No such PaymentMethod: '%s'" % pm_id, code="resource_missing",
+                                  param="payment_method")
+            if pm["card"].get("last4") == "0002":  # Stripe's test card that is declined
+                invoice.update(attempted=True, attempt_count=invoice["attempt_count"] + 1)
+                self.s.event("invoice.payment_failed", invoice)
+                raise StripeError(402, "card_error", "Your card was declined.",
+                                  code="card_declined")
+        elif not customer["invoice_settings"]["default_payment_method"]:
             invoice.update(attempted=True, attempt_count=invoice["attempt_count"] + 1)
             self.s.event("invoice.payment_failed", invoice)
             raise StripeError(400, "invalid_request_error",
@@ -870,7 +886,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 fn = getattr(api, target)
                 status, obj = fn(*groups, pairs) if target not in (
-                    "get_customer", "delete_customer", "finalize_invoice", "pay_invoice") else \
+                    "get_customer", "delete_customer", "finalize_invoice") else \
                     fn(*groups)
             return status, copy.deepcopy(obj), True
         except StripeError as e:

@@ -531,6 +531,21 @@ step('team: create, invite by email, revoke; the invitee opens the mailed link s
   await page.locator(`tr[data-member="${EMAIL}"]`).waitFor();
   assert.match(await page.locator(`tr[data-member="${EMAIL}"]`).textContent(), /owner/);
 
+  // A team starts without a card (the owner's own stays hers, shown as such): she adds the
+  // team's through Checkout, a Stripe customer of the team's own.
+  await openFromMenu(page, EMAIL, 'Billing', '/billing');
+  await page.getByTestId('own-payment-method').waitFor();
+  await page.getByRole('button', { name: 'Add a card' }).click();
+  await page.waitForURL(`${env.stripe}/c/pay/**`);
+  const teamCheckout = new URL(page.url()).pathname.split('/').pop();
+  const teamPaid = await page.request.post(`${env.stripe}/_test/checkout/sessions/${teamCheckout}/complete`, {
+    data: { card: { brand: 'visa', last4: '1881', exp_month: 10, exp_year: 2032 }, deliver: true },
+  });
+  assert.equal(teamPaid.status(), 200);
+  await page.goto((await checkoutSession(teamCheckout)).success_url);
+  await page.getByText('Card added: Visa ending 1881. You can launch instances now.').waitFor({ timeout: 70000 });
+  await openFromMenu(page, EMAIL, 'Team', '/team');
+
   // An invitation revoked at once: its row goes.
   await page.getByLabel('Email address').fill('carol@example.test');
   await page.getByRole('button', { name: 'Send invite' }).click();
@@ -591,7 +606,7 @@ step('the invitee signs up with that address, accepts with the button, launches 
   await checkA11yOf(p, 'team-member');
   await screenshots(p, 'team-member');
 
-  // The member launches, billed to the team (whose card the owner brought along).
+  // The member launches, billed to the team (whose own card its owner added through Checkout).
   const bobKey = await sshKeygen('bob_ed25519');
   await p.getByRole('button', { name: 'New instance' }).first().click();
   const panel = p.getByRole('dialog', { name: 'New instance' });

@@ -16,7 +16,15 @@ export interface Me {
     account: { id: string; kind: 'solo' | 'team'; name: string };
     provider: string;
     payment_method_on_file: boolean;
+    payment_hold: PaymentHold | null;
   };
+}
+
+/** An invoice whose payment failed: launches and restarts are refused until it is paid. */
+export interface PaymentHold {
+  invoice_id: string;
+  reason: string;
+  since: string;
 }
 
 export interface AmountTotal {
@@ -34,6 +42,7 @@ export interface PaymentMethod {
   exp_year: number | null;
   description: string;
   created_at: string | null;
+  updated_at?: string | null;
 }
 
 export interface Billing {
@@ -41,6 +50,9 @@ export interface Billing {
   provider: string;
   payment_method: PaymentMethod | null;
   how_to_add: string | null;
+  payment_hold: PaymentHold | null;
+  /** In a team: the caller's own card, which stays theirs. */
+  own_payment_method: PaymentMethod | null;
   current_month: { month: string; totals: AmountTotal[]; as_of: string } | null;
 }
 

@@ -300,10 +300,17 @@ void Connection::HandleRequest() {
   Response response;
   std::optional<std::map<std::string, std::string>> query =
       query_text ? ParseQuery(*query_text) : std::map<std::string, std::string>();
+  const std::optional<std::string> repeated =
+      query && query_text ? DuplicateQueryName(*query_text) : std::nullopt;
   if (!query) {
     route_ = server_.router().RouteNameFor(request);
     response = Problem(core::Error(core::ErrorCode::kInvalidArgument, "invalid_query",
                                    "the query string has a malformed percent-escape"));
+  } else if (repeated) {
+    route_ = server_.router().RouteNameFor(request);
+    response = Problem(core::Error(core::ErrorCode::kInvalidArgument, "duplicate_query_parameter",
+                                   "a query parameter occurs more than once; send it once")
+                           .WithDetail("parameter", core::BoundedPrintable(*repeated, 100)));
   } else {
     request.query = std::move(*query);
     try {

@@ -9,9 +9,10 @@ import type { Me } from '../types';
 export function Banners(props: { me: Me; refreshMe: () => Promise<void> }) {
   const me = props.me;
   const missingCard = !me.billing.payment_method_on_file;
+  const hold = me.billing.payment_hold;
 
   useEffect(() => {
-    if (!missingCard) return;
+    if (!missingCard && !hold) return;
     // The operator may record a card meanwhile (manual provider): look again now and then, and
     // when the person comes back to the window.
     const t = setInterval(() => void props.refreshMe(), 15000);
@@ -21,7 +22,7 @@ export function Banners(props: { me: Me; refreshMe: () => Promise<void> }) {
       clearInterval(t);
       removeEventListener('focus', onFocus);
     };
-  }, [missingCard]);
+  }, [missingCard, hold !== null]);
 
   const member = me.billing.account.kind === 'team' && me.role !== 'owner';
   const manual = me.billing.provider === 'manual';
@@ -53,6 +54,20 @@ export function Banners(props: { me: Me; refreshMe: () => Promise<void> }) {
                 {manual ? 'How to add one' : 'Add a card'}
               </a>
             </>
+          )}
+        </div>
+      ) : null}
+      {hold && !missingCard ? (
+        <div class="banner danger" role="region" aria-label="Payment failed">
+          <p>
+            <strong>A payment failed</strong> (invoice {hold.invoice_id}). Launching and restarting
+            wait until it is paid.
+            {member ? ' Ask the team\'s owner to pay it or add a card.' : null}
+          </p>
+          {member ? null : (
+            <a class="button light" href="/billing" onClick={(e) => onLinkClick(e, '/billing')}>
+              Pay or add a card
+            </a>
           )}
         </div>
       ) : null}

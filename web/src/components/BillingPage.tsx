@@ -12,6 +12,26 @@ import { ConfirmDialog } from './Dialog';
 
 type Returned = 'done' | 'cancelled' | null;
 
+/** Where the card on file before leaving for Checkout is kept, so that coming back the page waits
+ * for a different card (a replacement) rather than taking the old one for the new. */
+const CARD_BEFORE_KEY = 'gpuwerk.cardBeforeCheckout';
+
+/** What tells one card on file from another. */
+function cardKey(m: PaymentMethod | null): string {
+  return m ? `${m.provider}|${m.brand}|${m.last4}|${m.exp_month}/${m.exp_year}|${m.updated_at ?? ''}` : '';
+}
+
+/** The card on file when the person left for Checkout ('' when none), read once. */
+function takeCardBefore(): string {
+  try {
+    const v = sessionStorage.getItem(CARD_BEFORE_KEY) ?? '';
+    sessionStorage.removeItem(CARD_BEFORE_KEY);
+    return v;
+  } catch {
+    return '';
+  }
+}
+
 /** What Stripe Checkout's return URL says, read once; the address bar loses it after. */
 function takeCardSetupResult(): Returned {
   const params = new URLSearchParams(location.search);
@@ -32,6 +52,7 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
   const [removeError, setRemoveError] = useState('');
   const [note, setNote] = useState('');
   const [waitingForCard, setWaitingForCard] = useState(returned === 'done');
+  const [cardBefore] = useState(takeCardBefore);
 
   const load = useCallback(async () => {
     try {
@@ -67,7 +88,8 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
     const t = setInterval(async () => {
       tries++;
       const b = await load();
-      if ((b?.payment_method && b.payment_method.provider !== 'manual') || tries >= 30) {
+      const m = b?.payment_method ?? null;
+      if ((m && m.provider !== 'manual' && cardKey(m) !== cardBefore) || tries >= 30) {
         setWaitingForCard(false);
         void props.refreshMe();
       }
@@ -80,6 +102,11 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
     setBusy(true);
     try {
       const r = await api<{ url: string }>('POST', '/api/v1/billing/card-setup');
+      try {
+        sessionStorage.setItem(CARD_BEFORE_KEY, cardKey(billing?.payment_method ?? null));
+      } catch {
+        // no storage: coming back, the first card seen is taken as the new one
+      }
       location.assign(r.url);
     } catch (e) {
       setActionError(messageOf(e));
@@ -104,6 +131,8 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
   };
 
   const method = billing?.payment_method ?? null;
+  const hold = billing?.payment_hold ?? null;
+  const ownMethod = billing?.own_payment_method ?? null;
   const manages = billing?.account.may_manage ?? false;
   const cardTaking = billing ? billing.provider !== 'manual' : false;
 
@@ -121,8 +150,8 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
         <p class="form-ok" role="status">
           {waitingForCard
             ? 'Card setup finished. Waiting for Stripe to confirm the card…'
-            : method && method.provider !== 'manual'
-              ? `Card added: ${cardName(method)}. You can launch instances now.`
+            : method && method.provider !== 'manual' && cardKey(method) !== cardBefore
+              ? `Card added: ${cardName(method)}.${hold ? '' : ' You can launch instances now.'}`
               : 'Card setup finished, but Stripe has not confirmed a card yet. Reload this page in a minute.'}
         </p>
       ) : returned === 'cancelled' ? (
@@ -151,6 +180,23 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
         )
       ) : (
         <>
+          {hold ? (
+            <section class="card section" aria-labelledby="hold-title" data-testid="payment-hold">
+              <h2 id="hold-title">A payment failed</h2>
+              <p>
+                The payment of invoice <strong>{hold.invoice_id}</strong> failed (
+                {formatFullTime(hold.since)}). Launching and restarting instances wait until it is
+                paid; running instances keep running.
+              </p>
+              <p class="muted">
+                {manages
+                  ? cardTaking
+                    ? "Pay it from the link in Stripe's mail, or add a card: a new card is charged for this invoice at once."
+                    : 'Pay it as the operator asks you to.'
+                  : "The team's owner settles it: ask them to pay it or add a card."}
+              </p>
+            </section>
+          ) : null}
           <section class="card section" aria-labelledby="method-title">
             <h2 id="method-title">Payment method</h2>
             {!manages ? (
@@ -236,6 +282,12 @@ export function BillingPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                 ) : null}
               </>
             )}
+            {ownMethod ? (
+              <p class="muted" data-testid="own-payment-method">
+                Your own card, {cardName(ownMethod)}, stays yours: it pays again when you are in no
+                team.
+              </p>
+            ) : null}
             {actionError ? (
               <p class="form-error" role="alert">
                 {actionError}
