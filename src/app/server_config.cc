@@ -228,8 +228,11 @@ std::string UpBillingLine(const ServerConfig& config, bool card_recorded,
                           const std::string& email) {
   const bool stripe = config.payment_provider == "stripe";
   std::string line = stripe ? "Stripe; " : "manual; ";
-  line += card_recorded ? "a manual payment method was recorded for " + email
-                        : email + " has a payment method on file";
+  // Under Stripe the operator's card is still recorded by hand: say so; under manual billing
+  // "manual" is already said.
+  const std::string recorded =
+      stripe ? "a manual payment method was recorded for " : "a payment method was recorded for ";
+  line += card_recorded ? recorded + email : email + " has a payment method on file";
   line += stripe ? " (others: gpuwerk billing add-card, which opens Stripe Checkout)"
                  : " (others: gpuwerk admin billing set-card EMAIL --brand visa --last4 4242 "
                    "--exp 12/2030)";
