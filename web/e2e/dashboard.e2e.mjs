@@ -809,6 +809,10 @@ step('operator pages: the audit log by actor, relay sessions, people and the ope
   await p.locator('[data-testid="audit"] tr').first().waitFor();
   await p.getByLabel('Actor (email or person id)').fill(env.operatorEmail);
   await p.getByRole('button', { name: 'Filter' }).click();
+  // The table says which request its rows came from: wait for the filtered one (the unfiltered
+  // rows stay on screen until it arrives).
+  const byActor = `/api/v1/admin/audit?page=1&actor=${encodeURIComponent(env.operatorEmail)}`;
+  await p.locator(`[data-testid="audit"][data-source="${byActor}"]`).waitFor();
   await p.locator('[data-testid="audit"] tr[data-action="host.drain"]').waitFor();
   await p.locator('[data-testid="audit"] tr[data-action="host.undrain"]').waitFor();
   assert.equal(await p.locator('[data-testid="audit"] tr[data-action="instance.create"]').count(), 0, 'the operator created no instance');

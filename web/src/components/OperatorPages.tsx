@@ -4,7 +4,7 @@
 // policy). Each reads only the /api/v1/admin routes; every change asks first. Tables scroll
 // sideways inside their card on a phone instead of widening the page.
 import type { ComponentChildren } from 'preact';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { api, messageOf } from '../api';
 import { onLinkClick } from '../router';
 import { formatDuration, formatFullTime, formatMoney, formatTime, zoneLabel } from '../format';
@@ -71,25 +71,36 @@ export default function OperatorPages(props: { path: string; me: Me }) {
 // ---- shared parts --------------------------------------------------------------------------
 
 /** Loads `path` now and on every `reload()`; the last answer, the error and whether it is busy. */
+/**
+ * Reads `path` (and again on `reload`). `shown` is the path the data on screen came from: a
+ * filter or page asked for while an earlier answer is on its way replaces it, and a late answer
+ * for a path no longer asked for is dropped, so the table never shows an older filter's rows.
+ */
 function useAdmin<T>(path: string) {
   const [data, setData] = useState<T | null>(null);
+  const [shown, setShown] = useState('');
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
+  const wanted = useRef(path);
+  wanted.current = path;
   const reload = useCallback(async () => {
     setBusy(true);
     try {
-      setData(await api<T>('GET', path));
+      const answer = await api<T>('GET', path);
+      if (wanted.current !== path) return;
+      setData(answer);
+      setShown(path);
       setError('');
     } catch (e) {
-      setError(messageOf(e));
+      if (wanted.current === path) setError(messageOf(e));
     } finally {
-      setBusy(false);
+      if (wanted.current === path) setBusy(false);
     }
   }, [path]);
   useEffect(() => {
     void reload();
   }, [reload]);
-  return { data, error, busy, reload };
+  return { data, shown, error, busy, reload };
 }
 
 function Problem(props: { text: string }) {
@@ -115,10 +126,10 @@ function Section(props: { id: string; title: string; busy: boolean; onRefresh: (
 }
 
 /** A table that scrolls sideways inside its card; `caption` names it for screen readers. */
-function Table(props: { caption: string; head: string[]; testId: string; children: ComponentChildren }) {
+function Table(props: { caption: string; head: string[]; testId: string; source?: string; children: ComponentChildren }) {
   return (
     <div class="table-scroll" tabIndex={0} role="region" aria-label={props.caption}>
-      <table class="data wide" data-testid={props.testId}>
+      <table class="data wide" data-testid={props.testId} data-source={props.source}>
         <caption class="visually-hidden">{props.caption}</caption>
         <thead>
           <tr>
@@ -450,7 +461,7 @@ function AuditPage() {
   const query = [`page=${page}`, applied.actor ? `actor=${encodeURIComponent(applied.actor)}` : '', applied.target ? `target=${encodeURIComponent(applied.target)}` : '']
     .filter(Boolean)
     .join('&');
-  const { data, error, busy, reload } = useAdmin<Page<AuditEvent>>(`/api/v1/admin/audit?${query}`);
+  const { data, shown, error, busy, reload } = useAdmin<Page<AuditEvent>>(`/api/v1/admin/audit?${query}`);
   return (
     <Section id="audit-title" title="Audit log" busy={busy} onRefresh={() => void reload()}>
       <form
@@ -477,7 +488,7 @@ function AuditPage() {
       {data && data.items.length === 0 ? <p class="muted">No audit events match.</p> : null}
       {data && data.items.length > 0 ? (
         <>
-          <Table caption="Audit events, newest first" head={['When', 'Actor', 'Action', 'Target', 'From', 'Detail']} testId="audit">
+          <Table caption="Audit events, newest first" head={['When', 'Actor', 'Action', 'Target', 'From', 'Detail']} testId="audit" source={shown}>
             {data.items.map((e) => (
               <tr key={e.id} data-action={e.action}>
                 <td>
