@@ -21,6 +21,7 @@ import type {
   SignUpPolicy,
 } from '../types';
 import { ConfirmDialog } from './Dialog';
+import { Pager } from './Pager';
 import { StatusBadge } from './StatusBadge';
 
 /** The operator pages in their menu order: path, title. */
@@ -152,20 +153,6 @@ function When(props: { iso: string | null | undefined; none?: string }) {
     <time dateTime={props.iso} title={formatFullTime(props.iso)}>
       {formatTime(props.iso)}
     </time>
-  );
-}
-
-function Pager(props: { label: string; text: string; prev: (() => void) | null; next: (() => void) | null; busy: boolean; prevText?: string; nextText?: string }) {
-  return (
-    <nav class="pager" aria-label={props.label}>
-      <span class="muted small-text">{props.text}</span>
-      <button type="button" class="secondary small" disabled={!props.prev || props.busy} onClick={() => props.prev?.()}>
-        {props.prevText ?? '← Newer'}
-      </button>
-      <button type="button" class="secondary small" disabled={!props.next || props.busy} onClick={() => props.next?.()}>
-        {props.nextText ?? 'Older →'}
-      </button>
-    </nav>
   );
 }
 

@@ -8,6 +8,7 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, messageOf } from '../api';
 import { formatDuration, formatFullTime, formatMoney, zoneLabel } from '../format';
 import type { DailyUsage, Page, QueueHistoryEntry, UsageSession } from '../types';
+import { Pager } from './Pager';
 
 const PAGE = 15;
 
@@ -225,27 +226,13 @@ function SessionsSection() {
           <Pager
             label="Sessions pages"
             text={page.pages ? `Page ${page.page} of ${page.pages} · ${page.total} in all` : ''}
-            newer={page.prev ? () => void load({ after: page.prev! }) : null}
-            older={page.next ? () => void load({ before: page.next! }) : null}
+            prev={page.prev ? () => void load({ after: page.prev! }) : null}
+            next={page.next ? () => void load({ before: page.next! }) : null}
             busy={busy}
           />
         </>
       ) : null}
     </section>
-  );
-}
-
-function Pager(props: { label: string; text: string; newer: (() => void) | null; older: (() => void) | null; busy: boolean }) {
-  return (
-    <nav class="pager" aria-label={props.label}>
-      <span class="muted small-text">{props.text}</span>
-      <button type="button" class="secondary small" disabled={!props.newer || props.busy} onClick={() => props.newer?.()}>
-        ← Newer
-      </button>
-      <button type="button" class="secondary small" disabled={!props.older || props.busy} onClick={() => props.older?.()}>
-        Older →
-      </button>
-    </nav>
   );
 }
 
@@ -351,8 +338,8 @@ function QueueSection() {
           <Pager
             label="Queue history pages"
             text={`Page ${view + 1} of ${views} · ${total} in all`}
-            newer={view > 0 ? () => void load(view - 1) : null}
-            older={view + 1 < views ? () => void load(view + 1) : null}
+            prev={view > 0 ? () => void load(view - 1) : null}
+            next={view + 1 < views ? () => void load(view + 1) : null}
             busy={busy}
           />
         </>
