@@ -25,4 +25,24 @@ Option<Config> ServerUrlOption() {
           .required = true};
 }
 
+/// `relay_trusted_proxies` (`--relay-trusted-proxies`, repeatable): the TCP balancers whose HAProxy
+/// PROXY protocol header (v1 or v2, haproxy.org proxy-protocol.txt) the relay believes.
+template <class Config>
+Option<Config> RelayTrustedProxiesOption() {
+  return {.key = "relay_trusted_proxies",
+          .field = &Config::relay_trusted_proxies,
+          .help =
+              "a TCP balancer (an IPv4/IPv6 CIDR or address, e.g. 10.0.0.0/8) in front of the "
+              "relay that sends the PROXY protocol header (v1 or v2); repeat the flag for "
+              "several. Connections from it must start with one, and the client address it "
+              "names is used for everything; nobody else's header is believed",
+          .details =
+              "Per-source limits and penalties, the pre-authentication flood rules, relay "
+              "session source addresses and log lines then use the client address the "
+              "header names; a LOCAL or UNKNOWN header (the balancer's health check) "
+              "counts as the balancer. A connection from a listed address without a "
+              "whole, valid header within 3 s is closed (docs/ssh.md \"Behind a TCP "
+              "balancer\")."};
+}
+
 }  // namespace gpuwerk::app
