@@ -21,10 +21,14 @@
 //   relay refused in about a minute, grouped (protocol::RelayRefusalReport, at most
 //   protocol::kMaxRefusalGroups groups); each group becomes one `relay_session.refused` audit
 //   event with its count (and a host key mismatch one `relay.host_key_mismatch`), `dropped` one
-//   `relay_session.refusals_dropped` (access::RecordRelayRefusal). At most
+//   `relay_session.refusals_dropped` (access::RecordRelayRefusal). A group's person_id and
+//   instance_id become the events' actor and target only when the store has that instance as
+//   that person's (else they are details `claimed_person_id`, `claimed_instance_id`); its text is
+//   stored bounded and escaped, `user` as the relay escaped it. At most
 //   kRefusalReportsPerMinute reports per relay a minute (auth::RateLimiter), so a relay cannot
 //   write more than about 1,000 audit events a minute; 200 {recorded}. Errors: 400
-//   `invalid_field` (a source_address that is not an IP literal too); 429 `rate_limited`.
+//   `invalid_field` (a source_address that is not an IP literal, a `user` not in the relay's
+//   bounded printable form, too); 429 `rate_limited`.
 //
 // - `POST /api/v1/relay/recheck` {relay_sessions: [{id, instance_id, login, request}]} (at most
 //   protocol::kMaxRecheckBatch): the backstop re-check of a relay's open relay sessions in one

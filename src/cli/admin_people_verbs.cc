@@ -178,7 +178,7 @@ core::Result<void> AdminSignUpPolicyVerb(VerbContext& ctx) {
   if (Str(policy, "policy") == "domains" && Field(policy, "domains").is_array()) {
     std::string domains;
     for (const auto& d : Field(policy, "domains")) {
-      domains += (domains.empty() ? "" : ", ") + CellText(d);
+      domains += (domains.empty() ? "" : ", ") + SafeText(CellText(d));
     }
     text += " (" + domains + ")";
   }

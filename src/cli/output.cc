@@ -16,24 +16,7 @@ size_t DisplayWidth(std::string_view text) {
 
 }  // namespace
 
-std::string SafeText(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7F) {
-      out += '?';
-    } else if (c == 0xC2 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
-      out += '?';  // a C1 control (U+0080..U+009F), e.g. the 8-bit CSI
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string SafeText(std::string_view text) { return core::ReplaceUnsafeText(text, "?"); }
 
 std::string CellText(const nlohmann::json& value) {
   if (value.is_null()) return "-";

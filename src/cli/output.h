@@ -30,8 +30,11 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-/// `text` with control characters (C0, DEL, C1) replaced by '?', for one-line output of names
-/// and messages that came from the server or the command line.
+/// `text` with every character that could make a terminal show other text than it holds
+/// replaced by '?' (core::ReplaceUnsafeText: C0 and C1 controls, DEL, ESC and line breaks; the
+/// direction controls U+202A–U+202E, U+2066–U+2069, U+200E/F and U+061C; zero-width and other
+/// invisible characters; bytes that are not well-formed UTF-8, such as a lone 8-bit CSI), for
+/// one-line output of names and messages that came from the server or the command line.
 std::string SafeText(std::string_view text);
 
 /// The text of a JSON value for a table cell: strings as they are, null as "-", others dumped.

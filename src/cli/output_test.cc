@@ -59,6 +59,21 @@ TEST(SafeTextTest, ReplacesC0DelAndC1Controls) {
   EXPECT_EQ(SafeText("caf\xc3\xa9 \xc2\xa0"), "caf\xc3\xa9 \xc2\xa0");  // é and NBSP stay
 }
 
+// Breaker finding (relay refusal reports): `gpuwerk admin audit` printed a forged target's
+// U+202E as it was, so the rest of the line read backwards. Direction controls and invisible
+// characters are neutralised as ESC and newlines are, and so is a byte that is not UTF-8.
+TEST(SafeTextTest, ReplacesDirectionControlsZeroWidthCharactersAndBadBytes) {
+  EXPECT_EQ(SafeText("ins_\u202eFAKE"), "ins_?FAKE");
+  EXPECT_EQ(SafeText("a\u202ab\u202bc\u202cd\u202de\u202ef"), "a?b?c?d?e?f");
+  EXPECT_EQ(SafeText("a\u2066b\u2067c\u2068d\u2069e"), "a?b?c?d?e");
+  EXPECT_EQ(SafeText("a\u200eb\u200fc\u061cd"), "a?b?c?d");
+  EXPECT_EQ(SafeText("zero\u200bwidth\u200c\u200d\u2060\ufeff"), "zero?width????");
+  EXPECT_EQ(SafeText("x\x9by \xff"), "x?y ?");
+  Table table({"TARGET"});
+  table.AddRow({"ins_\x1b[2J\nroot@x:~# \u202eexe.txt"});
+  EXPECT_EQ(table.Render(), "TARGET\nins_?[2J?root@x:~# ?exe.txt\n");
+}
+
 TEST(CellTextTest, StringsAsIsNullAsDashOthersDumped) {
   EXPECT_EQ(CellText("abc"), "abc");
   EXPECT_EQ(CellText(nullptr), "-");

@@ -83,6 +83,37 @@ TEST(BoundedPrintableTest, CutsAtTheBoundAndSaysTheOriginalLength) {
   EXPECT_NE(escs.find("…[30000 bytes]"), std::string::npos);
 }
 
+// A relay's refusal report carries the user name escaped once, by the relay: the server keeps
+// what is already in that form and escapes only what is not (docs/ssh.md "Outside text").
+TEST(BoundedPrintableTest, IsBoundedPrintableAcceptsExactlyWhatItWrites) {
+  for (const std::string& raw :
+       {std::string("alpha-k3x7q"), std::string("esc\x1b[2J\x1b[31mRED"),
+        std::string("evil\u202etxt.exe"), std::string("a\\x1b\" b\n"), std::string(30'000, 'q'),
+        std::string(30'000, '\x1b'), std::string("\x80 \xe2\x80 caf\u00e9"), std::string()}) {
+    const std::string once = BoundedPrintable(raw);
+    EXPECT_TRUE(IsBoundedPrintable(once)) << once;
+  }
+  EXPECT_TRUE(IsBoundedPrintable("\\x01\u2713…[5 bytes]", 8));
+  // Raw controls, direction marks, a bare quote, a lone or unknown escape, bad UTF-8, too long.
+  for (const std::string& not_printable :
+       {std::string("esc\x1b[31m"), std::string("rtl\u202e"), std::string("line\nbreak"),
+        std::string("zero\u200bwidth"), std::string("say \"hi\""), std::string("trail\\"),
+        std::string("\\q"), std::string("\\x1"), std::string("\\xAB"), std::string("\\u{20}"),
+        std::string("\\u{202e"), std::string("\xc0\xaf"), std::string(257, 'a'),
+        std::string(257, 'a') + "…[300 bytes]", std::string("…[x bytes]") + "\x1b"}) {
+    EXPECT_FALSE(IsBoundedPrintable(not_printable)) << BoundedPrintable(not_printable);
+  }
+}
+
+TEST(ReplaceUnsafeTextTest, ReplacesControlsDirectionMarksZeroWidthAndBadBytes) {
+  EXPECT_EQ(ReplaceUnsafeText("caf\u00e9 \u2713 \U0001f44d\ufe0f", "?"),
+            "caf\u00e9 \u2713 \U0001f44d\ufe0f");
+  EXPECT_EQ(ReplaceUnsafeText("esc\x1b[31m\nx\t\x7f\u0085", "?"), "esc?[31m?x???");
+  EXPECT_EQ(ReplaceUnsafeText("a\u202eb\u2066c\u2069d\u200ee\u200ff\u061cg", "?"), "a?b?c?d?e?f?g");
+  EXPECT_EQ(ReplaceUnsafeText("zero\u200bwidth\u200d\u2060\ufeff", "?"), "zero?width???");
+  EXPECT_EQ(ReplaceUnsafeText("\x9b\x80 \xc0\xaf", "?"), "?? ??");
+}
+
 // A token expiring in 9999 crashed the server (fmt formats time points through nanoseconds,
 // which overflow after 2262): accepted times end in 2200, and any value formats.
 TEST(TimeFormatTest, FarTimesAreRefusedOnInputAndFormatWithoutOverflow) {

@@ -81,4 +81,94 @@ std::string BoundedPrintable(std::string_view text, size_t max_bytes) {
   return out;
 }
 
+namespace {
+
+bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+/// The length of the one piece BoundedPrintable writes at the start of non-empty `s` (a kept
+/// character or one escape); 0 when no piece starts there.
+size_t PrintablePiece(std::string_view s) {
+  if (s[0] == '\\') {
+    if (s.size() < 2) return 0;
+    switch (s[1]) {
+      case '\\':
+      case '"':
+      case 'n':
+      case 'r':
+      case 't':
+        return 2;
+      case 'x':
+        return s.size() >= 4 && IsLowerHex(s[2]) && IsLowerHex(s[3]) ? 4 : 0;
+      case 'u': {
+        if (s.size() < 3 || s[2] != '{') return 0;
+        size_t digits = 0;
+        while (3 + digits < s.size() && IsLowerHex(s[3 + digits])) ++digits;
+        if (digits < 4 || digits > 6 || 3 + digits >= s.size() || s[3 + digits] != '}') return 0;
+        return 4 + digits;
+      }
+      default:
+        return 0;
+    }
+  }
+  if (s[0] == '"') return 0;
+  const Decoded d = DecodeUtf8(s);
+  if (d.length == 0 || IsUnsafeTextCodePoint(d.code_point)) return 0;
+  return d.length;
+}
+
+/// Whether all of `s` is pieces of BoundedPrintable's form, at most `max_bytes` of them.
+bool IsPrintableBody(std::string_view s, size_t max_bytes) {
+  if (s.size() > max_bytes) return false;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t n = PrintablePiece(s.substr(i));
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+/// The length of BoundedPrintable's cut mark `…[N bytes]` at the end of `s`; 0 when none.
+size_t CutMarkLength(std::string_view s) {
+  constexpr std::string_view kEnd = " bytes]";
+  constexpr std::string_view kStart = "\u2026[";
+  if (!s.ends_with(kEnd)) return 0;
+  size_t i = s.size() - kEnd.size();
+  size_t digits = 0;
+  while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9' && digits < 20) --i, ++digits;
+  if (digits == 0 || i < kStart.size() || s.substr(i - kStart.size(), kStart.size()) != kStart) {
+    return 0;
+  }
+  return s.size() - (i - kStart.size());
+}
+
+}  // namespace
+
+bool IsBoundedPrintable(std::string_view text, size_t max_bytes) {
+  if (IsPrintableBody(text, max_bytes)) return true;
+  const size_t mark = CutMarkLength(text);
+  return mark != 0 && IsPrintableBody(text.substr(0, text.size() - mark), max_bytes);
+}
+
+std::string ReplaceUnsafeText(std::string_view text, std::string_view replacement) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const Decoded d = DecodeUtf8(text.substr(i));
+    if (d.length == 0) {
+      out += replacement;
+      ++i;
+    } else {
+      if (IsUnsafeTextCodePoint(d.code_point)) {
+        out += replacement;
+      } else {
+        out += text.substr(i, d.length);
+      }
+      i += d.length;
+    }
+  }
+  return out;
+}
+
 }  // namespace gpuwerk::core

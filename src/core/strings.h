@@ -90,4 +90,20 @@ inline constexpr size_t kPrintableBytes = 256;
 /// `max_bytes` + 31 bytes long whatever `text` is. Thread-safe.
 std::string BoundedPrintable(std::string_view text, size_t max_bytes = kPrintableBytes);
 
+/// Whether `text` is already in the form BoundedPrintable(…, max_bytes) writes: well-formed UTF-8
+/// without a code point IsUnsafeTextCodePoint refuses and without a bare `"`; every `\` starts
+/// one of its escapes (`\\`, `\"`, `\n`, `\r`, `\t`, `\xNN`, `\u{NNNN}` with 4 to 6 hex digits,
+/// lower case); at most `max_bytes` bytes of that, optionally followed by `…[N bytes]`. Text
+/// that passes reads the same printed as it is, so a receiver may keep it as it is instead of
+/// escaping it a second time (docs/ssh.md "Outside text": a relay's refusal reports carry the
+/// user name escaped once, by the relay). Thread-safe.
+bool IsBoundedPrintable(std::string_view text, size_t max_bytes = kPrintableBytes);
+
+/// `text` with every code point IsUnsafeTextCodePoint refuses (controls, direction marks,
+/// zero-width characters, line separators) and every byte that does not start a well-formed
+/// UTF-8 sequence replaced by `replacement`; everything else as it is. For output that must
+/// stay one line and read as it is, without escapes (the CLI's tables and messages:
+/// cli::SafeText). Thread-safe.
+std::string ReplaceUnsafeText(std::string_view text, std::string_view replacement);
+
 }  // namespace gpuwerk::core

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "core/strings.h"
 #include "protocol/internal/json_fields.h"
 
 namespace gpuwerk::protocol {
@@ -183,6 +184,13 @@ core::Result<RelayRefusalReport> RelayRefusalReportFromJson(const nlohmann::json
     RelayRefusalGroup g;
     GPUWERK_ASSIGN_OR_RETURN(g.code, item.String("code", 64, 1));
     GPUWERK_ASSIGN_OR_RETURN(g.user, item.String("user", kMaxReportText));
+    // Escaped once, by the relay (docs/ssh.md "Outside text"): the server keeps it as it is, so
+    // it must already be in that form.
+    if (!core::IsBoundedPrintable(g.user)) {
+      return core::Fail(FieldError(item.Path("user"),
+                                   "must be the SSH user name in its bounded printable form "
+                                   "(escaped and bounded by the relay)"));
+    }
     GPUWERK_ASSIGN_OR_RETURN(g.key_fingerprint, item.String("key_fingerprint", kMaxReportText));
     GPUWERK_ASSIGN_OR_RETURN(g.person_id, item.String("person_id", kMaxId));
     GPUWERK_ASSIGN_OR_RETURN(g.instance_id, item.String("instance_id", kMaxId));

@@ -134,10 +134,12 @@ struct RelayAccessChange {
 
 /// One group of refused logins in `POST /api/v1/relay/refusals` (docs/ssh.md "Refusals of a
 /// remote relay"): the refusals of one minute that agree in every field but the count and the
-/// times (relay::RelayRefusalRecord). `code` has 1–64 characters; `user` (already bounded and
-/// escaped by the relay: core::BoundedPrintable), `key_fingerprint`, `source_address` and the
-/// host keys at most 512; `person_id` and `instance_id` at most 256; times RFC 3339 UTC;
-/// `count` 1 to 1,000,000.
+/// times (relay::RelayRefusalRecord). `code` has 1–64 characters; `user` is the SSH user name
+/// escaped and bounded once, by the relay (core::BoundedPrintable; a `user` not in that form,
+/// core::IsBoundedPrintable, is refused), `key_fingerprint`, `source_address` and the host keys
+/// at most 512; `person_id` and `instance_id` at most 256, as the relay claims them (the server
+/// checks them against its store: access::RecordRelayRefusal); times RFC 3339 UTC; `count` 1 to
+/// 1,000,000.
 struct RelayRefusalGroup {
   std::string code;
   std::string user;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/strings.h"
 #include "protocol/testing/strict_fields.h"
 
 namespace gpuwerk::protocol {
@@ -119,6 +120,24 @@ TEST(RelayRefusalReportTest, RoundTripsAndIsStrictAndBounded) {
   auto too_many = RelayRefusalReportFromJson(j);
   ASSERT_FALSE(too_many);
   EXPECT_EQ(too_many.error().api_code, "invalid_field");
+}
+
+// The user name is escaped once, by the relay; the server keeps it as it is, so a report whose
+// `user` is not in that form (raw controls, a direction mark, a bare quote) is refused.
+TEST(RelayRefusalReportTest, UserMustBeInTheRelaysBoundedPrintableForm) {
+  const std::string escaped = core::BoundedPrintable("x\x1b[31mEVIL\u202e");
+  json j = ToJson(SampleRefusals());
+  j["refusals"][0]["user"] = escaped;
+  auto kept = RelayRefusalReportFromJson(j);
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_EQ(kept->refusals[0].user, "x\\x1b[31mEVIL\\u{202e}");
+  for (const char* raw : {"ro\x1b[31mot\n\r", "rtl\u202e", "say \"hi\"", "\\q"}) {
+    j["refusals"][0]["user"] = raw;
+    auto refused = RelayRefusalReportFromJson(j);
+    ASSERT_FALSE(refused) << core::BoundedPrintable(raw);
+    EXPECT_EQ(refused.error().api_code, "invalid_field");
+    EXPECT_EQ(refused.error().details["field"], "refusals[0].user");
+  }
 }
 
 TEST(RelaySessionReportTest, RoundTripsOpenAndEnded) {

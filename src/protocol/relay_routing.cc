@@ -63,6 +63,11 @@ std::string RefusalText(const std::string& what, const std::string& fingerprint,
   return out;
 }
 
+/// What an SSH user name must be, for the person (the end of each invalid_relay_user message).
+constexpr std::string_view kRelayUserHelp =
+    "use the instance's hostname as the SSH user (e.g. alpha-k3x7q), or <login>+<hostname> to "
+    "choose the Linux login";
+
 }  // namespace
 
 bool LooksLikeInstanceHostname(std::string_view w) {
@@ -73,13 +78,17 @@ bool LooksLikeInstanceHostname(std::string_view w) {
   return true;
 }
 
+core::Result<void> CheckRelayUserLength(std::string_view user) {
+  if (user.size() <= kMaxRelayUserBytes) return {};
+  return core::InvalidArgument("invalid_relay_user",
+                               "the SSH user name is too long (" + std::to_string(user.size()) +
+                                   " bytes; at most " + std::to_string(kMaxRelayUserBytes) +
+                                   "): " + std::string(kRelayUserHelp));
+}
+
 core::Result<RelayUser> ParseRelayUser(std::string_view user) {
-  const std::string help =
-      "use the instance's hostname as the SSH user (e.g. alpha-k3x7q), or <login>+<hostname> "
-      "to choose the Linux login";
-  if (user.size() > 128) {
-    return core::InvalidArgument("invalid_relay_user", "the SSH user name is too long: " + help);
-  }
+  const std::string help(kRelayUserHelp);
+  GPUWERK_TRY(CheckRelayUserLength(user));
   const std::string u = Lower(user);
   const auto plus = u.find('+');
   if (plus == std::string::npos) {

@@ -36,6 +36,16 @@ bool LooksLikeInstanceHostname(std::string_view word);
 /// The login used when the user name names only the instance.
 inline constexpr std::string_view kDefaultLogin = "root";
 
+/// The longest SSH user name the relay reads, in bytes: a login (at most 32) + '+' + a hostname
+/// (a DNS label, at most 63) fits with room to spare. The relay refuses a longer one itself,
+/// before it asks the authorizer (CheckRelayUserLength), and ParseRelayUser refuses it too.
+inline constexpr size_t kMaxRelayUserBytes = 128;
+
+/// Whether `user` is longer than kMaxRelayUserBytes. Errors: kInvalidArgument
+/// `invalid_relay_user`, with a message for the person that says what is accepted (and does not
+/// repeat the name).
+core::Result<void> CheckRelayUserLength(std::string_view user);
+
 /// Splits and validates a user name. Logins follow POSIX portable user names
 /// (`[a-z_][a-z0-9_.-]{0,31}`, a trailing `$` not allowed here); hostnames are DNS labels
 /// (`[a-z0-9-]{1,63}`, no leading or trailing `-`). Upper case is folded to lower case.

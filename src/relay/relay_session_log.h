@@ -32,13 +32,17 @@ struct RelaySessionRecord {
 
 /// A login the relay refused after the client proved its key, or could not carry upstream
 /// (case C07). `code` is stable: `not_authorized` (the authorizer refused),
-/// `authorizer_unavailable`, `upstream_unreachable`, `upstream_auth_failed`,
-/// `upstream_host_key_mismatch`, `too_many_sessions` (the person holds max_sessions_per_person).
+/// `invalid_relay_user` (a user name longer than protocol::kMaxRelayUserBytes, refused by the
+/// relay without asking the authorizer), `authorizer_unavailable`, `upstream_unreachable`,
+/// `upstream_auth_failed`, `upstream_host_key_mismatch`, `too_many_sessions` (the person holds
+/// max_sessions_per_person).
 struct RelayRefusalRecord {
   std::string code;
   std::string message;  ///< what the person was told (the banner)
   /// The SSH user name as sent, in its bounded printable form (core::BoundedPrintable: escaped,
-  /// at most 256 bytes then `…[N bytes]`): outside text, written as it is by every sink.
+  /// at most 256 bytes then `…[N bytes]`): outside text, escaped once, here (the relay's
+  /// refusal, internal/client_login.cc), and written as it is by every sink, the server's audit
+  /// included (docs/ssh.md "Outside text").
   std::string user;
   std::string key_fingerprint;
   std::string person_id;    ///< empty unless the authorizer had let it through

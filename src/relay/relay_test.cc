@@ -1331,7 +1331,8 @@ class RelayUntrustedTextTest : public RelayLogCaptureTest {
   /// holds `marker`, with the name in its bounded printable form between quotes; no log line
   /// with raw control or direction characters or longer than a bound; a refusal record (the
   /// audit detail) with the same bounded form; a bounded, printable banner.
-  void ExpectRefusedWithOneBoundedLine(const std::string& user, const std::string& marker) {
+  void ExpectRefusedWithOneBoundedLine(const std::string& user, const std::string& marker,
+                                       const std::string& code = "not_authorized") {
     const size_t refused_before = log_.Refused().size();
     const LibsshAttempt attempt = LibsshLogin(relay_->port(), user, alice_.private_path);
     ASSERT_TRUE(attempt.connected) << attempt.error;
@@ -1355,7 +1356,7 @@ class RelayUntrustedTextTest : public RelayLogCaptureTest {
     EXPECT_EQ(naming, 1) << core::BoundedPrintable(LogText(), 100'000);
 
     const RelayRefusalRecord record = log_.Refused().back();
-    EXPECT_EQ(record.code, "not_authorized");
+    EXPECT_EQ(record.code, code);
     EXPECT_EQ(record.user, shown);
     EXPECT_FALSE(HasRawUnsafeText(record.user));
 
@@ -1399,7 +1400,7 @@ TEST_F(RelayUntrustedTextTest, RightToLeftOverrideInTheUserNameLeavesOneEscapedL
 
 TEST_F(RelayUntrustedTextTest, ThirtyThousandCharacterUserNameLeavesOneBoundedLine) {
   const std::string user(30'000, 'q');
-  ExpectRefusedWithOneBoundedLine(user, std::string(32, 'q'));
+  ExpectRefusedWithOneBoundedLine(user, std::string(32, 'q'), "invalid_relay_user");
   EXPECT_EQ(log_.Refused().back().user, std::string(core::kPrintableBytes, 'q') + "…[30000 bytes]");
 }
 

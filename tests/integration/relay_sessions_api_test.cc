@@ -18,9 +18,11 @@
 #include "access/relay_session_records.h"
 #include "app/store_relay_access.h"
 #include "core/strings.h"
+#include "protocol/relay_routing.h"
 #include "relay/http_relay_authorizer.h"
 #include "relay/http_relay_session_log.h"
 #include "relay/http_relay_watch.h"
+#include "relay/in_memory_relay_session_log.h"
 #include "relay/relay.h"
 #include "relay/ssh_key_file.h"
 #include "tests/integration/relay_fixture.h"
@@ -569,6 +571,199 @@ TEST_F(RelaySessionsApiTest, RemoteRelayRefusalsBecomeBoundedAuditEvents) {
   }
   EXPECT_EQ(accepted, 8);
   ExpectProblem(last, 429, "rate_limited");
+}
+
+/// One refusal group as a relay reports it, with `fields` set over a plain refusal of `root`.
+json RefusalGroup(const json& fields) {
+  json g = {{"code", "not_authorized"},
+            {"user", "root"},
+            {"key_fingerprint", "SHA256:x"},
+            {"person_id", ""},
+            {"instance_id", ""},
+            {"source_address", "203.0.113.9"},
+            {"expected_host_key", ""},
+            {"presented_host_key", ""},
+            {"count", 1},
+            {"first_at", "2027-01-14T09:00:00Z"},
+            {"last_at", "2027-01-14T09:00:01Z"}};
+  g.update(fields);
+  return g;
+}
+
+/// Breaker finding (relay refusal reports): a relay credential named the operator as the actor of
+/// a refusal and stored an instance id with ESC, a newline and U+202E as the target. The person and
+/// instance a relay names are the actor and target only when the store has that instance as that
+/// person's; otherwise the events name nobody and keep the claimed ids as bounded printable
+/// details (docs/ssh.md "Refusals of a remote relay").
+TEST_F(RelaySessionsApiTest, RefusalReportCannotNameAnyoneAsActorOrStoreRawControlText) {
+  const json in = RunningInstance("alpha");
+  const std::string id = in["id"];
+  const std::string op_id = op_->Get("/api/v1/me").Json()["id"];
+  const std::string forged_instance = "ins_\x1b[2J\x1b[31mFAKE\nroot@x:~# \u202e";
+  json groups = json::array();
+  // The operator, and an instance id that is no instance at all.
+  groups.push_back(RefusalGroup({{"code", "upstream_host_key_mismatch"},
+                                 {"person_id", op_id},
+                                 {"instance_id", forged_instance},
+                                 {"expected_host_key", "\x1b]0;pwned\x07"},
+                                 {"presented_host_key", std::string(512, 'x')},
+                                 {"source_address", "203.0.113.1"}}));
+  // The operator, and alice's instance: not the operator's.
+  groups.push_back(RefusalGroup({{"code", "upstream_unreachable"},
+                                 {"person_id", op_id},
+                                 {"instance_id", id},
+                                 {"source_address", "203.0.113.2"}}));
+  // A person the store does not know.
+  groups.push_back(RefusalGroup({{"code", "upstream_unreachable"},
+                                 {"person_id", "per_nobody"},
+                                 {"instance_id", id},
+                                 {"source_address", "203.0.113.3"}}));
+  // Alice and her own instance: what a relay really reports.
+  groups.push_back(RefusalGroup({{"code", "upstream_unreachable"},
+                                 {"person_id", alice_id_},
+                                 {"instance_id", id},
+                                 {"source_address", "203.0.113.4"}}));
+  const json report = {{"refusals", groups}, {"dropped", 0}};
+  auto posted = relay_client_->PostJson("/api/v1/relay/refusals", report);
+  ASSERT_EQ(posted.status, 200) << posted.body;
+  EXPECT_EQ(posted.Json()["recorded"], 4);
+
+  const json items = op_->Get("/api/v1/admin/audit").Json()["items"];
+  std::map<std::string, std::vector<json>> by_source;
+  for (const json& e : items) {
+    const std::string action = e["action"];
+    if (!action.starts_with("relay_session.refused") && action != "relay.host_key_mismatch") {
+      continue;
+    }
+    by_source[e["source_address"].get<std::string>()].push_back(e);
+    // Nothing a relay sent is stored raw: no control, direction or zero-width character anywhere.
+    std::function<void(const json&)> check = [&](const json& v) {
+      if (v.is_string()) {
+        EXPECT_FALSE(core::HasUnsafeText(v.get<std::string>())) << core::BoundedPrintable(e.dump());
+        EXPECT_LE(v.get<std::string>().size(), core::kPrintableBytes + 31);
+      }
+      if (v.is_structured()) {
+        for (const json& child : v) check(child);
+      }
+    };
+    check(e);
+  }
+  ASSERT_EQ(by_source["203.0.113.1"].size(), 2u);  // refused + host key mismatch
+  for (const json& e : by_source["203.0.113.1"]) {
+    EXPECT_EQ(e["actor_id"], "") << e;
+    EXPECT_EQ(e["actor_email"], "") << e;
+    EXPECT_EQ(e["target"], "") << e;
+    EXPECT_EQ(e["detail"]["claimed_person_id"], op_id) << e;
+    EXPECT_EQ(e["detail"]["claimed_instance_id"], core::BoundedPrintable(forged_instance)) << e;
+  }
+  for (const char* source : {"203.0.113.2", "203.0.113.3"}) {
+    ASSERT_EQ(by_source[source].size(), 1u) << source;
+    const json& e = by_source[source][0];
+    EXPECT_EQ(e["actor_id"], "") << e;
+    EXPECT_EQ(e["target"], "") << e;
+    EXPECT_EQ(e["detail"]["claimed_instance_id"], id) << e;
+  }
+  ASSERT_EQ(by_source["203.0.113.4"].size(), 1u);
+  EXPECT_EQ(by_source["203.0.113.4"][0]["actor_id"], alice_id_);
+  EXPECT_EQ(by_source["203.0.113.4"][0]["target"], id);
+  EXPECT_FALSE(by_source["203.0.113.4"][0]["detail"].contains("claimed_person_id"));
+  // Nothing a relay reported names the operator.
+  for (const json& e : op_->Get("/api/v1/admin/audit?actor=" + op_id).Json()["items"]) {
+    EXPECT_FALSE(e["action"].get<std::string>().starts_with("relay")) << e;
+  }
+
+  // A user name that is not in the relay's escaped form is refused, and nothing is recorded.
+  const int64_t before = AuditCount("relay_session.refused");
+  ExpectProblem(relay_client_->PostJson(
+                    "/api/v1/relay/refusals",
+                    {{"refusals", json::array({RefusalGroup({{"user", "ro\x1b[31mot\n\r"}})})},
+                     {"dropped", 0}}),
+                400, "invalid_field");
+  EXPECT_EQ(AuditCount("relay_session.refused"), before);
+}
+
+/// Breaker finding (relay refusal reports): a refused user name was escaped twice in a relay's
+/// audit details, by the relay and again by the server ("x\\\\x1b[31mEVIL"). It is escaped once,
+/// by the relay (docs/ssh.md "Outside text"), and the server keeps that form.
+TEST_F(RelaySessionsApiTest, RefusedUserNameIsEscapedOnceInTheAuditDetails) {
+  relay::HttpRelaySessionLog log({.server_url = "http://127.0.0.1:" + std::to_string(port_),
+                                  .token = relay_token_,
+                                  .refusal_interval = 100ms});
+  log.Start();
+  const std::string raw = "x\x1b[31mEVIL\"\\ \u202e";
+  relay::RelayRefusalRecord r;
+  r.code = "not_authorized";
+  r.user = core::BoundedPrintable(raw);  // as the relay writes it (internal/client_login.cc)
+  r.key_fingerprint = "SHA256:stranger";
+  r.source_address = "203.0.113.9";
+  r.at = std::chrono::system_clock::now();
+  log.OnRefused(r);
+  ASSERT_TRUE(Eventually([&] { return AuditCount("relay_session.refused") == 1; }, 10s));
+  log.Stop();
+  // The in-process relay's refusals take the same path (access::RecordRelayRefusal).
+  app::AuditRelaySessionLog in_process(app_->database(), app_->clock(), app_->rng());
+  r.source_address = "203.0.113.10";
+  in_process.OnRefused(r);
+  const json items = op_->Get("/api/v1/admin/audit").Json()["items"];
+  for (const char* source : {"203.0.113.9", "203.0.113.10"}) {
+    const auto refused = std::find_if(items.begin(), items.end(), [&](const json& e) {
+      return e["action"] == "relay_session.refused" && e["source_address"] == source;
+    });
+    ASSERT_NE(refused, items.end()) << source << " " << items;
+    EXPECT_EQ((*refused)["detail"]["user"], "x\\x1b[31mEVIL\\\"\\\\ \\u{202e}") << *refused;
+  }
+}
+
+/// A RelayAuthorizer that counts the logins it is asked about and passes them on.
+class CountingAuthorizer final : public relay::RelayAuthorizer {
+ public:
+  explicit CountingAuthorizer(relay::RelayAuthorizer& inner) : inner_(inner) {}
+  core::Result<relay::AuthorizeDecision> Authorize(const relay::AuthorizeRequest& r) override {
+    ++calls;
+    return inner_.Authorize(r);
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  relay::RelayAuthorizer& inner_;
+};
+
+/// Breaker finding (relay refusal reports): a 60,000-byte SSH user name was logged as
+/// `authorizer_unavailable`: the relay passed it on, and the server refused the authorize request
+/// (its fields are bounded), which the relay reads as a failing authorizer. The relay refuses a
+/// name longer than any instance's itself, as bad input (`invalid_relay_user`), without asking
+/// the control plane (docs/ssh.md "Refusals").
+TEST_F(RelaySessionsApiTest, OverlongUserNameIsRefusedAtTheRelayAsBadInput) {
+  relay::HttpRelayAuthorizer http(app_->base_url(), relay_token_);
+  CountingAuthorizer authorizer(http);
+  relay::InMemoryRelaySessionLog log;
+  auto relay = relay::Relay::Start(LocalRelayOptions(), authorizer, log);
+  ASSERT_TRUE(relay) << relay.error().message;
+  size_t refused = 0;
+  for (const size_t length : {size_t{60'000}, protocol::kMaxRelayUserBytes + 1}) {
+    const std::string user(length, 'q');
+    auto r = SshThrough((*relay)->port(), alice_key_, user, "true");
+    EXPECT_EQ(r.exit_code, 255);
+    EXPECT_NE(r.err.find("the SSH user name is too long (" + std::to_string(length) +
+                         " bytes; at most 128): use the instance's hostname"),
+              std::string::npos)
+        << core::BoundedPrintable(r.err, 2000);
+    ASSERT_TRUE(Eventually([&] { return log.Refused().size() == refused + 1; }, 10s));
+    ++refused;
+    const relay::RelayRefusalRecord record = log.Refused().back();
+    EXPECT_EQ(record.code, "invalid_relay_user");
+    EXPECT_EQ(record.user, core::BoundedPrintable(user));
+    EXPECT_EQ(record.key_fingerprint, alice_fp_);
+  }
+  EXPECT_EQ(authorizer.calls.load(), 0);
+  // A name of the longest length still goes to the control plane, which refuses it.
+  auto r = SshThrough((*relay)->port(), alice_key_, std::string(protocol::kMaxRelayUserBytes, 'q'),
+                      "true");
+  EXPECT_EQ(r.exit_code, 255);
+  ASSERT_TRUE(Eventually([&] { return log.Refused().size() == refused + 1; }, 10s));
+  EXPECT_EQ(log.Refused().back().code, "not_authorized");
+  EXPECT_EQ(authorizer.calls.load(), 1);
+  (*relay)->Stop();
 }
 
 /// A real relay in front of a real sshd, asking this server over HTTP (as `gpuwerk relay` does).

@@ -8,6 +8,7 @@
 
 #include "core/encoding.h"
 #include "core/strings.h"
+#include "protocol/relay_routing.h"
 #include "relay/internal/libssh_calls.h"
 #include "relay/internal/upstream_login.h"
 
@@ -225,6 +226,16 @@ class ClientAuthentication {
     }
     if (req.key_fingerprint.empty()) {
       Deny(msg, true);
+      return;
+    }
+    // A user name longer than any instance's is refused here, before the authorizer is asked
+    // cheap refusals first). The authorize request bounds its fields too, and the
+    // server's 400 read here as authorizer_unavailable (docs/ssh.md "Refusals").
+    if (auto length = protocol::CheckRelayUserLength(user); !length) {
+      Refuse(msg, "invalid_relay_user",
+             "gpuwerk: " + length.error().message +
+                 ".\nThe dashboard and 'gpuwerk instances show' print the command.\n",
+             user, req.key_fingerprint, nullptr);
       return;
     }
     const uint64_t changes_before =
