@@ -23,6 +23,7 @@ import type {
 import { ConfirmDialog } from './Dialog';
 import { Pager } from './Pager';
 import { StatusBadge } from './StatusBadge';
+import { TableHead } from './TableHead';
 
 /** The operator pages in their menu order: path, title. */
 export const OPERATOR_PAGES: ReadonlyArray<readonly [string, string]> = [
@@ -132,15 +133,7 @@ function Table(props: { caption: string; head: string[]; testId: string; source?
     <div class="table-scroll" tabIndex={0} role="region" aria-label={props.caption}>
       <table class="data wide" data-testid={props.testId} data-source={props.source}>
         <caption class="visually-hidden">{props.caption}</caption>
-        <thead>
-          <tr>
-            {props.head.map((h) => (
-              <th key={h} scope="col">
-                {h}
-              </th>
-            ))}
-          </tr>
-        </thead>
+        <TableHead columns={props.head} />
         <tbody>{props.children}</tbody>
       </table>
     </div>
