@@ -383,9 +383,12 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   // runs in the change's own transaction (TeamHooks).
   teams::TeamOptions team_options;
   team_options.public_url = account_options.public_url;
-  team_options.hooks.team_created = [&clock, &rng](
+  team_options.hooks.team_created = [&clock, &rng, methods = p->payment_methods.get()](
                                         store::Transaction& tx, const std::string& team_id,
                                         const std::string& owner_id) -> core::Result<void> {
+    // A person whose own invoice is unpaid makes no team (402 payment_failed, nothing made):
+    // the team would otherwise launch around the hold (docs/teams.md "Billing").
+    GPUWERK_TRY(methods->RequireNoOwnHold(tx, owner_id, "Making a team is refused"));
     GPUWERK_TRY(teams::MoveSoloBillingToTeam(tx, clock, rng, team_id, owner_id));
     return {};
   };

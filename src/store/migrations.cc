@@ -547,6 +547,20 @@ CREATE TABLE relay_credentials (
   last_used_at BIGINT
 );
 )sql",
+      // 23: card setups (docs/billing.md "Card setups", owned by billing/card_setup_table.h):
+      // each page a person opened to add a card (Stripe's Checkout Session), for which billing
+      // account and by whom, so that its completion puts a card on file only while that person
+      // still manages the account and no change to the card was made here since it began.
+      R"sql(
+CREATE TABLE card_setups (
+  provider_ref TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
+  person_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX card_setups_open ON card_setups(billing_account_id) WHERE state = 'open';
+)sql",
   };
   return kMigrations;
 }
