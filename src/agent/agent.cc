@@ -617,6 +617,17 @@ void Agent::Create(const DesiredContainer& d) {
     return fail(written.error(), "writing authorized_keys");
   }
   spec.binds = AgentKeysBinds(*keys);
+  // A node of a 2-host instance: its cluster's files, read-only like its keys, and the node names
+  // in /etc/hosts (docs/clusters.md).
+  if (d.cluster) {
+    if (auto checked = CheckClusterSpec(*d.cluster); !checked) {
+      return fail(checked.error(), "setting up the cluster");
+    }
+    auto binds = WriteClusterFiles(ClusterFilesDir(*keys), ClusterFiles(*d.cluster, options_.rail));
+    if (!binds) return fail(binds.error(), "writing the cluster files");
+    spec.binds.insert(spec.binds.end(), binds->begin(), binds->end());
+    spec.extra_hosts = ClusterExtraHosts(*d.cluster);
+  }
   auto id = engine_.CreateContainer(spec, options_.engine_timeout);
   if (!id && id.error().api_code == "container_exists" && MadeByAnEarlierTry(spec)) {
     // An earlier create timed out on the agent's side but the engine carried it out after the
@@ -630,6 +641,21 @@ void Agent::Create(const DesiredContainer& d) {
     return;
   }
   if (!id) return fail(id.error(), "create");
+  // The node joins the rail with its own rail address before its first start.
+  if (d.cluster && !options_.rail.network.empty()) {
+    const std::string& own =
+        d.cluster->rail_addresses.at(static_cast<size_t>(d.cluster->node_index));
+    if (auto joined =
+            engine_.ConnectNetwork(*id, options_.rail.network, own, options_.engine_timeout);
+        !joined) {
+      fail(joined.error(), "joining the rail network " + options_.rail.network);
+      if (auto removed = engine_.RemoveContainer(*id, true, options_.engine_timeout); !removed) {
+        spdlog::error("agent: cannot remove the failed container {}: {}", *id,
+                      Describe(removed.error()));
+      }
+      return;
+    }
+  }
   // The keys are in place before the first start (C05); a start that fails leaves nothing.
   auto started = engine_.StartContainer(*id, options_.engine_timeout);
   if (!started) {
@@ -806,7 +832,11 @@ bool Agent::Apply(const std::vector<Action>& actions) {
           // Its keys directory goes with it (a container made again gets it written afresh).
           for (const auto& c : observed_) {
             if (c.id != a.container_id || !HasKeysMount(c)) continue;
-            if (auto paths = KeysPaths(c.name); paths) RemoveAgentKeys(*paths);
+            if (auto paths = KeysPaths(c.name); paths) {
+              RemoveAgentKeys(*paths);
+              std::error_code ec;  // a 2-host node's cluster files (its private key) go too
+              std::filesystem::remove_all(ClusterFilesDir(*paths), ec);
+            }
           }
           sweep_networks_now_ = true;  // its network may be free now
         } else {

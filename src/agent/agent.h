@@ -15,6 +15,7 @@
 
 #include "agent/agent_client.h"
 #include "agent/authorized_keys.h"
+#include "agent/cluster_files.h"
 #include "agent/container_engine.h"
 #include "agent/drift.h"
 #include "agent/instance_limits.h"
@@ -109,6 +110,10 @@ struct AgentOptions {
   /// right is logged as a warning; an error is logged and said in the inventory's
   /// `limits.not_enforced` until a check succeeds. Empty: no check.
   std::function<core::Result<std::vector<IsolationRepair>>()> keep_network_isolation;
+  /// How the rail reaches the containers of a 2-host instance's nodes (the engine network they
+  /// join with their rail address, the interface name inside, RDMA devices; cluster_files.h,
+  /// docs/clusters.md). Used only for desired containers that carry a `cluster`.
+  RailOptions rail;
   /// The least time between two checks of `keep_network_isolation` at round starts.
   std::chrono::milliseconds network_check_interval = std::chrono::seconds(1);
 };

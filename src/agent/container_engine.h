@@ -88,6 +88,9 @@ struct ContainerSpec {
   /// `HostConfig.Binds`: host paths mounted into the container (e.g. the agent's read-only
   /// authorized_keys directory, authorized_keys.h).
   std::vector<BindMount> binds;
+  /// `HostConfig.ExtraHosts`: "NAME:ADDRESS" entries the engine adds to the container's
+  /// /etc/hosts (e.g. "node1:198.18.0.12" for a 2-host instance, cluster_files.h).
+  std::vector<std::string> extra_hosts;
 };
 
 /// What to create: the body of `POST /networks/create` (Docker Engine API v1.41), reduced to what
@@ -244,6 +247,19 @@ class ContainerEngine {
 
   /// `GET /images/{name}/json`: whether the image is on the engine (true) or not (false).
   virtual core::Result<bool> ImageExists(std::string_view name, Timeout timeout) = 0;
+
+  /// `POST /networks/{network}/connect`: attaches container `id` (created, not started yet) to
+  /// an existing network as well, with the fixed address `address` (an IPv4 or IPv6 literal inside
+  /// the network's subnet; `EndpointConfig.IPAMConfig`): how a 2-host instance's node joins the
+  /// rail (docs/clusters.md). Errors: kNotFound "network_not_found" (no such network or
+  /// container), kInvalidArgument "invalid_address" (not an IP literal); the common ones. An
+  /// engine seam without it (a test double) answers kFailedPrecondition "engine_unsupported".
+  virtual core::Result<void> ConnectNetwork(std::string_view id, std::string_view network,
+                                            std::string_view address, Timeout timeout) {
+    (void)id, (void)network, (void)address, (void)timeout;
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "engine_unsupported",
+                      "this container engine cannot attach a container to a second network");
+  }
 };
 
 }  // namespace gpuwerk::agent

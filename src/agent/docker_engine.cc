@@ -1,5 +1,6 @@
 #include "agent/docker_engine.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -366,6 +367,7 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
     }
     host_config["Binds"] = std::move(binds);
   }
+  if (!spec.extra_hosts.empty()) host_config["ExtraHosts"] = spec.extra_hosts;
   json body = {
       {"Image", spec.image},
       {"Labels", spec.labels},
@@ -535,6 +537,36 @@ core::Result<void> DockerEngine::CreateNetwork(const NetworkSpec& spec, Timeout 
                                   Printable(spec.name, 64), Where()));
   }
   return core::Fail(StatusError(r.status, r.body, kRequest, Where()));
+}
+
+core::Result<void> DockerEngine::ConnectNetwork(std::string_view id, std::string_view network,
+                                                std::string_view address, Timeout timeout) {
+  in6_addr v6{};
+  in_addr v4{};
+  const std::string addr(address);
+  const bool is_v4 = ::inet_pton(AF_INET, addr.c_str(), &v4) == 1;
+  if (!is_v4 && ::inet_pton(AF_INET6, addr.c_str(), &v6) != 1) {
+    return core::InvalidArgument("invalid_address",
+                                 fmt::format("not an IP address: \"{}\"", Printable(address, 64)));
+  }
+  if (id.empty() || network.empty()) {
+    return core::InvalidArgument("invalid_argument", "container id or network name is empty");
+  }
+  const std::string request = fmt::format("POST /networks/{}/connect", Printable(network, 80));
+  const json body = {
+      {"Container", std::string(id)},
+      {"EndpointConfig", {{"IPAMConfig", {{is_v4 ? "IPv4Address" : "IPv6Address", addr}}}}},
+  };
+  GPUWERK_ASSIGN_OR_RETURN(Response r,
+                           Call("POST", fmt::format("/networks/{}/connect", PercentEncode(network)),
+                                body.dump(), "application/json", timeout));
+  if (r.status == 200 || r.status == 204) return {};
+  if (r.status == 404) {
+    return core::Fail(ErrorCode::kNotFound, "network_not_found",
+                      fmt::format("container engine at {} answered 404 to {}: {}", Where(), request,
+                                  Printable(ParseEngineMessage(r.body).message)));
+  }
+  return core::Fail(StatusError(r.status, r.body, request, Where()));
 }
 
 core::Result<void> DockerEngine::RemoveNetwork(std::string_view name, Timeout timeout) {

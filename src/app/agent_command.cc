@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "agent/agent_client.h"
 #include "agent/authorized_keys.h"
+#include "agent/cluster_files.h"
 #include "agent/docker_engine.h"
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
@@ -129,6 +130,18 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_networks = isolation->enabled;
+  options.rail = {.network = f.rail_network,
+                  .interface = f.rail_interface,
+                  .rdma_devices = f.rail_rdma_devices};
+  if (auto rail = agent::CheckRailOptions(options.rail); !rail) {
+    std::fprintf(stderr, "gpuwerk agent: %s\n", rail.error().message.c_str());
+    return 2;
+  }
+  if (options.rail.network.empty()) {
+    spdlog::warn(
+        "agent: no --rail-network: the nodes of a 2-host instance on this host get their "
+        "cluster files but no rail (docs/clusters.md)");
+  }
   std::vector<agent::IsolationRepair> repairs;
   if (std::string gap = agent::PrepareNetworkIsolation(*isolation, &repairs); !gap.empty()) {
     spdlog::error("agent: {}", gap);

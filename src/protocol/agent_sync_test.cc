@@ -263,6 +263,35 @@ TEST(DesiredContainerTest, ReadsEveryFieldAndIgnoresUnknownOnes) {
   EXPECT_EQ(d->env, std::vector<std::string>{"GPUWERK_INSTANCE=alpha"});
 }
 
+TEST(DesiredContainerTest, CarriesTheClusterOfA2HostInstanceAndNoneFor1Host) {
+  DesiredContainer d{.instance_id = "ins_1",
+                     .node_index = 1,
+                     .container_name = "gpuwerk-ins_1-1",
+                     .image = "img:1"};
+  EXPECT_FALSE(ToJson(d).contains("cluster"));  // an older agent reads a 1-host answer as before
+  EXPECT_FALSE(DesiredContainerFromJson(ToJson(d)).value().cluster);
+  d.cluster = ClusterSpec{.node_index = 1,
+                          .rail_addresses = {"198.18.0.11", "198.18.0.12"},
+                          .worker_public_key = "ssh-ed25519 AAAA w",
+                          .node1_host_public_key = "ssh-ed25519 BBBB h",
+                          .host_private_key = "-----BEGIN OPENSSH PRIVATE KEY-----\n"};
+  auto back = DesiredContainerFromJson(ToJson(d), "desired[0]");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, d);
+  ExpectStrict(ToJson(*d.cluster), [](const json& j) { return ClusterSpecFromJson(j); });
+
+  json bad = ToJson(d);
+  bad["cluster"]["node_index"] = 2;
+  auto r = DesiredContainerFromJson(bad, "desired[0]");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().details["field"], "desired[0].cluster.node_index");
+  bad = ToJson(d);
+  bad["cluster"]["rail_addresses"] = json::array({"198.18.0.11"});
+  r = DesiredContainerFromJson(bad, "desired[0]");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().details["field"], "desired[0].cluster.rail_addresses");
+}
+
 TEST(AgentWatchAnswerTest, RoundTripsAndRefusesMissingOrMistypedFields) {
   const AgentWatchAnswer a{.version = "7"};
   EXPECT_EQ(ToJson(a), json({{"version", "7"}}));

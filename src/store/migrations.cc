@@ -547,6 +547,20 @@ CREATE TABLE relay_credentials (
   last_used_at BIGINT
 );
 )sql",
+      // 23: the key pairs of a 2-host instance (docs/clusters.md, owned by
+      // sched/internal/cluster_key_table.h): the worker key node 0 logs in to node 1 with and
+      // node 1's sshd host key that node 0's known_hosts names, made for that instance alone by
+      // the first sync that describes its nodes, deleted when the instance is finally deleted.
+      R"sql(
+CREATE TABLE instance_cluster_keys (
+  instance_id TEXT PRIMARY KEY REFERENCES instances(id),
+  worker_private_key TEXT NOT NULL,
+  worker_public_key TEXT NOT NULL,
+  node1_host_private_key TEXT NOT NULL,
+  node1_host_public_key TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }
