@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <utility>
 
 namespace gpuwerk::agent {
 namespace {

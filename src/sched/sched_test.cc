@@ -513,10 +513,11 @@ TEST_F(SchedTest, TwoHostInstanceGetsItsClusterAndKeysOfItsOwnRemovedWithIt) {
   AddHost("m0", "spark-2x", false);
   AddHost("m1", "spark-2x", false);
   ASSERT_TRUE(hosts_->LinkPair("op", {"n0", "198.18.0.11"}, {"n1", "198.18.0.12"}, "x"));
-  ASSERT_TRUE(hosts_->LinkPair("op", {"m0", "198.18.1.11"}, {"m1", "198.18.1.12"}, "x"));
   Instance in = MustCreate("big", "spark-2x");
-  Instance other = MustCreate("big2", "spark-2x");
   ASSERT_EQ(in.hosts, (std::vector<std::string>{"n0", "n1"}));
+  ASSERT_TRUE(hosts_->LinkPair("op", {"m0", "198.18.1.11"}, {"m1", "198.18.1.12"}, "x"));
+  Instance other = MustCreate("big2", "spark-2x");
+  ASSERT_EQ(other.hosts, (std::vector<std::string>{"m0", "m1"}));
 
   const json d0 = Sync(Fresh(*hosts_, "n0"))["desired"].at(0);
   const json d1 = Sync(Fresh(*hosts_, "n1"))["desired"].at(0);
@@ -588,6 +589,11 @@ TEST_F(SchedTest, TwoHostInstanceStatusNamesTheNodeThatIsNotRunning) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->status, InstanceStatus::kExited);
   EXPECT_EQ(got->status_reason, "node 1 (host n1): its container is not running");
+  ASSERT_EQ(got->nodes.size(), 2u);
+  EXPECT_EQ(got->nodes[0].host, "n0");
+  EXPECT_EQ(got->nodes[0].status, InstanceStatus::kRunning);
+  EXPECT_EQ(got->nodes[1].host, "n1");
+  EXPECT_EQ(got->nodes[1].status, InstanceStatus::kExited);
   // Node 1's host goes silent: unknown, naming it.
   Sync(Fresh(*hosts_, "n1"), node(1, "running", true));
   clock_.Advance(std::chrono::seconds(20));
@@ -597,6 +603,8 @@ TEST_F(SchedTest, TwoHostInstanceStatusNamesTheNodeThatIsNotRunning) {
   EXPECT_EQ(got->status, InstanceStatus::kUnknown);
   EXPECT_TRUE(got->status_reason.starts_with("node 1 (host n1): host n1 has not been heard from"))
       << got->status_reason;
+  EXPECT_EQ(got->nodes.at(0).status, InstanceStatus::kRunning);
+  EXPECT_EQ(got->nodes.at(1).status, InstanceStatus::kUnknown);
 }
 
 // A pair of a drained, silent or degraded host is not a slot; the type is online only while

@@ -111,7 +111,7 @@ class ClusterE2eTest : public ::testing::Test {
   /// The instance as the API shows it.
   json Instance() { return person_->Get("/api/v1/instances/" + id_).Json(); }
 
-  TempDir dir_{"gpuwerk-cluster-e2e"};
+  TempDir dir_;
   E2ePlatform platform_{dir_.path()};
   std::unique_ptr<EngineProbe> engine_;
   std::unique_ptr<HttpClient> op_;
@@ -175,6 +175,10 @@ TEST_F(ClusterE2eTest, A2xInstanceIsAClusterReadyForADistributedJob) {
       seconds(180)))
       << "never running; last: " << last.dump();
   EXPECT_EQ(last["hosts"], json({a.name, b.name}));
+  EXPECT_EQ(last["nodes"], json::parse(R"([{"index":0,"host":")" + a.name +
+                                       R"(","status":"running"},{"index":1,"host":")" + b.name +
+                                       R"(","status":"running"}])"))
+      << last.dump();
 
   // From node 0 through the relay: ssh node1 with no prompt (BatchMode fails where a prompt
   // would be), each node's own rail address, the names on both, the torchrun lines.

@@ -132,6 +132,17 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
       }
     }
   }
+  if (node_rows.size() > 1 && !in.deleted_at) {
+    for (const auto& n : node_rows) {
+      InstanceStatus status = NodeStatus(n, in.restart_generation);
+      if (!n.host_last_seen_at || *n.host_last_seen_at < now - unknown_after ||
+          !n.host_engine_error.empty()) {
+        status = InstanceStatus::kUnknown;
+      }
+      if (in.desired == DesiredState::kDeleted) status = InstanceStatus::kDeleting;
+      in.nodes.push_back({.index = n.node_index, .host = n.host_name, .status = status});
+    }
+  }
   if (!in.deleted_at) {
     std::tie(in.status, in.status_reason) =
         DeriveStatus(in.desired, in.status, in.status_reason, in.restart_generation, node_rows, now,
