@@ -108,6 +108,33 @@ class ClusterE2eTest : public ::testing::Test {
                       script);
   }
 
+  /// What the engine says of the instance's containers, and whether their sshd answers, for a
+  /// failure message.
+  std::string Diagnose() {
+    std::string out = "\n";
+    for (const auto& ctr : engine_->ContainersWithLabel(kInstanceLabel, id_)) {
+      const std::string cid = ctr["Id"].get<std::string>();
+      json in = engine_->Inspect(cid);
+      out +=
+          "container " + ctr["Names"].dump() + " state " + in["State"].dump() + "\nports " +
+          in["NetworkSettings"]["Ports"].dump() + "\nnetworks " +
+          in["NetworkSettings"]["Networks"].dump() + "\nlogs:\n" +
+          engine_->Send("GET", "/v1.41/containers/" + cid + "/logs?stdout=true&stderr=true").body +
+          "\n";
+      try {
+        const std::string port = in["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"];
+        out += "banner: " +
+               Script("timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port +
+                      " && head -c 40 <&3' 2>&1")
+                   .out +
+               "\n";
+      } catch (const json::exception&) {
+        out += "no port\n";
+      }
+    }
+    return out;
+  }
+
   /// The instance as the API shows it.
   json Instance() { return person_->Get("/api/v1/instances/" + id_).Json(); }
 
@@ -151,19 +178,19 @@ TEST_F(ClusterE2eTest, A2xInstanceIsAClusterReadyForADistributedJob) {
       person_->PostJson("/api/v1/ssh-keys", {{"name", "laptop"}, {"public_key", key_.public_line}});
   ASSERT_EQ(k.status, 201) << k.body;
   key_id_ = k.Json()["id"];
-  // The type comes online once both agents have synced.
-  auto r = person_->PostJson("/api/v1/instances",
-                             {{"name", "pair"}, {"ssh_key_id", key_id_}, {"gpu_type", "spark-2x"}});
+  // The type comes online once both agents have synced (a create before would join the queue).
   ASSERT_TRUE(Eventually(
       [&] {
-        if (r.status == 201) return true;
-        r = person_->PostJson(
-            "/api/v1/instances",
-            {{"name", "pair"}, {"ssh_key_id", key_id_}, {"gpu_type", "spark-2x"}});
-        return r.status == 201;
+        for (const auto& t :
+             person_->Get("/api/v1/gpu-types").Json().value("items", json::array())) {
+          if (t.value("name", "") == "spark-2x") return t.value("online", false);
+        }
+        return false;
       },
-      seconds(60)))
-      << r.status << " " << r.body;
+      seconds(60)));
+  auto r = person_->PostJson("/api/v1/instances",
+                             {{"name", "pair"}, {"ssh_key_id", key_id_}, {"gpu_type", "spark-2x"}});
+  ASSERT_EQ(r.status, 201) << r.body;
   id_ = r.Json()["id"];
   hostname_ = r.Json()["hostname"];
   json last;
@@ -173,7 +200,7 @@ TEST_F(ClusterE2eTest, A2xInstanceIsAClusterReadyForADistributedJob) {
         return last.value("status", "") == "running";
       },
       seconds(180)))
-      << "never running; last: " << last.dump();
+      << "never running; last: " << last.dump() << Diagnose();
   EXPECT_EQ(last["hosts"], json({a.name, b.name}));
   EXPECT_EQ(last["nodes"], json::parse(R"([{"index":0,"host":")" + a.name +
                                        R"(","status":"running"},{"index":1,"host":")" + b.name +
