@@ -211,13 +211,13 @@ TEST_F(ClusterE2eTest, A2xInstanceIsAClusterReadyForADistributedJob) {
   // would be), each node's own rail address, the names on both, the torchrun lines.
   CommandResult c = OnNode0(
       "set -e\n"
-      "echo \"node1=$(ssh -o BatchMode=yes -o ConnectTimeout=10 node1 hostname)\"\n"
+      "echo \"node1=$(ssh -n -o BatchMode=yes -o ConnectTimeout=10 node1 hostname)\"\n"
       "echo \"vllm0=$VLLM_HOST_IP\"\n"
       "echo \"login0=$(bash -lc 'echo $VLLM_HOST_IP')\"\n"
-      "echo \"vllm1=$(ssh -o BatchMode=yes node1 'echo $VLLM_HOST_IP')\"\n"
-      "echo \"login1=$(ssh -o BatchMode=yes node1 \"bash -lc 'echo \\$VLLM_HOST_IP'\")\"\n"
+      "echo \"vllm1=$(ssh -n -o BatchMode=yes node1 'echo $VLLM_HOST_IP')\"\n"
+      "echo \"login1=$(ssh -n -o BatchMode=yes node1 \"bash -lc 'echo \\$VLLM_HOST_IP'\")\"\n"
       "echo \"hosts0=$(getent hosts node0 node1 | tr -s ' \\n' ' ')\"\n"
-      "echo \"hosts1=$(ssh -o BatchMode=yes node1 'getent hosts node0 node1' | tr -s ' \\n' ' "
+      "echo \"hosts1=$(ssh -n -o BatchMode=yes node1 'getent hosts node0 node1' | tr -s ' \\n' ' "
       "')\"\n"
       "grep -o -- '--node_rank=[01] --rdzv_backend=c10d --rdzv_endpoint=[^ ]*' "
       "/etc/gpuwerk/cluster.md\n"
@@ -247,7 +247,7 @@ TEST_F(ClusterE2eTest, A2xInstanceIsAClusterReadyForADistributedJob) {
       "\",LocalPort=>29400,Listen=>5,ReuseAddr=>1) or die; $c=$s->accept; print $c \"RDZV\\n\"; "
       "close $c' </dev/null >/dev/null 2>&1 &\n"
       "sleep 0.5\n"
-      "ssh -o BatchMode=yes node1 'for i in $(seq 20); do timeout 2 bash -c \"exec "
+      "ssh -n -o BatchMode=yes node1 'for i in $(seq 20); do timeout 2 bash -c \"exec "
       "3<>/dev/tcp/node0/29400 && cat <&3\" 2>/dev/null && exit 0; sleep 0.2; done; exit 1'\n");
   EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
   EXPECT_EQ(c.out, "RDZV\n") << c.err;
