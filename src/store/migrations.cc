@@ -547,6 +547,19 @@ CREATE TABLE relay_credentials (
   last_used_at BIGINT
 );
 )sql",
+      // 23: leader leases (docs/scale-out.md, owned by store/leader_lease.h): one row per named
+      // lease ("scheduler"): who holds it, until when (Unix ms on the database's clock) and its
+      // fencing epoch, +1 at every takeover.
+      R"sql(
+CREATE TABLE leader_leases (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  epoch BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  acquired_at_ms BIGINT NOT NULL,
+  renewed_at_ms BIGINT NOT NULL
+);
+)sql",
   };
   return kMigrations;
 }
