@@ -132,6 +132,11 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .field = &C::host_unknown_after_seconds,
        .help = "a host whose agent has not synced for this long gets no new instances, and its "
                "instances show unknown"},
+      {.key = "leader_lease_seconds",
+       .field = &C::leader_lease_seconds,
+       .help = "with PostgreSQL: how long the leader lease lasts; the leader renews it every "
+               "third of this, and another server takes the leader-only work over this long "
+               "after the leader died (docs/scale-out.md)"},
       {.key = "payment_provider",
        .field = &C::payment_provider,
        .help = "who holds payment methods: manual (the operator records cards) or stripe "
@@ -301,6 +306,9 @@ core::Result<void> Validate(const ServerConfig& c) {
   }
   if (c.host_unknown_after_seconds < 1) {
     return std::unexpected(ConfigError("host_unknown_after_seconds must be positive"));
+  }
+  if (c.leader_lease_seconds < 3 || c.leader_lease_seconds > 3600) {
+    return std::unexpected(ConfigError("leader_lease_seconds must be 3 to 3600"));
   }
   if (!c.operator_email.empty() && c.operator_password.size() < 12) {
     return std::unexpected(

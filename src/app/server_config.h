@@ -45,6 +45,9 @@ struct ServerConfig {
   std::string instance_image = "localhost/gpuwerk-instance:bookworm";
   int64_t instance_memory_bytes = 0;  ///< bytes; 0: no limit
   int host_unknown_after_seconds = 30;
+  /// PostgreSQL: how long the leader lease lasts, in seconds (docs/scale-out.md); renewed every
+  /// third of it.
+  int leader_lease_seconds = 15;
   std::string payment_provider = "manual";  ///< manual or stripe (docs/billing.md "Providers")
   std::string stripe_api_base = "https://api.stripe.com";
   std::string stripe_secret_key;       ///< "sk_…"; payment_provider = stripe

@@ -41,7 +41,8 @@ core::Result<bool> LeaderElector::Step() {
   // Measured before the lease clock is read: the local bound ends before the lease does.
   const int64_t started = SteadyMs();
   auto state = db_.Write([&](Transaction& tx) {
-    return LeaderLease::Acquire(tx, clock_, options_.name, options_.holder, options_.lease.count());
+    return LeaderLease::Acquire(tx, clock_, options_.name, options_.holder, epoch_.load(),
+                                options_.lease.count());
   });
   if (!state) {
     NoteLossIfAny("renewing failed: " + state.error().message);

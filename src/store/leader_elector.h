@@ -12,29 +12,18 @@
 
 #include "core/error.h"
 #include "store/database.h"
+#include "store/leader_fence.h"
 #include "store/leader_lease.h"
 
 namespace gpuwerk::store {
-
-/// What leader-only work asks before it acts (docs/scale-out.md "Leader-only work").
-/// Implementations are thread-safe.
-class LeaderFence {
- public:
-  virtual ~LeaderFence() = default;
-  /// Whether this process believes it holds the lease now, from its last successful renewal and
-  /// its own monotonic clock (no store access; cheap). A worker skips its pass when false.
-  virtual bool Holding() const = 0;
-  /// Succeeds when this process holds the lease now at the epoch it last took, checked in `tx` on
-  /// the database (LeaderLease::Check); else kFailedPrecondition "not_leader" and the caller's
-  /// transaction must roll back. Errors: that, and the store's.
-  virtual core::Result<void> Check(Transaction& tx) const = 0;
-};
 
 /// Configuration of LeaderElector. Times are real (monotonic) time, measured against the lease
 /// clock (the database's) only through the lease row.
 struct LeaderElectorOptions {
   std::string name = "scheduler";  ///< the lease's name (its row in leader_leases)
-  std::string holder;              ///< this process's id: unique among the replicas
+  /// This replica's id, unique among the replicas: a process that starts with the id of one that
+  /// is gone (the same data directory) takes its lease back at once, under a new epoch.
+  std::string holder;
   /// How long a taken or renewed lease lasts: how long replicas wait for a leader that died.
   std::chrono::milliseconds lease{15000};
   /// How often the holder renews (and a follower tries to take over): well under `lease`.

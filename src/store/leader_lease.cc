@@ -51,7 +51,7 @@ core::Result<LeaseState> LeaderLease::Read(Transaction& tx, const LeaseClock& cl
 
 core::Result<LeaseState> LeaderLease::Acquire(Transaction& tx, const LeaseClock& clock,
                                               std::string_view name, std::string_view holder,
-                                              int64_t ttl_ms) {
+                                              int64_t held_epoch, int64_t ttl_ms) {
   GPUWERK_ASSIGN_OR_RETURN(LeaseState now, Read(tx, clock, name));
   const std::string lease(name), who(holder);
   const int64_t until = now.now_ms + ttl_ms;
@@ -64,7 +64,7 @@ core::Result<LeaseState> LeaderLease::Acquire(Transaction& tx, const LeaseClock&
     if (made == 0) return now;  // another replica made it first: theirs
     return LeaseState{.holder = who, .epoch = 1, .expires_at_ms = until, .now_ms = now.now_ms};
   }
-  if (now.HeldBy(who)) {
+  if (now.HeldBy(who) && now.epoch == held_epoch) {
     GPUWERK_TRY(
         tx.Exec("UPDATE leader_leases SET expires_at_ms = ?, renewed_at_ms = ? "
                 "WHERE name = ? AND holder = ? AND epoch = ?",
@@ -72,8 +72,10 @@ core::Result<LeaseState> LeaderLease::Acquire(Transaction& tx, const LeaseClock&
     now.expires_at_ms = until;
     return now;
   }
-  if (now.now_ms < now.expires_at_ms) return now;  // another holder's, still running
-  // Run out (whoever held it): a takeover, under a new epoch that fences the old holder.
+  // Another holder's, still running.
+  if (now.now_ms < now.expires_at_ms && now.holder != who) return now;
+  // Run out (whoever held it), or this replica's own from an earlier process: a takeover, under a
+  // new epoch that fences the old holder.
   GPUWERK_ASSIGN_OR_RETURN(
       int64_t taken,
       tx.Exec("UPDATE leader_leases SET holder = ?, epoch = epoch + 1, expires_at_ms = ?, "

@@ -45,14 +45,16 @@ struct LeaseState {
 class LeaderLease {
  public:
   /// Takes or renews lease `name` for `holder` for `ttl_ms` milliseconds from now: a missing row is
-  /// created at epoch 1; `holder`'s own unexpired lease is extended (same epoch); an expired lease
-  /// (anyone's, `holder`'s own included) is taken over with epoch + 1; another holder's unexpired
-  /// lease is left alone. Returns the lease as it now is (HeldBy(holder) says whether it is
-  /// `holder`'s). Call in a write transaction. Errors: the store's (a concurrent acquire on
+  /// created at epoch 1; `holder`'s own unexpired lease at `held_epoch` (the epoch this process
+  /// took) is extended (same epoch); an expired lease (anyone's, `holder`'s own included) is taken
+  /// over with epoch + 1, and so is `holder`'s own lease at another epoch (an earlier process of
+  /// the same replica, gone: the server's data directory lock says so); another holder's
+  /// unexpired lease is left alone. Returns the lease as it now is (HeldBy(holder) says whether it
+  /// is `holder`'s). Call in a write transaction. Errors: the store's (a concurrent acquire on
   /// PostgreSQL is store_busy, which Database::Run retries).
   static core::Result<LeaseState> Acquire(Transaction& tx, const LeaseClock& clock,
                                           std::string_view name, std::string_view holder,
-                                          int64_t ttl_ms);
+                                          int64_t held_epoch, int64_t ttl_ms);
 
   /// Succeeds when `holder` holds lease `name` at `epoch` and it has not run out on `clock`; else
   /// kFailedPrecondition "not_leader" (the message names the lease's current epoch). Call first in

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -37,10 +38,14 @@ class LeaderLeaseTest : public ::testing::TestWithParam<TestBackend> {
   LeaseClock Clock() {
     return [this](Transaction&) -> core::Result<int64_t> { return now_ms_.load(); };
   }
+  /// Acquire as a process that holds `held_epoch` (0: none yet); remembers what it got.
   core::Result<LeaseState> Acquire(const std::string& holder) {
-    return db_->Write([&](Transaction& tx) {
-      return LeaderLease::Acquire(tx, Clock(), "scheduler", holder, kTtl);
+    int64_t& held = held_[holder];
+    auto got = db_->Write([&](Transaction& tx) {
+      return LeaderLease::Acquire(tx, Clock(), "scheduler", holder, held, kTtl);
     });
+    if (got && got->HeldBy(holder)) held = got->epoch;
+    return got;
   }
   core::Result<void> Check(const std::string& holder, int64_t epoch) {
     return db_->Read([&](Transaction& tx) {
@@ -67,6 +72,7 @@ class LeaderLeaseTest : public ::testing::TestWithParam<TestBackend> {
 
   testing::TempDatabase db_{GetParam()};
   std::atomic<int64_t> now_ms_{1'800'000'000'000};
+  std::map<std::string, int64_t> held_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, LeaderLeaseTest,
@@ -124,6 +130,19 @@ TEST_P(LeaderLeaseTest, AHolderWhoseLeaseRanOutIsRefusedUntilItTakesItAgainUnder
   ASSERT_TRUE(again);
   EXPECT_TRUE(again->HeldBy("a"));
   EXPECT_EQ(again->epoch, 2);
+}
+
+TEST_P(LeaderLeaseTest, ARestartedReplicaTakesItsOwnLeaseBackAtOnceUnderANewEpoch) {
+  ASSERT_TRUE(Acquire("a"));
+  held_.clear();  // the process died; the next one of replica a knows no epoch
+  now_ms_ += 1;
+  auto back = Acquire("a");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->HeldBy("a"));
+  EXPECT_EQ(back->epoch, 2);
+  auto stale = Check("a", 1);
+  ASSERT_FALSE(stale);
+  EXPECT_TRUE(IsNotLeader(stale.error()));
 }
 
 TEST_P(LeaderLeaseTest, APausedOldLeadersFencedWriteIsRefusedAndChangesNothing) {
