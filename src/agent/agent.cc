@@ -860,8 +860,7 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
       .not_enforced = limits.not_enforced,
       .docker_inside = std::string(DockerInsideName(options_.instance_runtime.docker_inside)),
       .shm_bytes = options_.instance_runtime.shm_bytes};
-  if (std::string warning = DockerInsideWarning(options_.instance_runtime.docker_inside);
-      !warning.empty()) {
+  for (std::string& warning : InstanceRuntimeWarnings(options_.instance_runtime)) {
     request.inventory.limits.not_enforced.push_back(std::move(warning));
   }
   if (!network_check_error_.empty()) {

@@ -1,8 +1,13 @@
 #include "agent/instance_runtime.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "agent/instance_limits.h"
 
 namespace gpuwerk::agent {
 namespace {
@@ -50,9 +55,10 @@ std::string_view DockerInsideName(DockerInside mode) {
 }
 
 core::Result<InstanceRuntime> ResolveInstanceRuntime(std::string_view docker_inside,
-                                                     int64_t shm_bytes,
-                                                     uint64_t host_memory_bytes) {
+                                                     int64_t shm_bytes, uint64_t host_memory_bytes,
+                                                     bool can_raise_limits) {
   InstanceRuntime runtime;
+  runtime.memlock_unlimited = can_raise_limits;
   GPUWERK_ASSIGN_OR_RETURN(runtime.docker_inside, ParseDockerInside(docker_inside));
   if (shm_bytes < kMinShmBytes) {
     return core::Fail(ConfigError(
@@ -78,7 +84,9 @@ std::string InnerDockerdConfig(bool gpu) {
 
 void ApplyInstanceRuntime(const InstanceRuntime& runtime, ContainerSpec& spec) {
   spec.shm_size_bytes = runtime.shm_bytes;
-  spec.ulimits.push_back({.name = "memlock", .soft = -1, .hard = -1});
+  if (runtime.memlock_unlimited) {
+    spec.ulimits.push_back({.name = "memlock", .soft = -1, .hard = -1});
+  }
   spec.env.push_back(
       fmt::format("{}={}", kDockerInsideEnv, DockerInsideName(runtime.docker_inside)));
   if (runtime.docker_inside == DockerInside::kOff) return;
@@ -92,10 +100,31 @@ void ApplyInstanceRuntime(const InstanceRuntime& runtime, ContainerSpec& spec) {
   }
 }
 
-std::string DockerInsideWarning(DockerInside mode) {
-  if (mode != DockerInside::kPrivileged) return "";
-  return "docker inside: privileged: a person in an instance on this host is root on the host; "
-         "give it to one tenant at a time and wipe it between tenants (docs/docker-inside.md)";
+std::vector<std::string> InstanceRuntimeWarnings(const InstanceRuntime& runtime) {
+  std::vector<std::string> out;
+  if (runtime.docker_inside == DockerInside::kPrivileged) {
+    out.emplace_back(
+        "docker inside: privileged: a person in an instance on this host is root on the host; "
+        "give it to one tenant at a time and wipe it between tenants (docs/docker-inside.md)");
+  }
+  if (!runtime.memlock_unlimited) {
+    out.emplace_back(
+        "memlock: not raised to unlimited: this host's processes lack CAP_SYS_RESOURCE, so "
+        "instances keep the engine's default locked-memory limit (RDMA may fail)");
+  }
+  return out;
+}
+
+bool ProcessCanRaiseLimits() {
+  rlimit memlock{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 && memlock.rlim_max == RLIM_INFINITY) return true;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (!line.starts_with("CapEff:")) continue;
+    const uint64_t eff = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (eff & CapabilityMask({"CAP_SYS_RESOURCE"})) != 0;
+  }
+  return false;
 }
 
 }  // namespace gpuwerk::agent

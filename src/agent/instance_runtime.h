@@ -48,14 +48,28 @@ struct InstanceRuntime {
   DockerInside docker_inside = DockerInside::kOff;
   /// `HostConfig.ShmSize`, bytes.
   int64_t shm_bytes = kDefaultShmBytes;
+  /// Whether containers get memlock unlimited (`HostConfig.Ulimits` memlock -1:-1). False where
+  /// the host's processes cannot raise a resource limit (ProcessCanRaiseLimits): the engine
+  /// would fail every start, so its default applies and the inventory says so.
+  bool memlock_unlimited = true;
 };
 
+/// Whether this process may raise resource limits above its own hard limits: CAP_SYS_RESOURCE in
+/// its effective set (/proc/self/status CapEff), or memlock's hard limit already unlimited. A
+/// root agent on a GPU host has it; a sandbox without CAP_SYS_RESOURCE (this project's build
+/// VMs) does not, and neither does the engine it starts, which then refuses a container asking
+/// for more ("error setting rlimit … operation not permitted"). Podman's API also drops its
+/// configured default_ulimits once a create names any ulimit, so nothing is sent there.
+bool ProcessCanRaiseLimits();
+
 /// Resolves the host configuration (`docker_inside`, `instance_shm_bytes`) against a host with
-/// `host_memory_bytes` of memory (0: unknown, not checked). Errors: kInvalidArgument
-/// "invalid_config": an unknown mode (ParseDockerInside), a /dev/shm size below kMinShmBytes or
-/// above the host's memory.
+/// `host_memory_bytes` of memory (0: unknown, not checked) whose processes may raise resource
+/// limits or not (`can_raise_limits`, ProcessCanRaiseLimits: memlock_unlimited). Errors:
+/// kInvalidArgument "invalid_config": an unknown mode (ParseDockerInside), a /dev/shm size below
+/// kMinShmBytes or above the host's memory.
 core::Result<InstanceRuntime> ResolveInstanceRuntime(std::string_view docker_inside,
-                                                     int64_t shm_bytes, uint64_t host_memory_bytes);
+                                                     int64_t shm_bytes, uint64_t host_memory_bytes,
+                                                     bool can_raise_limits = true);
 
 /// The inner Docker daemon's configuration (`/etc/docker/daemon.json`, Docker's dockerd(8)
 /// configuration file format), one line of JSON: on a host with a GPU (`gpu`) the NVIDIA
@@ -79,16 +93,18 @@ inline constexpr std::string_view kDockerdConfigEnv = "GPUWERK_DOCKERD_CONFIG";
 inline constexpr std::string_view kInnerDockerDataDir = "/var/lib/docker";
 
 /// Applies `runtime` to `spec` (after its `gpu` is decided): /dev/shm's size
-/// (`shm_size_bytes`), memlock unlimited (`ulimits` {"memlock", -1, -1}: RDMA registers pinned
-/// memory; sessions through sshd inherit it from sshd), the mode's environment entries
-/// (kDockerInsideEnv; kDockerdConfigEnv with InnerDockerdConfig(spec.gpu) when not off), and for
-/// the modes: kSysbox sets `runtime` kSysboxRuntime (which takes the place of the nvidia runtime:
-/// Sysbox does not pass GPUs through) and clears `no_new_privileges` (nested containers run
-/// setuid programs); kPrivileged sets `privileged`. Either adds the kInnerDockerDataDir volume.
+/// (`shm_size_bytes`), memlock unlimited when `memlock_unlimited` (`ulimits` {"memlock", -1, -1}:
+/// RDMA registers pinned memory; sessions through sshd inherit it from sshd), the mode's
+/// environment entries (kDockerInsideEnv; kDockerdConfigEnv with InnerDockerdConfig(spec.gpu)
+/// when not off), and for the modes: kSysbox sets `runtime` kSysboxRuntime (which takes the place
+/// of the nvidia runtime: Sysbox does not pass GPUs through) and clears `no_new_privileges`
+/// (nested containers run setuid programs); kPrivileged sets `privileged`. Either adds the
+/// kInnerDockerDataDir volume.
 void ApplyInstanceRuntime(const InstanceRuntime& runtime, ContainerSpec& spec);
 
-/// The sentence the host's inventory carries in `limits.not_enforced` for a privileged host (so
-/// that operators see it in the host listing); "" for the other modes.
-std::string DockerInsideWarning(DockerInside mode);
+/// The sentences the host's inventory carries in `limits.not_enforced` about `runtime`, so that
+/// operators see them in the host listing: a privileged host ("docker inside: privileged: a
+/// person in an instance on this host is root on the host; …"), memlock not raised.
+std::vector<std::string> InstanceRuntimeWarnings(const InstanceRuntime& runtime);
 
 }  // namespace gpuwerk::agent

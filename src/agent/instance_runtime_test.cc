@@ -86,9 +86,26 @@ TEST(DockerInsideTest, ApplyGivesEveryModeShmAndMemlock) {
   EXPECT_TRUE(off.no_new_privileges);
   EXPECT_TRUE(off.volumes.empty());
   EXPECT_EQ(off.env.size(), 1u);  // no daemon configuration where the daemon cannot run
-  EXPECT_EQ(DockerInsideWarning(DockerInside::kOff), "");
-  EXPECT_NE(DockerInsideWarning(DockerInside::kPrivileged).find("root on the host"),
-            std::string::npos);
+  EXPECT_TRUE(InstanceRuntimeWarnings({}).empty());
+  const auto privileged = InstanceRuntimeWarnings({.docker_inside = DockerInside::kPrivileged});
+  ASSERT_EQ(privileged.size(), 1u);
+  EXPECT_NE(privileged[0].find("root on the host"), std::string::npos);
+}
+
+// A host whose processes cannot raise limits (no CAP_SYS_RESOURCE): asking the engine for
+// memlock unlimited would fail every start, so nothing is asked and the inventory says so.
+TEST(DockerInsideTest, MemlockIsNotAskedForWhereTheHostCannotRaiseLimits) {
+  auto r = ResolveInstanceRuntime("off", kDefaultShmBytes, 0, /*can_raise_limits=*/false);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->memlock_unlimited);
+  ContainerSpec spec;
+  ApplyInstanceRuntime(*r, spec);
+  EXPECT_TRUE(spec.ulimits.empty());
+  EXPECT_EQ(spec.shm_size_bytes, kDefaultShmBytes);
+  const auto warnings = InstanceRuntimeWarnings(*r);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("memlock"), std::string::npos);
+  EXPECT_TRUE(ResolveInstanceRuntime("off", kDefaultShmBytes, 0)->memlock_unlimited);
 }
 
 class InstanceRuntimeCreateTest : public ::testing::Test {

@@ -123,7 +123,8 @@ int RunAgent(const AgentConfig& f) {
   }
   options.instance_limits = std::move(*limits);
   auto runtime =
-      agent::ResolveInstanceRuntime(f.docker_inside, f.instance_shm_bytes, inventory.memory_bytes);
+      agent::ResolveInstanceRuntime(f.docker_inside, f.instance_shm_bytes, inventory.memory_bytes,
+                                    agent::ProcessCanRaiseLimits());
   if (!runtime) {
     std::fprintf(stderr, "gpuwerk agent: %s\n", runtime.error().message.c_str());
     return 2;
@@ -172,8 +173,16 @@ int RunAgent(const AgentConfig& f) {
 
 void LogDockerInside(std::string_view component, const agent::InstanceRuntime& runtime,
                      bool host_has_gpu) {
-  spdlog::info("{}: instances get /dev/shm of {} bytes and memlock unlimited; docker inside: {}",
-               component, runtime.shm_bytes, agent::DockerInsideName(runtime.docker_inside));
+  spdlog::info("{}: instances get /dev/shm of {} bytes and memlock {}; docker inside: {}",
+               component, runtime.shm_bytes,
+               runtime.memlock_unlimited ? "unlimited" : "at the engine's default",
+               agent::DockerInsideName(runtime.docker_inside));
+  if (!runtime.memlock_unlimited) {
+    spdlog::warn(
+        "{}: memlock is not raised to unlimited: this process lacks CAP_SYS_RESOURCE, and so does "
+        "an engine started like it (docs/docker-inside.md \"Runtime settings\")",
+        component);
+  }
   if (runtime.docker_inside == agent::DockerInside::kPrivileged) {
     spdlog::warn(
         "{}: docker inside: privileged: instance containers are privileged, a person in one is "

@@ -291,7 +291,7 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   GPUWERK_ASSIGN_OR_RETURN(
       agent_options.instance_runtime,
       agent::ResolveInstanceRuntime(options.docker_inside, options.instance_shm_bytes,
-                                    inventory.memory_bytes));
+                                    inventory.memory_bytes, agent::ProcessCanRaiseLimits()));
   p.docker_inside =
       std::string(agent::DockerInsideName(agent_options.instance_runtime.docker_inside));
   // Instance networks with the default filter rules (docs/isolation.md); the relay reaches the
