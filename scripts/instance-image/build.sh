@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the development instance image (Debian bookworm + openssh-server) with debootstrap and
-# imports it into the local container engine (podman). See README.md beside this file.
+# Builds the development instance image (Debian bookworm + openssh-server + docker.io, started by
+# files/gpuwerk-init) with debootstrap and imports it into the local container engine (podman).
+# See README.md beside this file.
 #
 #   scripts/instance-image/build.sh [--mirror URL] [TAG]   (default localhost/gpuwerk-instance:bookworm)
 #
-# Idempotent: when the engine already has TAG it exits 0 at once. Concurrent runs serialise on a
+# Idempotent: when the engine already has TAG at this script's content version (label
+# io.gpuwerk.instance-image) it exits 0 at once. Concurrent runs serialise on a
 # lock and the later one finds the image. Needs root (debootstrap, rootful podman) and network
 # access to a Debian mirror: --mirror URL, else GPUWERK_DEBIAN_MIRROR, else the one apt uses on
 # this machine (/etc/apt/sources.list.d/*.sources, then sources.list and sources.list.d/*.list);
@@ -13,7 +15,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,12s/^# \{0,1\}//p' "$0"
+  sed -n '2,14s/^# \{0,1\}//p' "$0"
 }
 
 # The first Debian archive URI apt uses (not a -security suite, not a disabled entry), from the
