@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,13 @@ core::Result<InstanceRuntime> ResolveInstanceRuntime(std::string_view docker_ins
   InstanceRuntime runtime;
   runtime.memlock_unlimited = can_raise_limits;
   GPUWERK_ASSIGN_OR_RETURN(runtime.docker_inside, ParseDockerInside(docker_inside));
+  if (shm_bytes == 0) {
+    shm_bytes = kDefaultShmBytes;
+    if (host_memory_bytes > 0) {
+      shm_bytes = std::min<int64_t>(shm_bytes, static_cast<int64_t>(host_memory_bytes / 2));
+      shm_bytes = std::max(shm_bytes, kMinShmBytes);
+    }
+  }
   if (shm_bytes < kMinShmBytes) {
     return core::Fail(ConfigError(
         fmt::format("instance_shm_bytes must be at least {} (64 MiB, Docker's default), not {}",

@@ -27,7 +27,8 @@ enum class DockerInside {
 /// The Sysbox runtime's name as Docker knows it once Sysbox is installed (nestybox/sysbox).
 inline constexpr std::string_view kSysboxRuntime = "sysbox-runc";
 
-/// /dev/shm's default size, bytes: 16 GiB. Docker's own 64 MiB breaks NCCL's shared-memory
+/// /dev/shm's size when the host configuration leaves it automatic (0), bytes: 16 GiB, or half
+/// the host's memory where that is less. Docker's own 64 MiB breaks NCCL's shared-memory
 /// transport and PyTorch data loaders; /dev/shm is a tmpfs whose pages count against the
 /// container's memory limit only when written, so the size is a ceiling, not a reservation.
 inline constexpr int64_t kDefaultShmBytes = int64_t{16} << 30;
@@ -62,7 +63,8 @@ struct InstanceRuntime {
 /// configured default_ulimits once a create names any ulimit, so nothing is sent there.
 bool ProcessCanRaiseLimits();
 
-/// Resolves the host configuration (`docker_inside`, `instance_shm_bytes`) against a host with
+/// Resolves the host configuration (`docker_inside`, `instance_shm_bytes`, 0: automatic, see
+/// kDefaultShmBytes) against a host with
 /// `host_memory_bytes` of memory (0: unknown, not checked) whose processes may raise resource
 /// limits or not (`can_raise_limits`, ProcessCanRaiseLimits: memlock_unlimited). Errors:
 /// kInvalidArgument "invalid_config": an unknown mode (ParseDockerInside), a /dev/shm size below

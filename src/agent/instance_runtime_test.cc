@@ -47,6 +47,10 @@ TEST(DockerInsideTest, ResolveChecksTheShmSizeAgainstTheHost) {
   EXPECT_EQ(r->docker_inside, DockerInside::kOff);
   EXPECT_EQ(r->shm_bytes, int64_t{16} << 30);
   EXPECT_EQ(ResolveInstanceRuntime("privileged", kMinShmBytes, 0)->shm_bytes, kMinShmBytes);
+  // 0: automatic, 16 GiB or half the host's memory where that is less.
+  EXPECT_EQ(ResolveInstanceRuntime("off", 0, uint64_t{128} << 30)->shm_bytes, int64_t{16} << 30);
+  EXPECT_EQ(ResolveInstanceRuntime("off", 0, uint64_t{8} << 30)->shm_bytes, int64_t{4} << 30);
+  EXPECT_EQ(ResolveInstanceRuntime("off", 0, 0)->shm_bytes, int64_t{16} << 30);
   auto small = ResolveInstanceRuntime("off", kMinShmBytes - 1, 0);
   ASSERT_FALSE(small);
   EXPECT_NE(small.error().message.find("instance_shm_bytes"), std::string::npos);

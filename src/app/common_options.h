@@ -69,12 +69,14 @@ Option<Config> InstanceShmOption() {
   return {.key = "instance_shm_bytes",
           .field = &Config::instance_shm_bytes,
           .help =
-              "each instance container's /dev/shm size in bytes (at least 64 MiB); a ceiling "
-              "for NCCL and data loaders, counted against the memory limit only when written",
-          .shown_default = "17179869184 (16 GiB)",
+              "each instance container's /dev/shm size in bytes (at least 64 MiB); 0: 16 GiB, "
+              "or half the host's memory where that is less. A ceiling for NCCL and data "
+              "loaders, counted against the memory limit only when written",
+          .shown_default = "0 (automatic)",
           .details =
               "Every instance also gets memlock unlimited, for its sessions through sshd "
-              "too (docs/docker-inside.md \"Runtime settings\")."};
+              "too, where the host may raise limits (docs/docker-inside.md \"Runtime "
+              "settings\")."};
 }
 
 }  // namespace gpuwerk::app

@@ -34,7 +34,7 @@ struct LocalPlatformOptions {
   /// Docker inside the agent's instances (off | sysbox | privileged) and their /dev/shm size,
   /// bytes (agent::ResolveInstanceRuntime; docs/docker-inside.md).
   std::string docker_inside = "off";
-  int64_t instance_shm_bytes = int64_t{16} << 30;
+  int64_t instance_shm_bytes = 0;
 };
 
 /// The local engine, SSH relay and agent of `gpuwerk up`. Start order: engine, relay, host

@@ -260,9 +260,10 @@ core::Result<void> Validate(const ServerConfig& c) {
     return std::unexpected(ConfigError("docker_inside must be off, sysbox or privileged, not '" +
                                        core::BoundedPrintable(c.docker_inside, 40) + "'"));
   }
-  if (c.instance_shm_bytes < (int64_t{64} << 20)) {
-    return std::unexpected(
-        ConfigError("instance_shm_bytes must be at least 67108864 (64 MiB, Docker's default)"));
+  if (c.instance_shm_bytes != 0 && c.instance_shm_bytes < (int64_t{64} << 20)) {
+    return std::unexpected(ConfigError(
+        "instance_shm_bytes must be 0 (automatic) or at least 67108864 (64 MiB, Docker's "
+        "default)"));
   }
   if (c.relay_memory_limit_mib < 64 || c.relay_memory_limit_mib > 1'048'576) {
     return std::unexpected(ConfigError("relay_memory_limit_mib must be from 64 to 1048576"));

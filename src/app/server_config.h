@@ -65,7 +65,7 @@ struct ServerConfig {
   /// `up` only: Docker inside the local agent's instances (off | sysbox | privileged) and their
   /// /dev/shm size, bytes (agent/instance_runtime.h; docs/docker-inside.md).
   std::string docker_inside = "off";
-  int64_t instance_shm_bytes = int64_t{16} << 30;
+  int64_t instance_shm_bytes = 0;
 };
 
 /// The options of `gpuwerk server` (and `up`), one declaration each (app/options.h).

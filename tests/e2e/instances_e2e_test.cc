@@ -329,6 +329,17 @@ TEST_F(InstancesE2eTest, C05_C14_LifecycleSshRestartKeepsFilesAndSessionDeleteFr
                             "echo kept-across-restart > /root/marker");
   ASSERT_EQ(modes.exit_code, 0) << modes.err;
   EXPECT_EQ(modes.out, "700:0\n600:0\n");
+  // Docker inside is off by default (docs/docker-inside.md): the client says so and fails;
+  // /dev/shm has the host's automatic size, which the host listing reports.
+  CommandResult docker_off = Ssh(
+      key, "127.0.0.1", port, "docker ps; echo rc=$?; df -B1 --output=size /dev/shm | tail -n 1");
+  EXPECT_NE(docker_off.err.find("docker inside: off"), std::string::npos) << docker_off.err;
+  auto hosts = op_->Get("/api/v1/admin/hosts");
+  ASSERT_EQ(hosts.status, 200) << hosts.body;
+  const json shm = hosts.Json()["items"][0]["inventory"]["limits"]["shm_bytes"];
+  ASSERT_TRUE(shm.is_number_integer()) << hosts.body;
+  EXPECT_GT(shm.get<int64_t>(), int64_t{64} << 20);
+  EXPECT_EQ(docker_off.out, "rc=1\n" + std::to_string(shm.get<int64_t>()) + "\n");
 
   // the key of a live instance cannot be deleted; the error names the instance.
   auto key_delete = alice->Delete("/api/v1/ssh-keys/" + key_id);
