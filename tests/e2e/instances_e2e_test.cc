@@ -1106,9 +1106,8 @@ TEST_F(InstancesE2eTest, DockerInsidePrivilegedBuildsAndRunsAndShmAndMemlockAreA
                                         "cat /run/gpuwerk/docker-inside\n");
   ASSERT_EQ(settings.exit_code, 0) << settings.err;
   std::vector<std::string> lines;
-  for (std::istringstream in(settings.out); std::string line; std::getline(in, line)) {
-    lines.push_back(line);
-  }
+  std::istringstream in(settings.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 5u) << settings.out;
   EXPECT_EQ(lines[0], std::to_string(kShm));
   const bool raised = limits["not_enforced"].dump().find("memlock") == std::string::npos;
@@ -1116,7 +1115,9 @@ TEST_F(InstancesE2eTest, DockerInsidePrivilegedBuildsAndRunsAndShmAndMemlockAreA
                               : lines[3] == "unlimited"
                                   ? "unlimited"
                                   : std::to_string(std::atoll(lines[3].c_str()) / 1024);
-  if (raised) EXPECT_EQ(lines[3], "unlimited");
+  if (raised) {
+    EXPECT_EQ(lines[3], "unlimited");
+  }
   EXPECT_EQ(lines[1], memlock) << settings.out;
   EXPECT_EQ(lines[2], memlock) << settings.out;
   EXPECT_EQ(lines[4], "privileged");
