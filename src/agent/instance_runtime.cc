@@ -70,7 +70,8 @@ core::Result<InstanceRuntime> ResolveInstanceRuntime(std::string_view docker_ins
   }
   if (shm_bytes < kMinShmBytes) {
     return core::Fail(ConfigError(
-        fmt::format("instance_shm_bytes must be at least {} (64 MiB, Docker's default), not {}",
+        fmt::format("instance_shm_bytes must be 0 (automatic) or at least {} (64 MiB, Docker's "
+                    "default), not {}",
                     kMinShmBytes, shm_bytes)));
   }
   if (host_memory_bytes > 0 && static_cast<uint64_t>(shm_bytes) > host_memory_bytes) {
