@@ -97,7 +97,8 @@ struct AgentOptions {
       .capabilities = {kInstanceCapabilities.begin(), kInstanceCapabilities.end()}};
   /// What every container gets besides its limits: the Docker inside mode, /dev/shm's size and
   /// memlock unlimited (ApplyInstanceRuntime; docs/docker-inside.md). Reported in the inventory's
-  /// `limits` (`docker_inside`, `shm_bytes`). Default: off, kDefaultShmBytes.
+  /// `limits` (`docker_inside`, `shm_bytes`). Default: off, kDefaultShmBytes, no memlock asked
+  /// (the commands resolve it: ResolveInstanceRuntime).
   InstanceRuntime instance_runtime;
   /// Whether each instance's containers get a network of their own (InstanceNetworkName,
   /// labelled kNetworkInstanceLabel and kHostLabel plus `extra_labels`) instead of the engine's

@@ -116,11 +116,6 @@ std::vector<std::string> InstanceRuntimeWarnings(const InstanceRuntime& runtime)
         "docker inside: privileged: a person in an instance on this host is root on the host; "
         "give it to one tenant at a time and wipe it between tenants (docs/docker-inside.md)");
   }
-  if (!runtime.memlock_unlimited) {
-    out.emplace_back(
-        "memlock: not raised to unlimited: this host's processes lack CAP_SYS_RESOURCE, so "
-        "instances keep the engine's default locked-memory limit (RDMA may fail)");
-  }
   return out;
 }
 

@@ -49,10 +49,12 @@ struct InstanceRuntime {
   DockerInside docker_inside = DockerInside::kOff;
   /// `HostConfig.ShmSize`, bytes.
   int64_t shm_bytes = kDefaultShmBytes;
-  /// Whether containers get memlock unlimited (`HostConfig.Ulimits` memlock -1:-1). False where
-  /// the host's processes cannot raise a resource limit (ProcessCanRaiseLimits): the engine
-  /// would fail every start, so its default applies and the inventory says so.
-  bool memlock_unlimited = true;
+  /// Whether containers get memlock unlimited (`HostConfig.Ulimits` memlock -1:-1).
+  /// ResolveInstanceRuntime sets it where the host's processes may raise a resource limit
+  /// (ProcessCanRaiseLimits); elsewhere the engine would fail every start, so its default applies
+  /// and the inventory says so. Default false: a default-constructed runtime asks the engine for
+  /// no ulimit.
+  bool memlock_unlimited = false;
 };
 
 /// Whether this process may raise resource limits above its own hard limits: CAP_SYS_RESOURCE in
@@ -104,9 +106,15 @@ inline constexpr std::string_view kInnerDockerDataDir = "/var/lib/docker";
 /// kInnerDockerDataDir volume.
 void ApplyInstanceRuntime(const InstanceRuntime& runtime, ContainerSpec& spec);
 
-/// The sentences the host's inventory carries in `limits.not_enforced` about `runtime`, so that
-/// operators see them in the host listing: a privileged host ("docker inside: privileged: a
-/// person in an instance on this host is root on the host; …"), memlock not raised.
+/// The sentences the agent adds to its inventory's `limits.not_enforced` about `runtime`, so that
+/// operators see them in the host listing: for a privileged host "docker inside: privileged: a
+/// person in an instance on this host is root on the host; …".
 std::vector<std::string> InstanceRuntimeWarnings(const InstanceRuntime& runtime);
+
+/// The sentence the commands that resolve a runtime without memlock (ResolveInstanceRuntime with
+/// `can_raise_limits` false) put in the host's `InstanceLimits::not_enforced`.
+inline constexpr std::string_view kMemlockNotRaised =
+    "memlock: not raised to unlimited: this host's processes lack CAP_SYS_RESOURCE, so instances "
+    "keep the engine's default locked-memory limit (RDMA may fail)";
 
 }  // namespace gpuwerk::agent

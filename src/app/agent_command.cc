@@ -130,6 +130,9 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_runtime = *runtime;
+  if (!runtime->memlock_unlimited) {
+    options.instance_limits.not_enforced.emplace_back(agent::kMemlockNotRaised);
+  }
   auto isolation = agent::ParseNetworkIsolation(f.instance_network_isolation,
                                                 f.instance_network_deny, f.instance_network_allow);
   if (!isolation) {

@@ -294,6 +294,9 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
                                     inventory.memory_bytes, agent::ProcessCanRaiseLimits()));
   p.docker_inside =
       std::string(agent::DockerInsideName(agent_options.instance_runtime.docker_inside));
+  if (!agent_options.instance_runtime.memlock_unlimited) {
+    agent_options.instance_limits.not_enforced.emplace_back(agent::kMemlockNotRaised);
+  }
   // Instance networks with the default filter rules (docs/isolation.md); the relay reaches the
   // instances' sshd through their published ports on 127.0.0.1, which the rules let through.
   const agent::NetworkIsolationSettings isolation;
