@@ -109,6 +109,8 @@ const std::vector<Option<AgentConfig>>& AgentOptions() {
                "several",
        .flag = "--instance-network-allow",
        .details = "Never opens another instance's network."},
+      DockerInsideOption<C>(),
+      InstanceShmOption<C>(),
   };
   return kOptions;
 }
