@@ -573,6 +573,7 @@ void Agent::Create(const DesiredContainer& d) {
   spec.no_new_privileges = true;
   spec.gpu = d.gpu && !inventory_.gpus.empty();
   spec.ssh_bind_address = options_.ssh_bind_address;
+  ApplyInstanceRuntime(options_.instance_runtime, spec);
   spec.labels[std::string(kKeysLabel)] = "bind";
   const std::string attempt_key = d.instance_id + "/" + std::to_string(d.node_index);
   auto fail = [&](const core::Error& e, const std::string& step) {
@@ -881,11 +882,17 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
   request.inventory = inventory_;
   request.inventory.ssh_address = options_.ssh_bind_address;  // where sshd ports are published
   const InstanceLimits& limits = options_.instance_limits;
-  request.inventory.limits = {.memory_bytes = limits.memory_bytes,
-                              .nano_cpus = limits.nano_cpus,
-                              .pids_limit = limits.pids_limit,
-                              .capabilities = limits.capabilities,
-                              .not_enforced = limits.not_enforced};
+  request.inventory.limits = {
+      .memory_bytes = limits.memory_bytes,
+      .nano_cpus = limits.nano_cpus,
+      .pids_limit = limits.pids_limit,
+      .capabilities = limits.capabilities,
+      .not_enforced = limits.not_enforced,
+      .docker_inside = std::string(DockerInsideName(options_.instance_runtime.docker_inside)),
+      .shm_bytes = options_.instance_runtime.shm_bytes};
+  for (std::string& warning : InstanceRuntimeWarnings(options_.instance_runtime)) {
+    request.inventory.limits.not_enforced.push_back(std::move(warning));
+  }
   if (!network_check_error_.empty()) {
     request.inventory.limits.not_enforced.push_back(
         "network: the filter rules cannot be checked (" + network_check_error_.substr(0, 300) +

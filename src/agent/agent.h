@@ -19,6 +19,7 @@
 #include "agent/container_engine.h"
 #include "agent/drift.h"
 #include "agent/instance_limits.h"
+#include "agent/instance_runtime.h"
 #include "agent/inventory.h"
 #include "agent/network_isolation.h"
 #include "agent/probe_process.h"
@@ -95,6 +96,11 @@ struct AgentOptions {
   /// `limits`. Default-constructed: no limits and kInstanceCapabilities.
   InstanceLimits instance_limits{
       .capabilities = {kInstanceCapabilities.begin(), kInstanceCapabilities.end()}};
+  /// What every container gets besides its limits: the Docker inside mode, /dev/shm's size and
+  /// memlock unlimited (ApplyInstanceRuntime; docs/docker-inside.md). Reported in the inventory's
+  /// `limits` (`docker_inside`, `shm_bytes`). Default: off, kDefaultShmBytes, no memlock asked
+  /// (the commands resolve it: ResolveInstanceRuntime).
+  InstanceRuntime instance_runtime;
   /// Whether each instance's containers get a network of their own (InstanceNetworkName,
   /// labelled kNetworkInstanceLabel and kHostLabel plus `extra_labels`) instead of the engine's
   /// default bridge; the agent removes it once no container of the instance is left on the

@@ -45,6 +45,16 @@ struct BindMount {
   bool read_only = true;
 };
 
+/// A resource limit of a container's processes (`HostConfig.Ulimits[]`, setrlimit(2) names without
+/// `RLIMIT_` in lower case: "memlock", "nofile", …). -1 is unlimited (RLIM_INFINITY).
+struct Ulimit {
+  std::string name;
+  int64_t soft = 0;
+  int64_t hard = 0;
+
+  bool operator==(const Ulimit&) const = default;
+};
+
 /// What to create: the body of `POST /containers/create` (Docker Engine API v1.41), reduced to
 /// what an instance needs.
 struct ContainerSpec {
@@ -91,6 +101,21 @@ struct ContainerSpec {
   /// `HostConfig.ExtraHosts`: "NAME:ADDRESS" entries the engine adds to the container's
   /// /etc/hosts (e.g. "node1:198.18.0.12" for a 2-host instance, cluster_files.h).
   std::vector<std::string> extra_hosts;
+  /// `HostConfig.ShmSize`: the size of the container's /dev/shm, bytes; 0: the engine's default
+  /// (Docker's 64 MiB). Must not be negative.
+  int64_t shm_size_bytes = 0;
+  /// `HostConfig.Ulimits`, e.g. {"memlock", -1, -1} for RDMA; empty: the engine's defaults.
+  std::vector<Ulimit> ulimits;
+  /// `HostConfig.Privileged`: every capability, every device, no seccomp or AppArmor confinement:
+  /// root in the container is root on the host (docs/docker-inside.md). When set, `capabilities`
+  /// and `no_new_privileges` are not sent (the engine would give every capability anyway).
+  bool privileged = false;
+  /// `HostConfig.Runtime`, e.g. "sysbox-runc"; it takes the place of `gpu`'s "nvidia" runtime
+  /// (the environment entry stays). Empty: "nvidia" with `gpu`, else the engine's default.
+  std::string runtime;
+  /// Anonymous volumes (`Volumes`, container paths, e.g. "/var/lib/docker"): a directory on the
+  /// engine's own filesystem, removed with the container (RemoveContainer removes them).
+  std::vector<std::string> volumes;
 };
 
 /// What to create: the body of `POST /networks/create` (Docker Engine API v1.41), reduced to what

@@ -123,6 +123,17 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_limits = std::move(*limits);
+  auto runtime =
+      agent::ResolveInstanceRuntime(f.docker_inside, f.instance_shm_bytes, inventory.memory_bytes,
+                                    agent::ProcessCanRaiseLimits());
+  if (!runtime) {
+    std::fprintf(stderr, "gpuwerk agent: %s\n", runtime.error().message.c_str());
+    return 2;
+  }
+  options.instance_runtime = *runtime;
+  if (!runtime->memlock_unlimited) {
+    options.instance_limits.not_enforced.emplace_back(agent::kMemlockNotRaised);
+  }
   auto isolation = agent::ParseNetworkIsolation(f.instance_network_isolation,
                                                 f.instance_network_deny, f.instance_network_allow);
   if (!isolation) {
@@ -162,6 +173,7 @@ int RunAgent(const AgentConfig& f) {
                static_cast<double>(options.instance_limits.nano_cpus) / 1e9,
                options.instance_limits.pids_limit,
                fmt::join(options.instance_limits.capabilities, ","));
+  LogDockerInside("agent", options.instance_runtime, !inventory.gpus.empty());
   agent::Agent agent(options, engine, client, std::move(inventory));
   std::thread runner([&agent] { agent.Run(); });
   int sig = 0;
@@ -174,6 +186,32 @@ int RunAgent(const AgentConfig& f) {
 }
 
 }  // namespace
+
+void LogDockerInside(std::string_view component, const agent::InstanceRuntime& runtime,
+                     bool host_has_gpu) {
+  spdlog::info("{}: instances get /dev/shm of {} bytes and memlock {}; docker inside: {}",
+               component, runtime.shm_bytes,
+               runtime.memlock_unlimited ? "unlimited" : "at the engine's default",
+               agent::DockerInsideName(runtime.docker_inside));
+  if (!runtime.memlock_unlimited) {
+    spdlog::warn(
+        "{}: memlock is not raised to unlimited: this process lacks CAP_SYS_RESOURCE, and so does "
+        "an engine started like it (docs/docker-inside.md \"Runtime settings\")",
+        component);
+  }
+  if (runtime.docker_inside == agent::DockerInside::kPrivileged) {
+    spdlog::warn(
+        "{}: docker inside: privileged: instance containers are privileged, a person in one is "
+        "root on this host; give the host to one tenant at a time (docs/docker-inside.md)",
+        component);
+  }
+  if (runtime.docker_inside == agent::DockerInside::kSysbox && host_has_gpu) {
+    spdlog::warn(
+        "{}: docker inside: sysbox: instances run under {} instead of the nvidia runtime, and "
+        "Sysbox passes no GPU through (docs/docker-inside.md)",
+        component, agent::kSysboxRuntime);
+  }
+}
 
 void AddAgentCommand(CLI::App& app, int& exit_code) {
   AddConfiguredCommand<AgentConfig>(app, "agent", "Run the host agent (one per GPU host)",

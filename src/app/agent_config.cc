@@ -123,6 +123,8 @@ const std::vector<Option<AgentConfig>>& AgentOptions() {
        .field = &C::rail_rdma_devices,
        .help = "the RDMA devices NCCL may use on the rail (NCCL_IB_HCA, e.g. mlx5_0,mlx5_1); "
                "empty: NCCL runs over TCP sockets (NCCL_IB_DISABLE=1, said in the instance)"},
+      DockerInsideOption<C>(),
+      InstanceShmOption<C>(),
   };
   return kOptions;
 }

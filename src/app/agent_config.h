@@ -39,6 +39,9 @@ struct AgentConfig {
   std::string rail_network;             ///< the engine network on the fabric; "": none
   std::string rail_interface = "eth1";  ///< its interface name inside a container
   std::string rail_rdma_devices;        ///< NCCL_IB_HCA; "": TCP
+  // Docker inside and runtime settings (agent/instance_runtime.h; docs/docker-inside.md).
+  std::string docker_inside = "off";  ///< off | sysbox | privileged
+  int64_t instance_shm_bytes = 0;     ///< /dev/shm, bytes; 0: automatic
 };
 
 /// The options of `gpuwerk agent`, one declaration each (app/options.h).

@@ -52,19 +52,24 @@ nlohmann::json ToJson(const Gpu& g) {
 }
 
 nlohmann::json ToJson(const Inventory& inv) {
-  return {{"gpus", JsonList(inv.gpus)},
-          {"memory_bytes", inv.memory_bytes},
-          {"cpus", inv.cpus},
-          {"addresses", inv.addresses},
-          {"rail_addresses", inv.rail_addresses},
-          {"ssh_address", inv.ssh_address},
-          {"nvml", inv.nvml},
-          {"limits",
-           {{"memory_bytes", inv.limits.memory_bytes},
-            {"nano_cpus", inv.limits.nano_cpus},
-            {"pids_limit", inv.limits.pids_limit},
-            {"capabilities", inv.limits.capabilities},
-            {"not_enforced", inv.limits.not_enforced}}}};
+  nlohmann::json j = {{"gpus", JsonList(inv.gpus)},
+                      {"memory_bytes", inv.memory_bytes},
+                      {"cpus", inv.cpus},
+                      {"addresses", inv.addresses},
+                      {"rail_addresses", inv.rail_addresses},
+                      {"ssh_address", inv.ssh_address},
+                      {"nvml", inv.nvml},
+                      {"limits",
+                       {{"memory_bytes", inv.limits.memory_bytes},
+                        {"nano_cpus", inv.limits.nano_cpus},
+                        {"pids_limit", inv.limits.pids_limit},
+                        {"capabilities", inv.limits.capabilities},
+                        {"not_enforced", inv.limits.not_enforced}}}};
+  if (!inv.limits.docker_inside.empty()) {
+    j["limits"]["docker_inside"] = inv.limits.docker_inside;
+  }
+  if (inv.limits.shm_bytes != 0) j["limits"]["shm_bytes"] = inv.limits.shm_bytes;
+  return j;
 }
 
 nlohmann::json ToJson(const EngineHealth& e) { return {{"ok", e.ok}, {"error", e.error}}; }
@@ -181,13 +186,27 @@ core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std:
   if (r.Has("limits")) {
     GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* limits, r.Object("limits"));
     GPUWERK_ASSIGN_OR_RETURN(FieldReader l, FieldReader::Open(*limits, r.Path("limits")));
-    GPUWERK_TRY(
-        l.Only({"memory_bytes", "nano_cpus", "pids_limit", "capabilities", "not_enforced"}));
+    GPUWERK_TRY(l.Only({"memory_bytes", "nano_cpus", "pids_limit", "capabilities", "not_enforced",
+                        "docker_inside", "shm_bytes"}));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.memory_bytes, l.Int("memory_bytes"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.nano_cpus, l.Int("nano_cpus"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.pids_limit, l.Int("pids_limit"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.capabilities, l.Strings("capabilities"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.not_enforced, l.Strings("not_enforced"));
+    if (l.Has("docker_inside")) {
+      GPUWERK_ASSIGN_OR_RETURN(inv.limits.docker_inside, l.String("docker_inside"));
+      if (inv.limits.docker_inside != "off" && inv.limits.docker_inside != "sysbox" &&
+          inv.limits.docker_inside != "privileged") {
+        return core::Fail(
+            FieldError(l.Path("docker_inside"), "must be \"off\", \"sysbox\" or \"privileged\""));
+      }
+    }
+    if (l.Has("shm_bytes")) {
+      GPUWERK_ASSIGN_OR_RETURN(inv.limits.shm_bytes, l.Int("shm_bytes"));
+      if (inv.limits.shm_bytes < 0) {
+        return core::Fail(FieldError(l.Path("shm_bytes"), "must not be negative"));
+      }
+    }
   }
   return inv;
 }

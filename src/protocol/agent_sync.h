@@ -39,6 +39,12 @@ struct InstanceLimitsReport {
   std::vector<std::string> capabilities;  ///< kept, e.g. "CAP_CHOWN"; the rest are dropped
   /// Limits the engine does not enforce on this host, one sentence each (e.g. the disk).
   std::vector<std::string> not_enforced;
+  /// How a Docker daemon may run inside the instances: "off", "sysbox" or "privileged" (root in
+  /// an instance is root on the host; docs/docker-inside.md); "" when the agent does not say.
+  /// Optional in the format.
+  std::string docker_inside;
+  /// Each instance container's /dev/shm size, bytes; 0 when the agent does not say. Optional.
+  int64_t shm_bytes = 0;
 
   bool operator==(const InstanceLimitsReport&) const = default;
 };

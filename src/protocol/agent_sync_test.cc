@@ -206,6 +206,32 @@ TEST(AgentSyncRequestTest, RefusesMembersItDoesNotKnow) {
   EXPECT_EQ(l.error().details["field"], "inventory.limits.swap");
 }
 
+// docs/docker-inside.md: the host says its Docker inside mode and /dev/shm size (optional
+// members of `limits`); anything but the three modes is refused.
+TEST(AgentSyncRequestTest, LimitsCarryDockerInsideAndShm) {
+  AgentSyncRequest r = SampleRequest();
+  r.inventory.limits.docker_inside = "privileged";
+  r.inventory.limits.shm_bytes = int64_t{16} << 30;
+  const json j = ToJson(r);
+  EXPECT_EQ(j["inventory"]["limits"]["docker_inside"], "privileged");
+  EXPECT_EQ(j["inventory"]["limits"]["shm_bytes"], int64_t{16} << 30);
+  auto back = AgentSyncRequestFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->inventory.limits, r.inventory.limits);
+  // An agent that does not say: neither member is sent, and both read back as unset.
+  const json older = ToJson(SampleRequest());
+  EXPECT_FALSE(older["inventory"]["limits"].contains("docker_inside"));
+  EXPECT_FALSE(older["inventory"]["limits"].contains("shm_bytes"));
+  json bad = j;
+  bad["inventory"]["limits"]["docker_inside"] = "yes";
+  auto refused = AgentSyncRequestFromJson(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().details["field"], "inventory.limits.docker_inside");
+  bad = j;
+  bad["inventory"]["limits"]["shm_bytes"] = -1;
+  EXPECT_FALSE(AgentSyncRequestFromJson(bad));
+}
+
 TEST(AgentSyncAnswerTest, RoundTrips) {
   const AgentSyncAnswer a = SampleAnswer();
   const json j = ToJson(a);

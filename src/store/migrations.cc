@@ -547,7 +547,20 @@ CREATE TABLE relay_credentials (
   last_used_at BIGINT
 );
 )sql",
-      // 23: the key pairs of a 2-host instance (docs/clusters.md, owned by
+      // 23: leader leases (docs/scale-out.md, owned by store/leader_lease.h): one row per named
+      // lease ("scheduler"): who holds it, until when (Unix ms on the database's clock) and its
+      // fencing epoch, +1 at every takeover.
+      R"sql(
+CREATE TABLE leader_leases (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  epoch BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  acquired_at_ms BIGINT NOT NULL,
+  renewed_at_ms BIGINT NOT NULL
+);
+)sql",
+      // 24: the key pairs of a 2-host instance (docs/clusters.md, owned by
       // sched/internal/cluster_key_table.h): the worker key node 0 logs in to node 1 with and
       // node 1's sshd host key that node 0's known_hosts names, made for that instance alone by
       // the first sync that describes its nodes, deleted when the instance is finally deleted.

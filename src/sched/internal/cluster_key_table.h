@@ -1,6 +1,6 @@
 #pragma once
 
-// The `instance_cluster_keys` table (migration 23, R-8, docs/clusters.md): the key pairs of a
+// The `instance_cluster_keys` table (migration 24, R-8, docs/clusters.md): the key pairs of a
 // 2-host instance. Not for use outside src/sched/.
 
 #include <optional>
