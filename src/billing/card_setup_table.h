@@ -23,7 +23,7 @@ struct CardSetupRecord {
   int64_t created_at = 0;  ///< Unix seconds, our clock
 };
 
-/// The `card_setups` table (migration 23): the one place that holds its SQL. Every function
+/// The `card_setups` table (migration 25): the one place that holds its SQL. Every function
 /// works inside the caller's transaction; errors are the store's. Stateless.
 class CardSetupTable {
  public:
