@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the development instance image (Debian bookworm + openssh-server) with debootstrap and
-# imports it into the local container engine (podman). See README.md beside this file.
+# Builds the development instance image (Debian bookworm + openssh-server + docker.io, started by
+# files/gpuwerk-init) with debootstrap and imports it into the local container engine (podman).
+# See README.md beside this file.
 #
 #   scripts/instance-image/build.sh [--mirror URL] [TAG]   (default localhost/gpuwerk-instance:bookworm)
 #
-# Idempotent: when the engine already has TAG it exits 0 at once. Concurrent runs serialise on a
+# Idempotent: when the engine already has TAG at this script's content version (label
+# io.gpuwerk.instance-image) it exits 0 at once. Concurrent runs serialise on a
 # lock and the later one finds the image. Needs root (debootstrap, rootful podman) and network
 # access to a Debian mirror: --mirror URL, else GPUWERK_DEBIAN_MIRROR, else the one apt uses on
 # this machine (/etc/apt/sources.list.d/*.sources, then sources.list and sources.list.d/*.list);
@@ -13,7 +15,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,12s/^# \{0,1\}//p' "$0"
+  sed -n '2,14s/^# \{0,1\}//p' "$0"
 }
 
 # The first Debian archive URI apt uses (not a -security suite, not a disabled entry), from the
@@ -69,7 +71,16 @@ done
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/config/containers.conf}
 
-if podman image exists "$tag"; then
+# The image's content version, in its label io.gpuwerk.instance-image: raise it whenever what this
+# script puts in the image changes, so that an engine holding TAG from an older script builds it
+# again instead of keeping it.
+version=2
+current() {
+  podman image inspect --format '{{ index .Labels "io.gpuwerk.instance-image" }}' "$tag" \
+    2>/dev/null || true
+}
+
+if [[ $(current) == "$version" ]]; then
   echo "instance-image: $tag already present" >&2
   exit 0
 fi
@@ -82,7 +93,7 @@ fi
 # One build at a time on this machine; whoever waited finds the image built.
 exec 9>"${TMPDIR:-/tmp}/gpuwerk-instance-image.lock"
 flock 9
-if podman image exists "$tag"; then
+if [[ $(current) == "$version" ]]; then
   echo "instance-image: $tag already present" >&2
   exit 0
 fi
@@ -105,7 +116,7 @@ rootfs=$work/rootfs
 t0=$(now)
 echo "instance-image: debootstrap bookworm from $mirror" >&2
 debootstrap --variant=minbase \
-  --include=openssh-server,ca-certificates,sudo,iproute2,rsync,procps \
+  --include=openssh-server,ca-certificates,sudo,iproute2,rsync,procps,docker.io \
   bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
   tail -n 40 "$work/debootstrap.log" >&2
   echo "instance-image: debootstrap failed (log above)" >&2
@@ -132,6 +143,15 @@ if [[ -f $rootfs/etc/pam.d/sshd ]]; then
   sed -i 's/^session\s\+required\s\+pam_loginuid.so/session optional pam_loginuid.so/' \
     "$rootfs/etc/pam.d/sshd"
 fi
+# The start script (sshd, and the inner Docker daemon when the host allows it), the docker client's
+# wrapper that says why it cannot work where Docker inside is off, and the login line that says
+# the mode (docs/docker-inside.md).
+install -m 0755 "$root/scripts/instance-image/files/gpuwerk-init" "$rootfs/usr/local/sbin/gpuwerk-init"
+install -m 0755 "$root/scripts/instance-image/files/docker" "$rootfs/usr/local/bin/docker"
+install -m 0644 "$root/scripts/instance-image/files/docker-inside.sh" \
+  "$rootfs/etc/profile.d/gpuwerk-docker-inside.sh"
+# Debian's package enables the daemon for systemd, which does not run here: gpuwerk-init starts it.
+rm -f "$rootfs/etc/docker/key.json"
 # The engine sets the hostname; no machine identity baked into the image.
 : >"$rootfs/etc/machine-id"
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
@@ -141,8 +161,9 @@ echo "instance-image: rootfs is $(du -sh --one-file-system "$rootfs" | cut -f1)"
 t1=$(now)
 tar --numeric-owner --xattrs -C "$rootfs" -c . |
   podman import --quiet \
-    --change 'CMD ["/bin/sh","-c","ssh-keygen -A && mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"]' \
+    --change 'CMD ["/usr/local/sbin/gpuwerk-init"]' \
     --change 'EXPOSE 22/tcp' \
-    --message "gpuwerk instance image: Debian bookworm + openssh-server" \
+    --change "LABEL io.gpuwerk.instance-image=$version" \
+    --message "gpuwerk instance image: Debian bookworm + openssh-server + docker.io" \
     - "$tag" >/dev/null
 echo "instance-image: import took $(elapsed "$t1") s; built $tag in $(elapsed "$t0") s" >&2

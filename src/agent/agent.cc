@@ -573,6 +573,7 @@ void Agent::Create(const DesiredContainer& d) {
   spec.no_new_privileges = true;
   spec.gpu = d.gpu && !inventory_.gpus.empty();
   spec.ssh_bind_address = options_.ssh_bind_address;
+  ApplyInstanceRuntime(options_.instance_runtime, spec);
   spec.labels[std::string(kKeysLabel)] = "bind";
   const std::string attempt_key = d.instance_id + "/" + std::to_string(d.node_index);
   auto fail = [&](const core::Error& e, const std::string& step) {
@@ -617,6 +618,17 @@ void Agent::Create(const DesiredContainer& d) {
     return fail(written.error(), "writing authorized_keys");
   }
   spec.binds = AgentKeysBinds(*keys);
+  // A node of a 2-host instance: its cluster's files, read-only like its keys, and the node names
+  // in /etc/hosts (docs/clusters.md).
+  if (d.cluster) {
+    if (auto checked = CheckClusterSpec(*d.cluster); !checked) {
+      return fail(checked.error(), "setting up the cluster");
+    }
+    auto binds = WriteClusterFiles(ClusterFilesDir(*keys), ClusterFiles(*d.cluster, options_.rail));
+    if (!binds) return fail(binds.error(), "writing the cluster files");
+    spec.binds.insert(spec.binds.end(), binds->begin(), binds->end());
+    spec.extra_hosts = ClusterExtraHosts(*d.cluster);
+  }
   auto id = engine_.CreateContainer(spec, options_.engine_timeout);
   if (!id && id.error().api_code == "container_exists" && MadeByAnEarlierTry(spec)) {
     // An earlier create timed out on the agent's side but the engine carried it out after the
@@ -630,6 +642,21 @@ void Agent::Create(const DesiredContainer& d) {
     return;
   }
   if (!id) return fail(id.error(), "create");
+  // The node joins the rail with its own rail address before its first start.
+  if (d.cluster && !options_.rail.network.empty()) {
+    const std::string& own =
+        d.cluster->rail_addresses.at(static_cast<size_t>(d.cluster->node_index));
+    if (auto joined =
+            engine_.ConnectNetwork(*id, options_.rail.network, own, options_.engine_timeout);
+        !joined) {
+      fail(joined.error(), "joining the rail network " + options_.rail.network);
+      if (auto removed = engine_.RemoveContainer(*id, true, options_.engine_timeout); !removed) {
+        spdlog::error("agent: cannot remove the failed container {}: {}", *id,
+                      Describe(removed.error()));
+      }
+      return;
+    }
+  }
   // The keys are in place before the first start (C05); a start that fails leaves nothing.
   auto started = engine_.StartContainer(*id, options_.engine_timeout);
   if (!started) {
@@ -806,7 +833,11 @@ bool Agent::Apply(const std::vector<Action>& actions) {
           // Its keys directory goes with it (a container made again gets it written afresh).
           for (const auto& c : observed_) {
             if (c.id != a.container_id || !HasKeysMount(c)) continue;
-            if (auto paths = KeysPaths(c.name); paths) RemoveAgentKeys(*paths);
+            if (auto paths = KeysPaths(c.name); paths) {
+              RemoveAgentKeys(*paths);
+              std::error_code ec;  // a 2-host node's cluster files (its private key) go too
+              std::filesystem::remove_all(ClusterFilesDir(*paths), ec);
+            }
           }
           sweep_networks_now_ = true;  // its network may be free now
         } else {
@@ -851,11 +882,17 @@ protocol::AgentSyncRequest Agent::BuildRequest() const {
   request.inventory = inventory_;
   request.inventory.ssh_address = options_.ssh_bind_address;  // where sshd ports are published
   const InstanceLimits& limits = options_.instance_limits;
-  request.inventory.limits = {.memory_bytes = limits.memory_bytes,
-                              .nano_cpus = limits.nano_cpus,
-                              .pids_limit = limits.pids_limit,
-                              .capabilities = limits.capabilities,
-                              .not_enforced = limits.not_enforced};
+  request.inventory.limits = {
+      .memory_bytes = limits.memory_bytes,
+      .nano_cpus = limits.nano_cpus,
+      .pids_limit = limits.pids_limit,
+      .capabilities = limits.capabilities,
+      .not_enforced = limits.not_enforced,
+      .docker_inside = std::string(DockerInsideName(options_.instance_runtime.docker_inside)),
+      .shm_bytes = options_.instance_runtime.shm_bytes};
+  for (std::string& warning : InstanceRuntimeWarnings(options_.instance_runtime)) {
+    request.inventory.limits.not_enforced.push_back(std::move(warning));
+  }
   if (!network_check_error_.empty()) {
     request.inventory.limits.not_enforced.push_back(
         "network: the filter rules cannot be checked (" + network_check_error_.substr(0, 300) +

@@ -15,9 +15,11 @@
 
 #include "agent/agent_client.h"
 #include "agent/authorized_keys.h"
+#include "agent/cluster_files.h"
 #include "agent/container_engine.h"
 #include "agent/drift.h"
 #include "agent/instance_limits.h"
+#include "agent/instance_runtime.h"
 #include "agent/inventory.h"
 #include "agent/network_isolation.h"
 #include "agent/probe_process.h"
@@ -94,6 +96,11 @@ struct AgentOptions {
   /// `limits`. Default-constructed: no limits and kInstanceCapabilities.
   InstanceLimits instance_limits{
       .capabilities = {kInstanceCapabilities.begin(), kInstanceCapabilities.end()}};
+  /// What every container gets besides its limits: the Docker inside mode, /dev/shm's size and
+  /// memlock unlimited (ApplyInstanceRuntime; docs/docker-inside.md). Reported in the inventory's
+  /// `limits` (`docker_inside`, `shm_bytes`). Default: off, kDefaultShmBytes, no memlock asked
+  /// (the commands resolve it: ResolveInstanceRuntime).
+  InstanceRuntime instance_runtime;
   /// Whether each instance's containers get a network of their own (InstanceNetworkName,
   /// labelled kNetworkInstanceLabel and kHostLabel plus `extra_labels`) instead of the engine's
   /// default bridge; the agent removes it once no container of the instance is left on the
@@ -109,6 +116,10 @@ struct AgentOptions {
   /// right is logged as a warning; an error is logged and said in the inventory's
   /// `limits.not_enforced` until a check succeeds. Empty: no check.
   std::function<core::Result<std::vector<IsolationRepair>>()> keep_network_isolation;
+  /// How the rail reaches the containers of a 2-host instance's nodes (the engine network they
+  /// join with their rail address, the interface name inside, RDMA devices; cluster_files.h,
+  /// docs/clusters.md). Used only for desired containers that carry a `cluster`.
+  RailOptions rail;
   /// The least time between two checks of `keep_network_isolation` at round starts.
   std::chrono::milliseconds network_check_interval = std::chrono::seconds(1);
 };

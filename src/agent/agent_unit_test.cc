@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,6 +297,12 @@ class RecordingEngine : public ContainerEngine {
   core::Result<std::vector<NetworkInfo>> ListNetworks(const std::map<std::string, std::string>&,
                                                       Timeout) override {
     return std::vector<NetworkInfo>{};
+  }
+  core::Result<void> ConnectNetwork(std::string_view id, std::string_view network,
+                                    std::string_view address, Timeout) override {
+    Log("connect_network " + std::string(network) + " " + std::string(id) + " " +
+        std::string(address));
+    return {};
   }
   void Add(ContainerInfo c) {
     std::lock_guard lock(mu_);
@@ -739,6 +746,94 @@ TEST(AgentTest, Finding9_KeysAreTheAgentsReadOnlyMountAndAChangeSendsTheEngineNo
   ASSERT_TRUE(agent.RunOnce());
   EXPECT_FALSE(std::filesystem::exists(file.parent_path()))
       << ::testing::PrintToString(engine.calls());
+  std::filesystem::remove_all(dir);
+}
+
+// R-8 (docs/clusters.md): a node of a 2-host instance gets its cluster files as read-only mounts
+// of the agent's host files (written before the create; node 1's sshd host key 0600), the node
+// names in /etc/hosts, and joins the rail network with its own rail address before its first
+// start; the files go when the agent removes the container.
+TEST(AgentTest, ANodeOfA2HostInstanceGetsItsClusterFilesAndJoinsTheRailBeforeItStarts) {
+  const std::string alice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKey alice";
+  const std::string priv =
+      "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n"
+      "-----END OPENSSH PRIVATE KEY-----\n";
+  std::mutex mu;
+  bool wanted = true;
+  FakeApiServer server([&](const FakeRequest&) {
+    std::lock_guard lock(mu);
+    nlohmann::json desired = nlohmann::json::array();
+    if (wanted) {
+      desired.push_back({{"instance_id", "ins_a"},
+                         {"node_index", 1},
+                         {"container_name", "gpuwerk-ins_a-1"},
+                         {"hostname", "a-n1"},
+                         {"image", "img"},
+                         {"memory_bytes", 0},
+                         {"gpu", false},
+                         {"authorized_keys", {alice}},
+                         {"restart_generation", 0},
+                         {"env", nlohmann::json::array()},
+                         {"cluster",
+                          {{"node_index", 1},
+                           {"rail_addresses", {"198.18.0.11", "198.18.0.12"}},
+                           {"master_port", 29500},
+                           {"rendezvous_port", 29400},
+                           {"worker_public_key", "ssh-ed25519 AAAAw gpuwerk-worker-ins_a"},
+                           {"worker_private_key", ""},
+                           {"node1_host_public_key", "ssh-ed25519 AAAAh gpuwerk-node1-ins_a"},
+                           {"host_private_key", priv}}}});
+    }
+    return FakeResponse::Json(
+        200, {{"host_id", "hst_1"}, {"sync_interval_seconds", 1}, {"desired", desired}});
+  });
+  AgentClient client(server.url(), "gwh_x", milliseconds(2000));
+  RecordingEngine engine;
+  engine.AllowCreates();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gpuwerk-agent-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const std::filesystem::path dir = tmpl;
+  AgentOptions options;
+  options.state_dir = dir;
+  options.ssh_probe_timeout = milliseconds(100);
+  options.rail = {.network = "gwrail"};
+  Agent agent(options, engine, client, Inventory{});
+  ASSERT_TRUE(agent.RunOnce());  // learns the host id
+  ASSERT_TRUE(agent.RunOnce());  // creates, joins the rail, starts
+  const std::vector<ContainerSpec> specs = engine.specs();
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].extra_hosts,
+            (std::vector<std::string>{"node0:198.18.0.11", "node1:198.18.0.12"}));
+  const std::filesystem::path cluster = dir / "keys" / "cluster" / "gpuwerk-ins_a-1";
+  std::map<std::string, std::string> mounts;
+  for (const BindMount& b : specs[0].binds) {
+    EXPECT_TRUE(b.read_only) << b.target;
+    mounts[b.target] = b.source;
+  }
+  for (const std::string_view target :
+       {kClusterDescriptionTarget, kNcclConfTarget, kClusterProfileTarget, kClusterSshdDropInTarget,
+        kOpenMpiParamsTarget, kHostKeyTarget}) {
+    ASSERT_TRUE(mounts.contains(std::string(target))) << target;
+    EXPECT_EQ(std::filesystem::path(mounts[std::string(target)]).parent_path(), cluster);
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(mounts[std::string(kHostKeyTarget)].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::vector<std::string> calls = engine.calls();
+  const auto at = [&](const std::string& call) {
+    return std::find(calls.begin(), calls.end(), call) - calls.begin();
+  };
+  ASSERT_LT(at("connect_network gwrail new1 198.18.0.12"), static_cast<long>(calls.size()))
+      << ::testing::PrintToString(calls);
+  EXPECT_LT(at("create gpuwerk-ins_a-1"), at("connect_network gwrail new1 198.18.0.12"));
+  EXPECT_LT(at("connect_network gwrail new1 198.18.0.12"), at("start new1"));
+  {
+    std::lock_guard lock(mu);
+    wanted = false;
+  }
+  ASSERT_TRUE(agent.RunOnce());
+  ASSERT_TRUE(agent.RunOnce());
+  EXPECT_FALSE(std::filesystem::exists(cluster)) << ::testing::PrintToString(engine.calls());
   std::filesystem::remove_all(dir);
 }
 

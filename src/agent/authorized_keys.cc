@@ -458,4 +458,13 @@ std::string RelayCaProbeLine(std::string_view ca_key) {
          std::string(kRelayCaProbeComment);
 }
 
+core::Result<void> ReplaceHostFile(const std::filesystem::path& path, std::string_view text,
+                                   mode_t mode) {
+  return ReplaceFile(path, text, mode);
+}
+
+core::Result<void> EnsurePrivateHostDir(const std::filesystem::path& dir) {
+  return EnsurePrivateDir(dir);
+}
+
 }  // namespace gpuwerk::agent

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -180,5 +182,16 @@ core::Result<std::string> RelayCaKeyLine(std::string_view ca_key, std::string_vi
 ///   gpuwerk-relay-ca-probe
 /// No from=: the agent asks from the host's own address. `ca_key`: ParseRelayCaLine's result.
 std::string RelayCaProbeLine(std::string_view ca_key);
+
+/// Replaces the host file `path` with `text` (mode `mode`) atomically, as WriteAgentKeys does: a
+/// new file beside it (O_EXCL, O_NOFOLLOW), fsync'd, renamed over it. For the agent's other
+/// read-only mounts (cluster_files.h). Errors: kUnavailable "authorized_keys_write_failed" naming
+/// the path and errno's text.
+core::Result<void> ReplaceHostFile(const std::filesystem::path& path, std::string_view text,
+                                   mode_t mode);
+
+/// Creates the host directory `dir` (mode 0700, its parents as needed) when missing; an existing
+/// one must be a directory, not a symlink, and gets mode 0700. Errors: as ReplaceHostFile.
+core::Result<void> EnsurePrivateHostDir(const std::filesystem::path& dir);
 
 }  // namespace gpuwerk::agent

@@ -45,6 +45,16 @@ struct BindMount {
   bool read_only = true;
 };
 
+/// A resource limit of a container's processes (`HostConfig.Ulimits[]`, setrlimit(2) names without
+/// `RLIMIT_` in lower case: "memlock", "nofile", …). -1 is unlimited (RLIM_INFINITY).
+struct Ulimit {
+  std::string name;
+  int64_t soft = 0;
+  int64_t hard = 0;
+
+  bool operator==(const Ulimit&) const = default;
+};
+
 /// What to create: the body of `POST /containers/create` (Docker Engine API v1.41), reduced to
 /// what an instance needs.
 struct ContainerSpec {
@@ -88,6 +98,24 @@ struct ContainerSpec {
   /// `HostConfig.Binds`: host paths mounted into the container (e.g. the agent's read-only
   /// authorized_keys directory, authorized_keys.h).
   std::vector<BindMount> binds;
+  /// `HostConfig.ExtraHosts`: "NAME:ADDRESS" entries the engine adds to the container's
+  /// /etc/hosts (e.g. "node1:198.18.0.12" for a 2-host instance, cluster_files.h).
+  std::vector<std::string> extra_hosts;
+  /// `HostConfig.ShmSize`: the size of the container's /dev/shm, bytes; 0: the engine's default
+  /// (Docker's 64 MiB). Must not be negative.
+  int64_t shm_size_bytes = 0;
+  /// `HostConfig.Ulimits`, e.g. {"memlock", -1, -1} for RDMA; empty: the engine's defaults.
+  std::vector<Ulimit> ulimits;
+  /// `HostConfig.Privileged`: every capability, every device, no seccomp or AppArmor confinement:
+  /// root in the container is root on the host (docs/docker-inside.md). When set, `capabilities`
+  /// and `no_new_privileges` are not sent (the engine would give every capability anyway).
+  bool privileged = false;
+  /// `HostConfig.Runtime`, e.g. "sysbox-runc"; it takes the place of `gpu`'s "nvidia" runtime
+  /// (the environment entry stays). Empty: "nvidia" with `gpu`, else the engine's default.
+  std::string runtime;
+  /// Anonymous volumes (`Volumes`, container paths, e.g. "/var/lib/docker"): a directory on the
+  /// engine's own filesystem, removed with the container (RemoveContainer removes them).
+  std::vector<std::string> volumes;
 };
 
 /// What to create: the body of `POST /networks/create` (Docker Engine API v1.41), reduced to what
@@ -244,6 +272,19 @@ class ContainerEngine {
 
   /// `GET /images/{name}/json`: whether the image is on the engine (true) or not (false).
   virtual core::Result<bool> ImageExists(std::string_view name, Timeout timeout) = 0;
+
+  /// `POST /networks/{network}/connect`: attaches container `id` (created, not started yet) to
+  /// an existing network as well, with the fixed address `address` (an IPv4 or IPv6 literal inside
+  /// the network's subnet; `EndpointConfig.IPAMConfig`): how a 2-host instance's node joins the
+  /// rail (docs/clusters.md). Errors: kNotFound "network_not_found" (no such network or
+  /// container), kInvalidArgument "invalid_address" (not an IP literal); the common ones. An
+  /// engine seam without it (a test double) answers kFailedPrecondition "engine_unsupported".
+  virtual core::Result<void> ConnectNetwork(std::string_view id, std::string_view network,
+                                            std::string_view address, Timeout timeout) {
+    (void)id, (void)network, (void)address, (void)timeout;
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "engine_unsupported",
+                      "this container engine cannot attach a container to a second network");
+  }
 };
 
 }  // namespace gpuwerk::agent

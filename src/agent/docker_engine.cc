@@ -1,5 +1,6 @@
 #include "agent/docker_engine.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -311,7 +312,8 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
   if (spec.image.empty()) {
     return core::InvalidArgument("invalid_container_spec", "a container needs an image");
   }
-  if (spec.memory_bytes < 0 || spec.nano_cpus < 0 || spec.pids_limit < 0) {
+  if (spec.memory_bytes < 0 || spec.nano_cpus < 0 || spec.pids_limit < 0 ||
+      spec.shm_size_bytes < 0) {
     return core::InvalidArgument("invalid_container_spec", "limits must not be negative");
   }
   if (IsWildcard(spec.ssh_bind_address)) {
@@ -334,6 +336,22 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
       }
     }
   }
+  for (const std::string& v : spec.volumes) {
+    if (!v.starts_with('/') || std::any_of(v.begin(), v.end(), [](char c) {
+          return c == ':' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        })) {
+      return core::InvalidArgument(
+          "invalid_container_spec",
+          fmt::format("a volume needs an absolute path without ':' or control characters: \"{}\"",
+                      Printable(v, 200)));
+    }
+  }
+  for (const Ulimit& u : spec.ulimits) {
+    if (u.name.empty() || u.soft < -1 || u.hard < -1) {
+      return core::InvalidArgument("invalid_container_spec",
+                                   "a ulimit needs a name and limits of -1 (unlimited) or more");
+    }
+  }
   json env = json::array();
   bool has_visible_devices = false;
   for (const std::string& e : spec.env) {
@@ -346,10 +364,22 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
       {"PortBindings",
        {{"22/tcp", json::array({{{"HostIp", spec.ssh_bind_address}, {"HostPort", ""}}})}}},
       {"RestartPolicy", {{"Name", spec.restart_policy}}},
-      {"CapDrop", json::array({"ALL"})},
-      {"CapAdd", spec.capabilities},
   };
-  if (spec.no_new_privileges) host_config["SecurityOpt"] = json::array({"no-new-privileges"});
+  if (spec.privileged) {
+    host_config["Privileged"] = true;
+  } else {
+    host_config["CapDrop"] = json::array({"ALL"});
+    host_config["CapAdd"] = spec.capabilities;
+    if (spec.no_new_privileges) host_config["SecurityOpt"] = json::array({"no-new-privileges"});
+  }
+  if (spec.shm_size_bytes > 0) host_config["ShmSize"] = spec.shm_size_bytes;
+  if (!spec.ulimits.empty()) {
+    json ulimits = json::array();
+    for (const Ulimit& u : spec.ulimits) {
+      ulimits.push_back({{"Name", u.name}, {"Soft", u.soft}, {"Hard", u.hard}});
+    }
+    host_config["Ulimits"] = std::move(ulimits);
+  }
   if (spec.memory_bytes > 0) {
     host_config["Memory"] = spec.memory_bytes;
     // No swap beyond the memory limit (Docker's default would allow as much swap again).
@@ -357,7 +387,11 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
   }
   if (spec.nano_cpus > 0) host_config["NanoCpus"] = spec.nano_cpus;
   if (spec.pids_limit > 0) host_config["PidsLimit"] = spec.pids_limit;
-  if (spec.gpu) host_config["Runtime"] = "nvidia";
+  if (!spec.runtime.empty()) {
+    host_config["Runtime"] = spec.runtime;
+  } else if (spec.gpu) {
+    host_config["Runtime"] = "nvidia";
+  }
   if (!spec.network.empty()) host_config["NetworkMode"] = spec.network;
   if (!spec.binds.empty()) {
     json binds = json::array();
@@ -366,6 +400,7 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
     }
     host_config["Binds"] = std::move(binds);
   }
+  if (!spec.extra_hosts.empty()) host_config["ExtraHosts"] = spec.extra_hosts;
   json body = {
       {"Image", spec.image},
       {"Labels", spec.labels},
@@ -375,6 +410,11 @@ core::Result<std::string> DockerEngine::CreateContainer(const ContainerSpec& spe
   };
   if (!spec.hostname.empty()) body["Hostname"] = spec.hostname;
   if (!spec.cmd.empty()) body["Cmd"] = spec.cmd;
+  if (!spec.volumes.empty()) {
+    json volumes = json::object();
+    for (const std::string& v : spec.volumes) volumes[v] = json::object();
+    body["Volumes"] = std::move(volumes);
+  }
 
   std::string path = "/containers/create";
   if (!spec.name.empty()) path += "?name=" + PercentEncode(spec.name);
@@ -535,6 +575,36 @@ core::Result<void> DockerEngine::CreateNetwork(const NetworkSpec& spec, Timeout 
                                   Printable(spec.name, 64), Where()));
   }
   return core::Fail(StatusError(r.status, r.body, kRequest, Where()));
+}
+
+core::Result<void> DockerEngine::ConnectNetwork(std::string_view id, std::string_view network,
+                                                std::string_view address, Timeout timeout) {
+  in6_addr v6{};
+  in_addr v4{};
+  const std::string addr(address);
+  const bool is_v4 = ::inet_pton(AF_INET, addr.c_str(), &v4) == 1;
+  if (!is_v4 && ::inet_pton(AF_INET6, addr.c_str(), &v6) != 1) {
+    return core::InvalidArgument("invalid_address",
+                                 fmt::format("not an IP address: \"{}\"", Printable(address, 64)));
+  }
+  if (id.empty() || network.empty()) {
+    return core::InvalidArgument("invalid_argument", "container id or network name is empty");
+  }
+  const std::string request = fmt::format("POST /networks/{}/connect", Printable(network, 80));
+  const json body = {
+      {"Container", std::string(id)},
+      {"EndpointConfig", {{"IPAMConfig", {{is_v4 ? "IPv4Address" : "IPv6Address", addr}}}}},
+  };
+  GPUWERK_ASSIGN_OR_RETURN(Response r,
+                           Call("POST", fmt::format("/networks/{}/connect", PercentEncode(network)),
+                                body.dump(), "application/json", timeout));
+  if (r.status == 200 || r.status == 204) return {};
+  if (r.status == 404) {
+    return core::Fail(ErrorCode::kNotFound, "network_not_found",
+                      fmt::format("container engine at {} answered 404 to {}: {}", Where(), request,
+                                  Printable(ParseEngineMessage(r.body).message)));
+  }
+  return core::Fail(StatusError(r.status, r.body, request, Where()));
 }
 
 core::Result<void> DockerEngine::RemoveNetwork(std::string_view name, Timeout timeout) {

@@ -59,6 +59,8 @@ class DockerEngine final : public ContainerEngine {
       const std::map<std::string, std::string>& label_filter, Timeout timeout) override;
   core::Result<bool> ImageExists(std::string_view name, Timeout timeout) override;
   core::Result<void> CreateNetwork(const NetworkSpec& spec, Timeout timeout) override;
+  core::Result<void> ConnectNetwork(std::string_view id, std::string_view network,
+                                    std::string_view address, Timeout timeout) override;
   core::Result<void> RemoveNetwork(std::string_view name, Timeout timeout) override;
   core::Result<std::vector<NetworkInfo>> ListNetworks(
       const std::map<std::string, std::string>& label_filter, Timeout timeout) override;

@@ -232,5 +232,28 @@ TEST_F(DockerEngineStandInTest, ImageExistsKeepsTheReferenceInThePath) {
             "GET /v1.41/images/localhost/gpuwerk-instance:bookworm/json HTTP/1.1");
 }
 
+// A 2-host instance's node joins the rail network with its fixed address (docs/clusters.md).
+TEST_F(DockerEngineStandInTest, ConnectNetworkPostsToTheNetworkAndMapsAMissingOne) {
+  bool missing = false;
+  StandInEngine stand_in(socket_, [&](const std::string&) {
+    return missing ? StandInEngine::Json(404, R"({"message":"network gwrail not found"})")
+                   : StandInEngine::Json(200, "");
+  });
+  DockerEngine engine = Engine();
+  EXPECT_TRUE(engine.ConnectNetwork("c0ffee", "gwrail", "198.18.0.11", milliseconds(0)));
+  EXPECT_EQ(stand_in.requests().at(0), "POST /v1.41/networks/gwrail/connect HTTP/1.1");
+  EXPECT_TRUE(engine.ConnectNetwork("c0ffee", "gwrail", "fd00::2", milliseconds(0)));
+  missing = true;
+  auto r = engine.ConnectNetwork("c0ffee", "gwrail", "198.18.0.11", milliseconds(0));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "network_not_found");
+  // Not an address: refused without asking the engine.
+  const size_t asked = stand_in.requests().size();
+  r = engine.ConnectNetwork("c0ffee", "gwrail", "198.18.0.11\nx", milliseconds(0));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().api_code, "invalid_address");
+  EXPECT_EQ(stand_in.requests().size(), asked);
+}
+
 }  // namespace
 }  // namespace gpuwerk::agent

@@ -160,7 +160,10 @@ Answer GetMe(ApiContext& ctx, Call& call) {
                     {"name", state.account.name}}},
                   {"provider", state.provider},
                   {"payment_method_on_file", state.method.has_value()},
-                  {"payment_hold", PaymentHoldJson(state.hold)}};
+                  // What refuses launches: the account's hold, else the person's own (a failed
+                  // payment of their solo account follows them into a team).
+                  {"payment_hold", PaymentHoldJson(state.hold ? state.hold : state.own_hold)},
+                  {"own_payment_hold", PaymentHoldJson(state.own_hold)}};
   j["authenticated_by"] =
       call.who.via == auth::CredentialKind::kApiToken ? "api_token" : "sign_in_session";
   return Response::Json(200, j);

@@ -78,6 +78,8 @@ constexpr auto kRoutes = std::to_array<ApiRoute>({
     {"GET", "/api/v1/billing", kPerson, h::GetBilling},
     {"POST", "/api/v1/billing/card-setup", kProvenPerson, h::BeginCardSetup, Tx::kOwn, Body::kNone},
     {"DELETE", "/api/v1/billing/payment-method", kPerson, h::RemovePaymentMethod},
+    // The caller's own (solo) card, also while they bill to a team (docs/teams.md "Billing").
+    {"DELETE", "/api/v1/billing/own-payment-method", kPerson, h::RemoveOwnPaymentMethod},
     // Stripe's webhook: no credentials, the signature is the proof (docs/stripe.md "Webhooks").
     {"POST", "/api/v1/billing/webhooks/stripe", kPublic, h::StripeWebhook},
 

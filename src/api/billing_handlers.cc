@@ -56,6 +56,8 @@ nlohmann::json StateJson(billing::PaymentMethods& methods, const billing::Billin
     j["how_to_add"] = methods.provider().HowToAddPaymentMethod(s.account.may_manage);
   }
   j["payment_hold"] = PaymentHoldJson(s.hold);
+  // A hold on the caller's own account while they bill to a team: it refuses their launches too.
+  j["own_payment_hold"] = PaymentHoldJson(s.own_hold);
   // The caller's own card while they bill to a team: it stays theirs (docs/teams.md "Billing").
   j["own_payment_method"] = nullptr;
   if (s.own_method) j["own_payment_method"] = MethodJson(*s.own_method, s.own_method_description);
@@ -145,6 +147,18 @@ Answer RemovePaymentMethod(ApiContext& ctx, Call& call) {
   j["message"] =
       "Payment method removed. Running instances keep running and their billing sessions go on "
       "billing; new launches and restarts are refused until a payment method is on file again.";
+  return Response::Json(200, j);
+}
+
+Answer RemoveOwnPaymentMethod(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(
+      auto removed, ctx.payment_methods.RemoveOwn(call.who.person_id, call.req.remote_address));
+  GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
+  nlohmann::json j = StateJson(ctx.payment_methods, state);
+  j["removed"] = MethodJson(removed, ctx.payment_methods.provider().Describe(removed));
+  j["message"] =
+      "Your own payment method was removed. Instances billed to you keep running and billing; "
+      "you need a payment method again to launch on your own.";
   return Response::Json(200, j);
 }
 

@@ -31,6 +31,14 @@ nlohmann::json InstanceJson(const sched::Instance& in, const SshCommandFormat& s
     j["ssh"] = {{"host", target->host}, {"port", target->port}, {"user", target->user}};
     j["ssh_command"] = ssh.For(in);
   }
+  if (!in.nodes.empty()) {
+    j["nodes"] = nlohmann::json::array();
+    for (const auto& n : in.nodes) {
+      j["nodes"].push_back({{"index", n.index},
+                            {"host", n.host},
+                            {"status", std::string(sched::ToString(n.status))}});
+    }
+  }
   if (!in.gpu_attached) j["gpu"] = "no GPU attached";
   if (in.deleted_at) j["deleted_at"] = core::FormatRfc3339(*in.deleted_at);
   if (in.drift) {

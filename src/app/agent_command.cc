@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "agent/agent_client.h"
 #include "agent/authorized_keys.h"
+#include "agent/cluster_files.h"
 #include "agent/docker_engine.h"
 #include "agent/instance_limits.h"
 #include "agent/inventory.h"
@@ -122,6 +123,17 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_limits = std::move(*limits);
+  auto runtime =
+      agent::ResolveInstanceRuntime(f.docker_inside, f.instance_shm_bytes, inventory.memory_bytes,
+                                    agent::ProcessCanRaiseLimits());
+  if (!runtime) {
+    std::fprintf(stderr, "gpuwerk agent: %s\n", runtime.error().message.c_str());
+    return 2;
+  }
+  options.instance_runtime = *runtime;
+  if (!runtime->memlock_unlimited) {
+    options.instance_limits.not_enforced.emplace_back(agent::kMemlockNotRaised);
+  }
   auto isolation = agent::ParseNetworkIsolation(f.instance_network_isolation,
                                                 f.instance_network_deny, f.instance_network_allow);
   if (!isolation) {
@@ -129,6 +141,18 @@ int RunAgent(const AgentConfig& f) {
     return 2;
   }
   options.instance_networks = isolation->enabled;
+  options.rail = {.network = f.rail_network,
+                  .interface = f.rail_interface,
+                  .rdma_devices = f.rail_rdma_devices};
+  if (auto rail = agent::CheckRailOptions(options.rail); !rail) {
+    std::fprintf(stderr, "gpuwerk agent: %s\n", rail.error().message.c_str());
+    return 2;
+  }
+  if (options.rail.network.empty()) {
+    spdlog::warn(
+        "agent: no --rail-network: the nodes of a 2-host instance on this host get their "
+        "cluster files but no rail (docs/clusters.md)");
+  }
   std::vector<agent::IsolationRepair> repairs;
   if (std::string gap = agent::PrepareNetworkIsolation(*isolation, &repairs); !gap.empty()) {
     spdlog::error("agent: {}", gap);
@@ -149,6 +173,7 @@ int RunAgent(const AgentConfig& f) {
                static_cast<double>(options.instance_limits.nano_cpus) / 1e9,
                options.instance_limits.pids_limit,
                fmt::join(options.instance_limits.capabilities, ","));
+  LogDockerInside("agent", options.instance_runtime, !inventory.gpus.empty());
   agent::Agent agent(options, engine, client, std::move(inventory));
   std::thread runner([&agent] { agent.Run(); });
   int sig = 0;
@@ -161,6 +186,32 @@ int RunAgent(const AgentConfig& f) {
 }
 
 }  // namespace
+
+void LogDockerInside(std::string_view component, const agent::InstanceRuntime& runtime,
+                     bool host_has_gpu) {
+  spdlog::info("{}: instances get /dev/shm of {} bytes and memlock {}; docker inside: {}",
+               component, runtime.shm_bytes,
+               runtime.memlock_unlimited ? "unlimited" : "at the engine's default",
+               agent::DockerInsideName(runtime.docker_inside));
+  if (!runtime.memlock_unlimited) {
+    spdlog::warn(
+        "{}: memlock is not raised to unlimited: this process lacks CAP_SYS_RESOURCE, and so does "
+        "an engine started like it (docs/docker-inside.md \"Runtime settings\")",
+        component);
+  }
+  if (runtime.docker_inside == agent::DockerInside::kPrivileged) {
+    spdlog::warn(
+        "{}: docker inside: privileged: instance containers are privileged, a person in one is "
+        "root on this host; give the host to one tenant at a time (docs/docker-inside.md)",
+        component);
+  }
+  if (runtime.docker_inside == agent::DockerInside::kSysbox && host_has_gpu) {
+    spdlog::warn(
+        "{}: docker inside: sysbox: instances run under {} instead of the nvidia runtime, and "
+        "Sysbox passes no GPU through (docs/docker-inside.md)",
+        component, agent::kSysboxRuntime);
+  }
+}
 
 void AddAgentCommand(CLI::App& app, int& exit_code) {
   AddConfiguredCommand<AgentConfig>(app, "agent", "Run the host agent (one per GPU host)",

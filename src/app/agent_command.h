@@ -1,6 +1,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string_view>
+
+#include "agent/instance_runtime.h"
 
 namespace gpuwerk::app {
 
@@ -13,5 +16,12 @@ namespace gpuwerk::app {
 /// with a one-line reason on stderr). A missing or wedged engine is reported to the server and
 /// retried; it never ends the agent.
 void AddAgentCommand(CLI::App& app, int& exit_code);
+
+/// Logs at an agent's start (`component`: "agent" or "up") the Docker inside mode and the runtime
+/// settings of `runtime`: privileged as a warning that a person in an instance is root on the
+/// host, sysbox on a host with a GPU (`host_has_gpu`) as a warning that Sysbox passes no GPU
+/// through.
+void LogDockerInside(std::string_view component, const agent::InstanceRuntime& runtime,
+                     bool host_has_gpu);
 
 }  // namespace gpuwerk::app

@@ -109,6 +109,22 @@ const std::vector<Option<AgentConfig>>& AgentOptions() {
                "several",
        .flag = "--instance-network-allow",
        .details = "Never opens another instance's network."},
+      {.key = "rail_network",
+       .field = &C::rail_network,
+       .help = "the container engine network on this host's fabric (rail) interface that each "
+               "node of a 2-host instance joins with its rail address: a macvlan, ipvlan or "
+               "SR-IOV network the operator made; empty: the rail does not reach the containers",
+       .details = "How to make it, and what reaches it: docs/clusters.md."},
+      {.key = "rail_interface",
+       .field = &C::rail_interface,
+       .help = "the rail's interface name inside a 2-host instance's containers (eth1 for a "
+               "second engine network), written into NCCL's, Gloo's and Open MPI's settings"},
+      {.key = "rail_rdma_devices",
+       .field = &C::rail_rdma_devices,
+       .help = "the RDMA devices NCCL may use on the rail (NCCL_IB_HCA, e.g. mlx5_0,mlx5_1); "
+               "empty: NCCL runs over TCP sockets (NCCL_IB_DISABLE=1, said in the instance)"},
+      DockerInsideOption<C>(),
+      InstanceShmOption<C>(),
   };
   return kOptions;
 }

@@ -35,6 +35,13 @@ struct AgentConfig {
       "10.0.0.0/8",     "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
       "169.254.0.0/16", "fc00::/7",      "fe80::/10"};  ///< CIDRs an instance may not reach
   std::vector<std::string> instance_network_allow;      ///< CIDRs it may reach all the same
+  // The rail of 2-host instances (agent/cluster_files.h RailOptions; docs/clusters.md).
+  std::string rail_network;             ///< the engine network on the fabric; "": none
+  std::string rail_interface = "eth1";  ///< its interface name inside a container
+  std::string rail_rdma_devices;        ///< NCCL_IB_HCA; "": TCP
+  // Docker inside and runtime settings (agent/instance_runtime.h; docs/docker-inside.md).
+  std::string docker_inside = "off";  ///< off | sysbox | privileged
+  int64_t instance_shm_bytes = 0;     ///< /dev/shm, bytes; 0: automatic
 };
 
 /// The options of `gpuwerk agent`, one declaration each (app/options.h).

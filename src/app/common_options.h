@@ -45,4 +45,38 @@ Option<Config> RelayTrustedProxiesOption() {
               "balancer\")."};
 }
 
+/// `docker_inside` (`--docker-inside`, GPUWERK_DOCKER_INSIDE): off, sysbox or privileged
+/// (agent::ParseDockerInside; docs/docker-inside.md).
+template <class Config>
+Option<Config> DockerInsideOption() {
+  return {.key = "docker_inside",
+          .field = &Config::docker_inside,
+          .help =
+              "Docker inside the instances: off (installed, its daemon cannot run), sysbox "
+              "(instances run under the Sysbox runtime, which the operator installs: nested "
+              "containers without host privileges) or privileged (root in an instance is root "
+              "on this host: only for a host given to one tenant at a time)",
+          .details =
+              "What each mode lets a person reach, and what to do between tenants in "
+              "privileged mode: docs/docker-inside.md. A privileged host says so in its "
+              "inventory (the host listing)."};
+}
+
+/// `instance_shm_bytes` (`--instance-shm-bytes`, GPUWERK_INSTANCE_SHM_BYTES): each instance
+/// container's /dev/shm size (agent::ResolveInstanceRuntime).
+template <class Config>
+Option<Config> InstanceShmOption() {
+  return {.key = "instance_shm_bytes",
+          .field = &Config::instance_shm_bytes,
+          .help =
+              "each instance container's /dev/shm size in bytes (at least 64 MiB); 0: 16 GiB, "
+              "or half the host's memory where that is less. A ceiling for NCCL and data "
+              "loaders, counted against the memory limit only when written",
+          .shown_default = "0 (automatic)",
+          .details =
+              "Every instance also gets memlock unlimited, for its sessions through sshd "
+              "too, where the host may raise limits (docs/docker-inside.md \"Runtime "
+              "settings\")."};
+}
+
 }  // namespace gpuwerk::app

@@ -18,8 +18,10 @@
 #include "agent/agent_client.h"
 #include "agent/authorized_keys.h"
 #include "agent/docker_engine.h"
+#include "agent/instance_runtime.h"
 #include "agent/inventory.h"
 #include "agent/network_isolation.h"
+#include "app/agent_command.h"
 #include "app/containers_conf.h"
 #include "app/options.h"
 #include "app/relay_process.h"
@@ -37,6 +39,7 @@ struct LocalPlatform::Impl {
   std::string engine_origin;
   std::string host_name;
   bool has_gpu = false;
+  std::string docker_inside = "off";
   pid_t podman_pid = -1;                ///< the podman service we own, -1 when none
   std::unique_ptr<RelayProcess> relay;  ///< `gpuwerk relay` in a process of its own
   std::string ssh_address;
@@ -285,6 +288,15 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   auto limits = agent::ResolveInstanceLimits({}, inventory.memory_bytes, inventory.cpus);
   if (!limits) return core::Fail(limits.error());
   agent_options.instance_limits = std::move(*limits);
+  GPUWERK_ASSIGN_OR_RETURN(
+      agent_options.instance_runtime,
+      agent::ResolveInstanceRuntime(options.docker_inside, options.instance_shm_bytes,
+                                    inventory.memory_bytes, agent::ProcessCanRaiseLimits()));
+  p.docker_inside =
+      std::string(agent::DockerInsideName(agent_options.instance_runtime.docker_inside));
+  if (!agent_options.instance_runtime.memlock_unlimited) {
+    agent_options.instance_limits.not_enforced.emplace_back(agent::kMemlockNotRaised);
+  }
   // Instance networks with the default filter rules (docs/isolation.md); the relay reaches the
   // instances' sshd through their published ports on 127.0.0.1, which the rules let through.
   const agent::NetworkIsolationSettings isolation;
@@ -303,6 +315,7 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
   }
   spdlog::info("up: local agent for host {} ({} GPU(s), nvml {}), engine {} ({})", p.host_name,
                inventory.gpus.size(), inventory.nvml, p.engine_url, p.engine_origin);
+  LogDockerInside("up", agent_options.instance_runtime, p.has_gpu);
   p.agent =
       std::make_unique<agent::Agent>(agent_options, *p.engine, *p.client, std::move(inventory));
   agent::Agent* agent = p.agent.get();
@@ -314,6 +327,7 @@ const std::string& LocalPlatform::engine_url() const { return impl_->engine_url;
 const std::string& LocalPlatform::engine_origin() const { return impl_->engine_origin; }
 const std::string& LocalPlatform::host_name() const { return impl_->host_name; }
 bool LocalPlatform::has_gpu() const { return impl_->has_gpu; }
+const std::string& LocalPlatform::docker_inside() const { return impl_->docker_inside; }
 const std::string& LocalPlatform::ssh_address() const { return impl_->ssh_address; }
 uint16_t LocalPlatform::ssh_port() const { return impl_->ssh_port; }
 

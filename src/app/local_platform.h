@@ -31,6 +31,10 @@ struct LocalPlatformOptions {
   /// The balancers whose PROXY protocol header the relay believes (RelayProcessOptions).
   std::vector<std::string> relay_trusted_proxies;
   std::string log_level = "info";
+  /// Docker inside the agent's instances (off | sysbox | privileged) and their /dev/shm size,
+  /// bytes (agent::ResolveInstanceRuntime; docs/docker-inside.md).
+  std::string docker_inside = "off";
+  int64_t instance_shm_bytes = 0;
 };
 
 /// The local engine, SSH relay and agent of `gpuwerk up`. Start order: engine, relay, host
@@ -73,6 +77,8 @@ class LocalPlatform {
   /// The registered host's name and whether it has a GPU.
   const std::string& host_name() const;
   bool has_gpu() const;
+  /// The agent's Docker inside mode: "off", "sysbox" or "privileged".
+  const std::string& docker_inside() const;
   /// The relay's address as "ADDR" and port (0 when no relay runs).
   const std::string& ssh_address() const;
   uint16_t ssh_port() const;

@@ -96,7 +96,9 @@ int RunServer(const ServerConfig& config, bool up) {
                                          .ssh_listen = config.ssh_listen,
                                          .relay_memory_limit_mib = config.relay_memory_limit_mib,
                                          .relay_trusted_proxies = config.relay_trusted_proxies,
-                                         .log_level = config.log_level},
+                                         .log_level = config.log_level,
+                                         .docker_inside = config.docker_inside,
+                                         .instance_shm_bytes = config.instance_shm_bytes},
                                         **server);
     if (!started) {
       std::fprintf(stderr, "gpuwerk: %s\n", started.error().message.c_str());
@@ -138,7 +140,12 @@ int RunServer(const ServerConfig& config, bool up) {
 #ifdef GPUWERK_WITH_AGENT
     const std::string engine = platform->engine_url() + " (" + platform->engine_origin() + ")";
     const std::string host =
-        platform->host_name() + ", spark-1x" + (platform->has_gpu() ? "" : ", no GPU attached");
+        platform->host_name() + ", spark-1x" + (platform->has_gpu() ? "" : ", no GPU attached") +
+        ", docker inside: " + platform->docker_inside() +
+        (platform->docker_inside() == "privileged"
+             ? " (a person in an instance is root on this machine: one tenant at a time; "
+               "docs/docker-inside.md)"
+             : "");
     const std::string ssh =
         platform->ssh_port() == 0
             ? std::string("(no relay)")

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -47,6 +48,7 @@
 #include "sched/instance_service.h"
 #include "sched/person_events.h"
 #include "sched/queue_service.h"
+#include "store/leader_elector.h"
 #include "store/open_database.h"
 #include "teams/team_billing.h"
 #include "teams/team_member_table.h"
@@ -66,6 +68,11 @@ struct ServerApp::Parts {
   core::Clock* clock = nullptr;
   core::Rng* rng = nullptr;
   std::unique_ptr<store::Database> db;
+  /// PostgreSQL (several replicas may share it): the leader lease (docs/scale-out.md), and the
+  /// store as the leader-only work writes it, each write transaction fenced to the lease's epoch.
+  /// Null on SQLite, where this one server is always the leader (its data directory's lock).
+  std::unique_ptr<store::LeaderElector> leader;
+  std::unique_ptr<store::FencedDatabase> leader_db;
   std::unique_ptr<mail::Mailer> mailer;
   std::unique_ptr<mail::Outbox> outbox;
   std::unique_ptr<mail::OutboxWorker> outbox_worker;
@@ -84,6 +91,10 @@ struct ServerApp::Parts {
   std::unique_ptr<sched::DesiredStateNotifier> desired_state;
   std::unique_ptr<sched::HostRegistry> hosts;
   std::unique_ptr<sched::InstanceService> instances;
+  /// What the unknown worker marks silent hosts through: `instances`, or on PostgreSQL one over
+  /// leader_db (fenced).
+  std::unique_ptr<sched::InstanceService> leader_instances;
+  sched::InstanceService* silent_host_marker = nullptr;
   std::unique_ptr<sched::QueueService> queue;
   std::unique_ptr<sched::AgentSync> agent_sync;
   /// Which billing account pays for a person: their team's, else their own. Installed in
@@ -101,6 +112,12 @@ struct ServerApp::Parts {
   /// Pushes closed invoices to the provider when it collects them (stripe); null under manual.
   std::unique_ptr<billing::InvoicePusher> invoice_pusher;
   std::unique_ptr<billing::UsageHistory> usage;  ///< the usage history (R-16)
+  /// The invoice worker's month close and pushes: over leader_db on PostgreSQL (fenced), else
+  /// `invoices` and `invoice_pusher` themselves.
+  std::unique_ptr<billing::Invoices> leader_invoices;
+  std::unique_ptr<billing::InvoicePusher> leader_invoice_pusher;
+  billing::Invoices* month_closer = nullptr;
+  billing::InvoicePusher* due_pusher = nullptr;
   std::unique_ptr<api::ApiContext> api_context;
   std::unique_ptr<api::Metrics> metrics;
   std::unique_ptr<api::Router> router;
@@ -111,6 +128,10 @@ struct ServerApp::Parts {
   std::mutex worker_mu;
   std::condition_variable worker_cv;
   bool worker_stop = false;
+  bool drain_wake = false;  ///< guarded by worker_mu: the drain worker drains now (a lease won)
+  /// Whether this server runs the leader-only work now: always on SQLite; on PostgreSQL while it
+  /// holds the lease.
+  bool Leading() const { return leader == nullptr || leader->Holding(); }
   // The worker that drains every GPU type's queue every few seconds, so that no entry waits on
   // a missed event (a host that came back, a drain that failed), and forgets old idempotency
   // keys.
@@ -127,6 +148,29 @@ struct ServerApp::Parts {
 };
 
 namespace {
+
+/// This server's id as a lease holder: the host name and a random id kept in DATA/replica-id
+/// (made at the first start). The data directory's lock makes it one live process's at a time, so
+/// a server restarted on the same data directory takes its lease back at once (under a new epoch)
+/// instead of waiting for it to run out (docs/scale-out.md).
+std::string ReplicaId(const std::filesystem::path& data_dir, core::Rng& rng) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  const std::filesystem::path file = data_dir / "replica-id";
+  std::string id;
+  if (std::ifstream in(file); in) std::getline(in, id);
+  const bool valid =
+      id.size() >= 8 && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-';
+      });
+  if (!valid) {
+    id = core::NewId(rng, "rep");
+    std::ofstream out(file, std::ios::trunc);
+    out << id << "\n";
+    if (!out) spdlog::warn("server: cannot keep the replica id in {}", file.string());
+  }
+  return fmt::format("{}/{}", host[0] ? host : "server", id);
+}
 
 /// A file-descriptor limit as people read it.
 std::string Shown(uint64_t limit) {
@@ -176,9 +220,10 @@ core::Result<billing::AccountOwners> AccountOwners(store::Transaction& tx,
 /// The invoice worker's push pass: batches of due invoices until one comes back short or the
 /// server stops; each failure is logged by the pusher and retried at a later pass.
 void PushDueInvoices(ServerApp::Parts& parts) {
-  if (!parts.invoice_pusher) return;
+  if (parts.due_pusher == nullptr) return;
   for (;;) {
-    auto report = parts.invoice_pusher->PushDue();
+    if (!parts.Leading()) return;
+    auto report = parts.due_pusher->PushDue();
     if (!report) {
       spdlog::warn("billing: pushing invoices failed: {}", report.error().message);
       return;
@@ -187,6 +232,27 @@ void PushDueInvoices(ServerApp::Parts& parts) {
     std::lock_guard lock(parts.worker_mu);
     if (parts.worker_stop) return;
   }
+}
+
+/// The leader state in /metrics (docs/scale-out.md "Watching it"): `leader` null (SQLite) is
+/// always the leader.
+void AddLeaderMetrics(api::Metrics& metrics, const store::LeaderElector* leader) {
+  metrics.AddGauge("gpuwerk_leader",
+                   "1 while this server runs the leader-only work (holds the leader lease), else 0",
+                   [leader] { return leader == nullptr || leader->Holding() ? 1.0 : 0.0; });
+  if (leader == nullptr) return;
+  metrics.AddGauge("gpuwerk_leader_epoch",
+                   "The leader lease's fencing epoch this server holds or last held (0: never)",
+                   [leader] { return static_cast<double>(leader->epoch()); });
+  metrics.AddCounter("gpuwerk_leader_gains_total", "Times this server became the leader",
+                     [leader] { return static_cast<double>(leader->gains_total()); });
+  metrics.AddCounter("gpuwerk_leader_fenced_writes_total",
+                     "Leader-only write transactions whose lease check passed",
+                     [leader] { return static_cast<double>(leader->fence_passed_total()); });
+  metrics.AddCounter(
+      "gpuwerk_leader_refused_writes_total",
+      "Leader-only write transactions refused (not_leader): the lease was lost or taken over",
+      [leader] { return static_cast<double>(leader->fence_refused_total()); });
 }
 
 core::Result<std::unique_ptr<mail::Mailer>> MakeMailer(mail::MailTransport transport,
@@ -253,10 +319,44 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   }
   GPUWERK_TRY(store::Migrate(*p->db));
 
+  if (p->db->Backend() == "postgresql") {
+    // Several replicas may share the database: one at a time runs the leader-only work
+    // (docs/scale-out.md). The first round is taken now, so that a lone server leads at once.
+    const std::chrono::milliseconds lease = std::chrono::seconds(config.leader_lease_seconds);
+    Parts* woken = p.get();
+    p->leader = std::make_unique<store::LeaderElector>(
+        *p->db, store::LeaderElectorOptions{.name = "scheduler",
+                                            .holder = ReplicaId(config.data_dir, rng),
+                                            .lease = lease,
+                                            .renew_every = lease / 3,
+                                            .clock = {},
+                                            .steady_ms = {},
+                                            .on_gain = [woken] {
+                                              // A new leader drains and sends at once.
+                                              {
+                                                std::lock_guard lock(woken->worker_mu);
+                                                woken->drain_wake = true;
+                                              }
+                                              woken->worker_cv.notify_all();
+                                              if (woken->outbox_worker)
+                                                woken->outbox_worker->Wake();
+                                            }});
+    p->leader_db = std::make_unique<store::FencedDatabase>(*p->db, *p->leader);
+    if (auto first = p->leader->Step(); !first) {
+      spdlog::warn("leader: the first lease round failed (retried): {}", first.error().message);
+    } else if (!*first) {
+      spdlog::info(
+          "leader: another server holds the scheduler lease; this one serves requests "
+          "and takes the leader-only work over should the leader go");
+    }
+  }
+
   GPUWERK_ASSIGN_OR_RETURN(p->mailer, MakeMailer(p->mail_transport, config));
   p->outbox = std::make_unique<mail::Outbox>(*p->db, clock, rng);
-  p->outbox_worker = std::make_unique<mail::OutboxWorker>(*p->db, *p->mailer, clock,
-                                                          mail::OutboxWorker::Options{});
+  mail::OutboxWorker::Options outbox_options;
+  outbox_options.fence = p->leader.get();  // sending is leader-only
+  p->outbox_worker =
+      std::make_unique<mail::OutboxWorker>(*p->db, *p->mailer, clock, outbox_options);
   p->hash_slots = std::make_unique<core::ConcurrencyLimit>(std::max(1, config.http_threads / 2));
   p->hasher = std::make_unique<auth::PasswordHasher>(CostFromName(config.password_hash_cost),
                                                      p->hash_slots.get());
@@ -368,9 +468,16 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   };
   p->instances = std::make_unique<sched::InstanceService>(*p->db, clock, rng, sched_options,
                                                           p->desired_state.get(), gate);
+  p->silent_host_marker = p->instances.get();
+  if (p->leader_db) {
+    p->leader_instances = std::make_unique<sched::InstanceService>(
+        *p->leader_db, clock, rng, sched_options, p->desired_state.get(), gate);
+    p->silent_host_marker = p->leader_instances.get();
+  }
   p->queue = std::make_unique<sched::QueueService>(
       *p->db, clock, rng, sched_options, *p->outbox, [worker] { worker->Wake(); },
       p->desired_state.get(), gate);
+  p->queue->SetLeaderFence(p->leader.get());  // dispatch is leader-only (strict FIFO, R-11)
   sched::QueueService* queue = p->queue.get();
   p->agent_sync = std::make_unique<sched::AgentSync>(
       *p->db, clock, rng, sched_options,
@@ -383,9 +490,12 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   // runs in the change's own transaction (TeamHooks).
   teams::TeamOptions team_options;
   team_options.public_url = account_options.public_url;
-  team_options.hooks.team_created = [&clock, &rng](
+  team_options.hooks.team_created = [&clock, &rng, methods = p->payment_methods.get()](
                                         store::Transaction& tx, const std::string& team_id,
                                         const std::string& owner_id) -> core::Result<void> {
+    // A person whose own invoice is unpaid makes no team (402 payment_failed, nothing made):
+    // the team would otherwise launch around the hold (docs/teams.md "Billing").
+    GPUWERK_TRY(methods->RequireNoOwnHold(tx, owner_id, "Making a team is refused"));
     GPUWERK_TRY(teams::MoveSoloBillingToTeam(tx, clock, rng, team_id, owner_id));
     return {};
   };
@@ -432,6 +542,20 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
   }
   p->usage = std::make_unique<billing::UsageHistory>(*p->db, clock,
                                                      sched_options.host_unknown_after_seconds);
+  p->month_closer = p->invoices.get();
+  p->due_pusher = p->invoice_pusher.get();
+  if (p->leader_db) {
+    // The month close and the pushes are leader-only; an operator's close (a request) is not.
+    p->leader_invoices = std::make_unique<billing::Invoices>(
+        *p->leader_db, clock, rng, sched_options.host_unknown_after_seconds, p->resolve_account,
+        collects ? std::string(p->payment_provider->name()) : std::string());
+    p->month_closer = p->leader_invoices.get();
+    if (collects) {
+      p->leader_invoice_pusher =
+          std::make_unique<billing::InvoicePusher>(*p->leader_db, clock, rng, *p->payment_provider);
+      p->due_pusher = p->leader_invoice_pusher.get();
+    }
+  }
   p->api_context = std::make_unique<api::ApiContext>(api::ApiContext{
       *p->accounts, *p->ssh_keys, *p->authn, clock, *p->hosts, *p->instances, *p->agent_sync,
       *p->desired_state, *p->queue, *p->idempotency, *p->ssh_command, *p->relay_access,
@@ -490,6 +614,7 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
                          [worker] { return static_cast<double>(worker->failed_attempts_total()); });
   p->metrics->AddCounter("gpuwerk_mail_given_up_total", "Mails given up after the last retry",
                          [worker] { return static_cast<double>(worker->given_up_total()); });
+  AddLeaderMetrics(*p->metrics, p->leader.get());
   p->outbox_worker->Start();
   Parts* parts = p.get();
   p->unknown_worker = std::thread([parts] {
@@ -497,18 +622,28 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
     while (!parts->worker_cv.wait_for(lock, std::chrono::seconds(1),
                                       [parts] { return parts->worker_stop; })) {
       lock.unlock();
-      auto marked = parts->instances->MarkUnknownHosts(parts->clock->NowUnix());
-      if (!marked) spdlog::warn("sched: marking unknown hosts failed: {}", marked.error().message);
+      if (parts->Leading()) {
+        auto marked = parts->silent_host_marker->MarkUnknownHosts(parts->clock->NowUnix());
+        if (!marked)
+          spdlog::warn("sched: marking unknown hosts failed: {}", marked.error().message);
+      }
       lock.lock();
     }
   });
   p->drain_worker = std::thread([parts] {
     std::unique_lock lock(parts->worker_mu);
-    while (!parts->worker_cv.wait_for(lock, std::chrono::seconds(3),
-                                      [parts] { return parts->worker_stop; })) {
+    for (;;) {
+      // Every 3 s, or at once when this server became the leader (drain_wake).
+      parts->worker_cv.wait_for(lock, std::chrono::seconds(3),
+                                [parts] { return parts->worker_stop || parts->drain_wake; });
+      if (parts->worker_stop) break;
+      parts->drain_wake = false;
       lock.unlock();
-      auto drained = parts->queue->DrainAll();
-      if (!drained) spdlog::warn("sched: periodic queue drain failed: {}", drained.error().message);
+      if (parts->Leading()) {
+        auto drained = parts->queue->DrainAll();
+        if (!drained)
+          spdlog::warn("sched: periodic queue drain failed: {}", drained.error().message);
+      }
       auto purged = parts->idempotency->Purge();
       if (!purged) spdlog::warn("api: purging idempotency keys failed: {}", purged.error().message);
       lock.lock();
@@ -519,17 +654,20 @@ core::Result<std::unique_ptr<ServerApp>> ServerApp::Start(const ServerConfig& co
     while (!parts->worker_cv.wait_for(lock, std::chrono::seconds(60),
                                       [parts] { return parts->worker_stop; })) {
       lock.unlock();
-      auto closed = parts->invoices->CloseDueMonth();
-      if (!closed) {
-        spdlog::warn("billing: closing the previous month failed: {}", closed.error().message);
-      } else if (*closed) {
-        spdlog::info("billing: closed month {}: {} invoices made", (*closed)->month,
-                     (*closed)->invoices_created);
+      if (parts->Leading()) {
+        auto closed = parts->month_closer->CloseDueMonth();
+        if (!closed) {
+          spdlog::warn("billing: closing the previous month failed: {}", closed.error().message);
+        } else if (*closed) {
+          spdlog::info("billing: closed month {}: {} invoices made", (*closed)->month,
+                       (*closed)->invoices_created);
+        }
+        PushDueInvoices(*parts);
       }
-      PushDueInvoices(*parts);
       lock.lock();
     }
   });
+  if (p->leader) p->leader->Start();
   spdlog::info("server: listening on {} (public URL {}, store {} {})", p->http->base_url(),
                account_options.public_url, p->db->Backend(),
                store::DescribeDatabase(config.database, sqlite_path));
@@ -619,6 +757,9 @@ void ServerApp::Stop() {
   if (parts_->unknown_worker.joinable()) parts_->unknown_worker.join();
   if (parts_->drain_worker.joinable()) parts_->drain_worker.join();
   if (parts_->invoice_worker.joinable()) parts_->invoice_worker.join();
+  // Last: the lease is given up once no leader-only work runs here, so another replica takes it
+  // over at once.
+  if (parts_->leader) parts_->leader->Stop();
 }
 
 }  // namespace gpuwerk::app

@@ -132,6 +132,11 @@ const std::vector<Option<ServerConfig>>& ServerOptions() {
        .field = &C::host_unknown_after_seconds,
        .help = "a host whose agent has not synced for this long gets no new instances, and its "
                "instances show unknown"},
+      {.key = "leader_lease_seconds",
+       .field = &C::leader_lease_seconds,
+       .help = "with PostgreSQL: how long the leader lease lasts; the leader renews it every "
+               "third of this, and another server takes the leader-only work over this long "
+               "after the leader died (docs/scale-out.md)"},
       {.key = "payment_provider",
        .field = &C::payment_provider,
        .help = "who holds payment methods: manual (the operator records cards) or stripe "
@@ -204,6 +209,8 @@ const std::vector<Option<ServerConfig>>& UpOnlyOptions() {
                   "may make one, else RLIMIT_AS of this size (not in sanitizer builds). The log "
                   "says which (docs/ssh.md \"Running it\")."},
       RelayTrustedProxiesOption<C>(),
+      DockerInsideOption<C>(),
+      InstanceShmOption<C>(),
   };
   return kOptions;
 }
@@ -251,6 +258,17 @@ core::Result<void> Validate(const ServerConfig& c) {
   if (c.test_clock_offset_seconds < 0 || c.test_clock_offset_seconds > 366 * 86400) {
     return std::unexpected(
         ConfigError("test_clock_offset_seconds must be from 0 to 31622400 (366 days)"));
+  }
+  // `up`'s local agent resolves these against the machine (agent::ResolveInstanceRuntime); the
+  // form is checked here so that a bad value is refused before anything starts.
+  if (c.docker_inside != "off" && c.docker_inside != "sysbox" && c.docker_inside != "privileged") {
+    return std::unexpected(ConfigError("docker_inside must be off, sysbox or privileged, not '" +
+                                       core::BoundedPrintable(c.docker_inside, 40) + "'"));
+  }
+  if (c.instance_shm_bytes != 0 && c.instance_shm_bytes < (int64_t{64} << 20)) {
+    return std::unexpected(ConfigError(
+        "instance_shm_bytes must be 0 (automatic) or at least 67108864 (64 MiB, Docker's "
+        "default)"));
   }
   if (c.relay_memory_limit_mib < 64 || c.relay_memory_limit_mib > 1'048'576) {
     return std::unexpected(ConfigError("relay_memory_limit_mib must be from 64 to 1048576"));
@@ -301,6 +319,9 @@ core::Result<void> Validate(const ServerConfig& c) {
   }
   if (c.host_unknown_after_seconds < 1) {
     return std::unexpected(ConfigError("host_unknown_after_seconds must be positive"));
+  }
+  if (c.leader_lease_seconds < 3 || c.leader_lease_seconds > 3600) {
+    return std::unexpected(ConfigError("leader_lease_seconds must be 3 to 3600"));
   }
   if (!c.operator_email.empty() && c.operator_password.size() < 12) {
     return std::unexpected(

@@ -45,6 +45,9 @@ struct ServerConfig {
   std::string instance_image = "localhost/gpuwerk-instance:bookworm";
   int64_t instance_memory_bytes = 0;  ///< bytes; 0: no limit
   int host_unknown_after_seconds = 30;
+  /// PostgreSQL: how long the leader lease lasts, in seconds (docs/scale-out.md); renewed every
+  /// third of it.
+  int leader_lease_seconds = 15;
   std::string payment_provider = "manual";  ///< manual or stripe (docs/billing.md "Providers")
   std::string stripe_api_base = "https://api.stripe.com";
   std::string stripe_secret_key;       ///< "sk_…"; payment_provider = stripe
@@ -62,13 +65,17 @@ struct ServerConfig {
   int64_t relay_memory_limit_mib = 2048;
   /// `up` only: the TCP balancers whose PROXY protocol header the relay believes (CIDRs).
   std::vector<std::string> relay_trusted_proxies;
+  /// `up` only: Docker inside the local agent's instances (off | sysbox | privileged) and their
+  /// /dev/shm size, bytes (agent/instance_runtime.h; docs/docker-inside.md).
+  std::string docker_inside = "off";
+  int64_t instance_shm_bytes = 0;
 };
 
 /// The options of `gpuwerk server` (and `up`), one declaration each (app/options.h).
 const std::vector<Option<ServerConfig>>& ServerOptions();
 
 /// What `gpuwerk up` has beyond ServerOptions(): `engine`, `ssh_listen`,
-/// `relay_memory_limit_mib` and `relay_trusted_proxies`.
+/// `relay_memory_limit_mib`, `relay_trusted_proxies`, `docker_inside` and `instance_shm_bytes`.
 const std::vector<Option<ServerConfig>>& UpOnlyOptions();
 
 /// ServerOptions() then UpOnlyOptions(): the options of `gpuwerk up`.

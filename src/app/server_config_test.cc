@@ -462,6 +462,41 @@ TEST(ServerConfigTest, RelayTrustedProxiesAreCheckedAtStart) {
   }
 }
 
+// Docker inside and /dev/shm under `up` (docs/docker-inside.md): from the file and the environment,
+// and an unknown mode refused before anything starts, naming the allowed values.
+TEST(ServerConfigTest, UpDockerInsideAndShmComeFromFileAndEnvironmentAndAreChecked) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "up.toml";
+  std::ofstream(file) << "docker_inside = \"privileged\"\ninstance_shm_bytes = 1073741824\n";
+  ServerConfig c;
+  EXPECT_EQ(c.docker_inside, "off");
+  EXPECT_EQ(c.instance_shm_bytes, 0);
+  auto up = UpOptions();
+  ASSERT_TRUE(LoadConfigFile(file, Bind(up, c)));
+  EXPECT_EQ(c.docker_inside, "privileged");
+  EXPECT_EQ(c.instance_shm_bytes, int64_t{1} << 30);
+  EXPECT_TRUE(Validate(c));
+  ::setenv("GPUWERK_DOCKER_INSIDE", "sysbox", 1);
+  const auto applied = ApplyEnvironment(Bind(up, c));
+  ::unsetenv("GPUWERK_DOCKER_INSIDE");
+  ASSERT_TRUE(applied);
+  EXPECT_EQ(c.docker_inside, "sysbox");
+  for (const char* bad : {"on", "", "Privileged"}) {
+    c.docker_inside = bad;
+    auto r = Validate(c);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().api_code, "invalid_config");
+    EXPECT_NE(r.error().message.find("docker_inside must be off, sysbox or privileged"),
+              std::string::npos)
+        << r.error().message;
+  }
+  c.docker_inside = "off";
+  c.instance_shm_bytes = 1024;
+  auto shm = Validate(c);
+  ASSERT_FALSE(shm);
+  EXPECT_NE(shm.error().message.find("instance_shm_bytes"), std::string::npos);
+}
+
 // docs/configuration.md: each command's table is generated from the declarations (between
 // `<!-- options NAME -->` and `<!-- end options NAME -->`), and every flag and GPUWERK_
 // variable the page names exists. GPUWERK_UPDATE_DOCS=1 rewrites the tables in the source tree.

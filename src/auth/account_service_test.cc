@@ -352,6 +352,12 @@ TEST_F(AccountServiceTest, ApiTokensAreStoredHashedAndNamedOncePerPerson) {
   ASSERT_TRUE(via_token);
   EXPECT_EQ(via_token->person_id, who->person_id);
   EXPECT_EQ(via_token->credential_id, created->first.id);
+  // The token's person comes with it (one statement): as the sign-in session resolves them.
+  EXPECT_EQ(via_token->email, who->email);
+  EXPECT_EQ(via_token->is_operator, who->is_operator);
+  EXPECT_TRUE(via_token->email_proven);
+  EXPECT_EQ(via_token->via, CredentialKind::kApiToken);
+  EXPECT_EQ(via_token->token_last_used_at, 0) << "never used before this request";
   auto listed = accounts_->ListApiTokens(*who);
   ASSERT_TRUE(listed);
   ASSERT_EQ(listed->size(), 1u);

@@ -29,12 +29,22 @@ core::Result<void> ApiTokenTable::Insert(store::Transaction& tx, const ApiTokenR
   return {};
 }
 
-core::Result<std::optional<ApiTokenRow>> ApiTokenTable::FindByHash(store::Transaction& tx,
-                                                                   const std::string& token_hash) {
+core::Result<std::optional<ApiTokenHolder>> ApiTokenTable::FindHolder(
+    store::Transaction& tx, const std::string& token_hash) {
   GPUWERK_ASSIGN_OR_RETURN(
-      auto row, tx.QueryOne(std::string(kSelect) + "WHERE token_hash = ?", {token_hash}));
-  if (!row) return std::optional<ApiTokenRow>();
-  return FromRow(*row);
+      auto row,
+      tx.QueryOne("SELECT t.id, t.last_used_at, t.expires_at, p.id AS person_id, p.email, "
+                  "p.is_operator, p.email_proven_at FROM api_tokens t JOIN persons p "
+                  "ON p.id = t.person_id WHERE t.token_hash = ?",
+                  {token_hash}));
+  if (!row) return std::optional<ApiTokenHolder>();
+  return ApiTokenHolder{.token_id = row->Text("id"),
+                        .last_used_at = row->OptInt("last_used_at"),
+                        .expires_at = row->OptInt("expires_at"),
+                        .person_id = row->Text("person_id"),
+                        .email = row->Text("email"),
+                        .is_operator = row->Int("is_operator") != 0,
+                        .email_proven = !row->IsNull("email_proven_at")};
 }
 
 core::Result<std::vector<ApiToken>> ApiTokenTable::ListOf(store::Transaction& tx,

@@ -27,6 +27,18 @@ struct ApiTokenRow {
   std::string token_hash;  ///< hex SHA-256 of the secret (auth::TokenHash)
 };
 
+/// An API token found by its secret's hash, with what authentication needs of the person it
+/// belongs to (ApiTokenTable::FindHolder).
+struct ApiTokenHolder {
+  std::string token_id;
+  std::optional<int64_t> last_used_at;  ///< Unix seconds; nullopt: never used
+  std::optional<int64_t> expires_at;    ///< Unix seconds; nullopt: never expires
+  std::string person_id;
+  std::string email;
+  bool is_operator = false;
+  bool email_proven = false;  ///< the person's `email_proven_at` is set
+};
+
 /// The `api_tokens` table: the one place that holds its SQL. Every function works inside the
 /// caller's transaction; errors are the store's. Stateless.
 class ApiTokenTable {
@@ -36,9 +48,12 @@ class ApiTokenTable {
   /// Stores a new token. Errors: the store's unique violation (kAlreadyExists)
   /// when the person has a token of this name (or the hash is taken).
   static core::Result<void> Insert(store::Transaction& tx, const ApiTokenRow& row);
-  /// The token whose secret hashes to `token_hash`; nullopt when none.
-  static core::Result<std::optional<ApiTokenRow>> FindByHash(store::Transaction& tx,
-                                                             const std::string& token_hash);
+  /// The token whose secret hashes to `token_hash` and its person, in one statement (a join with
+  /// `persons`, which auth/person_table.h owns; read only): every API-token request asks this.
+  /// nullopt when there is no such token (or, which the schema's foreign key rules out, no such
+  /// person).
+  static core::Result<std::optional<ApiTokenHolder>> FindHolder(store::Transaction& tx,
+                                                                const std::string& token_hash);
   /// `person_id`'s tokens, oldest first (created_at, id).
   static core::Result<std::vector<ApiToken>> ListOf(store::Transaction& tx,
                                                     const std::string& person_id);

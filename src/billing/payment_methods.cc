@@ -9,6 +9,8 @@
 #include "audit/audit_log.h"
 #include "auth/email_address.h"
 #include "auth/person_table.h"
+#include "auth/rate_limiter.h"
+#include "billing/card_setup_table.h"
 #include "billing/manual_provider.h"
 #include "billing/payment_hold_table.h"
 
@@ -101,8 +103,13 @@ core::Result<void> PaymentMethods::RequireForLaunch(store::Transaction& tx,
                                                     const std::string& person_id,
                                                     std::string_view action) const {
   GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
-  GPUWERK_ASSIGN_OR_RETURN(bool on_file, PaymentMethodTable::Exists(tx, account.id));
   const std::string what = action == "restart" ? "Restarting an instance" : "Launching an instance";
+  if (account.kind != AccountKind::kSolo) {
+    // A failed payment of the person's own account follows them into a team: making or joining
+    // one never lets anyone launch around their own unpaid invoice.
+    GPUWERK_TRY(RequireNoOwnHold(tx, person_id, what + " is refused"));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(bool on_file, PaymentMethodTable::Exists(tx, account.id));
   if (on_file) {
     GPUWERK_ASSIGN_OR_RETURN(auto holds, PaymentHoldTable::Of(tx, account.id));
     if (holds.empty()) return {};
@@ -157,6 +164,9 @@ core::Result<BillingState> PaymentMethods::State(const std::string& person_id) {
       GPUWERK_ASSIGN_OR_RETURN(out.own_method,
                                PaymentMethodTable::Find(tx, SoloBillingAccountId(person_id)));
       if (out.own_method) out.own_method_description = provider_.Describe(*out.own_method);
+      GPUWERK_ASSIGN_OR_RETURN(auto own_holds,
+                               PaymentHoldTable::Of(tx, SoloBillingAccountId(person_id)));
+      if (!own_holds.empty()) out.own_hold = own_holds.front();
     }
     return out;
   });
@@ -173,15 +183,88 @@ core::Result<CardSetup> PaymentMethods::BeginCardSetup(const std::string& person
             .account = std::move(account), .person_id = person_id, .email = std::move(*email)};
       }));
   if (!request.account.may_manage) return core::Fail(NotManager());
-  return provider_.BeginCardSetup(request);
+  // Each setup is two requests to the provider (Stripe: the customer, the Checkout Session), and
+  // the deployment shares one rate limit there: counted per person and per account before any.
+  auth::RateLimiter limiter(clock_);
+  GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+    const std::pair<const auth::RateRule*, const std::string*> rules[] = {
+        {&kCardSetupsPerPerson, &person_id}, {&kCardSetupsPerAccount, &request.account.id}};
+    for (const auto& [rule, subject] : rules) {
+      GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter.RetryAfter(tx, *rule, *subject));
+      if (retry) {
+        return core::Fail(auth::RateLimiter::Limited(
+            "Too many card setups were started for this billing account; open the last page "
+            "you were given, or try again later.",
+            *retry));
+      }
+    }
+    for (const auto& [rule, subject] : rules) GPUWERK_TRY(limiter.Record(tx, *rule, *subject));
+    return {};
+  }));
+  GPUWERK_ASSIGN_OR_RETURN(CardSetup setup, provider_.BeginCardSetup(request));
+  if (!setup.provider_ref.empty()) {
+    // Who began it, for which account: its completion is checked against this
+    // (docs/billing.md "Card setups").
+    GPUWERK_TRY(db_.Write([&](store::Transaction& tx) -> core::Result<void> {
+      return CardSetupTable::Insert(tx, {.provider_ref = setup.provider_ref,
+                                         .billing_account_id = request.account.id,
+                                         .person_id = person_id,
+                                         .created_at = clock_.NowUnix()});
+    }));
+  }
+  return setup;
+}
+
+core::Result<void> PaymentMethods::RequireNoOwnHold(store::Transaction& tx,
+                                                    const std::string& person_id,
+                                                    std::string_view refused) const {
+  GPUWERK_ASSIGN_OR_RETURN(auto holds, PaymentHoldTable::Of(tx, SoloBillingAccountId(person_id)));
+  if (holds.empty()) return {};
+  return core::Fail(
+      core::Error(core::ErrorCode::kPaymentRequired, "payment_failed",
+                  std::string(refused) + ": the payment of invoice " + holds.front().provider_ref +
+                      " of your own billing account failed. Pay it from the link in the payment "
+                      "provider's mail about it; until it is paid you launch nothing, alone or "
+                      "in a team.")
+          .WithDetail("billing_account", SoloBillingAccountId(person_id))
+          .WithDetail("invoice", holds.front().provider_ref)
+          .WithDetail("provider", std::string(provider_.name())));
+}
+
+core::Result<bool> PaymentMethods::MayManage(store::Transaction& tx, const std::string& person_id,
+                                             const std::string& billing_account_id) const {
+  if (billing_account_id == SoloBillingAccountId(person_id)) return true;
+  auto account = resolve_(tx, person_id);
+  if (!account) {
+    if (account.error().code == core::ErrorCode::kNotFound) return false;  // the person is gone
+    return core::Fail(account.error());
+  }
+  return account->id == billing_account_id && account->may_manage;
 }
 
 core::Result<PaymentMethod> PaymentMethods::Remove(const std::string& person_id,
                                                    const std::string& source_address) {
+  return RemoveFrom(person_id, /*own=*/false, source_address);
+}
+
+core::Result<PaymentMethod> PaymentMethods::RemoveOwn(const std::string& person_id,
+                                                      const std::string& source_address) {
+  return RemoveFrom(person_id, /*own=*/true, source_address);
+}
+
+core::Result<PaymentMethod> PaymentMethods::RemoveFrom(const std::string& person_id, bool own,
+                                                       const std::string& source_address) {
   using Found = std::pair<BillingAccount, PaymentMethod>;
   GPUWERK_ASSIGN_OR_RETURN(
       Found found, db_.Read([&](store::Transaction& tx) -> core::Result<Found> {
         GPUWERK_ASSIGN_OR_RETURN(BillingAccount account, resolve_(tx, person_id));
+        if (own && account.kind != AccountKind::kSolo) {
+          // Their own card, which stays theirs while they bill to a team.
+          account = BillingAccount{.id = SoloBillingAccountId(person_id),
+                                   .kind = AccountKind::kSolo,
+                                   .name = "",
+                                   .may_manage = true};
+        }
         if (!account.may_manage) return core::Fail(NotManager());
         GPUWERK_ASSIGN_OR_RETURN(auto method, PaymentMethodTable::Find(tx, account.id));
         if (!method) return core::NotFound("Payment method");
@@ -203,6 +286,7 @@ core::Result<PaymentMethod> PaymentMethods::Remove(const std::string& person_id,
                         "again ('gpuwerk billing') and try again.");
     }
     GPUWERK_TRY(PaymentMethodTable::Delete(tx, found.first.id));
+    GPUWERK_TRY(CardSetupTable::VoidOpen(tx, found.first.id));
     return audit::RecordAudit(tx, clock_, rng_,
                               {.actor_id = person_id,
                                .action = "billing.payment_method_remove",
@@ -290,6 +374,9 @@ core::Result<PaymentMethod> PaymentMethods::SetCardOf(const std::string& actor_i
                         .created_at = now,
                         .updated_at = now};
         GPUWERK_TRY(PaymentMethodTable::Upsert(tx, m));
+        // A card setup begun before this change never overrides it (docs/billing.md "Card
+        // setups").
+        GPUWERK_TRY(CardSetupTable::VoidOpen(tx, who.account.id));
         nlohmann::json detail = CardDetail(m);
         if (!who.person_id.empty()) detail["person_id"] = who.person_id;
         GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
@@ -330,6 +417,7 @@ core::Result<std::optional<PaymentMethod>> PaymentMethods::ClearCardOf(
                         "and try again.");
     }
     GPUWERK_TRY(PaymentMethodTable::Delete(tx, who.account.id));
+    GPUWERK_TRY(CardSetupTable::VoidOpen(tx, who.account.id));
     nlohmann::json detail = CardDetail(*method);
     if (!who.person_id.empty()) detail["person_id"] = who.person_id;
     GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "auth/rate_limiter.h"
 #include "billing/billing_account.h"
 #include "billing/payment_hold_table.h"
 #include "billing/payment_method_table.h"
@@ -45,7 +46,19 @@ struct BillingState {
   /// otherwise or when none.
   std::optional<PaymentMethod> own_method;
   std::string own_method_description;  ///< PaymentProvider::Describe; "" when none
+  /// When the account is a team's: the oldest payment hold of the person's own (solo) account,
+  /// which refuses their launches and restarts in the team too; nullopt otherwise or when none.
+  std::optional<PaymentHold> own_hold;
 };
+
+/// How many card setups one person may begin: 20 an hour (each is two requests to the
+/// provider, and a deployment shares one rate limit at Stripe).
+inline constexpr auth::RateRule kCardSetupsPerPerson{
+    .scope = "card_setup_person", .limit = 20, .window = std::chrono::hours(1)};
+/// How many card setups may be begun for one billing account (a team's owners together): 40 an
+/// hour.
+inline constexpr auth::RateRule kCardSetupsPerAccount{
+    .scope = "card_setup_account", .limit = 40, .window = std::chrono::hours(1)};
 
 /// Payment methods and the launch gate (R-14, docs/billing.md): which billing account pays for
 /// a person (through the installed ResolveAccount), what is on file for it, the operator's
@@ -86,10 +99,28 @@ class PaymentMethods {
   /// (no such person); the store's.
   core::Result<BillingState> State(const std::string& person_id);
 
-  /// Starts a card setup for `person_id`'s account (PaymentProvider::BeginCardSetup). Errors:
-  /// kPermissionDenied `billing_managed_by_team` for a person who does not manage the account
-  /// (a team member); the provider's (`manual_provider`); not_found; the store's.
+  /// Starts a card setup for `person_id`'s account (PaymentProvider::BeginCardSetup) and records
+  /// who began it for which account (CardSetupTable), so that its completion is applied only
+  /// while that person still manages the account (MayManage) and the card was not changed here
+  /// since. Errors: kPermissionDenied `billing_managed_by_team` for a person who does not manage
+  /// the account (a team member); kResourceExhausted `rate_limited` (details.retry_after_seconds)
+  /// past kCardSetupsPerPerson or kCardSetupsPerAccount, nothing asked of the provider; the
+  /// provider's (`manual_provider`); not_found; the store's.
   core::Result<CardSetup> BeginCardSetup(const std::string& person_id);
+
+  /// Whether `person_id` may put a card on `billing_account_id` now, in the caller's
+  /// transaction: their own solo account always; another account only when it is the one that
+  /// pays for them now and they manage it (a team's current owner). A person who no longer
+  /// exists may not. Errors: the resolver's other than not_found; the store's.
+  core::Result<bool> MayManage(store::Transaction& tx, const std::string& person_id,
+                               const std::string& billing_account_id) const;
+
+  /// Fails with kPaymentRequired (402) `payment_failed` (details: billing_account, invoice,
+  /// provider; the message begins with `refused`) while `person_id`'s own solo account has a
+  /// payment hold, in the caller's transaction: a person whose own invoice is unpaid neither
+  /// launches in a team nor makes or joins one. Errors: that; the store's.
+  core::Result<void> RequireNoOwnHold(store::Transaction& tx, const std::string& person_id,
+                                      std::string_view refused) const;
 
   /// Removes the payment method of `person_id`'s account (the provider detaches it first:
   /// Stripe's POST /v1/payment_methods/{pm}/detach). Running instances keep running and billing;
@@ -101,6 +132,11 @@ class PaymentMethods {
   /// store's.
   core::Result<PaymentMethod> Remove(const std::string& person_id,
                                      const std::string& source_address);
+  /// As Remove, for `person_id`'s own solo account whichever account pays for them now (a team
+  /// member's own card, shown as `own_payment_method`, which stays theirs). Errors: Remove's
+  /// but billing_managed_by_team.
+  core::Result<PaymentMethod> RemoveOwn(const std::string& person_id,
+                                        const std::string& source_address);
 
   /// Whose card the operator sets or clears: the billing account, and the person the operator
   /// named ("" when they named the account itself, e.g. a team).
@@ -157,6 +193,9 @@ class PaymentMethods {
   /// not_found; the store's.
   core::Result<std::pair<std::string, BillingAccount>> AccountOfEmail(store::Transaction& tx,
                                                                       std::string_view email) const;
+  /// Remove (`own` false: the account that pays for the person) and RemoveOwn (`own` true).
+  core::Result<PaymentMethod> RemoveFrom(const std::string& person_id, bool own,
+                                         const std::string& source_address);
   /// A FindCardHolder for AccountOfEmail (`email` must outlive the call it is passed to).
   FindCardHolder HolderOfEmail(std::string_view email) const;
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "billing/card_setup_table.h"
 #include "billing/manual_provider.h"
 #include "core/logging.h"
 #include "tests/support/temp_database.h"
@@ -252,6 +253,84 @@ TEST_F(PaymentMethodsTest, AResolverDecidesWhichAccountPays) {
   ASSERT_TRUE(card && *card);
   EXPECT_EQ((*card)->last4, "1111");
   EXPECT_EQ(AuditCount("billing.set_card"), 0);
+}
+
+/// A provider that takes cards from people: each setup a page "cs_<n>".
+class PagesProvider final : public PaymentProvider {
+ public:
+  std::string_view name() const override { return "pages"; }
+  bool CollectsInvoices() const override { return false; }
+  std::string HowToAddPaymentMethod(bool) const override { return "Add a card."; }
+  core::Result<CardSetup> BeginCardSetup(const CardSetupRequest&) override {
+    return CardSetup{.url = "https://pay.example/", .provider_ref = "cs_" + std::to_string(++n_)};
+  }
+  std::string Describe(const PaymentMethod& m) const override { return m.last4; }
+  core::Result<void> Detach(const BillingAccount&, const PaymentMethod&) override { return {}; }
+  core::Result<PushedInvoice> PushInvoice(const InvoiceToPush&) override {
+    return core::Fail(core::ErrorCode::kFailedPrecondition, "not_applicable", "no");
+  }
+
+ private:
+  int n_ = 0;
+};
+
+TEST_F(PaymentMethodsTest, ACardSetupIsRecordedForItsPersonAndAChangeHereVoidsIt) {
+  PagesProvider pages;
+  // per_b pays through "team_1" and manages it; per_a does not.
+  bool b_owns = true;
+  methods_ = std::make_unique<PaymentMethods>(
+      *db_, clock_, rng_, pages, [&](store::Transaction& tx, const std::string& person) {
+        if (person != "per_b") return SoloAccountOf(tx, person);
+        return core::Result<BillingAccount>(BillingAccount{
+            .id = "team_1", .kind = AccountKind::kTeam, .name = "Lab", .may_manage = b_owns});
+      });
+  ASSERT_TRUE(methods_->BeginCardSetup("per_b"));
+  auto find = [&](const std::string& ref) {
+    auto found = db_->Read([&](store::Transaction& tx) { return CardSetupTable::Find(tx, ref); });
+    EXPECT_TRUE(found) << found.error().message;
+    return found ? *found : std::nullopt;
+  };
+  auto may = [&](const std::string& person, const std::string& account) {
+    auto m =
+        db_->Read([&](store::Transaction& tx) { return methods_->MayManage(tx, person, account); });
+    EXPECT_TRUE(m) << m.error().message;
+    return m && *m;
+  };
+  const auto setup = find("cs_1");
+  ASSERT_TRUE(setup);
+  EXPECT_EQ(setup->billing_account_id, "team_1");
+  EXPECT_EQ(setup->person_id, "per_b");
+  EXPECT_EQ(setup->state, "open");
+  EXPECT_TRUE(may("per_b", "team_1"));
+  EXPECT_TRUE(may("per_b", "solo_per_b"));  // their own account, always
+  EXPECT_FALSE(may("per_a", "team_1"));
+  EXPECT_FALSE(may("per_gone", "solo_per_a"));
+  b_owns = false;  // demoted
+  EXPECT_FALSE(may("per_b", "team_1"));
+  // The operator records the team's card: the open setup is void.
+  b_owns = true;
+  ASSERT_TRUE(methods_->SetCardOf(
+      "per_op",
+      [](store::Transaction&) -> core::Result<PaymentMethods::CardHolder> {
+        return PaymentMethods::CardHolder{
+            .person_id = "",
+            .account = {.id = "team_1", .kind = AccountKind::kTeam, .name = "Lab"}};
+      },
+      {.brand = "visa", .last4 = "4242", .exp_month = 12, .exp_year = 2030}, "10.0.0.1"));
+  EXPECT_EQ(find("cs_1")->state, "void");
+  EXPECT_FALSE(find("cs_unknown"));
+}
+
+TEST_F(PaymentMethodsTest, CardSetupsAreLimitedPerPerson) {
+  PagesProvider pages;
+  methods_ = std::make_unique<PaymentMethods>(*db_, clock_, rng_, pages);
+  for (int i = 0; i < kCardSetupsPerPerson.limit; ++i)
+    ASSERT_TRUE(methods_->BeginCardSetup("per_a"));
+  auto limited = methods_->BeginCardSetup("per_a");
+  ASSERT_FALSE(limited);
+  EXPECT_EQ(limited.error().api_code, "rate_limited");
+  EXPECT_TRUE(limited.error().details.contains("retry_after_seconds"));
+  EXPECT_TRUE(methods_->BeginCardSetup("per_b"));  // another person, another account
 }
 
 }  // namespace

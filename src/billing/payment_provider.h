@@ -26,6 +26,9 @@ struct CardSetup {
   std::string url;
   /// When the page stops working (Unix seconds); 0 when the provider does not say.
   int64_t expires_at = 0;
+  /// The provider's id of the page (Stripe: the Checkout Session's `cs_…`), which its completion
+  /// names; PaymentMethods records who began it (CardSetupTable). "" when the provider has none.
+  std::string provider_ref;
 };
 
 /// One line of a closed monthly invoice, as the provider is asked to charge it.

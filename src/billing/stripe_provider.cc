@@ -140,9 +140,10 @@ core::Result<CardSetup> StripeProvider::BeginCardSetup(const CardSetupRequest& r
   if (auto it = session.find("expires_at"); it != session.end() && it->is_number_integer()) {
     out.expires_at = it->get<int64_t>();
   }
-  if (out.url.empty()) {
+  out.provider_ref = StringField(session, "id");
+  if (out.url.empty() || !IsStripeId(out.provider_ref)) {
     return core::Fail(core::ErrorCode::kUnavailable, "provider_unavailable",
-                      "Stripe answered a Checkout Session without a url");
+                      "Stripe answered a Checkout Session without a url or a usable id");
   }
   return out;
 }

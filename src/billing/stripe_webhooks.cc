@@ -6,6 +6,7 @@
 #include "audit/audit_log.h"
 #include "auth/person_table.h"
 #include "billing/billing_account_id.h"
+#include "billing/card_setup_table.h"
 #include "billing/payment_hold_table.h"
 #include "billing/payment_method_table.h"
 #include "billing/stripe_customer_table.h"
@@ -169,18 +170,43 @@ core::Result<std::string> StripeWebhooks::Ignore(const Event& e, std::string_vie
 }
 
 core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
+  const std::string session_id = Str(e.object, "id");
   const std::string customer = IdOf(e.object, "customer");
   const std::string setup_intent_id = IdOf(e.object, "setup_intent");
-  if (Str(e.object, "mode") != "setup" || customer.empty() || !IsStripeId(setup_intent_id)) {
+  if (Str(e.object, "mode") != "setup" || customer.empty() || !IsStripeId(setup_intent_id) ||
+      !IsStripeId(session_id)) {
     return Ignore(e, "not a card setup gpuwerk started");
   }
-  GPUWERK_ASSIGN_OR_RETURN(auto known, db_.Read([&](store::Transaction& tx) {
-    return StripeCustomerTable::Find(tx, customer);
-  }));
-  if (!known) {
+  struct Known {
+    std::optional<StripeCustomer> customer;
+    std::optional<StripeCustomer> live;  ///< the account's live customer now
+    std::optional<CardSetupRecord> setup;
+  };
+  GPUWERK_ASSIGN_OR_RETURN(
+      Known known, db_.Read([&](store::Transaction& tx) -> core::Result<Known> {
+        Known k;
+        GPUWERK_ASSIGN_OR_RETURN(k.customer, StripeCustomerTable::Find(tx, customer));
+        if (k.customer) {
+          GPUWERK_ASSIGN_OR_RETURN(
+              k.live, StripeCustomerTable::FindLive(tx, k.customer->billing_account_id));
+        }
+        GPUWERK_ASSIGN_OR_RETURN(k.setup, CardSetupTable::Find(tx, session_id));
+        return k;
+      }));
+  if (!known.customer) {
     spdlog::warn("billing: Stripe event {} names customer {} that no billing account has",
                  core::BoundedPrintable(e.id), core::BoundedPrintable(customer));
     return Ignore(e, "unknown customer");
+  }
+  const std::string account_id = known.customer->billing_account_id;
+  if (!known.setup || known.setup->billing_account_id != account_id) {
+    // Every setup gpuwerk begins is recorded with who began it (PaymentMethods::BeginCardSetup).
+    spdlog::warn(
+        "billing: Stripe event {} completes Checkout Session {}, which gpuwerk did not "
+        "begin for billing account {}",
+        core::BoundedPrintable(e.id), core::BoundedPrintable(session_id),
+        core::BoundedPrintable(account_id));
+    return Ignore(e, "a Checkout Session gpuwerk did not begin for that account");
   }
   // The network first, outside any transaction (PaymentProvider: never inside one).
   GPUWERK_ASSIGN_OR_RETURN(json intent,
@@ -188,10 +214,15 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
   const std::string pm_id = IdOf(intent, "payment_method");
   if (!IsStripeId(pm_id)) return Ignore(e, "the SetupIntent has no payment method");
   GPUWERK_ASSIGN_OR_RETURN(json pm, client_.Call("GET", "/v1/payment_methods/" + pm_id));
+  // Only a card attached to the account's live customer now goes on file: one detached since
+  // (its detach event may have come first, finding nothing on file), or one of a customer
+  // deleted since, could never be charged.
+  const bool attached =
+      known.live && known.live->customer_id == customer && IdOf(pm, "customer") == customer;
   // Stripe's default card is not changed here: only once the transaction below has decided
   // whether this event is the newest (SyncDefaultCard, after the commit).
   const json card = pm.value("card", json::object());
-  PaymentMethod method{.billing_account_id = known->billing_account_id,
+  PaymentMethod method{.billing_account_id = account_id,
                        .provider = std::string(StripeProvider::kName),
                        .brand = Str(card, "brand"),
                        .last4 = Str(card, "last4"),
@@ -201,18 +232,59 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
                        .created_at = clock_.NowUnix(),
                        .updated_at = clock_.NowUnix()};
   if (method.brand.empty()) method.brand = Str(pm, "type");
+  // What to detach at Stripe once committed: the card this one replaced, or this one when it
+  // does not go on file (finding it attached there would let it be charged).
+  std::optional<PaymentMethod> to_detach;
   GPUWERK_ASSIGN_OR_RETURN(
       std::string result, db_.Write([&](store::Transaction& tx) -> core::Result<std::string> {
         GPUWERK_ASSIGN_OR_RETURN(bool seen, AlreadySeen(tx, e.id));
         if (seen) return std::string("duplicate");
         GPUWERK_TRY(StripeEventLedger::Record(tx, e.id, e.type, e.created, clock_.NowUnix()));
+        GPUWERK_ASSIGN_OR_RETURN(auto setup, CardSetupTable::Find(tx, session_id));
+        if (!setup) return std::string("ignored");  // read above; rows are never deleted
+        GPUWERK_ASSIGN_OR_RETURN(bool may_manage,
+                                 methods_.MayManage(tx, setup->person_id, account_id));
+        std::string refusal;
+        if (!attached) {
+          refusal = "card_not_attached";
+        } else if (setup->state == "void") {
+          refusal = "card_changed_since";
+        } else if (setup->state != "open") {
+          refusal = "setup_used";
+        } else if (!may_manage) {
+          refusal = "not_a_manager";
+        }
+        if (!refusal.empty()) {
+          GPUWERK_TRY(CardSetupTable::Close(tx, session_id, "used"));
+          GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
+                                         {.actor_id = setup->person_id,
+                                          .action = "billing.card_setup_refused",
+                                          .target = account_id,
+                                          .source_address = "stripe",
+                                          .detail = {{"reason", refusal},
+                                                     {"checkout_session", session_id},
+                                                     {"brand", method.brand},
+                                                     {"last4", method.last4},
+                                                     {"event", e.id}}}));
+          if (attached) to_detach = method;
+          return std::string(refusal == "not_a_manager" ? "refused" : "stale");
+        }
         GPUWERK_ASSIGN_OR_RETURN(
-            bool newer,
-            StripeEventLedger::Advance(tx, "card:" + method.billing_account_id, e.created, e.id));
-        if (!newer) return std::string("stale");
+            bool newer, StripeEventLedger::Advance(tx, "card:" + account_id, e.created, e.id));
+        GPUWERK_TRY(CardSetupTable::Close(tx, session_id, "used"));
+        GPUWERK_ASSIGN_OR_RETURN(auto before, PaymentMethodTable::Find(tx, account_id));
+        if (!newer) {
+          if (!before || before->provider_ref != pm_id) to_detach = method;
+          return std::string("stale");
+        }
+        if (before && before->provider == StripeProvider::kName &&
+            IsStripeId(before->provider_ref) && before->provider_ref != pm_id) {
+          to_detach = before;
+        }
         GPUWERK_TRY(PaymentMethodTable::Upsert(tx, method));
         GPUWERK_TRY(audit::RecordAudit(tx, clock_, rng_,
-                                       {.action = "billing.payment_method_add",
+                                       {.actor_id = setup->person_id,
+                                        .action = "billing.payment_method_add",
                                         .target = method.billing_account_id,
                                         .source_address = "stripe",
                                         .detail = {{"provider", method.provider},
@@ -223,14 +295,39 @@ core::Result<std::string> StripeWebhooks::CheckoutCompleted(const Event& e) {
                                                    {"event", e.id}}}));
         return std::string("applied");
       }));
+  if (to_detach) {
+    // Best effort: the store decided already. A card left attached at Stripe is not on file
+    // here and not Stripe's default (SyncDefaultCard below), so nothing charges it.
+    auto detached = methods_.provider().Detach(BillingAccount{.id = account_id}, *to_detach);
+    if (!detached) {
+      spdlog::warn("billing: detaching card {} of billing account {} at Stripe failed: {}",
+                   core::BoundedPrintable(to_detach->provider_ref),
+                   core::BoundedPrintable(account_id),
+                   core::BoundedPrintable(detached.error().message, 500));
+    }
+  }
   // Applied or stale, Stripe's default becomes what the store holds now (the newest card).
-  auto synced = SyncDefaultCard(method.billing_account_id);
+  auto synced = SyncDefaultCard(account_id);
   if (result == "applied") {
-    RetryHeldInvoices(method.billing_account_id, pm_id);
+    RetryHeldInvoices(account_id, pm_id);
     methods_.NotifyCardAdded();
   }
-  // Stripe delivers again after a 503; the delivery again sets the default (Handle).
-  if (!synced) return core::Fail(synced.error());
+  if (!synced) {
+    if (result != "applied") return core::Fail(synced.error());
+    // The card is on file here already; only Stripe's default is behind. Stripe delivers again
+    // after a 503, and the delivery again sets the default (Handle). The client's own message
+    // ("nothing was changed") would be untrue here: logged, not passed on.
+    spdlog::warn(
+        "billing: card {} of billing account {} is on file; setting it as Stripe's "
+        "default failed: {}",
+        core::BoundedPrintable(pm_id), core::BoundedPrintable(account_id),
+        core::BoundedPrintable(synced.error().message, 500));
+    return core::Fail(
+        core::Error(core::ErrorCode::kUnavailable, "provider_unavailable",
+                    "The card was recorded here, but making it the customer's default card at "
+                    "Stripe failed; a delivery again sets it.")
+            .WithDetail("retry_after_seconds", 30));
+  }
   return result;
 }
 

@@ -35,7 +35,10 @@ struct WebhookOutcome {
   std::string event_id;
   std::string type;
   /// "applied", "duplicate" (the ledger had it), "stale" (an older event than the state it
-  /// would change: recorded, no effect), "ignored" (a type or customer gpuwerk does not know).
+  /// would change, or a card setup overtaken by a change here or whose card is no longer attached:
+  /// recorded, no effect), "refused" (a card setup whose person no longer manages the account:
+  /// recorded and audited, no effect), "ignored" (a type, customer or Checkout Session gpuwerk
+  /// does not know).
   std::string result;
 };
 
@@ -43,9 +46,15 @@ struct WebhookOutcome {
 /// and the Event object of API version 2023-08-16). Each event is applied at most once: its id
 /// is recorded in the ledger (StripeEventLedger) in the transaction of its effect; per aspect
 /// an older event (smaller `created`) never undoes what a newer one did. Effects:
-///   checkout.session.completed (mode setup) → retrieves the SetupIntent and its PaymentMethod,
-///     stores it as the account's method (provider "stripe") unless a newer card event was
-///     applied, audits `billing.payment_method_add`; after the commit (applied or stale) makes
+///   checkout.session.completed (mode setup) → for a Checkout Session gpuwerk began
+///     (CardSetupTable; docs/billing.md "Card setups"): retrieves the SetupIntent and its
+///     PaymentMethod; refuses it when the person who began it no longer manages the account
+///     (PaymentMethods::MayManage; audited `billing.card_setup_refused`), drops it as stale when
+///     the card changed here since it began, when it is no longer attached to the account's live
+///     customer, or when a newer card event was applied; else stores it as the account's method
+///     (provider "stripe"), audited `billing.payment_method_add`; after the commit detaches at
+///     Stripe the card not put on file or the Stripe card replaced (best effort), and (applied
+///     or stale) makes
 ///     the card on file the customer's invoice_settings.default_payment_method
 ///     (SyncDefaultCard), then PaymentMethods::NotifyCardAdded;
 ///   payment_method.detached → forgets it when it is the account's method on file;

@@ -104,8 +104,8 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/admin/hosts"));  // every page
   if (PrintJsonIfAsked(ctx, items)) return {};
-  Table table(
-      {"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD", "PROBLEM"});
+  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD",
+               "DOCKER INSIDE", "PROBLEM"});
   for (const auto& h : items) {
     // The engine being away, else why the host is degraded (C13), else nothing.
     std::string problem = Str(h, "engine_error");
@@ -117,10 +117,18 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
       pair_text = "node " + CellText(Field(pair, "node_index")) + " with " + Str(pair, "partner") +
                   " (rail " + Str(pair, "rail_address") + ", " + Str(pair, "id") + ")";
     }
+    // What the agent last said ("privileged": a person in an instance is root on the host);
+    // "-" before its first sync or from an agent that does not say.
+    std::string docker_inside = "-";
+    if (const json& limits = Field(Field(h, "inventory"), "limits"); limits.is_object()) {
+      if (std::string said = Str(limits, "docker_inside"); !said.empty()) docker_inside = said;
+    }
+    if (docker_inside == "privileged") docker_inside += " (tenant is root on host)";
     table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
                   CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
                   CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
-                  SafeText(pair_text), SafeText(SshText(h)), SafeText(problem)});
+                  SafeText(pair_text), SafeText(SshText(h)), SafeText(docker_inside),
+                  SafeText(problem)});
   }
   Print(ctx, table.Render());
   return {};

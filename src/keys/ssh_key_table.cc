@@ -3,19 +3,34 @@
 namespace gpuwerk::keys {
 namespace {
 
-constexpr const char* kColumns =
-    "id, person_id, name, key_type, bits, public_key, fingerprint, created_at, proven_at";
+// A macro so that the hot list statement below is one literal (no string built per call).
+#define GPUWERK_SSH_KEY_COLUMNS \
+  "id, person_id, name, key_type, bits, public_key, fingerprint, created_at, proven_at"
+constexpr const char* kColumns = GPUWERK_SSH_KEY_COLUMNS;
+/// kColumns' positions: every statement here selects kColumns first, so a row is read by index
+/// (a page of keys reads ten rows of nine columns; a lookup by name compares column names).
+enum Column : size_t {
+  kId,
+  kPersonId,
+  kName,
+  kKeyType,
+  kBits,
+  kPublicKey,
+  kFingerprint,
+  kCreatedAt,
+  kProvenAt,
+};
 
 SshKey KeyFromRow(const store::Row& r) {
-  return SshKey{.id = r.Text("id"),
-                .person_id = r.Text("person_id"),
-                .name = r.Text("name"),
-                .type = r.Text("key_type"),
-                .bits = static_cast<int>(r.Int("bits")),
-                .public_key = r.Text("public_key"),
-                .fingerprint = r.Text("fingerprint"),
-                .created_at = r.Int("created_at"),
-                .proven_at = r.OptInt("proven_at")};
+  return SshKey{.id = r.Text(kId),
+                .person_id = r.Text(kPersonId),
+                .name = r.Text(kName),
+                .type = r.Text(kKeyType),
+                .bits = static_cast<int>(r.Int(kBits)),
+                .public_key = r.Text(kPublicKey),
+                .fingerprint = r.Text(kFingerprint),
+                .created_at = r.Int(kCreatedAt),
+                .proven_at = r.OptInt(kProvenAt)};
 }
 
 core::Result<std::optional<SshKey>> One(core::Result<std::optional<store::Row>> row) {
@@ -76,9 +91,9 @@ core::Result<std::pair<std::vector<SshKey>, int64_t>> SshKeyTable::ListPage(
   // once). Only a page past the end needs a separate count.
   GPUWERK_ASSIGN_OR_RETURN(
       auto rows,
-      tx.Query(std::string("SELECT ") + kColumns +
-                   ", (SELECT COUNT(*) FROM ssh_keys WHERE person_id = ?) AS total FROM ssh_keys "
-                   "WHERE person_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+      tx.Query("SELECT " GPUWERK_SSH_KEY_COLUMNS
+               ", (SELECT COUNT(*) FROM ssh_keys WHERE person_id = ?) AS total FROM ssh_keys "
+               "WHERE person_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
                {person_id, person_id, limit, offset}));
   std::pair<std::vector<SshKey>, int64_t> out;
   if (!rows.empty()) {
@@ -89,6 +104,7 @@ core::Result<std::pair<std::vector<SshKey>, int64_t>> SshKeyTable::ListPage(
         tx.QueryOne("SELECT COUNT(*) AS n FROM ssh_keys WHERE person_id = ?", {person_id}));
     out.second = count->Int("n");
   }
+  out.first.reserve(rows.size());
   for (const auto& r : rows) out.first.push_back(KeyFromRow(r));
   return out;
 }

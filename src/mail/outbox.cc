@@ -102,6 +102,7 @@ core::Result<int> OutboxWorker::DeliverDue() {
 }
 
 core::Result<OutboxWorker::PassResult> OutboxWorker::Pass(bool from_thread) {
+  if (options_.fence != nullptr && !options_.fence->Holding()) return PassResult{};
   const int64_t now = clock_.NowUnix();
   GPUWERK_ASSIGN_OR_RETURN(std::vector<OutboxMail> due, db_.Read([&](store::Transaction& tx) {
     return OutboxMailTable::ListDue(tx, now, options_.max_attempts, options_.batch_size);
@@ -116,9 +117,12 @@ core::Result<OutboxWorker::PassResult> OutboxWorker::Pass(bool from_thread) {
 
     // Claim: compare-and-set on what we saw, so exactly one worker wins the mail.
     const int64_t lease_until = clock_.NowUnix() + options_.lease.count();
-    GPUWERK_ASSIGN_OR_RETURN(bool claimed, db_.Write([&](store::Transaction& tx) {
-      return OutboxMailTable::Claim(tx, row, lease_until);
-    }));
+    GPUWERK_ASSIGN_OR_RETURN(bool claimed,
+                             db_.Write([&](store::Transaction& tx) -> core::Result<bool> {
+                               if (options_.fence != nullptr)
+                                 GPUWERK_TRY(options_.fence->Check(tx));
+                               return OutboxMailTable::Claim(tx, row, lease_until);
+                             }));
     if (!claimed) continue;  // another worker has it, or sent it already
 
     // One Message-ID for every attempt at this mail (at-least-once: see mail.h).

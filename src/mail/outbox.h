@@ -14,6 +14,7 @@
 #include "mail/mail.h"
 #include "mail/mailer.h"
 #include "store/database.h"
+#include "store/leader_fence.h"
 
 namespace gpuwerk::mail {
 
@@ -55,6 +56,11 @@ struct OutboxWorkerOptions {
   std::chrono::seconds lease{300};
   /// Mails claimed per pass at most.
   int batch_size = 20;
+  /// Sending is leader-only when set (docs/scale-out.md "Leader-only work"): a pass does nothing
+  /// while the fence is not Holding(), and each claim checks it in the claim's transaction (a
+  /// replica that lost the lease claims nothing more; a mail it claimed before is finished). Null
+  /// (SQLite, tests): every pass runs. Must outlive the worker.
+  const store::LeaderFence* fence = nullptr;
 };
 
 /// Sends due outbox mails through a Mailer, with exponential back-off, across any number of

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -14,6 +15,7 @@
 
 #include "core/clock.h"
 #include "mail/outbox_mail_table.h"
+#include "store/leader_elector.h"
 #include "store/sqlite_database.h"
 #include "tests/support/temp_database.h"
 
@@ -200,6 +202,49 @@ TEST_F(OutboxTest, SendsDueMailsOnceOldestFirst) {
   EXPECT_EQ(worker.sent_total(), 2);
   EXPECT_EQ(worker.failed_attempts_total(), 0);
   EXPECT_EQ(Get(second).attempts, 0);
+}
+
+// Sending is leader-only with a fence (docs/scale-out.md): a replica that does not hold the
+// lease sends nothing, and one paused past its lease (another took over) has its claim refused in
+// the claim's transaction and sends nothing either.
+TEST_F(OutboxTest, OnlyTheLeaseHolderSendsAndAPausedOldHoldersClaimIsRefused) {
+  std::atomic<int64_t> lease_ms{1'800'000'000'000}, steady_a{0}, steady_b{0};
+  auto options = [&](const std::string& holder, std::atomic<int64_t>& steady) {
+    return store::LeaderElectorOptions{
+        .name = "scheduler",
+        .holder = holder,
+        .lease = std::chrono::milliseconds(10'000),
+        .renew_every = std::chrono::milliseconds(3'000),
+        .clock = [&](store::Transaction&) -> core::Result<int64_t> { return lease_ms.load(); },
+        .steady_ms = [&steady] { return steady.load(); },
+        .on_gain = {}};
+  };
+  store::LeaderElector a(*db_, options("replica-a", steady_a));
+  store::LeaderElector b(*db_, options("replica-b", steady_b));
+  ASSERT_TRUE(a.Step());
+  ASSERT_TRUE(b.Step());
+  FakeMailer mailer_b;
+  OutboxWorker worker_a(*db_, mailer_, clock_, {.fence = &a});
+  OutboxWorker worker_b(*db_, mailer_b, clock_, {.fence = &b});
+
+  Enqueue(MailTo("first@example.com"));
+  EXPECT_EQ(Deliver(worker_b), 0);  // not the leader: does nothing
+  EXPECT_TRUE(mailer_b.calls().empty());
+  EXPECT_EQ(Deliver(worker_a), 1);
+
+  // a pauses (its monotonic clock stands still), its lease runs out, b takes over.
+  const std::string second = Enqueue(MailTo("second@example.com"));
+  lease_ms += 10'001;
+  ASSERT_TRUE(b.Step());
+  ASSERT_TRUE(b.Holding());
+  auto refused = worker_a.DeliverDue();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().api_code, "not_leader");
+  EXPECT_EQ(mailer_.calls().size(), 1u);
+  EXPECT_EQ(Get(second).attempts, 0);
+  EXPECT_EQ(Deliver(worker_b), 1);
+  ASSERT_EQ(mailer_b.calls().size(), 1u);
+  EXPECT_EQ(mailer_b.calls()[0].to, "second@example.com");
 }
 
 TEST_F(OutboxTest, RetriesWithExponentialBackoff) {

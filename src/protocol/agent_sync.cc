@@ -52,19 +52,24 @@ nlohmann::json ToJson(const Gpu& g) {
 }
 
 nlohmann::json ToJson(const Inventory& inv) {
-  return {{"gpus", JsonList(inv.gpus)},
-          {"memory_bytes", inv.memory_bytes},
-          {"cpus", inv.cpus},
-          {"addresses", inv.addresses},
-          {"rail_addresses", inv.rail_addresses},
-          {"ssh_address", inv.ssh_address},
-          {"nvml", inv.nvml},
-          {"limits",
-           {{"memory_bytes", inv.limits.memory_bytes},
-            {"nano_cpus", inv.limits.nano_cpus},
-            {"pids_limit", inv.limits.pids_limit},
-            {"capabilities", inv.limits.capabilities},
-            {"not_enforced", inv.limits.not_enforced}}}};
+  nlohmann::json j = {{"gpus", JsonList(inv.gpus)},
+                      {"memory_bytes", inv.memory_bytes},
+                      {"cpus", inv.cpus},
+                      {"addresses", inv.addresses},
+                      {"rail_addresses", inv.rail_addresses},
+                      {"ssh_address", inv.ssh_address},
+                      {"nvml", inv.nvml},
+                      {"limits",
+                       {{"memory_bytes", inv.limits.memory_bytes},
+                        {"nano_cpus", inv.limits.nano_cpus},
+                        {"pids_limit", inv.limits.pids_limit},
+                        {"capabilities", inv.limits.capabilities},
+                        {"not_enforced", inv.limits.not_enforced}}}};
+  if (!inv.limits.docker_inside.empty()) {
+    j["limits"]["docker_inside"] = inv.limits.docker_inside;
+  }
+  if (inv.limits.shm_bytes != 0) j["limits"]["shm_bytes"] = inv.limits.shm_bytes;
+  return j;
 }
 
 nlohmann::json ToJson(const EngineHealth& e) { return {{"ok", e.ok}, {"error", e.error}}; }
@@ -117,17 +122,30 @@ nlohmann::json ToJson(const AgentSyncRequest& r) {
   return j;
 }
 
+nlohmann::json ToJson(const ClusterSpec& c) {
+  return {{"node_index", c.node_index},
+          {"rail_addresses", c.rail_addresses},
+          {"master_port", c.master_port},
+          {"rendezvous_port", c.rendezvous_port},
+          {"worker_public_key", c.worker_public_key},
+          {"worker_private_key", c.worker_private_key},
+          {"node1_host_public_key", c.node1_host_public_key},
+          {"host_private_key", c.host_private_key}};
+}
+
 nlohmann::json ToJson(const DesiredContainer& d) {
-  return {{"instance_id", d.instance_id},
-          {"node_index", d.node_index},
-          {"container_name", d.container_name},
-          {"hostname", d.hostname},
-          {"image", d.image},
-          {"memory_bytes", d.memory_bytes},
-          {"gpu", d.gpu},
-          {"authorized_keys", d.authorized_keys},
-          {"restart_generation", d.restart_generation},
-          {"env", d.env}};
+  nlohmann::json j = {{"instance_id", d.instance_id},
+                      {"node_index", d.node_index},
+                      {"container_name", d.container_name},
+                      {"hostname", d.hostname},
+                      {"image", d.image},
+                      {"memory_bytes", d.memory_bytes},
+                      {"gpu", d.gpu},
+                      {"authorized_keys", d.authorized_keys},
+                      {"restart_generation", d.restart_generation},
+                      {"env", d.env}};
+  if (d.cluster) j["cluster"] = ToJson(*d.cluster);
+  return j;
 }
 
 nlohmann::json ToJson(const AgentSyncAnswer& a) {
@@ -168,13 +186,27 @@ core::Result<Inventory> InventoryFromJson(const nlohmann::json& json, const std:
   if (r.Has("limits")) {
     GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* limits, r.Object("limits"));
     GPUWERK_ASSIGN_OR_RETURN(FieldReader l, FieldReader::Open(*limits, r.Path("limits")));
-    GPUWERK_TRY(
-        l.Only({"memory_bytes", "nano_cpus", "pids_limit", "capabilities", "not_enforced"}));
+    GPUWERK_TRY(l.Only({"memory_bytes", "nano_cpus", "pids_limit", "capabilities", "not_enforced",
+                        "docker_inside", "shm_bytes"}));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.memory_bytes, l.Int("memory_bytes"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.nano_cpus, l.Int("nano_cpus"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.pids_limit, l.Int("pids_limit"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.capabilities, l.Strings("capabilities"));
     GPUWERK_ASSIGN_OR_RETURN(inv.limits.not_enforced, l.Strings("not_enforced"));
+    if (l.Has("docker_inside")) {
+      GPUWERK_ASSIGN_OR_RETURN(inv.limits.docker_inside, l.String("docker_inside"));
+      if (inv.limits.docker_inside != "off" && inv.limits.docker_inside != "sysbox" &&
+          inv.limits.docker_inside != "privileged") {
+        return core::Fail(
+            FieldError(l.Path("docker_inside"), "must be \"off\", \"sysbox\" or \"privileged\""));
+      }
+    }
+    if (l.Has("shm_bytes")) {
+      GPUWERK_ASSIGN_OR_RETURN(inv.limits.shm_bytes, l.Int("shm_bytes"));
+      if (inv.limits.shm_bytes < 0) {
+        return core::Fail(FieldError(l.Path("shm_bytes"), "must not be negative"));
+      }
+    }
   }
   return inv;
 }
@@ -286,6 +318,26 @@ core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& js
   return req;
 }
 
+core::Result<ClusterSpec> ClusterSpecFromJson(const nlohmann::json& json, const std::string& path) {
+  GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
+  ClusterSpec c;
+  GPUWERK_ASSIGN_OR_RETURN(int64_t node, r.IntIn("node_index", 0, 1));
+  c.node_index = static_cast<int>(node);
+  GPUWERK_ASSIGN_OR_RETURN(c.rail_addresses, r.Strings("rail_addresses"));
+  if (c.rail_addresses.size() != 2) {
+    return core::Fail(FieldError(r.Path("rail_addresses"), "must hold two addresses"));
+  }
+  GPUWERK_ASSIGN_OR_RETURN(int64_t master, r.IntIn("master_port", 1, 65535));
+  c.master_port = static_cast<int>(master);
+  GPUWERK_ASSIGN_OR_RETURN(int64_t rdzv, r.IntIn("rendezvous_port", 1, 65535));
+  c.rendezvous_port = static_cast<int>(rdzv);
+  GPUWERK_ASSIGN_OR_RETURN(c.worker_public_key, r.String("worker_public_key", 1024));
+  GPUWERK_ASSIGN_OR_RETURN(c.worker_private_key, r.String("worker_private_key", 8192));
+  GPUWERK_ASSIGN_OR_RETURN(c.node1_host_public_key, r.String("node1_host_public_key", 1024));
+  GPUWERK_ASSIGN_OR_RETURN(c.host_private_key, r.String("host_private_key", 8192));
+  return c;
+}
+
 core::Result<DesiredContainer> DesiredContainerFromJson(const nlohmann::json& json,
                                                         const std::string& path) {
   GPUWERK_ASSIGN_OR_RETURN(FieldReader r, FieldReader::Open(json, path));
@@ -300,6 +352,10 @@ core::Result<DesiredContainer> DesiredContainerFromJson(const nlohmann::json& js
   GPUWERK_ASSIGN_OR_RETURN(d.authorized_keys, r.Strings("authorized_keys"));
   GPUWERK_ASSIGN_OR_RETURN(d.restart_generation, r.Int("restart_generation"));
   GPUWERK_ASSIGN_OR_RETURN(d.env, r.Strings("env"));
+  if (json.contains("cluster")) {
+    GPUWERK_ASSIGN_OR_RETURN(const nlohmann::json* cluster, r.Object("cluster"));
+    GPUWERK_ASSIGN_OR_RETURN(d.cluster, ClusterSpecFromJson(*cluster, r.Path("cluster")));
+  }
   return d;
 }
 

@@ -39,6 +39,12 @@ struct InstanceLimitsReport {
   std::vector<std::string> capabilities;  ///< kept, e.g. "CAP_CHOWN"; the rest are dropped
   /// Limits the engine does not enforce on this host, one sentence each (e.g. the disk).
   std::vector<std::string> not_enforced;
+  /// How a Docker daemon may run inside the instances: "off", "sysbox" or "privileged" (root in
+  /// an instance is root on the host; docs/docker-inside.md); "" when the agent does not say.
+  /// Optional in the format.
+  std::string docker_inside;
+  /// Each instance container's /dev/shm size, bytes; 0 when the agent does not say. Optional.
+  int64_t shm_bytes = 0;
 
   bool operator==(const InstanceLimitsReport&) const = default;
 };
@@ -150,6 +156,30 @@ struct AgentSyncRequest {
   bool operator==(const AgentSyncRequest&) const = default;
 };
 
+/// What one node of a 2-host instance is told about its cluster: the sync answer's
+/// `desired[].cluster` (R-8, docs/clusters.md, docs/agent-protocol.md). Absent for a 1-host
+/// instance. The agent turns it into files in the container (agent/cluster_files.h).
+struct ClusterSpec {
+  int node_index = 0;  ///< this node's index: 0 or 1
+  /// Each node's rail (fabric) address by node index, IPv4 or IPv6 literals: exactly two.
+  std::vector<std::string> rail_addresses;
+  /// TCP port of torch.distributed's env:// rendezvous on node 0 (`MASTER_PORT`).
+  int master_port = 29500;
+  /// TCP port of torchrun's c10d rendezvous on node 0 (`--rdzv_endpoint=<node0>:<port>`).
+  int rendezvous_port = 29400;
+  /// The instance's worker key, "ssh-ed25519 BASE64 COMMENT": node 1's sshd accepts it from node
+  /// 0's rail address. Sent to both nodes.
+  std::string worker_public_key;
+  /// Node 0 only ("" for node 1): the worker key's private half, OpenSSH format. A secret.
+  std::string worker_private_key;
+  /// Node 1's sshd host key, "ssh-ed25519 BASE64 COMMENT": node 0's known_hosts names it.
+  std::string node1_host_public_key;
+  /// Node 1 only ("" for node 0): its sshd's Ed25519 host key, OpenSSH format. A secret.
+  std::string host_private_key;
+
+  bool operator==(const ClusterSpec&) const = default;
+};
+
 /// One entry of the sync answer's `desired`: a container that belongs on the host.
 struct DesiredContainer {
   std::string instance_id;  ///< non-empty
@@ -162,6 +192,8 @@ struct DesiredContainer {
   std::vector<std::string> authorized_keys;  ///< OpenSSH public key lines
   int64_t restart_generation = 0;
   std::vector<std::string> env;  ///< "NAME=value"
+  /// A node of a 2-host instance: its cluster (optional in the format; nullopt for 1 host).
+  std::optional<ClusterSpec> cluster;
 
   bool operator==(const DesiredContainer&) const = default;
 };
@@ -193,6 +225,8 @@ nlohmann::json ToJson(const CreateFailure& failure);
 nlohmann::json ToJson(const DriftReport& drift);
 /// `observed` is written only when set, `drift` only when not empty.
 nlohmann::json ToJson(const AgentSyncRequest& request);
+nlohmann::json ToJson(const ClusterSpec& cluster);
+/// `cluster` is written only when set.
 nlohmann::json ToJson(const DesiredContainer& desired);
 /// `desired_version` is written only when set.
 nlohmann::json ToJson(const AgentSyncAnswer& answer);
@@ -212,6 +246,9 @@ core::Result<CreateFailure> CreateFailureFromJson(const nlohmann::json& json,
 core::Result<DriftReport> DriftReportFromJson(const nlohmann::json& json,
                                               const std::string& path = "");
 core::Result<AgentSyncRequest> AgentSyncRequestFromJson(const nlohmann::json& json);
+/// Also refuses a node_index other than 0 and 1, and rail_addresses that are not two.
+core::Result<ClusterSpec> ClusterSpecFromJson(const nlohmann::json& json,
+                                              const std::string& path = "");
 /// Also refuses an empty instance_id, container_name or image.
 core::Result<DesiredContainer> DesiredContainerFromJson(const nlohmann::json& json,
                                                         const std::string& path = "");

@@ -206,6 +206,32 @@ TEST(AgentSyncRequestTest, RefusesMembersItDoesNotKnow) {
   EXPECT_EQ(l.error().details["field"], "inventory.limits.swap");
 }
 
+// docs/docker-inside.md: the host says its Docker inside mode and /dev/shm size (optional
+// members of `limits`); anything but the three modes is refused.
+TEST(AgentSyncRequestTest, LimitsCarryDockerInsideAndShm) {
+  AgentSyncRequest r = SampleRequest();
+  r.inventory.limits.docker_inside = "privileged";
+  r.inventory.limits.shm_bytes = int64_t{16} << 30;
+  const json j = ToJson(r);
+  EXPECT_EQ(j["inventory"]["limits"]["docker_inside"], "privileged");
+  EXPECT_EQ(j["inventory"]["limits"]["shm_bytes"], int64_t{16} << 30);
+  auto back = AgentSyncRequestFromJson(j);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->inventory.limits, r.inventory.limits);
+  // An agent that does not say: neither member is sent, and both read back as unset.
+  const json older = ToJson(SampleRequest());
+  EXPECT_FALSE(older["inventory"]["limits"].contains("docker_inside"));
+  EXPECT_FALSE(older["inventory"]["limits"].contains("shm_bytes"));
+  json bad = j;
+  bad["inventory"]["limits"]["docker_inside"] = "yes";
+  auto refused = AgentSyncRequestFromJson(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().details["field"], "inventory.limits.docker_inside");
+  bad = j;
+  bad["inventory"]["limits"]["shm_bytes"] = -1;
+  EXPECT_FALSE(AgentSyncRequestFromJson(bad));
+}
+
 TEST(AgentSyncAnswerTest, RoundTrips) {
   const AgentSyncAnswer a = SampleAnswer();
   const json j = ToJson(a);
@@ -261,6 +287,35 @@ TEST(DesiredContainerTest, ReadsEveryFieldAndIgnoresUnknownOnes) {
   EXPECT_EQ(d->authorized_keys, std::vector<std::string>{"ssh-ed25519 AAAA a\n"});
   EXPECT_EQ(d->restart_generation, 4);
   EXPECT_EQ(d->env, std::vector<std::string>{"GPUWERK_INSTANCE=alpha"});
+}
+
+TEST(DesiredContainerTest, CarriesTheClusterOfA2HostInstanceAndNoneFor1Host) {
+  DesiredContainer d{.instance_id = "ins_1",
+                     .node_index = 1,
+                     .container_name = "gpuwerk-ins_1-1",
+                     .image = "img:1"};
+  EXPECT_FALSE(ToJson(d).contains("cluster"));  // an older agent reads a 1-host answer as before
+  EXPECT_FALSE(DesiredContainerFromJson(ToJson(d)).value().cluster);
+  d.cluster = ClusterSpec{.node_index = 1,
+                          .rail_addresses = {"198.18.0.11", "198.18.0.12"},
+                          .worker_public_key = "ssh-ed25519 AAAA w",
+                          .node1_host_public_key = "ssh-ed25519 BBBB h",
+                          .host_private_key = "-----BEGIN OPENSSH PRIVATE KEY-----\n"};
+  auto back = DesiredContainerFromJson(ToJson(d), "desired[0]");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, d);
+  ExpectStrict(ToJson(*d.cluster), [](const json& j) { return ClusterSpecFromJson(j); });
+
+  json bad = ToJson(d);
+  bad["cluster"]["node_index"] = 2;
+  auto r = DesiredContainerFromJson(bad, "desired[0]");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().details["field"], "desired[0].cluster.node_index");
+  bad = ToJson(d);
+  bad["cluster"]["rail_addresses"] = json::array({"198.18.0.11"});
+  r = DesiredContainerFromJson(bad, "desired[0]");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().details["field"], "desired[0].cluster.rail_addresses");
 }
 
 TEST(AgentWatchAnswerTest, RoundTripsAndRefusesMissingOrMistypedFields) {

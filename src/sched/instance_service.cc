@@ -315,6 +315,12 @@ core::Result<std::vector<GpuType>> InstanceService::GpuTypesNow(
 
 core::Result<int64_t> InstanceService::MarkUnknownHosts(int64_t now_unix) {
   const int64_t since = now_unix - options_.host_unknown_after_seconds;
+  // Most rounds find no silent host: decided in a read, without a write transaction (on
+  // PostgreSQL, the leader's fenced write) every second.
+  GPUWERK_ASSIGN_OR_RETURN(auto silent, db_.Read([&](store::Transaction& tx) {
+    return internal::PlacementTable::InstancesOnSilentHosts(tx, since);
+  }));
+  if (silent.empty()) return int64_t{0};
   return db_.Write([&](store::Transaction& tx) -> core::Result<int64_t> {
     GPUWERK_ASSIGN_OR_RETURN(auto ids, internal::PlacementTable::InstancesOnSilentHosts(tx, since));
     int64_t changed = 0;

@@ -39,7 +39,17 @@ struct Instance {
   std::string ssh_key_name;         ///< "" when the key row is gone
   std::string ssh_key_fingerprint;  ///< "" when the key row is gone
   std::vector<std::string> hosts;   ///< host names, by node index
-  bool gpu_attached = true;         ///< false when a host was registered without a GPU
+  /// One node of a 2-host instance, as its own status shows it (R-8, docs/clusters.md).
+  struct Node {
+    int64_t index = 0;  ///< 0 or 1
+    std::string host;   ///< its host's name
+    /// provisioning, running, restarting, exited; unknown while its host is silent or its engine
+    /// away; deleting once the instance is.
+    InstanceStatus status = InstanceStatus::kProvisioning;
+  };
+  /// Each node of a 2-host instance, by node index; empty for a 1-host instance.
+  std::vector<Node> nodes;
+  bool gpu_attached = true;  ///< false when a host was registered without a GPU
   /// Node 0's host's sshd address as the operator registered it (Host::ssh_address, never the
   /// agent's report); "" when not placed or none is registered.
   std::string ssh_address;

@@ -248,6 +248,8 @@ core::Result<DrainResult> QueueService::DrainInTransaction(
 
 core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type,
                                               const std::vector<std::string>& freed_hosts) {
+  // Dispatch is the leader's (docs/scale-out.md): another replica leaves it to the leader.
+  if (fence_ != nullptr && !fence_->Holding()) return DrainResult{};
   const int64_t now = clock_.NowUnix();
   // Most calls find nothing to do: decide that without taking the write lock. The first free
   // slot found here (by host name) is where the write transaction's search starts: the hosts
@@ -258,6 +260,7 @@ core::Result<DrainResult> QueueService::Drain(const std::string& gpu_type,
   DrainEffects effects;
   auto result = db_.Write([&](store::Transaction& tx) -> core::Result<DrainResult> {
     effects = DrainEffects{};
+    if (fence_ != nullptr) GPUWERK_TRY(fence_->Check(tx));
     return DrainInTransaction(tx, gpu_type, freed_hosts, *first_slot, now, effects);
   });
   if (!result) return result;

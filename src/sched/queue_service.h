@@ -17,6 +17,7 @@
 #include "sched/sched_options.h"
 #include "sched/states.h"
 #include "store/database.h"
+#include "store/leader_fence.h"
 
 namespace gpuwerk::sched {
 
@@ -137,6 +138,15 @@ class QueueService {
   /// how many streaks ended. Errors: the gate's other than its refusal; the store's.
   core::Result<int64_t> EndPassOverStreaks();
 
+  /// Makes dispatch leader-only (docs/scale-out.md "Leader-only work"): with `fence` set, Drain
+  /// does nothing (an empty result, no store access) while the fence is not Holding(), and checks
+  /// it first in its write transaction (which a replica that lost the lease meanwhile sees fail
+  /// with not_leader and roll back). So one replica at a time launches queue entries, and the
+  /// queue stays FIFO per GPU type across replicas; a join on another replica is
+  /// launched by the leader's next drain. Null (the default, and on SQLite): every Drain runs.
+  /// `fence` must outlive the service. Call before the service is shared between threads.
+  void SetLeaderFence(const store::LeaderFence* fence) { fence_ = fence; }
+
  private:
   /// What a committed drain must announce.
   struct DrainEffects {
@@ -165,6 +175,7 @@ class QueueService {
   std::function<void()> mail_wake_;
   DesiredStateNotifier* notifier_;
   CanLaunch can_launch_;
+  const store::LeaderFence* fence_ = nullptr;
 };
 
 /// keys::KeyClaimedAway (docs/ssh-keys.md "Proof of possession"): `former`, a key its owner never

@@ -16,6 +16,7 @@
 #include "sched/agent_sync.h"
 #include "sched/host_registry.h"
 #include "sched/sched_store_test.h"
+#include "store/leader_elector.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -87,6 +88,51 @@ class QueueTest : public SchedStoreTest {
   std::set<std::string> blocked_;
   std::atomic<int> mail_wakes_{0};
 };
+
+// Dispatch is leader-only with a fence (docs/scale-out.md): a replica that does not hold the
+// lease launches nothing (the entry stays open, in its place), and one paused past its lease (a
+// new leader took over) has its drain refused in the drain's transaction, nothing written.
+TEST_F(QueueTest, OnlyTheLeaseHolderDrainsAndAPausedOldHoldersDrainIsRefused) {
+  std::atomic<int64_t> lease_ms{1'800'000'000'000}, steady_a{0}, steady_b{0};
+  auto options = [&](const std::string& holder, std::atomic<int64_t>& steady) {
+    return store::LeaderElectorOptions{
+        .name = "scheduler",
+        .holder = holder,
+        .lease = std::chrono::milliseconds(10'000),
+        .renew_every = std::chrono::milliseconds(3'000),
+        .clock = [&](store::Transaction&) -> core::Result<int64_t> { return lease_ms.load(); },
+        .steady_ms = [&steady] { return steady.load(); },
+        .on_gain = {}};
+  };
+  store::LeaderElector a(*db_, options("replica-a", steady_a));
+  store::LeaderElector b(*db_, options("replica-b", steady_b));
+  ASSERT_TRUE(a.Step());
+  ASSERT_TRUE(b.Step());
+  QueueService queue_b(*db_, clock_, rng_, options_, *outbox_);
+  queue_b.SetLeaderFence(&b);
+  queue_->SetLeaderFence(&a);
+
+  // b is not the leader: the join on it and its drains leave the entry open.
+  auto joined = queue_b.Join("p0", "spark-1x", "job-p0", "key_p0", "127.0.0.1");
+  ASSERT_TRUE(joined) << joined.error().message;
+  AddHost("h1");
+  auto nothing = queue_b.Drain("spark-1x");
+  ASSERT_TRUE(nothing) << nothing.error().message;
+  EXPECT_TRUE(nothing->launched.empty());
+  EXPECT_EQ(Status("p0"), "open");
+
+  // a pauses, its lease runs out, b takes over: a's drain is refused, nothing launched by it.
+  lease_ms += 10'001;
+  ASSERT_TRUE(b.Step());
+  auto refused = queue_->Drain("spark-1x");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().api_code, "not_leader");
+  EXPECT_EQ(Status("p0"), "open");
+  auto launched = queue_b.Drain("spark-1x");
+  ASSERT_TRUE(launched) << launched.error().message;
+  EXPECT_EQ(launched->launched.size(), 1u);
+  EXPECT_EQ(Status("p0"), "launched");
+}
 
 TEST_F(QueueTest, OpenEntriesAreListedFifteenAPageInTheStore) {
   // One open entry per GPU type: 16 types make two pages.

@@ -15,6 +15,7 @@
 #include "billing/payment_methods.h"
 #include "core/logging.h"
 #include "mail/outbox.h"
+#include "protocol/agent_sync.h"
 #include "sched/agent_sync.h"
 #include "sched/host_registry.h"
 #include "sched/instance_service.h"
@@ -500,6 +501,110 @@ TEST_F(SchedTest, TwoHostTypeTakesALinkedPair) {
                            "VLLM_HOST_IP=fd00::2", "MASTER_ADDR=fd00::1", "MASTER_PORT=29500"}) {
     EXPECT_NE(std::find(env.begin(), env.end(), want), env.end()) << want;
   }
+}
+
+// R-8 (docs/clusters.md): each node of a 2x instance is told its cluster; the instance gets key
+// pairs of its own (never the person's key, another instance's differ), node 0 alone gets the
+// worker key's private half and node 1 alone its sshd host key; node 1's sshd takes the worker key
+// from node 0's rail address only. The keys go with the instance.
+TEST_F(SchedTest, TwoHostInstanceGetsItsClusterAndKeysOfItsOwnRemovedWithIt) {
+  AddHost("n0", "spark-2x", false);
+  AddHost("n1", "spark-2x", false);
+  AddHost("m0", "spark-2x", false);
+  AddHost("m1", "spark-2x", false);
+  ASSERT_TRUE(hosts_->LinkPair("op", {"n0", "198.18.0.11"}, {"n1", "198.18.0.12"}, "x"));
+  Instance in = MustCreate("big", "spark-2x");
+  ASSERT_EQ(in.hosts, (std::vector<std::string>{"n0", "n1"}));
+  ASSERT_TRUE(hosts_->LinkPair("op", {"m0", "198.18.1.11"}, {"m1", "198.18.1.12"}, "x"));
+  Instance other = MustCreate("big2", "spark-2x");
+  ASSERT_EQ(other.hosts, (std::vector<std::string>{"m0", "m1"}));
+
+  const json d0 = Sync(Fresh(*hosts_, "n0"))["desired"].at(0);
+  const json d1 = Sync(Fresh(*hosts_, "n1"))["desired"].at(0);
+  auto c0 = protocol::ClusterSpecFromJson(d0.at("cluster"));
+  auto c1 = protocol::ClusterSpecFromJson(d1.at("cluster"));
+  ASSERT_TRUE(c0 && c1);
+  EXPECT_EQ(c0->node_index, 0);
+  EXPECT_EQ(c1->node_index, 1);
+  EXPECT_EQ(c0->rail_addresses, (std::vector<std::string>{"198.18.0.11", "198.18.0.12"}));
+  EXPECT_EQ(c1->rail_addresses, c0->rail_addresses);
+  EXPECT_EQ(c0->rendezvous_port, 29400);
+  EXPECT_EQ(c0->master_port, 29500);
+  EXPECT_TRUE(c0->worker_private_key.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
+  EXPECT_TRUE(c0->host_private_key.empty());  // node 0's sshd keeps its own host keys
+  EXPECT_TRUE(c1->worker_private_key.empty());
+  EXPECT_TRUE(c1->host_private_key.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
+  EXPECT_EQ(c0->worker_public_key, c1->worker_public_key);
+  EXPECT_EQ(c0->node1_host_public_key, c1->node1_host_public_key);
+  EXPECT_TRUE(c0->worker_public_key.ends_with(" gpuwerk-worker-" + in.id));
+  EXPECT_TRUE(c0->node1_host_public_key.ends_with(" gpuwerk-node1-" + in.id));
+  // The person's key first on both (the agent proves the login with it); node 1 also takes the
+  // worker key, from node 0's rail address only.
+  const auto keys0 = d0["authorized_keys"].get<std::vector<std::string>>();
+  const auto keys1 = d1["authorized_keys"].get<std::vector<std::string>>();
+  ASSERT_EQ(keys0.size(), 1u);
+  ASSERT_EQ(keys1.size(), 2u);
+  EXPECT_EQ(keys1[0], keys0[0]);
+  EXPECT_EQ(keys1[1], "from=\"198.18.0.11\" " + c0->worker_public_key);
+  EXPECT_NE(keys0[0].substr(0, 60), c0->worker_public_key.substr(0, 60));
+  // A second sync sends the same keys; another instance has its own.
+  auto again = protocol::ClusterSpecFromJson(Sync(Fresh(*hosts_, "n0"))["desired"][0]["cluster"]);
+  EXPECT_EQ(again->worker_private_key, c0->worker_private_key);
+  auto theirs = protocol::ClusterSpecFromJson(Sync(Fresh(*hosts_, "m1"))["desired"][0]["cluster"]);
+  EXPECT_NE(theirs->worker_public_key, c0->worker_public_key);
+  EXPECT_NE(theirs->node1_host_public_key, c0->node1_host_public_key);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instance_cluster_keys"), 2);
+
+  // Deleted: once both containers are gone, its keys are too (the other instance keeps its own).
+  ASSERT_TRUE(instances_->Delete("alice", in.id, "x"));
+  Sync(Fresh(*hosts_, "n0"));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instance_cluster_keys WHERE instance_id = '" + in.id + "'"),
+            1);  // node 1's container may still run
+  Sync(Fresh(*hosts_, "n1"));
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instance_cluster_keys WHERE instance_id = '" + in.id + "'"),
+            0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM instance_cluster_keys"), 1);
+  (void)other;
+}
+
+// a 2x instance is running only when both nodes are; a node that is not says which one.
+TEST_F(SchedTest, TwoHostInstanceStatusNamesTheNodeThatIsNotRunning) {
+  AddHost("n0", "spark-2x", false);
+  AddHost("n1", "spark-2x", false);
+  ASSERT_TRUE(hosts_->LinkPair("op", {"n0", "198.18.0.11"}, {"n1", "198.18.0.12"}, "x"));
+  Instance in = MustCreate("big", "spark-2x");
+  const auto node = [&](int index, const std::string& state, bool ready) {
+    json c = Container(in, state, ready);
+    c["node_index"] = index;
+    c["container_id"] = "c" + std::to_string(index);
+    return json::array({c});
+  };
+  Sync(Fresh(*hosts_, "n0"), node(0, "running", true));
+  Sync(Fresh(*hosts_, "n1"), node(1, "running", false));
+  EXPECT_EQ(Status(in.id), "provisioning");  // node 1's sshd has not accepted yet
+  Sync(Fresh(*hosts_, "n1"), node(1, "running", true));
+  EXPECT_EQ(Status(in.id), "running");
+  Sync(Fresh(*hosts_, "n1"), node(1, "exited", false));
+  auto got = instances_->Get("alice", in.id);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, InstanceStatus::kExited);
+  EXPECT_EQ(got->status_reason, "node 1 (host n1): its container is not running");
+  ASSERT_EQ(got->nodes.size(), 2u);
+  EXPECT_EQ(got->nodes[0].host, "n0");
+  EXPECT_EQ(got->nodes[0].status, InstanceStatus::kRunning);
+  EXPECT_EQ(got->nodes[1].host, "n1");
+  EXPECT_EQ(got->nodes[1].status, InstanceStatus::kExited);
+  // Node 1's host goes silent: unknown, naming it.
+  Sync(Fresh(*hosts_, "n1"), node(1, "running", true));
+  clock_.Advance(std::chrono::seconds(20));
+  Sync(Fresh(*hosts_, "n0"), node(0, "running", true));
+  clock_.Advance(std::chrono::seconds(20));
+  got = instances_->Get("alice", in.id);
+  EXPECT_EQ(got->status, InstanceStatus::kUnknown);
+  EXPECT_TRUE(got->status_reason.starts_with("node 1 (host n1): host n1 has not been heard from"))
+      << got->status_reason;
+  EXPECT_EQ(got->nodes.at(0).status, InstanceStatus::kRunning);
+  EXPECT_EQ(got->nodes.at(1).status, InstanceStatus::kUnknown);
 }
 
 // A pair of a drained, silent or degraded host is not a slot; the type is online only while

@@ -547,6 +547,47 @@ CREATE TABLE relay_credentials (
   last_used_at BIGINT
 );
 )sql",
+      // 23: leader leases (docs/scale-out.md, owned by store/leader_lease.h): one row per named
+      // lease ("scheduler"): who holds it, until when (Unix ms on the database's clock) and its
+      // fencing epoch, +1 at every takeover.
+      R"sql(
+CREATE TABLE leader_leases (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  epoch BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  acquired_at_ms BIGINT NOT NULL,
+  renewed_at_ms BIGINT NOT NULL
+);
+)sql",
+      // 24: the key pairs of a 2-host instance (docs/clusters.md, owned by
+      // sched/internal/cluster_key_table.h): the worker key node 0 logs in to node 1 with and
+      // node 1's sshd host key that node 0's known_hosts names, made for that instance alone by
+      // the first sync that describes its nodes, deleted when the instance is finally deleted.
+      R"sql(
+CREATE TABLE instance_cluster_keys (
+  instance_id TEXT PRIMARY KEY REFERENCES instances(id),
+  worker_private_key TEXT NOT NULL,
+  worker_public_key TEXT NOT NULL,
+  node1_host_private_key TEXT NOT NULL,
+  node1_host_public_key TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+)sql",
+      // 25: card setups (docs/billing.md "Card setups", owned by billing/card_setup_table.h):
+      // each page a person opened to add a card (Stripe's Checkout Session), for which billing
+      // account and by whom, so that its completion puts a card on file only while that person
+      // still manages the account and no change to the card was made here since it began.
+      R"sql(
+CREATE TABLE card_setups (
+  provider_ref TEXT PRIMARY KEY,
+  billing_account_id TEXT NOT NULL,
+  person_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX card_setups_open ON card_setups(billing_account_id) WHERE state = 'open';
+)sql",
   };
   return kMigrations;
 }

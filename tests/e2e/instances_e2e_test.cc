@@ -77,8 +77,12 @@ std::optional<SshTarget> ParseSshCommand(const json& command) {
 class InstancesE2eTest : public E2eTest<> {
  protected:
   void TearDown() override {
+    if (relay_.Running()) relay_.Stop(seconds(10));
     platform_.Stop();
     if (HasFailure()) platform_.PrintLogs();
+    if (HasFailure() && relay_port_ != 0) {
+      std::cerr << "---- relay log\n" << Tail(dir_.path() / "relay.log") << "\n----\n";
+    }
     if (!engine_) return;
     // The engine may have been stopped by a test that failed half-way: bring it back first.
     if (!engine_->Up()) EngineEnvironment::Start();
@@ -241,7 +245,45 @@ class InstancesE2eTest : public E2eTest<> {
                       input);
   }
 
+  /// `gpuwerk relay` (as tests/e2e/isolation_e2e_test.cc starts it): its own relay credential
+  /// registered by the operator, its key and a CA made here whose public line (`relay_ca_line_`)
+  /// the agent must be given with --relay-ca. Needs StartServer and op_.
+  void StartRelay() {
+    auto token = op_->PostJson("/api/v1/admin/relays", {{"name", "instances-e2e"}});
+    ASSERT_EQ(token.status, 201) << token.body;
+    CommandResult keygen =
+        RunCommand(dir_.path(), "ssh-keygen -q -t ed25519 -N '' -C gpuwerk-relay-ca -f relay_ca");
+    ASSERT_EQ(keygen.exit_code, 0) << keygen.err;
+    relay_ca_line_ = ReadFile(dir_.path() / "relay_ca.pub");
+    while (!relay_ca_line_.empty() && relay_ca_line_.back() == '\n') relay_ca_line_.pop_back();
+    relay_port_ = FreePort();
+    ASSERT_TRUE(relay_.Start(
+        {GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
+         "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
+         (dir_.path() / "relay_host_key").string(), "--relay-key",
+         (dir_.path() / "relay_key").string(), "--relay-ca", (dir_.path() / "relay_ca").string()},
+        CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]), dir_.path() / "relay.log"))
+        << relay_.error();
+    ASSERT_TRUE(Eventually([&] { return !relay_.Running() || PortOpen("127.0.0.1", relay_port_); },
+                           seconds(30)));
+    ASSERT_TRUE(relay_.Running()) << Tail(dir_.path() / "relay.log");
+  }
+
+  /// `sh -s` with `script` on its stdin in instance `hostname`, through the relay, as `key`.
+  CommandResult ThroughRelay(const GeneratedKey& key, const std::string& hostname,
+                             const std::string& script) {
+    return RunCommand(dir_.path(),
+                      "ssh -p " + std::to_string(relay_port_) + " -i " + key.private_path.string() +
+                          " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+                          " -o BatchMode=yes -o ConnectTimeout=10 -o LogLevel=ERROR " +
+                          hostname + "@127.0.0.1 sh -s",
+                      script);
+  }
+
   std::string agent_engine_;  ///< the socket the agent talks to; "" for the suite's engine
+  ChildProcess relay_;
+  int relay_port_ = 0;
+  std::string relay_ca_line_;
   std::unique_ptr<HttpClient> op_;
   std::set<std::string> instances_;  ///< every instance id this test created: cleaned up
 };
@@ -287,6 +329,17 @@ TEST_F(InstancesE2eTest, C05_C14_LifecycleSshRestartKeepsFilesAndSessionDeleteFr
                             "echo kept-across-restart > /root/marker");
   ASSERT_EQ(modes.exit_code, 0) << modes.err;
   EXPECT_EQ(modes.out, "700:0\n600:0\n");
+  // Docker inside is off by default (docs/docker-inside.md): the client says so and fails;
+  // /dev/shm has the host's automatic size, which the host listing reports.
+  CommandResult docker_off = Ssh(
+      key, "127.0.0.1", port, "docker ps; echo rc=$?; df -B1 --output=size /dev/shm | tail -n 1");
+  EXPECT_NE(docker_off.err.find("docker inside: off"), std::string::npos) << docker_off.err;
+  auto hosts = op_->Get("/api/v1/admin/hosts");
+  ASSERT_EQ(hosts.status, 200) << hosts.body;
+  const json shm = hosts.Json()["items"][0]["inventory"]["limits"]["shm_bytes"];
+  ASSERT_TRUE(shm.is_number_integer()) << hosts.body;
+  EXPECT_GT(shm.get<int64_t>(), int64_t{64} << 20);
+  EXPECT_EQ(docker_off.out, "rc=1\n" + std::to_string(shm.get<int64_t>()) + "\n");
 
   // R-5: the key of a live instance cannot be deleted; the error names the instance.
   auto key_delete = alice->Delete("/api/v1/ssh-keys/" + key_id);
@@ -1002,6 +1055,94 @@ TEST_F(InstancesE2eTest, CliInstanceVerbsAndSsh) {
   EXPECT_EQ(show_gone.exit_code, 1);
   EXPECT_NE(show_gone.err.find("(not_found)"), std::string::npos) << show_gone.err;
   EXPECT_EQ(ContainersOf(id), json::array());
+}
+
+// ---- Docker inside and the runtime settings ---------------------------------------------------
+
+// In `privileged` mode, through the relay: the instance's own Docker daemon builds a Dockerfile
+// FROM an image made inside (nothing can be pulled here) and runs the result; /dev/shm's size and
+// memlock (the shell's and a login shell's) are what the agent was told. The host listing says
+// the host is privileged (docs/docker-inside.md).
+TEST_F(InstancesE2eTest, DockerInsidePrivilegedBuildsAndRunsAndShmAndMemlockAreAsConfigured) {
+  StartServer();
+  ASSERT_FALSE(HasFatalFailure());
+  op_ = platform_.Operator();
+  StartRelay();
+  ASSERT_FALSE(HasFatalFailure());
+  E2eHost& host = platform_.AddHost(*op_, "spark-dind");
+  ASSERT_FALSE(host.token.empty());
+  constexpr int64_t kShm = int64_t{1} << 30;
+  platform_.StartAgent(host, {"--relay-ca", relay_ca_line_, "--docker-inside", "privileged",
+                              "--instance-shm-bytes", std::to_string(kShm)});
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(WaitHostsReady(*op_, 1)) << Tail(agent_log());
+  auto hosts = op_->Get("/api/v1/admin/hosts");
+  ASSERT_EQ(hosts.status, 200) << hosts.body;
+  const json limits = hosts.Json()["items"][0]["inventory"]["limits"];
+  EXPECT_EQ(limits["docker_inside"], "privileged") << limits.dump();
+  EXPECT_EQ(limits["shm_bytes"], kShm) << limits.dump();
+  EXPECT_NE(limits["not_enforced"].dump().find("root on the host"), std::string::npos)
+      << limits.dump();
+
+  auto dana = SignUp("dana@example.test");
+  GeneratedKey key;
+  const std::string key_id = AddKey(*dana, "laptop", &key);
+  auto created = Create(*dana, "builder", key_id);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = created.Json()["id"];
+  const std::string hostname = created.Json()["hostname"];
+  WaitRunning(*dana, id);
+  ASSERT_FALSE(HasFailure());
+
+  // The settings, read back through the relay: /dev/shm, memlock in the exec's shell and in a
+  // login shell, and memlock of the container's PID 1 (sshd) in bytes. Memlock is unlimited
+  // where the host may raise limits; on a host that may not (this build VM: no
+  // CAP_SYS_RESOURCE) the inventory says so and sessions get sshd's own limit.
+  CommandResult settings = ThroughRelay(key, hostname,
+                                        "df -B1 --output=size /dev/shm | tail -n 1 | tr -d ' '\n"
+                                        "ulimit -l\n"
+                                        "bash -lc 'ulimit -l'\n"
+                                        "awk '/^Max locked memory/ {print $4}' /proc/1/limits\n"
+                                        "cat /run/gpuwerk/docker-inside\n");
+  ASSERT_EQ(settings.exit_code, 0) << settings.err;
+  std::vector<std::string> lines;
+  std::istringstream in(settings.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << settings.out;
+  EXPECT_EQ(lines[0], std::to_string(kShm));
+  const bool raised = limits["not_enforced"].dump().find("memlock") == std::string::npos;
+  const std::string memlock = raised ? "unlimited"
+                              : lines[3] == "unlimited"
+                                  ? "unlimited"
+                                  : std::to_string(std::atoll(lines[3].c_str()) / 1024);
+  if (raised) {
+    EXPECT_EQ(lines[3], "unlimited");
+  }
+  EXPECT_EQ(lines[1], memlock) << settings.out;
+  EXPECT_EQ(lines[2], memlock) << settings.out;
+  EXPECT_EQ(lines[4], "privileged");
+
+  // Docker inside: wait for the daemon the image's start script launched, make a tiny image from
+  // the instance's own dash and libraries, build FROM it and run the result.
+  CommandResult docker = ThroughRelay(key, hostname, R"sh(set -e
+i=0
+until docker info >/dev/null 2>&1; do
+  i=$((i + 1))
+  if [ "$i" -gt 120 ]; then echo "dockerd never answered; its log:" >&2; tail -n 40 /var/log/dockerd.log >&2; exit 3; fi
+  sleep 1
+done
+rm -rf /tmp/tiny /tmp/ctx && mkdir -p /tmp/tiny/bin /tmp/tiny/tmp /tmp/ctx
+cp /bin/dash /tmp/tiny/bin/sh
+for lib in $(ldd /bin/dash | grep -o '/[^ ]*'); do
+  mkdir -p "/tmp/tiny$(dirname "$lib")" && cp -L "$lib" "/tmp/tiny$lib"
+done
+tar -C /tmp/tiny -c . | docker import - tiny:local >/dev/null
+printf 'FROM tiny:local\nRUN echo "echo built-inside" > /built\nCMD ["/bin/sh", "/built"]\n' >/tmp/ctx/Dockerfile
+docker build -q -t hello:local /tmp/ctx >/dev/null
+docker run --rm hello:local
+)sh");
+  EXPECT_EQ(docker.exit_code, 0) << docker.err;
+  EXPECT_EQ(docker.out, "built-inside\n") << docker.err;
 }
 
 }  // namespace

@@ -166,6 +166,8 @@ TEST_F(CliAdminTest, HostsAddAndSetSshTakeTheRelaysUpstreamAndRefuseBadValues) {
   EXPECT_EQ(hosts[1]["ssh_ports"], json({{"low", 2222}, {"high", 2222}}));
   auto table = Gpuwerk("admin hosts ls");
   EXPECT_NE(table.out.find("SSHD"), std::string::npos) << table.out;
+  // Docker inside as the host's agent says it (docs/docker-inside.md); "-" before any sync.
+  EXPECT_NE(table.out.find("DOCKER INSIDE"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("10.0.0.5 ports 32768-60999"), std::string::npos) << table.out;
 }
 

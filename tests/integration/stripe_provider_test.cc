@@ -1245,5 +1245,247 @@ TEST_F(StripeProviderTest, ARetryWithinStripesKeyWindowResendsTheSameBodyUnderTh
   ExpectNoViolations();
 }
 
+// Card setups (docs/billing.md "Card setups"): a setup is applied only for the person who began
+// it while they still manage the account, only while its card is attached to the account's
+// live customer, and never over a change made here after it began; a card it does not put on
+// file, or one it replaces, is detached at Stripe.
+class StripeCardSetupTest : public StripeProviderTest {
+ protected:
+  /// `member` joins `owner`'s team through the mailed invitation; their person id.
+  std::string Join(Person& owner, Person& member) {
+    const size_t before = MailsTo(config_.data_dir / "mail", member.email).size();
+    EXPECT_EQ(owner.browser->PostJson("/api/v1/team/invites", {{"email", member.email}}).status,
+              201);
+    std::string token;
+    for (const auto& m : Mails(member.email, before + 1)) {
+      if (!m.TokenFromLink("/team/accept").empty()) token = m.TokenFromLink("/team/accept");
+    }
+    EXPECT_FALSE(token.empty());
+    EXPECT_EQ(member.browser->PostJson("/api/v1/team/invites/accept", {{"token", token}}).status,
+              200);
+    return member.browser->Get("/api/v1/me").Json().value("id", "");
+  }
+  HttpResult SetRole(Person& owner, const std::string& person_id, const std::string& role) {
+    return owner.browser->Send("PUT", "/api/v1/team/members/" + person_id + "/role",
+                               json{{"role", role}}.dump(), {"Content-Type: application/json"});
+  }
+  /// The stand-in's payment method whose card ends `last4` (null when none).
+  json StripeCard(const std::string& last4) {
+    for (const auto& pm : Objects("payment_methods")) {
+      if (pm["card"]["last4"] == last4) return pm;
+    }
+    return nullptr;
+  }
+  static std::string Result(const json& deliveries) {
+    if (!deliveries.is_array() || deliveries.empty()) return "";
+    const json body = json::parse(deliveries[0].value("body", ""), nullptr, false);
+    return body.is_object() ? body.value("result", body.value("code", "")) : "";
+  }
+};
+
+TEST_F(StripeCardSetupTest, ARemovedOrDemotedOwnersLateCardSetupIsRefusedAndDetached) {
+  Person bob = NewPerson("bob@example.test", Card::kNone);
+  Person dave = NewPerson("dave@example.test", Card::kNone);
+  Person erin = NewPerson("erin@example.test", Card::kNone);
+  ASSERT_EQ(bob.browser->PostJson("/api/v1/team", {{"name", "Bobs"}}).status, 201);
+  ASSERT_EQ(Deliver(CompleteCardSetup(StartCardSetup(bob), "4242"))[0]["status"], 200);
+  const std::string dave_id = Join(bob, dave);
+  const std::string erin_id = Join(bob, erin);
+  ASSERT_EQ(SetRole(bob, dave_id, "owner").status, 200);
+  ASSERT_EQ(SetRole(bob, erin_id, "owner").status, 200);
+  const std::string dave_session = StartCardSetup(dave);
+  const std::string erin_session = StartCardSetup(erin);
+  // Dave is removed, erin made a member again; then their Checkouts complete.
+  ASSERT_EQ(bob.browser->Delete("/api/v1/team/members/" + dave_id).status, 204);
+  ASSERT_EQ(SetRole(bob, erin_id, "member").status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // a later `created`
+  EXPECT_EQ(Result(Deliver(CompleteCardSetup(dave_session, "0002"))), "refused");
+  EXPECT_EQ(Result(Deliver(CompleteCardSetup(erin_session, "8888"))), "refused");
+
+  // The team's card is still bob's; theirs are detached at Stripe, and Stripe's default for
+  // the team is bob's card.
+  const json billing = bob.browser->Get("/api/v1/billing").Json();
+  EXPECT_EQ(billing["payment_method"]["last4"], "4242") << billing.dump();
+  EXPECT_TRUE(StripeCard("0002")["customer"].is_null());
+  EXPECT_TRUE(StripeCard("8888")["customer"].is_null());
+  const json team_customer = StripeCard("4242")["customer"];
+  for (const auto& c : Objects("customers")) {
+    if (c["id"] == team_customer) {
+      EXPECT_EQ(c["invoice_settings"]["default_payment_method"], StripeCard("4242")["id"]);
+    }
+  }
+  EXPECT_TRUE(dave.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.card_setup_refused'"),
+            2);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeCardSetupTest, ACardDetachedBeforeItsCheckoutEventArrivesIsNotPutOnFile) {
+  AddHost("spark-a");
+  Person alice = NewPerson("alice@example.test", Card::kNone);
+  const std::string event = CompleteCardSetup(StartCardSetup(alice), "4242");
+  const std::string pm = StripeCard("4242")["id"];
+  // The detach is delivered first: nothing on file yet, so nothing to forget.
+  auto detached =
+      hooks_->PostJson("/_test/payment_methods/" + pm + "/detach", {{"deliver", false}});
+  ASSERT_EQ(detached.status, 200) << detached.body;
+  EXPECT_EQ(Result(Deliver(detached.Json()["events"].back().get<std::string>())), "ignored");
+  // The older checkout event: its card is attached to nobody, so it is not put on file.
+  EXPECT_EQ(Result(Deliver(event)), "stale");
+  EXPECT_TRUE(alice.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+  EXPECT_EQ(alice.browser->Get("/api/v1/me").Json()["billing"]["payment_method_on_file"], false);
+  ExpectProblem(Create(alice, "alpha"), 402, "payment_method_required");
+}
+
+TEST_F(StripeCardSetupTest, ALateCardSetupNeverOverridesTheOperatorsNewerCard) {
+  Person dave = NewPerson("dave@example.test", Card::kNone);
+  const std::string event = CompleteCardSetup(StartCardSetup(dave), "3000");
+  auto set = op_->Send(
+      "PUT", "/api/v1/admin/billing/dave@example.test/card",
+      json{{"brand", "amex"}, {"last4", "1005"}, {"exp_month", 5}, {"exp_year", 2031}}.dump(),
+      {"Content-Type: application/json"});
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(Result(Deliver(event)), "stale");
+  const json method = dave.browser->Get("/api/v1/billing").Json()["payment_method"];
+  EXPECT_EQ(method["provider"], "manual") << method.dump();
+  EXPECT_EQ(method["last4"], "1005");
+  EXPECT_TRUE(StripeCard("3000")["customer"].is_null());  // not left attached at Stripe
+  ExpectNoViolations();
+}
+
+TEST_F(StripeCardSetupTest, ALateCardSetupOfADeletedCustomerIsNotPutOnFile) {
+  Person hal = NewPerson("hal@example.test", Card::kNone);
+  const std::string event = CompleteCardSetup(StartCardSetup(hal), "4242");
+  const std::string customer = CustomerOf(hal.email)["id"];
+  ASSERT_EQ(api_->Delete("/v1/customers/" + customer).status, 200);
+  std::string deleted;
+  const json events = hooks_->Get("/_test/events").Json()["data"];
+  for (const auto& e : events) {
+    if (e["type"] == "customer.deleted") deleted = e["id"];
+  }
+  ASSERT_FALSE(deleted.empty());
+  EXPECT_EQ(Result(Deliver(deleted)), "applied");
+  EXPECT_EQ(Result(Deliver(event)), "stale");
+  EXPECT_TRUE(hal.browser->Get("/api/v1/billing").Json()["payment_method"].is_null());
+}
+
+TEST_F(StripeCardSetupTest, AnOwnFailedPaymentHoldsLaunchesInATeamAndRefusesMakingOne) {
+  AddHost("spark-a");
+  AddHost("spark-b");
+  Person carol = NewPerson("carol@example.test", Card::kNone);
+  Person tess = NewPerson("tess@example.test");  // a team with a card (recorded)
+  ASSERT_EQ(Deliver(PaidCheckout(carol))[0]["status"], 200);
+  const std::string invoice = OpenInvoice(CustomerOf(carol.email)["id"]);
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "payment_failed"))[0]["status"], 200);
+  ExpectProblem(Create(carol, "c2"), 402, "payment_failed");
+
+  // Making a team is refused, and nothing is made.
+  const auto made = carol.browser->PostJson("/api/v1/team", {{"name", "C-team"}});
+  ExpectProblem(made, 402, "payment_failed");
+  EXPECT_NE(made.Json().value("detail", "").find(invoice), std::string::npos) << made.body;
+  ExpectProblem(carol.browser->Get("/api/v1/team"), 404, "no_team");
+
+  // In someone else's team with a card: still refused, and shown.
+  ASSERT_EQ(tess.browser->PostJson("/api/v1/team", {{"name", "Tess"}}).status, 201);
+  ASSERT_EQ(
+      op_->Send("PUT", "/api/v1/admin/billing/teams/Tess/card",
+                json{{"brand", "visa"}, {"last4", "4242"}, {"exp_month", 12}, {"exp_year", 2099}}
+                    .dump(),
+                {"Content-Type: application/json"})
+          .status,
+      200);
+  Join(tess, carol);
+  ExpectProblem(Create(carol, "c2"), 402, "payment_failed");
+  EXPECT_EQ(carol.browser->Get("/api/v1/me").Json()["billing"]["payment_hold"]["invoice_id"],
+            invoice);
+  EXPECT_EQ(carol.browser->Get("/api/v1/billing").Json()["own_payment_hold"]["invoice_id"],
+            invoice);
+  EXPECT_EQ(Create(tess, "t1").status, 201);  // the team's other members launch
+
+  // Paid: she launches, billed to the team.
+  ASSERT_EQ(Deliver(InvoiceEvent(invoice, "paid"))[0]["status"], 200);
+  EXPECT_EQ(Create(carol, "c2").status, 201);
+}
+
+TEST_F(StripeCardSetupTest, CardSetupsAreLimitedPerPersonWithRetryAfter) {
+  Person dora = NewPerson("dora@example.test", Card::kNone);
+  for (int i = 0; i < billing::kCardSetupsPerPerson.limit; ++i) {
+    ASSERT_EQ(dora.browser->Post("/api/v1/billing/card-setup", "", "application/json").status, 201)
+        << i;
+  }
+  const size_t sessions = Objects("checkout_sessions").size();
+  const auto limited = dora.browser->Post("/api/v1/billing/card-setup", "", "application/json");
+  ExpectProblem(limited, 429, "rate_limited");
+  EXPECT_FALSE(limited.Header("retry-after").empty()) << limited.body;
+  EXPECT_EQ(Objects("checkout_sessions").size(), sessions);  // nothing asked of Stripe
+  clock_.Advance(std::chrono::hours(1) + std::chrono::seconds(1));
+  EXPECT_EQ(dora.browser->Post("/api/v1/billing/card-setup", "", "application/json").status, 201);
+}
+
+TEST_F(StripeCardSetupTest, ACardReplacedThroughCheckoutOrDroppedAsStaleIsDetachedAtStripe) {
+  Person bea = NewPerson("bea@example.test", Card::kNone);
+  ASSERT_EQ(Result(Deliver(CompleteCardSetup(StartCardSetup(bea), "1111"))), "applied");
+  // Replaced by a newer Checkout: the old card is detached.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_EQ(Result(Deliver(CompleteCardSetup(StartCardSetup(bea), "2222"))), "applied");
+  EXPECT_TRUE(StripeCard("1111")["customer"].is_null());
+  EXPECT_FALSE(StripeCard("2222")["customer"].is_null());
+  // Two more; the newer delivered first, the older then stale and detached.
+  const std::string a = StartCardSetup(bea);
+  const std::string b = StartCardSetup(bea);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const std::string event_a = CompleteCardSetup(a, "3333");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const std::string event_b = CompleteCardSetup(b, "4444");
+  EXPECT_EQ(Result(Deliver(event_b)), "applied");
+  EXPECT_EQ(Result(Deliver(event_a)), "stale");
+  EXPECT_EQ(bea.browser->Get("/api/v1/billing").Json()["payment_method"]["last4"], "4444");
+  EXPECT_TRUE(StripeCard("2222")["customer"].is_null());
+  EXPECT_TRUE(StripeCard("3333")["customer"].is_null());
+  EXPECT_FALSE(StripeCard("4444")["customer"].is_null());
+  const auto [here, there] = CardHereAndAtStripe(bea.email);
+  EXPECT_EQ(here, StripeCard("4444")["id"]);
+  EXPECT_EQ(here, there);
+  ExpectNoViolations();
+}
+
+TEST_F(StripeCardSetupTest, A503AfterTheCardWasRecordedSaysSoAndTheDeliveryAgainSetsTheDefault) {
+  Person dave = NewPerson("dave@example.test", Card::kNone);
+  const std::string event = CompleteCardSetup(StartCardSetup(dave), "7007");
+  const std::string customer = CustomerOf(dave.email)["id"];
+  AddFault({{"method", "POST"},
+            {"path", "/v1/customers/" + customer},
+            {"action", "status"},
+            {"status", 500},
+            {"count", 1}});
+  json d = Deliver(event);
+  ASSERT_EQ(d[0]["status"], 503) << d.dump();
+  const std::string body = d[0]["body"];
+  EXPECT_NE(body.find("recorded here"), std::string::npos) << body;
+  EXPECT_EQ(body.find("othing was changed"), std::string::npos) << body;
+  EXPECT_EQ(dave.browser->Get("/api/v1/billing").Json()["payment_method"]["last4"], "7007");
+  EXPECT_TRUE(CustomerOf(dave.email)["invoice_settings"]["default_payment_method"].is_null());
+  d = Deliver(event);
+  EXPECT_EQ(Result(d), "duplicate") << d.dump();
+  EXPECT_EQ(CustomerOf(dave.email)["invoice_settings"]["default_payment_method"],
+            StripeCard("7007")["id"]);
+}
+
+TEST_F(StripeCardSetupTest, ATeamMemberRemovesTheirOwnCardWhichIsDetachedAtStripe) {
+  Person olga = NewPerson("olga@example.test", Card::kNone);
+  ASSERT_EQ(Deliver(PaidCheckout(olga))[0]["status"], 200);
+  ASSERT_EQ(olga.browser->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  // The team has no card: the team's route finds none; her own goes by its own route.
+  ExpectProblem(olga.browser->Delete("/api/v1/billing/payment-method"), 404, "not_found");
+  auto removed = olga.browser->Delete("/api/v1/billing/own-payment-method");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  EXPECT_EQ(removed.Json()["removed"]["last4"], "4242");
+  EXPECT_TRUE(removed.Json()["own_payment_method"].is_null()) << removed.body;
+  EXPECT_TRUE(StripeCard("4242")["customer"].is_null());
+  ExpectProblem(olga.browser->Delete("/api/v1/billing/own-payment-method"), 404, "not_found");
+  EXPECT_EQ(
+      Count("SELECT COUNT(*) FROM audit_events WHERE action = 'billing.payment_method_remove'"), 1);
+}
+
 }  // namespace
 }  // namespace gpuwerk::testing

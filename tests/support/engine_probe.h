@@ -22,10 +22,19 @@ class EngineProbe {
 
   explicit EngineProbe(std::string socket_path) : socket_(std::move(socket_path)) {}
 
-  Answer Send(const std::string& method, const std::string& path, long timeout_seconds = 20) const {
+  /// `json_body`, when not empty, is sent as the request's body (application/json).
+  Answer Send(const std::string& method, const std::string& path, long timeout_seconds = 20,
+              const std::string& json_body = "") const {
     Answer a;
     CURL* c = curl_easy_init();
     if (c == nullptr) return a;
+    curl_slist* headers = nullptr;
+    if (!json_body.empty()) {
+      headers = curl_slist_append(headers, "Content-Type: application/json");
+      curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, json_body.c_str());
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(json_body.size()));
+    }
     const std::string url = "http://localhost" + path;
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket_.c_str());
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -41,6 +50,7 @@ class EngineProbe {
       a.error = curl_easy_strerror(rc);
     }
     curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
     return a;
   }
 

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/listening_child.h"
 #include "tests/support/net.h"
 #include "tests/support/temp_dir.h"
 
@@ -180,19 +181,7 @@ class PostgresServer {
 
   /// Shuts the server down (SIGINT: fast shutdown) and removes its directory; idempotent.
   void Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGINT);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      int status = 0;
-      while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
+    StopChild(pid_, SIGINT, std::chrono::seconds(10));
     pid_ = -1;
     dir_.reset();
   }
@@ -242,14 +231,7 @@ class PostgresServer {
   /// The server's log so far ("" for an external server).
   std::string Log() const {
     if (!dir_) return "";
-    std::string out;
-    if (FILE* f = std::fopen((dir_->path() / "postgres.log").c_str(), "r")) {
-      char buf[4096];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-      std::fclose(f);
-    }
-    return out;
+    return ReadTextFile(dir_->path() / "postgres.log");
   }
 
  private:
@@ -295,7 +277,7 @@ class PostgresServer {
       int status = 0;
       if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
           WEXITSTATUS(status) != 0) {
-        *error = "initdb failed; its output: " + ReadFile(dir_->path() / "initdb.log");
+        *error = "initdb failed; its output: " + ReadTextFile(dir_->path() / "initdb.log");
         return false;
       }
       fs::create_directories(cache_dir, ec);
@@ -339,17 +321,6 @@ class PostgresServer {
     ::prctl(PR_SET_PDEATHSIG, death);
     ::execv(argv[0], argv.data());
     ::_exit(127);
-  }
-
-  static std::string ReadFile(const std::filesystem::path& path) {
-    std::string out;
-    if (FILE* f = std::fopen(path.c_str(), "r")) {
-      char buf[4096];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-      std::fclose(f);
-    }
-    return out;
   }
 
   /// Runs one statement on the maintenance database (outside a transaction, as CREATE DATABASE

@@ -6,27 +6,21 @@
 // in StripeStandIn::kApiVersion); it checks every request's parameters against it and
 // idempotency keys as Stripe does, and has test hooks (/_test/…) that "pay" a Checkout and
 // deliver signed webhooks. See the script's docstring for the hooks.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
+#include "tests/support/listening_child.h"
 #include "tests/support/source_dir.h"
 
 namespace gpuwerk::testing {
 
-/// The child process. Killed (and reaped) by Stop or the destructor; PR_SET_PDEATHSIG kills it
-/// if this test process dies first.
+/// The child process (ListeningChild). Killed (and reaped) by Stop or the destructor;
+/// PR_SET_PDEATHSIG kills it if this test process dies first.
 class StripeStandIn {
  public:
   /// The Stripe API version the stand-in speaks (the subset's api_version).
@@ -35,7 +29,6 @@ class StripeStandIn {
   StripeStandIn() = default;
   StripeStandIn(const StripeStandIn&) = delete;
   StripeStandIn& operator=(const StripeStandIn&) = delete;
-  ~StripeStandIn() { Stop(); }
 
   /// Why the stand-in cannot run here, or nullopt when it can.
   static std::optional<std::string> Unavailable() {
@@ -58,80 +51,18 @@ class StripeStandIn {
         webhook_url,
         "--webhook-secret",
         webhook_secret};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-      *error = "pipe2 failed";
-      return false;
-    }
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    stdout_fd_ = fds[0];
-    if (pid_ < 0) {
-      *error = "fork failed";
-      return false;
-    }
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (line.find('\n') == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      pollfd pfd{.fd = stdout_fd_, .events = POLLIN, .revents = 0};
-      if (left.count() <= 0 || ::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) {
-        *error = "the Stripe stand-in did not start within 20 s";
-        return false;
-      }
-      char buf[256];
-      const ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
-      if (n <= 0) {
-        *error = "the Stripe stand-in exited before listening (see stderr)";
-        return false;
-      }
-      line.append(buf, static_cast<size_t>(n));
-    }
-    if (std::sscanf(line.c_str(), "listening %d", &port_) != 1) {
-      *error = "unexpected first line from the Stripe stand-in: " + line;
-      return false;
-    }
-    return true;
+    return child_.Start(std::move(args), "the Stripe stand-in", error);
   }
 
   /// Terminates and reaps it; idempotent.
-  void Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      int status = 0;
-      while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
-    pid_ = -1;
-    if (stdout_fd_ >= 0) ::close(stdout_fd_);
-    stdout_fd_ = -1;
-  }
+  void Stop() { child_.Stop(); }
 
-  int port() const { return port_; }
+  int port() const { return child_.port(); }
   /// "http://127.0.0.1:<port>": the API base URL to configure (Stripe's is https://api.stripe.com).
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port()); }
 
  private:
-  pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  int port_ = 0;
+  ListeningChild child_;
 };
 
 }  // namespace gpuwerk::testing

@@ -1,7 +1,11 @@
-// The shared test support itself: the HasApiCode matcher on each kind of value it accepts, and
-// Eventually's answer when the condition holds, and when it does not in time.
+// The shared test support itself: the HasApiCode matcher on each kind of value it accepts,
+// Eventually's answer when the condition holds, and when it does not in time, and the server
+// starters' ListeningChild and StopChild.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -9,6 +13,7 @@
 #include "core/error.h"
 #include "tests/support/eventually.h"
 #include "tests/support/http_client.h"
+#include "tests/support/listening_child.h"
 #include "tests/support/matchers.h"
 
 namespace gpuwerk::testing {
@@ -66,6 +71,62 @@ TEST(EventuallyTest, PollsUntilTheConditionHoldsAndGivesUpAfterTheLimit) {
   EXPECT_EQ(calls, 3);
   EXPECT_FALSE(
       Eventually([] { return false; }, std::chrono::milliseconds(5), std::chrono::milliseconds(1)));
+}
+
+TEST(ListeningChildTest, ReadsThePortTheChildAnnounces) {
+  ListeningChild child;
+  std::string error;
+  ASSERT_TRUE(
+      child.Start({"/bin/sh", "-c", "echo listening 4321; exec sleep 60"}, "the child", &error))
+      << error;
+  EXPECT_EQ(child.port(), 4321);
+  child.Stop();
+  child.Stop();  // idempotent
+}
+
+TEST(ListeningChildTest, SaysWhenTheChildEndsBeforeListeningOrSaysSomethingElse) {
+  ListeningChild child;
+  std::string error;
+  EXPECT_FALSE(child.Start({"/bin/sh", "-c", "exit 3"}, "the child", &error));
+  EXPECT_EQ(error, "the child exited before listening (see stderr)");
+  EXPECT_FALSE(child.Start({"/bin/sh", "-c", "echo ready; exec sleep 60"}, "the child", &error));
+  EXPECT_EQ(error, "unexpected first line from the child: ready\n");
+}
+
+TEST(StopChildTest, KillsAChildThatIgnoresTheSignalOnceTheGraceIsOver) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGTERM, SIG_IGN);  // kept across exec
+    ::close(ready[0]);
+    if (::write(ready[1], "x", 1) != 1) ::_exit(126);
+    ::execl("/bin/sleep", "/bin/sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);  // SIGTERM is ignored from here on
+  ::close(ready[0]);
+  const std::optional<int> status = StopChild(pid, SIGTERM, std::chrono::milliseconds(100));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
+  EXPECT_EQ(StopChild(pid, SIGTERM, std::chrono::milliseconds(100)), std::nullopt);  // reaped
+}
+
+TEST(StopChildTest, AChildThatHeedsTheSignalEndsByIt) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sleep", "/bin/sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::optional<int> status = StopChild(pid, SIGTERM, std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGTERM);
 }
 
 }  // namespace

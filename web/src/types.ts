@@ -233,7 +233,12 @@ export interface AdminHost {
   drained: boolean;
   created_at: string;
   last_seen_at: string | null;
-  inventory: { gpus?: Array<{ name?: string; memory_bytes?: number }>; [key: string]: unknown };
+  inventory: {
+    gpus?: Array<{ name?: string; memory_bytes?: number }>;
+    /** What the agent gives every instance (docs/agent-protocol.md); docker_inside: docs/docker-inside.md. */
+    limits?: { docker_inside?: string; shm_bytes?: number; not_enforced?: string[] };
+    [key: string]: unknown;
+  };
   engine_error: string;
   degraded_reason: string;
   instance_id: string | null;

@@ -19,7 +19,7 @@ namespace gpuwerk::agent::testing {
 /// A stand-in for a container engine in tests: a unix socket HTTP/1.1 server on one thread that
 /// answers each request with `respond(request_line)` (a whole HTTP response), or, when `respond`
 /// is empty, accepts connections and never answers (a wedged engine, case C11). Records the
-/// request lines it saw. Stops and closes everything in the destructor. Test-only.
+/// request lines and bodies it saw. Stops and closes everything in the destructor. Test-only.
 class StandInEngine {
  public:
   using Responder = std::function<std::string(const std::string& request_line)>;
@@ -53,6 +53,11 @@ class StandInEngine {
     std::lock_guard lock(mu_);
     return requests_;
   }
+  /// The request bodies seen so far, in the order of requests() ("" for none).
+  std::vector<std::string> bodies() const {
+    std::lock_guard lock(mu_);
+    return bodies_;
+  }
 
   /// An HTTP response with a JSON body.
   static std::string Json(int status, const std::string& body) {
@@ -77,6 +82,8 @@ class StandInEngine {
       {
         std::lock_guard lock(mu_);
         requests_.push_back(line);
+        const size_t head_end = request.find("\r\n\r\n");
+        bodies_.push_back(head_end == std::string::npos ? "" : request.substr(head_end + 4));
       }
       const std::string response = respond_(line);
       size_t sent = 0;
@@ -123,6 +130,7 @@ class StandInEngine {
   std::vector<int> held_;
   mutable std::mutex mu_;
   std::vector<std::string> requests_;
+  std::vector<std::string> bodies_;
   std::thread thread_;
 };
 

@@ -117,6 +117,7 @@ Answer AdminListRelaySessions(ApiContext& ctx, Call& call);
 Answer GetBilling(ApiContext& ctx, Call& call);
 Answer BeginCardSetup(ApiContext& ctx, Call& call);
 Answer RemovePaymentMethod(ApiContext& ctx, Call& call);
+Answer RemoveOwnPaymentMethod(ApiContext& ctx, Call& call);
 Answer AdminSetCard(ApiContext& ctx, Call& call);
 Answer AdminClearCard(ApiContext& ctx, Call& call);
 Answer AdminSetTeamCard(ApiContext& ctx, Call& call);

@@ -6,6 +6,7 @@
 #include "billing/billing_session_table.h"
 #include "keys/ssh_key_table.h"
 #include "sched/instance_table.h"
+#include "sched/internal/cluster_key_table.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/placement_table.h"
 #include "sched/internal/queue_entry_table.h"
@@ -38,16 +39,22 @@ std::pair<InstanceStatus, std::string> DeriveStatus(
   if (stored_status == InstanceStatus::kDeleted) return {InstanceStatus::kDeleted, ""};
   if (desired == DesiredState::kDeleted) return {InstanceStatus::kDeleting, ""};
   if (stored_status == InstanceStatus::kFailed) return {InstanceStatus::kFailed, stored_reason};
+  // A 2-host instance's reason names the node it is about: "node 1 (host b): …".
+  const auto which = [&](const NodeRow& n) {
+    return nodes.size() > 1
+               ? "node " + std::to_string(n.node_index) + " (host " + n.host_name + "): "
+               : std::string();
+  };
   for (const auto& n : nodes) {
     if (!n.host_last_seen_at || *n.host_last_seen_at < now - unknown_after) {
-      return {InstanceStatus::kUnknown, "host " + n.host_name +
+      return {InstanceStatus::kUnknown, which(n) + "host " + n.host_name +
                                             " has not been heard from for more than " +
                                             std::to_string(unknown_after) + " seconds"};
     }
   }
   for (const auto& n : nodes) {
     if (!n.host_engine_error.empty()) {
-      return {InstanceStatus::kUnknown, "the container engine on host " + n.host_name +
+      return {InstanceStatus::kUnknown, which(n) + "the container engine on host " + n.host_name +
                                             " is unavailable: " + n.host_engine_error};
     }
   }
@@ -59,6 +66,12 @@ std::pair<InstanceStatus, std::string> DeriveStatus(
       if (NodeStatus(n, restart_generation) == candidate) {
         worst = candidate;
         reason = n.error;
+        if (!reason.empty()) {
+          reason = which(n) + reason;
+        } else if (nodes.size() > 1 && candidate == InstanceStatus::kExited) {
+          // The drift reason says more when there is one ("the container of node 1 stopped …").
+          reason = drift_reason.empty() ? which(n) + "its container is not running" : drift_reason;
+        }
         break;
       }
     }
@@ -119,6 +132,17 @@ core::Result<std::optional<Instance>> LoadInstance(store::Transaction& tx, const
       }
     }
   }
+  if (node_rows.size() > 1 && !in.deleted_at) {
+    for (const auto& n : node_rows) {
+      InstanceStatus status = NodeStatus(n, in.restart_generation);
+      if (!n.host_last_seen_at || *n.host_last_seen_at < now - unknown_after ||
+          !n.host_engine_error.empty()) {
+        status = InstanceStatus::kUnknown;
+      }
+      if (in.desired == DesiredState::kDeleted) status = InstanceStatus::kDeleting;
+      in.nodes.push_back({.index = n.node_index, .host = n.host_name, .status = status});
+    }
+  }
   if (!in.deleted_at) {
     std::tie(in.status, in.status_reason) =
         DeriveStatus(in.desired, in.status, in.status_reason, in.restart_generation, node_rows, now,
@@ -135,6 +159,7 @@ core::Result<bool> FinalizeIfGone(store::Transaction& tx, core::Clock& clock, co
   if (holding != 0) return false;
   GPUWERK_TRY(InstanceTable::MarkFinallyDeleted(tx, id, clock.NowUnix()));
   GPUWERK_TRY(ObservedContainerTable::DeleteOf(tx, id));
+  GPUWERK_TRY(ClusterKeyTable::Delete(tx, id));  // a 2-host instance's key pairs go with it
   GPUWERK_TRY(audit::RecordAudit(tx, clock, rng,
                                  {.actor_id = "",
                                   .action = "instance.deleted",

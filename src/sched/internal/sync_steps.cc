@@ -9,9 +9,12 @@
 #include "billing/billing_session_table.h"
 #include "billing/metering.h"
 #include "core/strings.h"
+#include "keys/key_pair.h"
 #include "keys/public_key.h"
+#include "protocol/agent_sync.h"
 #include "sched/instance_mails.h"
 #include "sched/instance_table.h"
+#include "sched/internal/cluster_key_table.h"
 #include "sched/internal/instance_rows.h"
 #include "sched/internal/observed_container_table.h"
 #include "sched/internal/queue_entry_table.h"
@@ -48,6 +51,43 @@ core::Result<void> AddPairEnv(store::Transaction& tx, const std::string& instanc
   env.push_back("MASTER_ADDR=" + node0);
   env.push_back("MASTER_PORT=29500");
   return {};
+}
+
+/// what node `node` of an instance placed on a linked pair is told of its cluster
+/// (protocol::ClusterSpec, docs/clusters.md): the rail addresses, the rendezvous ports and the
+/// instance's own key pairs, made here by the first sync that asks (keys::MakeEd25519KeyPair,
+/// stored by ClusterKeyTable; two agents racing keep the first insert). Each node gets only the
+/// private key it needs: node 0 the worker key, node 1 its sshd host key. nullopt for an instance
+/// not on a pair.
+core::Result<std::optional<protocol::ClusterSpec>> ClusterOf(SyncContext& ctx,
+                                                             const std::string& instance_id,
+                                                             int64_t node) {
+  GPUWERK_ASSIGN_OR_RETURN(auto rails, PlacementTable::RailsOf(ctx.tx, instance_id));
+  if (rails.size() != 2 || rails[0].empty() || rails[1].empty() || node < 0 || node > 1) {
+    return std::optional<protocol::ClusterSpec>();
+  }
+  GPUWERK_ASSIGN_OR_RETURN(auto stored, ClusterKeyTable::Find(ctx.tx, instance_id));
+  if (!stored) {
+    GPUWERK_ASSIGN_OR_RETURN(auto worker,
+                             keys::MakeEd25519KeyPair(ctx.rng, "gpuwerk-worker-" + instance_id));
+    GPUWERK_ASSIGN_OR_RETURN(auto host,
+                             keys::MakeEd25519KeyPair(ctx.rng, "gpuwerk-node1-" + instance_id));
+    GPUWERK_TRY(ClusterKeyTable::InsertIfAbsent(ctx.tx, instance_id,
+                                                {.worker_private_key = worker.private_openssh,
+                                                 .worker_public_key = worker.public_line,
+                                                 .node1_host_private_key = host.private_openssh,
+                                                 .node1_host_public_key = host.public_line},
+                                                ctx.clock.NowUnix()));
+    GPUWERK_ASSIGN_OR_RETURN(stored, ClusterKeyTable::Find(ctx.tx, instance_id));
+    if (!stored) return core::Internal("the cluster keys of " + instance_id + " were not stored");
+  }
+  protocol::ClusterSpec c{.node_index = static_cast<int>(node),
+                          .rail_addresses = rails,
+                          .worker_public_key = stored->worker_public_key,
+                          .node1_host_public_key = stored->node1_host_public_key};
+  if (node == 0) c.worker_private_key = stored->worker_private_key;
+  if (node == 1) c.host_private_key = stored->node1_host_private_key;
+  return std::optional<protocol::ClusterSpec>(std::move(c));
 }
 
 /// A live, not deleted instance failed on the host: failed, audited, its queue entry put back.
@@ -485,16 +525,29 @@ core::Result<nlohmann::json> DesiredAnswer(SyncContext& ctx) {
     nlohmann::json env = nlohmann::json::array(
         {"GPUWERK_INSTANCE=" + w.name, "GPUWERK_NODE_INDEX=" + std::to_string(node)});
     GPUWERK_TRY(AddPairEnv(ctx.tx, w.instance_id, node, env));
-    desired.push_back({{"instance_id", w.instance_id},
-                       {"node_index", node},
-                       {"container_name", "gpuwerk-" + w.instance_id + "-" + std::to_string(node)},
-                       {"hostname", hostname},
-                       {"image", w.image},
-                       {"memory_bytes", ctx.options.instance_memory_bytes},
-                       {"gpu", ctx.host.gpu_required},
-                       {"authorized_keys", nlohmann::json::array({w.public_key})},
-                       {"restart_generation", w.restart_generation},
-                       {"env", std::move(env)}});
+    nlohmann::json authorized_keys = nlohmann::json::array({w.public_key});
+    GPUWERK_ASSIGN_OR_RETURN(auto cluster, ClusterOf(ctx, w.instance_id, node));
+    if (cluster) {
+      // Node 1's sshd takes the instance's worker key, from node 0's rail address only; the
+      // person's key stays first (the agent proves the login with it).
+      if (node == 1) {
+        authorized_keys.push_back("from=\"" + cluster->rail_addresses[0] + "\" " +
+                                  cluster->worker_public_key);
+      }
+    }
+    nlohmann::json entry = {
+        {"instance_id", w.instance_id},
+        {"node_index", node},
+        {"container_name", "gpuwerk-" + w.instance_id + "-" + std::to_string(node)},
+        {"hostname", hostname},
+        {"image", w.image},
+        {"memory_bytes", ctx.options.instance_memory_bytes},
+        {"gpu", ctx.host.gpu_required},
+        {"authorized_keys", std::move(authorized_keys)},
+        {"restart_generation", w.restart_generation},
+        {"env", std::move(env)}};
+    if (cluster) entry["cluster"] = protocol::ToJson(*cluster);
+    desired.push_back(std::move(entry));
   }
   return nlohmann::json{{"host_id", ctx.host.id},
                         {"sync_interval_seconds", ctx.options.sync_interval_seconds},

@@ -9,6 +9,7 @@ import { formatFullTime, formatMoney, zoneLabel } from '../format';
 import type { Billing, Invoice, Me, Page, PaymentMethod } from '../types';
 import { CommandWords } from './CommandWords';
 import { ConfirmDialog } from './Dialog';
+import { TableHead } from './TableHead';
 
 type Returned = 'done' | 'cancelled' | null;
 
@@ -378,21 +379,7 @@ function InvoiceDetails(props: { invoice: Invoice }) {
       <div class="table-scroll">
         <table class="data">
           <caption class="visually-hidden">Lines of the invoice for {inv.month}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Instance</th>
-              <th scope="col">GPU type</th>
-              <th scope="col" class="num">
-                Minutes
-              </th>
-              <th scope="col" class="num">
-                Price
-              </th>
-              <th scope="col" class="num">
-                Amount
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['Instance', 'GPU type', { label: 'Minutes', num: true }, { label: 'Price', num: true }, { label: 'Amount', num: true }]} />
           <tbody>
             {inv.lines.map((l) => (
               <tr key={l.billing_session_id}>

@@ -23,6 +23,7 @@ import type {
 import { ConfirmDialog } from './Dialog';
 import { Pager } from './Pager';
 import { StatusBadge } from './StatusBadge';
+import { TableHead } from './TableHead';
 
 /** The operator pages in their menu order: path, title. */
 export const OPERATOR_PAGES: ReadonlyArray<readonly [string, string]> = [
@@ -132,15 +133,7 @@ function Table(props: { caption: string; head: string[]; testId: string; source?
     <div class="table-scroll" tabIndex={0} role="region" aria-label={props.caption}>
       <table class="data wide" data-testid={props.testId} data-source={props.source}>
         <caption class="visually-hidden">{props.caption}</caption>
-        <thead>
-          <tr>
-            {props.head.map((h) => (
-              <th key={h} scope="col">
-                {h}
-              </th>
-            ))}
-          </tr>
-        </thead>
+        <TableHead columns={props.head} />
         <tbody>{props.children}</tbody>
       </table>
     </div>
@@ -179,6 +172,14 @@ function gpuText(h: AdminHost): string {
     .join('; ');
 }
 
+// The host's Docker inside mode as its agent last said it (docs/docker-inside.md); privileged
+// means a person in an instance there is root on the host.
+function dockerInsideText(h: AdminHost): string {
+  const mode = h.inventory?.limits?.docker_inside;
+  if (typeof mode !== 'string' || mode === '') return '—';
+  return mode === 'privileged' ? 'privileged: a tenant is root on this host' : mode;
+}
+
 function HostsPage() {
   const [page, setPage] = useState(1);
   const { data, error, busy, reload } = useAdmin<Page<AdminHost>>(`/api/v1/admin/hosts?page=${page}`);
@@ -205,7 +206,7 @@ function HostsPage() {
       {data && data.items.length === 0 ? <p class="muted">No hosts yet: add one with gpuwerk admin hosts add.</p> : null}
       {data && data.items.length > 0 ? (
         <>
-          <Table caption="Hosts by name" head={['Name', 'State', 'GPU type', 'GPU inventory', 'Last seen', 'Degraded reason', 'Instance', 'Action']} testId="hosts">
+          <Table caption="Hosts by name" head={['Name', 'State', 'GPU type', 'GPU inventory', 'Docker inside', 'Last seen', 'Degraded reason', 'Instance', 'Action']} testId="hosts">
             {data.items.map((h) => (
               <tr key={h.id} data-host={h.name}>
                 <td>
@@ -218,6 +219,7 @@ function HostsPage() {
                 </td>
                 <td>{h.gpu_type}</td>
                 <td>{gpuText(h)}</td>
+                <td data-testid="host-docker-inside">{dockerInsideText(h)}</td>
                 <td>
                   <When iso={h.last_seen_at} none="never" />
                 </td>

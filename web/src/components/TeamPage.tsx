@@ -10,6 +10,7 @@ import { onLinkClick } from '../router';
 import type { Me, Team, TeamMember, TeamUsage } from '../types';
 import { ConfirmDialog } from './Dialog';
 import { Field } from './Field';
+import { TableHead } from './TableHead';
 
 type Load = { state: 'loading' } | { state: 'none' } | { state: 'team'; team: Team } | { state: 'error'; message: string };
 
@@ -108,14 +109,7 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
             <div class="table-scroll">
               <table class="data stacked">
                 <caption class="visually-hidden">Members of {team.name}</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Email</th>
-                    <th scope="col">Role</th>
-                    <th scope="col">Joined ({zoneLabel()})</th>
-                    {owner ? <th scope="col">Actions</th> : null}
-                  </tr>
-                </thead>
+                <TableHead columns={['Email', 'Role', `Joined (${zoneLabel()})`, owner ? 'Actions' : null]} />
                 <tbody>
                   {team.members.map((m) => (
                     <tr key={m.person_id} data-member={m.email}>
@@ -397,14 +391,7 @@ function Invitations(props: { team: Team; reload: () => Promise<void> }) {
         <div class="table-scroll">
           <table class="data stacked">
             <caption class="visually-hidden">Pending invitations</caption>
-            <thead>
-              <tr>
-                <th scope="col">Email</th>
-                <th scope="col">Invited by</th>
-                <th scope="col">Expires ({zoneLabel()})</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Email', 'Invited by', `Expires (${zoneLabel()})`, 'Actions']} />
             <tbody>
               {invites.map((i) => (
                 <tr key={i.id} data-invite={i.email}>
@@ -470,17 +457,7 @@ function UsageByMember(props: { refreshed: number }) {
         <div class="table-scroll">
           <table class="data stacked" data-testid="team-usage">
             <caption class="visually-hidden">Minutes and cost by member, {usage.month}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Person</th>
-                <th scope="col" class="num">
-                  Minutes
-                </th>
-                <th scope="col" class="num">
-                  Cost
-                </th>
-              </tr>
-            </thead>
+            <TableHead columns={['Person', { label: 'Minutes', num: true }, { label: 'Cost', num: true }]} />
             <tbody>
               {usage.people.map((p) => (
                 <tr key={`${p.person_id}-${p.currency}`} data-person={p.label}>

@@ -9,6 +9,7 @@ import { api, messageOf } from '../api';
 import { formatDuration, formatFullTime, formatMoney, zoneLabel } from '../format';
 import type { DailyUsage, Page, QueueHistoryEntry, UsageSession } from '../types';
 import { Pager } from './Pager';
+import { TableHead } from './TableHead';
 
 const PAGE = 15;
 
@@ -100,17 +101,7 @@ function DailySection() {
               <div class="table-scroll">
                 <table class="data">
                   <caption class="visually-hidden">Minutes and cost per day with usage</caption>
-                  <thead>
-                    <tr>
-                      <th scope="col">Day</th>
-                      <th scope="col" class="num">
-                        Minutes
-                      </th>
-                      <th scope="col" class="num">
-                        Cost
-                      </th>
-                    </tr>
-                  </thead>
+                  <TableHead columns={['Day', { label: 'Minutes', num: true }, { label: 'Cost', num: true }]} />
                   <tbody>
                     {active.map((d) => (
                       <tr key={d.date}>
@@ -179,20 +170,7 @@ function SessionsSection() {
           <div class="table-scroll">
             <table class="data stacked" data-testid="sessions">
               <caption class="visually-hidden">Sessions, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Instance id</th>
-                  <th scope="col">Started</th>
-                  <th scope="col">Ended</th>
-                  <th scope="col" class="num">
-                    Duration
-                  </th>
-                  <th scope="col" class="num">
-                    Cost
-                  </th>
-                </tr>
-              </thead>
+              <TableHead columns={['Name', 'Instance id', 'Started', 'Ended', { label: 'Duration', num: true }, { label: 'Cost', num: true }]} />
               <tbody>
                 {page.items.map((s) => (
                   <tr key={s.billing_session_id} data-session={s.name}>
@@ -301,17 +279,7 @@ function QueueSection() {
           <div class="table-scroll">
             <table class="data stacked" data-testid="queue-history">
               <caption class="visually-hidden">Queue entries, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">GPU type</th>
-                  <th scope="col">Entered</th>
-                  <th scope="col" class="num">
-                    Wait
-                  </th>
-                  <th scope="col">Outcome</th>
-                </tr>
-              </thead>
+              <TableHead columns={['Name', 'GPU type', 'Entered', { label: 'Wait', num: true }, 'Outcome']} />
               <tbody>
                 {rows.map((e) => (
                   <tr key={e.id} data-queue-entry={e.name}>
