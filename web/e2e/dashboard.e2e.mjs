@@ -906,6 +906,24 @@ step('an operator without a card is shown set-card with their own address, its w
   }
 });
 
+step('a deep link signed out: sign-in, then the page the link named', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 375, height: 812 } });
+  try {
+    const p = await ctx.newPage();
+    await p.goto(`${env.url}/usage?month=2026-01`);
+    await p.waitForURL((u) => u.pathname === '/sign-in');
+    assert.equal(new URL(p.url()).searchParams.get('next'), '/usage?month=2026-01');
+    await p.getByLabel('Email').fill(EMAIL);
+    await p.getByLabel('Password').fill(PASSWORD);
+    await p.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await p.getByRole('heading', { name: 'Usage', level: 1 }).waitFor();
+    const u = new URL(p.url());
+    assert.equal(u.pathname + u.search, '/usage?month=2026-01');
+  } finally {
+    await ctx.close();
+  }
+});
+
 test('no serious or critical accessibility violation and no blocked resource on any page', () => {
   assert.deepEqual(a11y, []);
 });

@@ -1,11 +1,11 @@
 // The app's frame: who is signed in (GET /api/v1/me), which page the path names, and the header
 // for signed-in pages. Signed-out visitors of a signed-in page go to /sign-in; signed-in visitors
-// of the sign-in pages go to the instances.
+// of the sign-in pages go to the page their `next` names, else to the instances.
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, ApiError, setSignedOutHandler } from '../api';
 import { navigate, usePath } from '../router';
 import type { Me } from '../types';
-import { ForgotPasswordPage, SignInPage, SignUpPage } from './AuthPages';
+import { ForgotPasswordPage, nextPage, SignInPage, SignUpPage } from './AuthPages';
 import { Header } from './Header';
 import { AcceptInvitePage } from './AcceptInvitePage';
 import { Banners } from './Banners';
@@ -49,7 +49,8 @@ export function App() {
       const next = path === '/' ? '' : `?next=${encodeURIComponent(path + location.search)}`;
       navigate(`/sign-in${next}`, true);
     } else if (session.state === 'in' && SIGNED_OUT_PAGES.has(path)) {
-      navigate('/', true);
+      // A sign-in that began at a deep link (/sign-in?next=%2Fusage) ends there.
+      navigate(nextPage(new URLSearchParams(location.search).get('next')), true);
     }
   }, [session, path]);
 

@@ -5,7 +5,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
-import { PAGES, navigate, onLinkClick } from '../router';
+import { PAGES, onLinkClick } from '../router';
 import { Field } from './Field';
 
 function AuthCard(props: { title: string; children: ComponentChildren }) {
@@ -129,7 +129,7 @@ function retryText(e: unknown): string {
 }
 
 /** Where a sign-in goes on: `next` when it is one of the app's pages (its query kept), else `/`. */
-function nextPage(next: string | null): string {
+export function nextPage(next: string | null): string {
   if (!next || !next.startsWith('/') || next.startsWith('//')) return '/';
   const path = next.split(/[?#]/, 1)[0];
   return PAGES.includes(path) ? next : '/';
@@ -150,7 +150,8 @@ export function SignInPage(props: { onSignedIn: () => void }) {
     setBusy(true);
     try {
       await api('POST', '/api/v1/auth/login', { email: email.trim(), password });
-      navigate(nextPage(new URLSearchParams(location.search).get('next')), true);
+      // The frame goes on to `next` once it knows the person is signed in: navigating before that
+      // would send a signed-out visitor of `next` back here.
       props.onSignedIn();
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_email') setEmailError(e.message);

@@ -293,8 +293,10 @@ function CreateTeam(props: { onCreated: (team: Team) => Promise<void> }) {
       <h2 id="create-team-title">You are not in a team</h2>
       <p class="muted">
         A team shares one payment method: everyone launches their own instances, billed to the team,
-        and its owners see each person's usage. Your payment method and running instances move to
-        the team you make.
+        and its owners see each person's usage. Your running instances are billed to the team you
+        make from when they started. Your card stays on your own account: the team starts without
+        one, and nobody in it can launch or restart until you, as its owner, add the team's card on
+        the billing page (or the operator records one).
       </p>
       <form class="inline-form" onSubmit={create} noValidate>
         <Field
