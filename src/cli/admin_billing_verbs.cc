@@ -86,7 +86,8 @@ void AddAdminBillingVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       &AdminSetCardVerb);
   set->add_option("EMAIL|TEAM", opt->holder,
                   "a person's email, or a team's id (team_…) or exact name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   set->add_option("--brand", opt->brand, "the card's brand, lowercase, e.g. visa")->required();
   set->add_option("--last4", opt->last4, "the card number's last 4 digits")->required();
   set->add_option("--exp", opt->exp, "the expiry, MM/YYYY, e.g. 12/2030")->required();
@@ -103,7 +104,8 @@ void AddAdminBillingVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   clear
       ->add_option("EMAIL|TEAM", opt->holder,
                    "a person's email, or a team's id (team_…) or exact name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -62,7 +62,9 @@ void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* set =
       verbs.AddVerb(*types, "set", "Create a GPU type or change it (only the options given change)",
                     opt, &AdminGpuTypesSetVerb);
-  set->add_option("NAME", opt->name, "the type's name (a DNS label)")->required();
+  set->add_option("NAME", opt->name, "the type's name (a DNS label)")
+      ->required()
+      ->check(NamedArgument());
   set->add_option("--price-minor", opt->price_minor,
                   "price per hour in minor units (cents); new billing sessions only");
   set->add_option("--hosts-per-instance", opt->hosts_per_instance,

@@ -196,7 +196,9 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* hosts = VerbRegistry::AddGroup(admin, "hosts", "Manage GPU hosts");
   CLI::App* add = verbs.AddVerb(*hosts, "add", "Register a host (its agent token is shown once)",
                                 opt, &AdminHostsAddVerb);
-  add->add_option("NAME", opt->name, "the host's name (a DNS label)")->required();
+  add->add_option("NAME", opt->name, "the host's name (a DNS label)")
+      ->required()
+      ->check(NamedArgument());
   add->add_option("--gpu-type", opt->gpu_type, "the GPU type it serves")->required();
   add->add_flag("--no-gpu", opt->no_gpu, "the host has no GPU (instances say so)");
   add->add_option("--ssh-address", opt->ssh_address,
@@ -208,7 +210,7 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* set_ssh = verbs.AddVerb(
       *hosts, "set-ssh", "Set where the relay reaches a host's instances' sshd (audited)", opt,
       &AdminHostsSetSshVerb);
-  set_ssh->add_option("NAME", opt->name, "the host's name")->required();
+  set_ssh->add_option("NAME", opt->name, "the host's name")->required()->check(NamedArgument());
   set_ssh
       ->add_option("--ssh-address", opt->ssh_address,
                    "the IP address or DNS name its agent publishes sshd ports on")
@@ -222,7 +224,8 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
                        : "Let a drained or degraded host take new instances again",
                  [opt, drain](VerbContext& ctx) { return AdminHostsDrainVerb(ctx, *opt, drain); })
         ->add_option("NAME", opt->name, "the host's name")
-        ->required();
+        ->required()
+        ->check(NamedArgument());
   }
   verbs
       .AddVerb(*hosts, "rm",
@@ -230,7 +233,8 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
                &AdminHostsRmVerb)
       ->alias("remove")
       ->add_option("NAME", opt->name, "the host's name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   verbs
       .AddVerb(*hosts, "link",
                "Link two hosts of a 2-host GPU type into a pair: link A=RAIL_IP B=RAIL_IP", opt,
@@ -242,7 +246,8 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       .AddVerb(*hosts, "unlink", "Unlink a pair (refused while an instance is placed on it)", opt,
                &AdminHostsUnlinkVerb)
       ->add_option("PAIR", opt->name, "the pair's id, or the name of either host")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -693,6 +693,37 @@ TEST_F(CommandsTest, UsageErrorsAreCli11s) {
   EXPECT_EQ(Run({"tokens", "rm"}).exit_code, 2);
 }
 
+// A name the CLI puts into an API path is refused empty, blank or with control characters before
+// any request: `admin hosts drain ''` asked for /api/v1/admin/hosts//drain.
+TEST_F(CommandsTest, EmptyNamesAreUsageErrorsBeforeAnyRequest) {
+  LogIn();
+  const size_t before = server_.requests().size();
+  const std::vector<std::vector<std::string>> verbs = {
+      {"admin", "hosts", "drain", ""},
+      {"admin", "hosts", "undrain", " "},
+      {"admin", "hosts", "rm", ""},
+      {"admin", "hosts", "set-ssh", "", "--ssh-address", "10.0.0.1"},
+      {"admin", "hosts", "unlink", ""},
+      {"admin", "people", "set-operator", ""},
+      {"admin", "gpu-types", "set", "", "--price-minor", "65"},
+      {"admin", "billing", "set-card", "", "--brand", "visa", "--last4", "4242", "--exp",
+       "12/2030"},
+      {"instances", "rm", ""},
+      {"instances", "show", "a\nb"},
+      {"keys", "rm", ""},
+      {"tokens", "rm", ""},
+      {"team", "remove", "\t"},
+      {"ssh", ""},
+  };
+  for (const auto& args : verbs) {
+    CliResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args[args.size() > 3 ? 2 : 1] << ": " << r.err;
+    EXPECT_TRUE(r.err.find("must not") != std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("/api/v1"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(server_.requests().size(), before);
+}
+
 // Sign-up answers alike whether or not the address has an account, and an account makes no
 // API token before its address is proven: signup says to open the mail, then log in.
 TEST_F(CommandsTest, SignupSendsTheRequestAndSaysToOpenTheMail) {

@@ -78,13 +78,16 @@ void AddQueueVerbs(CLI::App& app, const VerbRegistry& verbs) {
   CLI::App* join = verbs.AddVerb(
       *queue, "join", "Join a GPU type's queue; the instance is launched when your turn comes", opt,
       &QueueJoinVerb);
-  join->add_option("NAME", opt->name, "the instance's name (a DNS label)")->required();
+  join->add_option("NAME", opt->name, "the instance's name (a DNS label)")
+      ->required()
+      ->check(NamedArgument());
   join->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
   join->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
   verbs.AddVerb(*queue, "ls", "List your queue entries and positions", &QueueLsVerb)->alias("list");
   verbs.AddVerb(*queue, "leave", "Leave a queue (free, immediate)", opt, &QueueLeaveVerb)
       ->add_option("ENTRY", opt->name, "the entry's id or name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

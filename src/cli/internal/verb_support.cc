@@ -1,5 +1,6 @@
 #include "cli/internal/verb_support.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "cli/output.h"
@@ -224,6 +225,20 @@ core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std
                       "no key named " + key + "; see 'gpuwerk keys ls'");
   }
   return Str(*found, "id");
+}
+
+CLI::Validator NamedArgument() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const bool blank = std::all_of(value.begin(), value.end(),
+                                       [](unsigned char c) { return std::isspace(c) != 0; });
+        if (blank) return "must not be empty";
+        const bool control = std::any_of(value.begin(), value.end(),
+                                         [](unsigned char c) { return std::iscntrl(c) != 0; });
+        if (control) return "must not contain control characters";
+        return "";
+      },
+      "", "named argument");
 }
 
 }  // namespace gpuwerk::cli::internal

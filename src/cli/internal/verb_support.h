@@ -169,4 +169,10 @@ core::Result<nlohmann::json> FindInstance(const ServerConnection& server, const 
 /// The id of the caller's SSH key named (or with the id) `key`. Errors: the server's, "not_found".
 core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std::string& key);
 
+/// The check for a positional argument that names something the CLI puts into an API path (a
+/// host, an email, an id): refuses an empty or blank value and one with control characters as a
+/// usage error (`NAME: must not be empty …`), at parse time, before any request. Without it
+/// `admin hosts drain ''` asked for `/api/v1/admin/hosts//drain`.
+CLI::Validator NamedArgument();
+
 }  // namespace gpuwerk::cli::internal
