@@ -51,6 +51,9 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
 
   const team = load.state === 'team' ? load.team : null;
   const owner = team?.my_role === 'owner';
+  // The last owner may leave only as the last member, which closes the team (docs/teams.md).
+  const alone = team ? team.members.length === 1 : false;
+  const lastOwner = owner && team ? team.members.filter((m) => m.role === 'owner').length === 1 : false;
 
   return (
     <main id="main" class="page narrow">
@@ -175,18 +178,26 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                 {rowError}
               </p>
             ) : null}
-            <div class="actions start">
-              <button
-                type="button"
-                class="danger-outline"
-                onClick={() => {
-                  setConfirmError('');
-                  setConfirm({ kind: 'leave' });
-                }}
-              >
-                Leave team
-              </button>
-            </div>
+            {lastOwner && !alone ? (
+              <p class="muted" data-testid="last-owner-note">
+                You are the team's only owner, so you cannot leave while others are members: make
+                another member an owner first, or remove the others (the last member may leave,
+                which closes the team).
+              </p>
+            ) : (
+              <div class="actions start">
+                <button
+                  type="button"
+                  class="danger-outline"
+                  onClick={() => {
+                    setConfirmError('');
+                    setConfirm({ kind: 'leave' });
+                  }}
+                >
+                  {alone ? 'Leave and close team' : 'Leave team'}
+                </button>
+              </div>
+            )}
           </section>
 
           {owner ? (
@@ -247,10 +258,15 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                   Your instances billed to {team.name} are deleted and stop billing now. Later
                   launches are billed to you, with your own payment method.
                 </p>
-                {owner ? <p>The last owner cannot leave: make another member an owner first.</p> : null}
+                {alone ? (
+                  <p>
+                    You are its last member: {team.name} closes, and its pending invitations stop
+                    working. Its invoices stay the team's and are still collected.
+                  </p>
+                ) : null}
               </>
             }
-            confirm="Leave team"
+            confirm={alone ? 'Leave and close team' : 'Leave team'}
             danger
             busy={busy}
             error={confirmError}
@@ -258,7 +274,7 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
               void act(async () => {
                 await api('POST', '/api/v1/team/leave');
                 setConfirm(null);
-                setNote(`You left ${team.name}.`);
+                setNote(alone ? `You left ${team.name}, and it is closed.` : `You left ${team.name}.`);
                 setLoad({ state: 'none' });
                 await props.refreshMe();
               }, setConfirmError)
