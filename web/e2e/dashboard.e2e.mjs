@@ -94,6 +94,19 @@ step('signed out, / shows the sign-in page', async () => {
   assert.ok(await page.getByRole('link', { name: 'Forgot your password?' }).isVisible());
   await checkA11y('sign-in');
   await screenshots(page, 'sign-in');
+  // Empty fields: said beside the field, in people's words, before any request.
+  let logins = 0;
+  const countLogins = (r) => { if (r.url().includes('/api/v1/auth/login')) logins += 1; };
+  page.on('request', countLogins);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.getByText('Enter your email address.').waitFor();
+  assert.equal(await page.getByLabel('Email').evaluate((el) => el === document.activeElement), true);
+  await page.getByLabel('Email').fill('nobody@example.test');
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.getByText('Enter your password.').waitFor();
+  page.off('request', countLogins);
+  assert.equal(logins, 0);
+  assert.equal(await page.getByText(/field '/).count(), 0);
   // Wrong password: the error shows, nothing else happens.
   await page.getByLabel('Email').fill('nobody@example.test');
   await page.getByLabel('Password').fill('not the password');

@@ -141,12 +141,25 @@ export function SignInPage(props: { onSignedIn: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
   const [emailError, setEmailError] = useState('');
+  const [passwordError, setPasswordError] = useState('');
   const [sent, setSent] = useState('');
 
   const signIn = async () => {
     setError('');
     setEmailError('');
+    setPasswordError('');
     setSent('');
+    // Empty fields are said beside them, before anything is sent.
+    if (!email.trim()) {
+      setEmailError(ENTER_EMAIL);
+      document.getElementById('sign-in-email')?.focus();
+      return;
+    }
+    if (!password) {
+      setPasswordError('Enter your password.');
+      document.getElementById('sign-in-password')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       await api('POST', '/api/v1/auth/login', { email: email.trim(), password });
@@ -197,7 +210,13 @@ export function SignInPage(props: { onSignedIn: () => void }) {
         }
       >
         <EmailField id="sign-in-email" value={email} onInput={setEmail} error={emailError} />
-        <PasswordField id="sign-in-password" label="Password" value={password} onInput={setPassword} />
+        <PasswordField
+          id="sign-in-password"
+          label="Password"
+          value={password}
+          onInput={setPassword}
+          error={passwordError}
+        />
       </AuthForm>
       <p class="auth-foot">
         New here? <Link to="/sign-up">Create an account</Link>
@@ -208,6 +227,7 @@ export function SignInPage(props: { onSignedIn: () => void }) {
   );
 }
 
+const ENTER_EMAIL = 'Enter your email address.';
 const PASSWORDS_DIFFER = 'The two passwords differ: type the same password in both fields.';
 
 export function SignUpPage() {
@@ -219,6 +239,16 @@ export function SignUpPage() {
   const [done, setDone] = useState('');
 
   const signUp = async () => {
+    if (!email.trim()) {
+      setErrors({ email: ENTER_EMAIL });
+      document.getElementById('sign-up-email')?.focus();
+      return;
+    }
+    if (!password) {
+      setErrors({ password: 'Choose a password.' });
+      document.getElementById('sign-up-password')?.focus();
+      return;
+    }
     // A mistyped password would lock the person out: the two must match before anything is sent.
     if (password !== confirm) {
       setErrors({ confirm: PASSWORDS_DIFFER });
@@ -314,6 +344,11 @@ export function ForgotPasswordPage() {
   const send = async () => {
     setError('');
     setSent('');
+    if (!email.trim()) {
+      setError(ENTER_EMAIL);
+      document.getElementById('forgot-email')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       await api('POST', '/api/v1/auth/password-reset', { email: email.trim() });

@@ -294,6 +294,11 @@ function CreateTeam(props: { onCreated: (team: Team) => Promise<void> }) {
   const create = async (event: Event) => {
     event.preventDefault();
     setError('');
+    if (!name.trim()) {
+      setError('Enter a name for the team.');
+      document.getElementById('team-name')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       const team = await api<Team>('POST', '/api/v1/team', { name: name.trim() });
@@ -356,6 +361,11 @@ function Invitations(props: { team: Team; reload: () => Promise<void> }) {
     event.preventDefault();
     setError('');
     setSent('');
+    if (!email.trim()) {
+      setError('Enter the email address to invite.');
+      document.getElementById('invite-email')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       const r = await api<{ email: string; resent: boolean }>('POST', '/api/v1/team/invites', { email: email.trim() });
