@@ -104,8 +104,9 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/admin/hosts"));  // every page
   if (PrintJsonIfAsked(ctx, items)) return {};
-  Table table(
-      {"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD", "PROBLEM"});
+  // ID: what `admin audit --target` takes; INSTANCE: the name, then the id, of the one placed.
+  Table table({"NAME", "ID", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD",
+               "PROBLEM"});
   for (const auto& h : items) {
     // The engine being away, else why the host is degraded (C13), else nothing.
     std::string problem = Str(h, "engine_error");
@@ -117,10 +118,15 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
       pair_text = "node " + CellText(Field(pair, "node_index")) + " with " + Str(pair, "partner") +
                   " (rail " + Str(pair, "rail_address") + ", " + Str(pair, "id") + ")";
     }
-    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
-                  CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
-                  CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
-                  SafeText(pair_text), SafeText(SshText(h)), SafeText(problem)});
+    std::string instance = Str(h, "instance_id");
+    if (!instance.empty() && !Str(h, "instance_name").empty()) {
+      instance = Str(h, "instance_name") + " (" + instance + ")";
+    }
+    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "id")),
+                  CellText(Field(h, "gpu_type")), CellText(Field(h, "gpu_required")),
+                  CellText(Field(h, "drained")), CellText(Field(h, "last_seen_at")),
+                  instance.empty() ? "-" : SafeText(instance), SafeText(pair_text),
+                  SafeText(SshText(h)), SafeText(problem)});
   }
   Print(ctx, table.Render());
   return {};
