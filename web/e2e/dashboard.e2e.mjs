@@ -611,7 +611,13 @@ step('the invitee signs up with that address, accepts with the button, launches 
   await screenshots(p, 'team-accept');
   await join.click();
   await p.getByRole('heading', { name: 'Welcome to Lab' }).waitFor();
+  assert.equal(new URL(p.url()).search, '', 'the used token left the address bar');
   await screenshots(p, 'team-accept-done');
+  // The used link opened again by the member it made: where they are, not "ask again".
+  await p.goto(member.link);
+  await p.getByTestId('already-member').waitFor();
+  assert.match(await p.getByTestId('already-member').textContent(), /already a member of Lab/);
+  assert.doesNotMatch(await p.textContent('main'), /invite you again/);
   await p.getByRole('button', { name: 'Open the team page' }).click();
   await p.waitForURL(`${env.url}/team`);
   await p.locator(`tr[data-member="${MEMBER}"]`).waitFor();
