@@ -213,6 +213,16 @@ core::Result<ServerConnection> Connect(const VerbContext& ctx) {
 core::Result<json> FindInstance(const ServerConnection& server, const std::string& name) {
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/instances"));
   if (const json* found = FindItem(items, name, "name", "id")) return *found;
+  // A name still waiting in a queue has no instance yet: say where it stands.
+  auto queued = server.All("/api/v1/queue-entries");
+  if (queued) {
+    if (const json* entry = FindItem(*queued, name, "name", "id")) {
+      return core::Fail(ErrorCode::kNotFound, "not_found",
+                        name + " is not running yet: it waits in the " + Str(*entry, "gpu_type") +
+                            " queue at position " + PositionText(*entry) +
+                            " and is launched when its turn comes; see 'gpuwerk queue ls'");
+    }
+  }
   return core::Fail(ErrorCode::kNotFound, "not_found",
                     "no instance named " + name + "; see 'gpuwerk instances ls'");
 }
