@@ -455,6 +455,18 @@ TEST_F(CommandsTest, BillingVerbsShowAddAndSetCards) {
   EXPECT_EQ(server_.requests().back().path, "/api/v1/admin/billing/teams/Lab%20One/card");
 }
 
+// As the dashboard does, removing the card asks first: without a terminal only --yes goes on,
+// and nothing is sent before.
+TEST_F(CommandsTest, BillingRemoveCardAsksFirst) {
+  LogIn();
+  const size_t before = server_.requests().size();
+  CliResult r = Run({"billing", "remove-card"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("pass --yes to confirm"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.ends_with("(confirmation_required)\n")) << r.err;
+  EXPECT_EQ(server_.requests().size(), before);
+}
+
 TEST_F(CommandsTest, LoginWithAWrongPasswordPrintsTheServersReason) {
   CliResult r =
       Run({"login", "--url", server_.url(), "--email", "ada@example.com", "--password-stdin"},

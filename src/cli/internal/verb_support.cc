@@ -5,6 +5,7 @@
 
 #include "cli/output.h"
 #include "core/money_text.h"
+#include "core/strings.h"
 
 namespace gpuwerk::cli::internal {
 
@@ -235,6 +236,23 @@ core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std
                       "no key named " + key + "; see 'gpuwerk keys ls'");
   }
   return Str(*found, "id");
+}
+
+core::Result<void> Confirm(VerbContext& ctx, bool yes, const std::string& question,
+                           const std::string& refusal, const std::string& cancelled) {
+  if (yes) return {};
+  if (!ctx.io.in_is_terminal) {
+    return core::Fail(ErrorCode::kFailedPrecondition, "confirmation_required", refusal);
+  }
+  *ctx.io.err << question;
+  ctx.io.err->flush();
+  std::string answer;
+  if (!std::getline(*ctx.io.in, answer)) answer.clear();
+  answer = std::string(core::Trim(answer, core::kWhitespace));
+  std::transform(answer.begin(), answer.end(), answer.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (answer == "y" || answer == "yes") return {};
+  return core::Fail(ErrorCode::kFailedPrecondition, "cancelled", cancelled);
 }
 
 CLI::Validator NamedArgument() {

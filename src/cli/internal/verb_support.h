@@ -169,6 +169,12 @@ core::Result<nlohmann::json> FindInstance(const ServerConnection& server, const 
 /// The id of the caller's SSH key named (or with the id) `key`. Errors: the server's, "not_found".
 core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std::string& key);
 
+/// Asks `question` (ending "(y/N) ") on a terminal and goes on only on a yes; without a terminal
+/// goes on only when `yes` (--yes) was given. Errors: confirmation_required (no terminal, no
+/// --yes: `refusal` says what was not done), cancelled (any answer but yes: `cancelled`).
+core::Result<void> Confirm(VerbContext& ctx, bool yes, const std::string& question,
+                           const std::string& refusal, const std::string& cancelled);
+
 /// The check for a positional argument that names something the CLI puts into an API path (a
 /// host, an email, an id): refuses an empty or blank value and one with control characters as a
 /// usage error (`NAME: must not be empty …`), at parse time, before any request. Without it
