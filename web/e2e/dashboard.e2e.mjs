@@ -971,6 +971,12 @@ step('a deep link signed out: sign-in, then the page the link named', async () =
   const ctx = await browser.newContext({ viewport: { width: 375, height: 812 } });
   try {
     const p = await ctx.newPage();
+    // A mistyped address: the app's page, status 404, never the API's JSON.
+    const missing = await p.goto(`${env.url}/nope`);
+    assert.equal(missing.status(), 404);
+    await p.getByRole('heading', { name: 'No such page' }).waitFor();
+    assert.equal(new URL(p.url()).pathname, '/nope');
+    await checkA11yOf(p, 'not-found');
     await p.goto(`${env.url}/usage?month=2026-01`);
     await p.waitForURL((u) => u.pathname === '/sign-in');
     assert.equal(new URL(p.url()).searchParams.get('next'), '/usage?month=2026-01');

@@ -3,9 +3,9 @@
 // of the sign-in pages go to the page their `next` names, else to the instances.
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, ApiError, setSignedOutHandler } from '../api';
-import { navigate, usePath } from '../router';
+import { PAGES, navigate, usePath } from '../router';
 import type { Me } from '../types';
-import { ForgotPasswordPage, nextPage, SignInPage, SignUpPage } from './AuthPages';
+import { ForgotPasswordPage, nextPage, NotFoundPage, SignInPage, SignUpPage } from './AuthPages';
 import { Header } from './Header';
 import { AcceptInvitePage } from './AcceptInvitePage';
 import { Banners } from './Banners';
@@ -44,7 +44,7 @@ export function App() {
 
   // Where the path and the session disagree, go where the person can act.
   useEffect(() => {
-    if (EITHER_PAGES.has(path)) return;
+    if (EITHER_PAGES.has(path) || !PAGES.includes(path)) return;
     if (session.state === 'out' && !SIGNED_OUT_PAGES.has(path)) {
       const next = path === '/' ? '' : `?next=${encodeURIComponent(path + location.search)}`;
       navigate(`/sign-in${next}`, true);
@@ -55,7 +55,7 @@ export function App() {
   }, [session, path]);
 
   useEffect(() => {
-    document.title = titleFor(path);
+    document.title = PAGES.includes(path) ? titleFor(path) : 'No such page · gpuwerk';
   }, [path]);
 
   if (session.state === 'loading') {
@@ -74,6 +74,8 @@ export function App() {
       </main>
     );
   }
+
+  if (!PAGES.includes(path)) return <NotFoundPage signedIn={session.state === 'in'} />;
 
   if (path === '/team/accept') {
     return <AcceptInvitePage me={session.state === 'in' ? session.me : null} onJoined={refreshMe} />;

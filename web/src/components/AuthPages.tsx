@@ -23,6 +23,21 @@ function AuthCard(props: { title: string; children: ComponentChildren }) {
   );
 }
 
+/** A path the app has no page for (the server sends the app there, status 404, to browsers). */
+export function NotFoundPage(props: { signedIn: boolean }) {
+  return (
+    <AuthCard title="No such page">
+      <p>
+        gpuwerk has no page at <code>{location.pathname}</code>. The address may be mistyped, or
+        the link old.
+      </p>
+      <p class="auth-foot">
+        <Link to="/">{props.signedIn ? 'Go to your instances' : 'Go to sign in'}</Link>
+      </p>
+    </AuthCard>
+  );
+}
+
 function Link(props: { to: string; children: ComponentChildren }) {
   return (
     <a href={props.to} onClick={(e) => onLinkClick(e, props.to)}>
