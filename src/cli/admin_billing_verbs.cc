@@ -52,7 +52,12 @@ core::Result<void> AdminSetCardVerb(VerbContext& ctx, const AdminBillingOptions&
                      {"exp_month", exp.first},
                      {"exp_year", exp.second}};
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  GPUWERK_ASSIGN_OR_RETURN(json set, server.Ok("PUT", CardPath(opt.holder), &body));
+  auto answer = server.Ok("PUT", CardPath(opt.holder), &body);
+  if (!answer) {
+    return core::Fail(InFlagWords(
+        answer.error(), {{"exp_month", "--exp"}, {"exp_year", "--exp"}, {"last4", "--last4"}}));
+  }
+  json set = std::move(*answer);
   if (PrintJsonIfAsked(ctx, set)) return {};
   Print(ctx, "Recorded " + SafeText(Str(Field(set, "payment_method"), "description")) + " for " +
                  SafeText(opt.holder) + " (billing account " +

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/fake_api_server.h"
+#include "cli/internal/verb_support.h"
 #include "cli/login_file.h"
 #include "tests/support/temp_dir.h"
 
@@ -697,6 +698,19 @@ TEST_F(CommandsTest, UnreachableServerIsOneLine) {
       << r.err;
   EXPECT_TRUE(r.err.ends_with("(server_unreachable)\n"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+// The server's messages name its fields; the CLI says the flags the person typed instead.
+TEST(InFlagWordsTest, NamesTheFlagsTyped) {
+  core::Error e(core::ErrorCode::kInvalidArgument, "invalid_field",
+                "exp_month must be 1 to 12; exp_year from 2000; my_exp_month stays");
+  EXPECT_EQ(internal::InFlagWords(e, {{"exp_month", "--exp"}, {"exp_year", "--exp"}}).message,
+            "--exp must be 1 to 12; --exp from 2000; my_exp_month stays");
+  core::Error p(core::ErrorCode::kInvalidArgument, "invalid_price",
+                "price_minor_per_hour must be at least 0");
+  const core::Error renamed = internal::InFlagWords(p, {{"price_minor_per_hour", "--price-minor"}});
+  EXPECT_EQ(renamed.message, "--price-minor must be at least 0");
+  EXPECT_EQ(renamed.api_code, "invalid_price");
 }
 
 TEST_F(CommandsTest, UsageErrorsAreCli11s) {

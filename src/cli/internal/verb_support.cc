@@ -238,6 +238,29 @@ core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std
   return Str(*found, "id");
 }
 
+core::Error InFlagWords(
+    core::Error error, std::initializer_list<std::pair<std::string_view, std::string_view>> flags) {
+  auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+  };
+  for (const auto& [field, flag] : flags) {
+    std::string& text = error.message;
+    size_t at = 0;
+    while ((at = text.find(field, at)) != std::string::npos) {
+      const size_t end = at + field.size();
+      const bool whole =
+          (at == 0 || !word_char(text[at - 1])) && (end == text.size() || !word_char(text[end]));
+      if (!whole) {
+        at = end;
+        continue;
+      }
+      text.replace(at, field.size(), flag);
+      at += flag.size();
+    }
+  }
+  return error;
+}
+
 core::Result<void> Confirm(VerbContext& ctx, bool yes, const std::string& question,
                            const std::string& refusal, const std::string& cancelled) {
   if (yes) return {};
