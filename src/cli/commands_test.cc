@@ -111,6 +111,9 @@ class FakeApi {
                                       {"push", push}});
     }
     if (req.method == "GET" && req.path == "/api/v1/admin/invoices/export") {
+      if (req.target.ends_with("month=2027-01")) {  // never closed: the header only
+        return {200, "invoice_id,instance_name\r\n", {{"Content-Type", "text/csv"}}};
+      }
       return {200, "invoice_id,instance_name\r\ninv_1,'=x\r\n", {{"Content-Type", "text/csv"}}};
     }
     if (req.method == "GET" && req.path == "/api/v1/me") {
@@ -1087,6 +1090,29 @@ TEST_F(CommandsTest, AdminInvoicesCloseSaysWhatWasPushedAndWhatFailed) {
   EXPECT_NE(manual.out.find("gpuwerk admin invoices export --month 2025-11"), std::string::npos)
       << manual.out;
   EXPECT_EQ(manual.out.find("Pushed"), std::string::npos) << manual.out;
+  // The month typed without --month is the month; two different months are refused.
+  CliResult bare = Run({"admin", "invoices", "close", "2025-11"});
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  EXPECT_NE(bare.out.find("Closed 2025-11"), std::string::npos) << bare.out;
+  CliResult two = Run({"admin", "invoices", "close", "2025-10", "--month", "2025-11"});
+  EXPECT_EQ(two.exit_code, 1);
+  EXPECT_NE(two.err.find("(invalid_month)"), std::string::npos) << two.err;
+  CliResult none = Run({"admin", "invoices", "close"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("--month YYYY-MM"), std::string::npos) << none.err;
+}
+
+// A month without invoice lines (most often never closed) says so on stderr; the CSV is still
+// the server's.
+TEST_F(CommandsTest, AdminInvoicesExportOfAMonthWithoutLinesSaysSo) {
+  LogIn();
+  CliResult r = Run({"admin", "invoices", "export", "--month", "2027-01"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "invoice_id,instance_name\r\n");
+  EXPECT_NE(r.err.find("warning: no invoice lines for 2027-01"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("admin invoices close --month 2027-01"), std::string::npos) << r.err;
+  CliResult full = Run({"admin", "invoices", "export", "--month", "2026-11"});
+  EXPECT_EQ(full.err, "");
 }
 
 TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {
