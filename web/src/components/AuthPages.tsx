@@ -183,7 +183,9 @@ export function SignInPage(props: { onSignedIn: () => void }) {
       props.onSignedIn();
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_email') setEmailError(e.message);
-      else setError(retryText(e));
+      else if (e instanceof ApiError && e.code === 'rate_limited') {
+        setError(`${e.message} Or sign in without the password: "Send magic link" mails you a link.`);
+      } else setError(retryText(e));
     } finally {
       setBusy(false);
     }
@@ -204,7 +206,9 @@ export function SignInPage(props: { onSignedIn: () => void }) {
       setSent(`If ${email.trim()} has an account, a sign-in link is on its way. It works for 15 minutes.`);
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_email') setEmailError(e.message);
-      else setError(retryText(e));
+      else if (e instanceof ApiError && e.code === 'rate_limited') {
+        setError(`${e.message} Or sign in without the password: "Send magic link" mails you a link.`);
+      } else setError(retryText(e));
     } finally {
       setBusy(false);
     }
