@@ -52,8 +52,9 @@ core::Result<nlohmann::json> AgentClient::Call(const std::string& path, const nl
   if (response->status == 401) {
     return core::Fail(core::ErrorCode::kUnauthenticated, "host_token_refused",
                       "the server at " + api_.base_url() +
-                          " refused the host token (401): it is wrong or was revoked; register "
-                          "the host again (gpuwerk admin hosts add) and pass the new token");
+                          " refused the host token (401): it is wrong or was revoked (the host "
+                          "removed with 'gpuwerk admin hosts rm'?); " +
+                          token_refused_advice_);
   }
   if (!response->ok()) {
     const core::Error problem = protocol::ErrorFromResponse(*response);

@@ -51,6 +51,10 @@ class AgentClient final : public SyncClient {
   /// Waits at most `wait` + the call timeout. Errors: as Sync.
   core::Result<std::string> Watch(const std::string& version, std::chrono::seconds wait) override;
   void CancelWatch() override { cancelled_ = true; }
+  /// What "host_token_refused" tells the person to do; by default "register the host again
+  /// (gpuwerk admin hosts add) and pass the new token". `gpuwerk up`, which registers its host
+  /// itself, says to restart it instead. Call before the first Sync.
+  void SetTokenRefusedAdvice(std::string advice) { token_refused_advice_ = std::move(advice); }
 
   /// The paths, appended to the server URL (without its trailing '/').
   static constexpr const char* kSyncPath = "/api/v1/agent/sync";
@@ -64,6 +68,8 @@ class AgentClient final : public SyncClient {
   std::atomic<bool> cancelled_{false};  ///< before api_: the client points at it
   protocol::ApiClient api_;
   std::chrono::milliseconds timeout_;
+  std::string token_refused_advice_ =
+      "register the host again (gpuwerk admin hosts add) and pass the new token";
 };
 
 }  // namespace gpuwerk::agent

@@ -88,7 +88,14 @@ TEST(AgentClientTest, RefusedTokenIsUnauthenticated) {
   EXPECT_EQ(r.error().code, core::ErrorCode::kUnauthenticated);
   EXPECT_EQ(r.error().api_code, "host_token_refused");
   EXPECT_NE(r.error().message.find("host token"), std::string::npos);
+  EXPECT_NE(r.error().message.find("gpuwerk admin hosts add"), std::string::npos);
   EXPECT_EQ(r.error().message.find("gwh_wrong"), std::string::npos);
+  // Under `gpuwerk up`, which registers its host itself, the advice is up's.
+  AgentClient up_client(server.url(), "gwh_wrong", milliseconds(2000));
+  up_client.SetTokenRefusedAdvice("start gpuwerk up again");
+  auto up = up_client.Sync({});
+  ASSERT_FALSE(up);
+  EXPECT_TRUE(up.error().message.ends_with("start gpuwerk up again")) << up.error().message;
 }
 
 TEST(AgentClientTest, UnreachableServerIsUnavailable) {

@@ -139,6 +139,17 @@ void RegisterDashboardRoutes(Router& router, std::span<const WebAsset> assets,
         "GET", std::string(page), [index](Request& req) { return DashboardResponse(*index, req); },
         "dashboard page");
   }
+  // A browser's navigation (it accepts text/html) to a path nothing serves gets the app, which
+  // shows its "no such page" with a way back, status 404; programs (and anything under /api/)
+  // keep the 404 problem JSON.
+  router.SetFallback([index](Request& req) -> std::optional<Response> {
+    if (req.method != "GET" && req.method != "HEAD") return std::nullopt;
+    if (req.path == "/api" || req.path.starts_with("/api/")) return std::nullopt;
+    if (req.Header("Accept").find("text/html") == std::string_view::npos) return std::nullopt;
+    Response r = DashboardResponse(*index, req);
+    if (r.status == 200) r.status = 404;
+    return r;
+  });
 }
 
 }  // namespace gpuwerk::api

@@ -12,7 +12,9 @@ class Router;
 
 /// Serves the dashboard (docs/dashboard.md "Serving"): `GET` (and so `HEAD`) of every file in
 /// `assets` at its path, and of index.html at every path in `pages` (the single-page app's
-/// routes; any other path stays the router's 404). Adds nothing under /api/. Public: no
+/// routes; any other path stays the router's 404, except that a browser's navigation to one, a
+/// GET accepting text/html outside /api/, gets index.html with status 404: the app says "no such
+/// page"). Adds nothing under /api/. Public: no
 /// credentials are read. Aborts (a programming error) when `assets` has no "/index.html" or a
 /// path is registered twice.
 void RegisterDashboardRoutes(Router& router, std::span<const WebAsset> assets,

@@ -57,6 +57,26 @@ TEST_F(DashboardTest, PathsTheAppDoesNotHaveStayNotFound) {
   }
 }
 
+// A browser's navigation to such a path (Accept: text/html) gets the app, which shows its "no such
+// page", still with status 404; nothing under /api/ ever does, nor a POST.
+TEST_F(DashboardTest, BrowsersGetTheAppsNotFoundPage) {
+  const std::pair<std::string, std::string> html = {"Accept", "text/html,application/xhtml+xml"};
+  for (const char* path : {"/nope", "/sign-in/", "/a/b"}) {
+    Response r = Send(Get(path, {html}));
+    EXPECT_EQ(r.status, 404) << path;
+    EXPECT_EQ(r.body, "<!doctype html><p>app") << path;
+    EXPECT_NE(r.Header("content-security-policy").find("script-src 'self'"), std::string::npos);
+  }
+  for (const char* path : {"/api/v1/nope", "/api"}) {
+    Response r = Send(Get(path, {html}));
+    EXPECT_EQ(r.status, 404) << path;
+    EXPECT_NE(r.body.find("not_found"), std::string::npos) << path;
+  }
+  Request post = Get("/nope", {html});
+  post.method = "POST";
+  EXPECT_NE(Send(post).body.find("not_found"), std::string::npos);
+}
+
 TEST_F(DashboardTest, HashedAssetsAreImmutableAndOthersRevalidate) {
   Response js = Send(Get("/assets/index-AbCdEf12.js"));
   EXPECT_EQ(js.status, 200);

@@ -24,13 +24,17 @@ nlohmann::json HostJson(const sched::Host& h) {
                       {"degraded_reason", h.degraded_reason},
                       {"ssh_address", nullptr},
                       {"ssh_ports", nullptr},
-                      {"instance_id", nullptr}};
+                      {"instance_id", nullptr},
+                      {"instance_name", nullptr}};
   if (h.last_seen_at) j["last_seen_at"] = core::FormatRfc3339(*h.last_seen_at);
   if (!h.ssh_address.empty()) {
     j["ssh_address"] = h.ssh_address;
     j["ssh_ports"] = {{"low", h.ssh_port_low}, {"high", h.ssh_port_high}};
   }
-  if (!h.instance_id.empty()) j["instance_id"] = h.instance_id;
+  if (!h.instance_id.empty()) {
+    j["instance_id"] = h.instance_id;
+    j["instance_name"] = h.instance_name;
+  }
   j["pair"] = nullptr;
   if (!h.pair_id.empty()) {
     j["pair"] = {{"id", h.pair_id},

@@ -1,6 +1,7 @@
 #include "api/http_types.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -53,18 +54,35 @@ const json* Member(const json& object, std::string_view field) {
   return it == object.end() ? nullptr : &*it;
 }
 
+/// What a person calls the value of `field`, with its article ("an email address"): the
+/// messages below are shown as they are in the dashboard and the CLI; `detail.field` keeps the
+/// API's name for programs.
+std::string FieldNoun(std::string_view field) {
+  if (field == "email") return "an email address";
+  if (field == "password") return "a password";
+  if (field == "name") return "a name";
+  if (field == "token") return "the link's token";
+  if (field == "role") return "a role";
+  return "a value for '" + std::string(field) + "'";
+}
+
+std::string Capitalized(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
 core::Result<std::string> CheckStringLength(std::string_view field, const std::string& value,
                                             size_t max_len, size_t min_len) {
   size_t n = CodePointCount(value);
   if (n < min_len) {
     return std::unexpected(
-        FieldError(field, min_len == 1 ? "field '" + std::string(field) + "' must not be empty"
-                                       : "field '" + std::string(field) + "' must be at least " +
-                                             std::to_string(min_len) + " characters"));
+        FieldError(field, min_len == 1 ? "Enter " + FieldNoun(field) + "."
+                                       : Capitalized(FieldNoun(field)) + " needs at least " +
+                                             std::to_string(min_len) + " characters."));
   }
   if (n > max_len) {
-    return std::unexpected(FieldError(field, "field '" + std::string(field) + "' must be at most " +
-                                                 std::to_string(max_len) + " characters"));
+    return std::unexpected(FieldError(field, Capitalized(FieldNoun(field)) + " can have at most " +
+                                                 std::to_string(max_len) + " characters."));
   }
   return value;
 }

@@ -280,6 +280,19 @@ TEST(RequireStringTest, ChecksPresenceTypeAndLength) {
   }
 }
 
+// The message is shown to people as it is (sign-in, sign-up, invitations, the CLI): in their
+// words, the API's field name in `detail.field` only.
+TEST(RequireStringTest, MessagesArePeoplesWords) {
+  json body = {{"email", ""}, {"password", ""}, {"name", "abcd"}};
+  auto email = RequireString(body, "email", 320);
+  ASSERT_FALSE(email);
+  EXPECT_EQ(email.error().message, "Enter an email address.");
+  EXPECT_EQ(email.error().details["field"], "email");
+  EXPECT_EQ(RequireString(body, "password", 4096).error().message, "Enter a password.");
+  EXPECT_EQ(RequireString(body, "name", 3).error().message,
+            "A name can have at most 3 characters.");
+}
+
 TEST(OptionalStringTest, MissingIsNullopt) {
   json body = {{"a", "x"}, {"n", 1}};
   EXPECT_EQ(OptionalString(body, "a", 5).value(), "x");

@@ -132,12 +132,26 @@ std::string Router::RouteNameFor(const Request& request) const {
   return "unmatched";
 }
 
+void Router::SetFallback(Fallback fallback) {
+  auto shared = std::make_shared<const Fallback>(std::move(fallback));
+  std::unique_lock lock(mu_);
+  fallback_ = std::move(shared);
+}
+
 Response Router::Dispatch(Request& request) const {
   Match match = Find(request.method, request.path);
   request.path_params.clear();
   if (match.route == nullptr) {
     if (match.path_route == nullptr) {
       request.route = "unmatched";
+      std::shared_ptr<const Fallback> fallback;
+      {
+        std::shared_lock lock(mu_);
+        fallback = fallback_;
+      }
+      if (fallback != nullptr && *fallback) {
+        if (std::optional<Response> answer = (*fallback)(request)) return std::move(*answer);
+      }
       return Problem(core::Error(core::ErrorCode::kNotFound, "not_found",
                                  "no such resource: " + request.method + " " + request.path));
     }

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -37,11 +38,17 @@ class Router {
   /// duplicate (method, pattern).
   void Add(std::string method, std::string pattern, Handler handler, std::string route_name = {});
 
+  /// Answers a request whose path no route matches, in place of the 404 problem, when it returns
+  /// a response (nullopt: the problem). One at most; a later call replaces it. Used by the
+  /// dashboard to answer a browser's navigation to an unknown page with the app (status 404).
+  using Fallback = std::function<std::optional<Response>(Request&)>;
+  void SetFallback(Fallback fallback);
+
   /// Routes `request`: fills its path_params and route, runs the handler and returns its
-  /// response. Unknown path: 404 problem, code "not_found". Known path, other method: 405
-  /// problem, code "method_not_allowed", with an `Allow` header. Path parameter with a malformed
-  /// percent-escape: 400 problem, code "invalid_path". A handler exception: 500 problem, code
-  /// "internal" (the exception text is logged, never sent).
+  /// response. Unknown path: the fallback's answer, else a 404 problem, code "not_found". Known
+  /// path, other method: 405 problem, code "method_not_allowed", with an `Allow` header. Path
+  /// parameter with a malformed percent-escape: 400 problem, code "invalid_path". A handler
+  /// exception: 500 problem, code "internal" (the exception text is logged, never sent).
   Response Dispatch(Request& request) const;
 
   /// The route name `request` would match (without running anything): the route's name, the
@@ -73,6 +80,7 @@ class Router {
 
   mutable std::shared_mutex mu_;
   std::vector<std::unique_ptr<const Route>> routes_;  // never removed, so Route* stay valid
+  std::shared_ptr<const Fallback> fallback_;          // guarded by mu_
 };
 
 }  // namespace gpuwerk::api

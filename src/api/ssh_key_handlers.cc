@@ -1,5 +1,7 @@
 // /api/v1/ssh-keys and an operator's /api/v1/admin/ssh-keys/release. The posted key
 // text is never logged or echoed back.
+#include <limits>
+
 #include "api/api_context.h"
 #include "api/handler_support.h"
 #include "api/internal/handlers.h"
@@ -36,7 +38,8 @@ Answer ListSshKeys(ApiContext& ctx, Call& call) {
 
 Answer AddSshKey(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(auto body, ParseJsonObject(call.req, {"name", "public_key"}));
-  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto name,
+                           RequireString(body, "name", std::numeric_limits<size_t>::max(), 0));
   GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
   GPUWERK_ASSIGN_OR_RETURN(
       auto key, ctx.ssh_keys.Add(call.who.person_id, name, text, call.req.remote_address));
@@ -58,7 +61,8 @@ Answer SshKeyClaimChallenge(ApiContext& ctx, Call& call) {
 Answer ClaimSshKey(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(
       auto body, ParseJsonObject(call.req, {"name", "public_key", "challenge", "signature"}));
-  GPUWERK_ASSIGN_OR_RETURN(auto name, RequireString(body, "name", 256, 0));
+  GPUWERK_ASSIGN_OR_RETURN(auto name,
+                           RequireString(body, "name", std::numeric_limits<size_t>::max(), 0));
   GPUWERK_ASSIGN_OR_RETURN(auto text, RequireString(body, "public_key", 64 * 1024));
   GPUWERK_ASSIGN_OR_RETURN(auto challenge, RequireString(body, "challenge", 1024));
   GPUWERK_ASSIGN_OR_RETURN(auto signature,

@@ -270,6 +270,10 @@ core::Result<std::unique_ptr<LocalPlatform>> LocalPlatform::Start(
                                                       .port_low = sched::kDefaultSshPortLow,
                                                       .port_high = sched::kDefaultSshPortHigh}));
   p.client = std::make_unique<agent::AgentClient>(server.base_url(), token);
+  // Here the host is up's own: removed by an operator, a restart of up registers it again.
+  p.client->SetTokenRefusedAdvice(
+      "stop gpuwerk up (Ctrl-C) and start it again: it registers host " + options.host_name +
+      " anew");
   agent::AgentOptions agent_options;
   agent_options.ssh_bind_address = ssh_bind;
   agent_options.state_dir = (fs::absolute(options.data_dir) / "agent").lexically_normal();

@@ -231,10 +231,11 @@ core::Result<void> AccountService::CheckSignInLimits(Transaction& tx, const std:
         std::pair{&options_.sign_in_failures_per_address, SourceSubject(caller.address)}}) {
     GPUWERK_ASSIGN_OR_RETURN(auto retry, limiter_.RetryAfter(tx, *rule, subject));
     if (retry) {
-      return core::Fail(RateLimiter::Limited("Too many failed sign-ins. Try again in " +
-                                                 std::to_string(*retry) +
-                                                 " seconds, or use a magic link.",
-                                             *retry));
+      // No "use a magic link" here: the CLI has none. The dashboard's sign-in page offers one
+      // beside this message.
+      return core::Fail(RateLimiter::Limited(
+          "Too many failed sign-ins. Try again in " + std::to_string(*retry) + " seconds.",
+          *retry));
     }
   }
   return {};

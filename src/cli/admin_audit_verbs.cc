@@ -60,7 +60,9 @@ void AddAdminAuditVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* cmd =
       verbs.AddVerb(admin, "audit", "List the audit log, newest first", opt, &AdminAuditVerb);
   cmd->add_option("--actor", opt->actor, "only what this person did (an email or person id)");
-  cmd->add_option("--target", opt->target, "only what was done to this (an id, e.g. a team's)");
+  cmd->add_option("--target", opt->target,
+                  "only what was done to this: an id (a host's in 'admin hosts ls', an instance's "
+                  "in 'admin instances', a team's)");
   cmd->add_option("--page", opt->page, "the page, 15 events each (default 1)");
 }
 

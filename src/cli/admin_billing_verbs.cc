@@ -52,7 +52,12 @@ core::Result<void> AdminSetCardVerb(VerbContext& ctx, const AdminBillingOptions&
                      {"exp_month", exp.first},
                      {"exp_year", exp.second}};
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  GPUWERK_ASSIGN_OR_RETURN(json set, server.Ok("PUT", CardPath(opt.holder), &body));
+  auto answer = server.Ok("PUT", CardPath(opt.holder), &body);
+  if (!answer) {
+    return core::Fail(InFlagWords(
+        answer.error(), {{"exp_month", "--exp"}, {"exp_year", "--exp"}, {"last4", "--last4"}}));
+  }
+  json set = std::move(*answer);
   if (PrintJsonIfAsked(ctx, set)) return {};
   Print(ctx, "Recorded " + SafeText(Str(Field(set, "payment_method"), "description")) + " for " +
                  SafeText(opt.holder) + " (billing account " +
@@ -86,7 +91,8 @@ void AddAdminBillingVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       &AdminSetCardVerb);
   set->add_option("EMAIL|TEAM", opt->holder,
                   "a person's email, or a team's id (team_…) or exact name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   set->add_option("--brand", opt->brand, "the card's brand, lowercase, e.g. visa")->required();
   set->add_option("--last4", opt->last4, "the card number's last 4 digits")->required();
   set->add_option("--exp", opt->exp, "the expiry, MM/YYYY, e.g. 12/2030")->required();
@@ -103,7 +109,8 @@ void AddAdminBillingVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   clear
       ->add_option("EMAIL|TEAM", opt->holder,
                    "a person's email, or a team's id (team_…) or exact name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

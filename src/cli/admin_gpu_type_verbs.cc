@@ -1,4 +1,5 @@
 // admin gpu-types ls|set: the operator's GPU types.
+#include <cctype>
 #include <optional>
 
 #include "cli/internal/verb_groups.h"
@@ -40,10 +41,21 @@ core::Result<void> AdminGpuTypesSetVerb(VerbContext& ctx, const AdminGpuTypeOpti
   if (opt.price_minor) body["price_minor_per_hour"] = *opt.price_minor;
   if (opt.hosts_per_instance) body["hosts_per_instance"] = *opt.hosts_per_instance;
   if (opt.description) body["description"] = *opt.description;
-  if (opt.currency) body["currency"] = *opt.currency;
+  if (opt.currency) {
+    // ISO 4217 codes are written either way by people ("EUR"); the API takes lowercase.
+    std::string currency = *opt.currency;
+    for (char& c : currency) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    body["currency"] = currency;
+  }
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  GPUWERK_ASSIGN_OR_RETURN(
-      json type, server.Ok("PUT", "/api/v1/admin/gpu-types/" + PathEscape(opt.name), &body));
+  auto answer = server.Ok("PUT", "/api/v1/admin/gpu-types/" + PathEscape(opt.name), &body);
+  if (!answer) {
+    return core::Fail(InFlagWords(answer.error(), {{"price_minor_per_hour", "--price-minor"},
+                                                   {"hosts_per_instance", "--hosts-per-instance"},
+                                                   {"currency", "--currency"},
+                                                   {"description", "--description"}}));
+  }
+  json type = std::move(*answer);
   if (PrintJsonIfAsked(ctx, type)) return {};
   Print(ctx, "GPU type " + SafeText(Str(type, "name")) + ": " +
                  CellText(Field(type, "hosts_per_instance")) + " host(s) per instance, " +
@@ -62,14 +74,16 @@ void AddAdminGpuTypeVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* set =
       verbs.AddVerb(*types, "set", "Create a GPU type or change it (only the options given change)",
                     opt, &AdminGpuTypesSetVerb);
-  set->add_option("NAME", opt->name, "the type's name (a DNS label)")->required();
+  set->add_option("NAME", opt->name, "the type's name (a DNS label)")
+      ->required()
+      ->check(NamedArgument());
   set->add_option("--price-minor", opt->price_minor,
                   "price per hour in minor units (cents); new billing sessions only");
   set->add_option("--hosts-per-instance", opt->hosts_per_instance,
                   "1, or 2 for a linked pair (not while the type has hosts, instances or queue "
                   "entries)");
   set->add_option("--description", opt->description, "one line shown to people");
-  set->add_option("--currency", opt->currency, "3 lowercase letters (default usd)");
+  set->add_option("--currency", opt->currency, "an ISO 4217 code, e.g. usd or EUR (default usd)");
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -104,7 +104,8 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/admin/hosts"));  // every page
   if (PrintJsonIfAsked(ctx, items)) return {};
-  Table table({"NAME", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD",
+  // ID: what `admin audit --target` takes; INSTANCE: the name, then the id, of the one placed.
+  Table table({"NAME", "ID", "GPU TYPE", "GPU", "DRAINED", "LAST SEEN", "INSTANCE", "PAIR", "SSHD",
                "DOCKER INSIDE", "PROBLEM"});
   for (const auto& h : items) {
     // The engine being away, else why the host is degraded (C13), else nothing.
@@ -124,11 +125,15 @@ core::Result<void> AdminHostsLsVerb(VerbContext& ctx) {
       if (std::string said = Str(limits, "docker_inside"); !said.empty()) docker_inside = said;
     }
     if (docker_inside == "privileged") docker_inside += " (tenant is root on host)";
-    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "gpu_type")),
-                  CellText(Field(h, "gpu_required")), CellText(Field(h, "drained")),
-                  CellText(Field(h, "last_seen_at")), CellText(Field(h, "instance_id")),
-                  SafeText(pair_text), SafeText(SshText(h)), SafeText(docker_inside),
-                  SafeText(problem)});
+    std::string instance = Str(h, "instance_id");
+    if (!instance.empty() && !Str(h, "instance_name").empty()) {
+      instance = Str(h, "instance_name") + " (" + instance + ")";
+    }
+    table.AddRow({CellText(Field(h, "name")), CellText(Field(h, "id")),
+                  CellText(Field(h, "gpu_type")), CellText(Field(h, "gpu_required")),
+                  CellText(Field(h, "drained")), CellText(Field(h, "last_seen_at")),
+                  instance.empty() ? "-" : SafeText(instance), SafeText(pair_text),
+                  SafeText(SshText(h)), SafeText(docker_inside), SafeText(problem)});
   }
   Print(ctx, table.Render());
   return {};
@@ -204,7 +209,9 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* hosts = VerbRegistry::AddGroup(admin, "hosts", "Manage GPU hosts");
   CLI::App* add = verbs.AddVerb(*hosts, "add", "Register a host (its agent token is shown once)",
                                 opt, &AdminHostsAddVerb);
-  add->add_option("NAME", opt->name, "the host's name (a DNS label)")->required();
+  add->add_option("NAME", opt->name, "the host's name (a DNS label)")
+      ->required()
+      ->check(NamedArgument());
   add->add_option("--gpu-type", opt->gpu_type, "the GPU type it serves")->required();
   add->add_flag("--no-gpu", opt->no_gpu, "the host has no GPU (instances say so)");
   add->add_option("--ssh-address", opt->ssh_address,
@@ -216,7 +223,7 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* set_ssh = verbs.AddVerb(
       *hosts, "set-ssh", "Set where the relay reaches a host's instances' sshd (audited)", opt,
       &AdminHostsSetSshVerb);
-  set_ssh->add_option("NAME", opt->name, "the host's name")->required();
+  set_ssh->add_option("NAME", opt->name, "the host's name")->required()->check(NamedArgument());
   set_ssh
       ->add_option("--ssh-address", opt->ssh_address,
                    "the IP address or DNS name its agent publishes sshd ports on")
@@ -230,7 +237,8 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
                        : "Let a drained or degraded host take new instances again",
                  [opt, drain](VerbContext& ctx) { return AdminHostsDrainVerb(ctx, *opt, drain); })
         ->add_option("NAME", opt->name, "the host's name")
-        ->required();
+        ->required()
+        ->check(NamedArgument());
   }
   verbs
       .AddVerb(*hosts, "rm",
@@ -238,7 +246,8 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
                &AdminHostsRmVerb)
       ->alias("remove")
       ->add_option("NAME", opt->name, "the host's name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   verbs
       .AddVerb(*hosts, "link",
                "Link two hosts of a 2-host GPU type into a pair: link A=RAIL_IP B=RAIL_IP", opt,
@@ -250,7 +259,8 @@ void AddAdminHostVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       .AddVerb(*hosts, "unlink", "Unlink a pair (refused while an instance is placed on it)", opt,
                &AdminHostsUnlinkVerb)
       ->add_option("PAIR", opt->name, "the pair's id, or the name of either host")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

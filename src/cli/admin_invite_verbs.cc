@@ -36,7 +36,7 @@ void AddAdminInviteVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       "The server mails the address a link, valid 7 days, that sets their password and makes "
       "their account. Inviting an address again mails a new link and voids the older one; an "
       "address whose account is confirmed is refused (account_exists).");
-  cmd->add_option("EMAIL", opt->email, "the address to invite")->required();
+  cmd->add_option("EMAIL", opt->email, "the address to invite")->required()->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

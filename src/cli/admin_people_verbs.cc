@@ -213,13 +213,15 @@ void AddAdminPeopleVerbs(CLI::App& admin, const VerbRegistry& verbs) {
       .AddVerb(*people, "set-operator", "Make a person an operator (audited)", opt,
                &AdminSetOperatorVerb)
       ->add_option("EMAIL", opt->email, "the person's email address")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   verbs
       .AddVerb(*people, "clear-operator",
                "Make a person no longer an operator (audited; never the last one)", opt,
                &AdminClearOperatorVerb)
       ->add_option("EMAIL", opt->email, "the person's email address")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   verbs.AddVerb(*people, "sign-up-policy", "Show who may sign up (the server's configuration)",
                 &AdminSignUpPolicyVerb);
 }

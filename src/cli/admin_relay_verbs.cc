@@ -71,7 +71,8 @@ void AddAdminRelayVerbs(CLI::App& admin, const VerbRegistry& verbs) {
                opt, &AdminRelaysRevokeVerb)
       ->alias("rm")
       ->add_option("NAME", opt->name, "the relay's name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

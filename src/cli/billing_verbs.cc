@@ -74,7 +74,14 @@ core::Result<void> BillingAddCardVerb(VerbContext& ctx) {
   return {};
 }
 
-core::Result<void> BillingRemoveCardVerb(VerbContext& ctx) {
+core::Result<void> BillingRemoveCardVerb(VerbContext& ctx, const bool& yes) {
+  // As the dashboard does: asked first (running instances keep running; launches stop).
+  GPUWERK_TRY(Confirm(ctx, yes,
+                      "Remove your payment method? Running instances keep running and billing; "
+                      "new launches and restarts are refused until a card is on file. (y/N) ",
+                      "removing the payment method stops new launches and restarts; not on a "
+                      "terminal, so nothing was asked and nothing removed: pass --yes to confirm",
+                      "not removed: the payment method stays on file"));
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(json removed, server.Ok("DELETE", "/api/v1/billing/payment-method"));
   if (PrintJsonIfAsked(ctx, removed)) return {};
@@ -98,12 +105,14 @@ void AddBillingVerbs(CLI::App& app, const VerbRegistry& verbs) {
   verbs.AddVerb(*billing, "add-card",
                 "Add or replace your card: prints the page to open (or what to do)",
                 &BillingAddCardVerb);
-  verbs
-      .AddVerb(*billing, "remove-card",
-               "Remove your card: running instances keep running and billing; new launches and "
-               "restarts are refused",
-               &BillingRemoveCardVerb)
-      ->alias("rm-card");
+  auto yes = std::make_shared<bool>(false);
+  CLI::App* remove = verbs.AddVerb(
+      *billing, "remove-card",
+      "Remove your card (asks first): running instances keep running and billing; new launches "
+      "and restarts are refused",
+      yes, &BillingRemoveCardVerb);
+  remove->alias("rm-card");
+  remove->add_flag("-y,--yes", *yes, "remove without asking (needed without a terminal)");
 }
 
 }  // namespace gpuwerk::cli::internal

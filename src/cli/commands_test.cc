@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/fake_api_server.h"
+#include "cli/internal/verb_support.h"
 #include "cli/login_file.h"
 #include "tests/support/temp_dir.h"
 
@@ -110,6 +111,9 @@ class FakeApi {
                                       {"push", push}});
     }
     if (req.method == "GET" && req.path == "/api/v1/admin/invoices/export") {
+      if (req.target.ends_with("month=2027-01")) {  // never closed: the header only
+        return {200, "invoice_id,instance_name\r\n", {{"Content-Type", "text/csv"}}};
+      }
       return {200, "invoice_id,instance_name\r\ninv_1,'=x\r\n", {{"Content-Type", "text/csv"}}};
     }
     if (req.method == "GET" && req.path == "/api/v1/me") {
@@ -455,6 +459,18 @@ TEST_F(CommandsTest, BillingVerbsShowAddAndSetCards) {
   EXPECT_EQ(server_.requests().back().path, "/api/v1/admin/billing/teams/Lab%20One/card");
 }
 
+// As the dashboard does, removing the card asks first: without a terminal only --yes goes on,
+// and nothing is sent before.
+TEST_F(CommandsTest, BillingRemoveCardAsksFirst) {
+  LogIn();
+  const size_t before = server_.requests().size();
+  CliResult r = Run({"billing", "remove-card"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("pass --yes to confirm"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.ends_with("(confirmation_required)\n")) << r.err;
+  EXPECT_EQ(server_.requests().size(), before);
+}
+
 TEST_F(CommandsTest, LoginWithAWrongPasswordPrintsTheServersReason) {
   CliResult r =
       Run({"login", "--url", server_.url(), "--email", "ada@example.com", "--password-stdin"},
@@ -687,10 +703,54 @@ TEST_F(CommandsTest, UnreachableServerIsOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
 }
 
+// The server's messages name its fields; the CLI says the flags the person typed instead.
+TEST(InFlagWordsTest, NamesTheFlagsTyped) {
+  core::Error e(core::ErrorCode::kInvalidArgument, "invalid_field",
+                "exp_month must be 1 to 12; exp_year from 2000; my_exp_month stays");
+  EXPECT_EQ(internal::InFlagWords(e, {{"exp_month", "--exp"}, {"exp_year", "--exp"}}).message,
+            "--exp must be 1 to 12; --exp from 2000; my_exp_month stays");
+  core::Error p(core::ErrorCode::kInvalidArgument, "invalid_price",
+                "price_minor_per_hour must be at least 0");
+  const core::Error renamed = internal::InFlagWords(p, {{"price_minor_per_hour", "--price-minor"}});
+  EXPECT_EQ(renamed.message, "--price-minor must be at least 0");
+  EXPECT_EQ(renamed.api_code, "invalid_price");
+}
+
 TEST_F(CommandsTest, UsageErrorsAreCli11s) {
   EXPECT_EQ(Run({"keys"}).exit_code, 2);
   EXPECT_EQ(Run({"keys", "add"}).exit_code, 2);
   EXPECT_EQ(Run({"tokens", "rm"}).exit_code, 2);
+}
+
+// A name the CLI puts into an API path is refused empty, blank or with control characters before
+// any request: `admin hosts drain ''` asked for /api/v1/admin/hosts//drain.
+TEST_F(CommandsTest, EmptyNamesAreUsageErrorsBeforeAnyRequest) {
+  LogIn();
+  const size_t before = server_.requests().size();
+  const std::vector<std::vector<std::string>> verbs = {
+      {"admin", "hosts", "drain", ""},
+      {"admin", "hosts", "undrain", " "},
+      {"admin", "hosts", "rm", ""},
+      {"admin", "hosts", "set-ssh", "", "--ssh-address", "10.0.0.1"},
+      {"admin", "hosts", "unlink", ""},
+      {"admin", "people", "set-operator", ""},
+      {"admin", "gpu-types", "set", "", "--price-minor", "65"},
+      {"admin", "billing", "set-card", "", "--brand", "visa", "--last4", "4242", "--exp",
+       "12/2030"},
+      {"instances", "rm", ""},
+      {"instances", "show", "a\nb"},
+      {"keys", "rm", ""},
+      {"tokens", "rm", ""},
+      {"team", "remove", "\t"},
+      {"ssh", ""},
+  };
+  for (const auto& args : verbs) {
+    CliResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args[args.size() > 3 ? 2 : 1] << ": " << r.err;
+    EXPECT_TRUE(r.err.find("must not") != std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("/api/v1"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(server_.requests().size(), before);
 }
 
 // Sign-up answers alike whether or not the address has an account, and an account makes no
@@ -1030,6 +1090,29 @@ TEST_F(CommandsTest, AdminInvoicesCloseSaysWhatWasPushedAndWhatFailed) {
   EXPECT_NE(manual.out.find("gpuwerk admin invoices export --month 2025-11"), std::string::npos)
       << manual.out;
   EXPECT_EQ(manual.out.find("Pushed"), std::string::npos) << manual.out;
+  // The month typed without --month is the month; two different months are refused.
+  CliResult bare = Run({"admin", "invoices", "close", "2025-11"});
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  EXPECT_NE(bare.out.find("Closed 2025-11"), std::string::npos) << bare.out;
+  CliResult two = Run({"admin", "invoices", "close", "2025-10", "--month", "2025-11"});
+  EXPECT_EQ(two.exit_code, 1);
+  EXPECT_NE(two.err.find("(invalid_month)"), std::string::npos) << two.err;
+  CliResult none = Run({"admin", "invoices", "close"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("--month YYYY-MM"), std::string::npos) << none.err;
+}
+
+// A month without invoice lines (most often never closed) says so on stderr; the CSV is still
+// the server's.
+TEST_F(CommandsTest, AdminInvoicesExportOfAMonthWithoutLinesSaysSo) {
+  LogIn();
+  CliResult r = Run({"admin", "invoices", "export", "--month", "2027-01"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "invoice_id,instance_name\r\n");
+  EXPECT_NE(r.err.find("warning: no invoice lines for 2027-01"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("admin invoices close --month 2027-01"), std::string::npos) << r.err;
+  CliResult full = Run({"admin", "invoices", "export", "--month", "2026-11"});
+  EXPECT_EQ(full.err, "");
 }
 
 TEST(EditDistanceTest, CountsInsertionsDeletionsAndSubstitutions) {

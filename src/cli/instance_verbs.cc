@@ -239,33 +239,38 @@ void AddInstanceVerbs(CLI::App& app, const VerbRegistry& verbs) {
   verbs.AddVerb(*instances, "ls", "List your instances", &InstancesLsVerb)->alias("list");
   CLI::App* create =
       verbs.AddVerb(*instances, "create", "Create an instance", opt, &InstancesCreateVerb);
-  create->add_option("NAME", opt->name, "a DNS label, unique among your instances")->required();
+  create->add_option("NAME", opt->name, "a DNS label, unique among your instances")
+      ->required()
+      ->check(NamedArgument());
   create->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
   create->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
   add_wait_options(create);
   verbs.AddVerb(*instances, "show", "Show one instance", opt, &InstancesShowVerb)
       ->add_option("NAME", opt->name, "the instance's name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   CLI::App* restart = verbs.AddVerb(*instances, "restart", "Restart an instance's container", opt,
                                     &InstancesRestartVerb);
-  restart->add_option("NAME", opt->name, "the instance's name")->required();
+  restart->add_option("NAME", opt->name, "the instance's name")->required()->check(NamedArgument());
   add_wait_options(restart);
   verbs.AddVerb(*instances, "rm", "Delete an instance", opt, &InstancesRmVerb)
       ->alias("remove")
       ->alias("delete")
       ->add_option("NAME", opt->name, "the instance's name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   CLI::App* relay_sessions =
       verbs.AddVerb(*instances, "relay-sessions",
                     "List an instance's relay sessions (SSH connections), newest first", opt,
                     &InstancesRelaySessionsVerb);
   relay_sessions->add_option("NAME", opt->name, "the instance's name, or the id of a deleted one")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   relay_sessions->add_option("--page", opt->page, "the page, 15 relay sessions each (default 1)");
 
   CLI::App* ssh = verbs.AddVerb(app, "ssh", "Log in to an instance over SSH (runs the system ssh)",
                                 opt, &SshVerb);
-  ssh->add_option("NAME", opt->name, "the instance's name")->required();
+  ssh->add_option("NAME", opt->name, "the instance's name")->required()->check(NamedArgument());
   ssh->add_option("ARGS", opt->args, "arguments passed on to ssh (after --)");
 }
 

@@ -103,13 +103,31 @@ core::Result<void> UsageSessionsVerb(VerbContext& ctx, const UsageSessionsOption
 /// The options of `admin invoices close|export`.
 struct AdminInvoiceOptions {
   std::string month;
+  std::string month_arg;  ///< the month typed without --month (`close 2026-12`)
   std::string output;
 };
 
+/// The month the operator named: --month, or the bare argument (people type `close 2026-12`);
+/// both, when they differ, is a mistake. Errors: invalid_month.
+core::Result<std::string> MonthOf(const AdminInvoiceOptions& opt) {
+  if (!opt.month_arg.empty() && !opt.month.empty() && opt.month_arg != opt.month) {
+    return core::InvalidArgument("invalid_month", "two months given (" + opt.month_arg +
+                                                      " and --month " + opt.month +
+                                                      "): give one, with --month.");
+  }
+  const std::string month = opt.month.empty() ? opt.month_arg : opt.month;
+  if (month.empty()) {
+    return core::InvalidArgument("invalid_month",
+                                 "which month? Give it as --month YYYY-MM, e.g. --month 2026-11.");
+  }
+  GPUWERK_TRY(CheckMonth(month));
+  return month;
+}
+
 core::Result<void> AdminInvoicesCloseVerb(VerbContext& ctx, const AdminInvoiceOptions& opt) {
-  GPUWERK_TRY(CheckMonth(opt.month));
+  GPUWERK_ASSIGN_OR_RETURN(const std::string wanted, MonthOf(opt));
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  const json body = {{"month", opt.month}};
+  const json body = {{"month", wanted}};
   GPUWERK_ASSIGN_OR_RETURN(json closed, server.Ok("POST", "/api/v1/admin/invoices/close", &body));
   if (PrintJsonIfAsked(ctx, closed)) return {};
   const bool already =
@@ -145,11 +163,20 @@ core::Result<void> AdminInvoicesCloseVerb(VerbContext& ctx, const AdminInvoiceOp
 }
 
 core::Result<void> AdminInvoicesExportVerb(VerbContext& ctx, const AdminInvoiceOptions& opt) {
-  GPUWERK_TRY(CheckMonth(opt.month));
+  GPUWERK_ASSIGN_OR_RETURN(const std::string month, MonthOf(opt));
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
-  auto answer = server.client().Call("GET", "/api/v1/admin/invoices/export?month=" + opt.month);
+  auto answer = server.client().Call("GET", "/api/v1/admin/invoices/export?month=" + month);
   if (!answer) return core::Fail(server.Explain(answer.error()));
   if (!answer->ok()) return core::Fail(server.Explain(protocol::ErrorFromResponse(*answer)));
+  // Only the header line: the month has no invoice lines, most often because it was never closed.
+  const std::string& csv = answer->text;
+  const size_t first_end = csv.find('\n');
+  if (first_end == std::string::npos || first_end + 1 >= csv.size()) {
+    Warn(ctx, "no invoice lines for " + month +
+                  ": a month has lines only once it is closed "
+                  "('gpuwerk admin invoices close --month " +
+                  month + "'), and a closed month without billing sessions has none.");
+  }
   if (opt.output.empty()) {
     Print(ctx, answer->text);
     return {};
@@ -193,10 +220,12 @@ void AddAdminInvoiceVerbs(CLI::App& admin, const VerbRegistry& verbs) {
   CLI::App* close = verbs.AddVerb(*invoices, "close",
                                   "Close a UTC month: one invoice per billing account (idempotent)",
                                   opt, &AdminInvoicesCloseVerb);
-  close->add_option("--month", opt->month, "the month, YYYY-MM (UTC), e.g. 2026-11")->required();
+  close->add_option("--month", opt->month, "the month, YYYY-MM (UTC), e.g. 2026-11");
+  close->add_option("MONTH", opt->month_arg, "the month, as --month takes it");
   CLI::App* exp = verbs.AddVerb(*invoices, "export", "A closed month's invoice lines as CSV", opt,
                                 &AdminInvoicesExportVerb);
-  exp->add_option("--month", opt->month, "the month, YYYY-MM (UTC), e.g. 2026-11")->required();
+  exp->add_option("--month", opt->month, "the month, YYYY-MM (UTC), e.g. 2026-11");
+  exp->add_option("MONTH", opt->month_arg, "the month, as --month takes it");
   exp->add_option("-o,--output", opt->output, "write the CSV to this file (default: stdout)");
 }
 

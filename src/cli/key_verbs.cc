@@ -178,7 +178,9 @@ void AddKeyVerbs(CLI::App& app, const VerbRegistry& verbs) {
   CLI::App* keys = VerbRegistry::AddGroup(app, "keys", "Manage your SSH public keys");
   verbs.AddVerb(*keys, "ls", "List your SSH keys", &KeysLsVerb)->alias("list");
   CLI::App* add = verbs.AddVerb(*keys, "add", "Add an SSH public key", opt, &KeysAddVerb);
-  add->add_option("NAME", opt->name, "a name for the key, unique among your keys")->required();
+  add->add_option("NAME", opt->name, "a name for the key, unique among your keys")
+      ->required()
+      ->check(NamedArgument());
   add->add_option("FILE", opt->file,
                   "the public key file (.pub); '-' or nothing reads standard input");
   CLI::App* claim = verbs.AddVerb(
@@ -186,13 +188,16 @@ void AddKeyVerbs(CLI::App& app, const VerbRegistry& verbs) {
       "Prove you hold a key's private key (ssh-keygen signs a server challenge) and take it "
       "over from an account that registered it without proving it",
       opt, &KeysClaimVerb);
-  claim->add_option("NAME", opt->name, "a name for the key, unique among your keys")->required();
+  claim->add_option("NAME", opt->name, "a name for the key, unique among your keys")
+      ->required()
+      ->check(NamedArgument());
   claim->add_option("FILE", opt->file, "the public key file (.pub); its private key signs")
       ->required();
   verbs.AddVerb(*keys, "rm", "Remove an SSH key", opt, &KeysRmVerb)
       ->alias("remove")
       ->add_option("NAME", opt->name, "the key's name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -15,6 +15,28 @@ struct QueueOptions {
   std::string gpu_type = "spark-1x";  ///< join
 };
 
+/// Joining needs no card, but a launch does: without one on file the entry is
+/// passed over when its turn comes (it keeps its place). Says so on stderr; says nothing when
+/// /api/v1/me cannot be read (the entry is made either way).
+void WarnIfNoCard(VerbContext& ctx, ServerConnection& server) {
+  auto me = server.Ok("GET", "/api/v1/me");
+  if (!me) return;
+  const json& billing = Field(*me, "billing");
+  if (!billing.is_object() || Field(billing, "payment_method_on_file") != json(false)) return;
+  const json& account = Field(billing, "account");
+  const bool team = Str(account, "kind") == "team";
+  std::string how = "add one with 'gpuwerk billing add-card'";
+  if (team && Str(*me, "role") != "owner") {
+    how = "ask an owner of " + Str(account, "name") + " to add the team's card";
+  } else if (Str(billing, "provider") == "manual") {
+    how = "ask your operator to record one";
+  }
+  Warn(ctx, std::string("no payment method is on file") + (team ? " for your team" : "") +
+                ": when your turn comes this entry is passed over (it keeps its place) until "
+                "one is; " +
+                how + ".");
+}
+
 core::Result<void> QueueJoinVerb(VerbContext& ctx, const QueueOptions& opt) {
   GPUWERK_ASSIGN_OR_RETURN(ServerConnection server, Connect(ctx));
   GPUWERK_ASSIGN_OR_RETURN(std::string key_id, ResolveKeyId(server, opt.key));
@@ -31,6 +53,7 @@ core::Result<void> QueueJoinVerb(VerbContext& ctx, const QueueOptions& opt) {
                  PositionText(entry) + " (entry " + SafeText(Str(entry, "id")) + "). Instance " +
                  SafeText(Str(entry, "name")) +
                  " is launched when your turn comes, and you get a mail.\n");
+  WarnIfNoCard(ctx, server);
   return {};
 }
 
@@ -78,13 +101,16 @@ void AddQueueVerbs(CLI::App& app, const VerbRegistry& verbs) {
   CLI::App* join = verbs.AddVerb(
       *queue, "join", "Join a GPU type's queue; the instance is launched when your turn comes", opt,
       &QueueJoinVerb);
-  join->add_option("NAME", opt->name, "the instance's name (a DNS label)")->required();
+  join->add_option("NAME", opt->name, "the instance's name (a DNS label)")
+      ->required()
+      ->check(NamedArgument());
   join->add_option("--key", opt->key, "the name of your SSH key to put in it")->required();
   join->add_option("--gpu-type", opt->gpu_type, "the GPU type (see 'gpuwerk gpu-types')");
   verbs.AddVerb(*queue, "ls", "List your queue entries and positions", &QueueLsVerb)->alias("list");
   verbs.AddVerb(*queue, "leave", "Leave a queue (free, immediate)", opt, &QueueLeaveVerb)
       ->add_option("ENTRY", opt->name, "the entry's id or name")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

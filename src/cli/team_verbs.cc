@@ -233,22 +233,27 @@ void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs) {
   CLI::App* team = VerbRegistry::AddGroup(app, "team", "Your team: members, invitations, roles");
   verbs.AddVerb(*team, "create", "Create a team and become its owner", opt, &TeamCreateVerb)
       ->add_option("NAME", opt->name, "the team's name (letters, digits, spaces, . - _)")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   verbs.AddVerb(*team, "show", "Show your team, its members and (owners) invitations",
                 &TeamShowVerb);
   verbs
       .AddVerb(*team, "invite", "Invite an email address to your team (owners)", opt,
                &TeamInviteVerb)
       ->add_option("EMAIL", opt->email, "the address to invite")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   verbs.AddVerb(*team, "revoke", "Revoke a pending invitation (owners)", opt, &TeamRevokeVerb)
       ->add_option("INVITE", opt->invite, "the invitation's id or address (see 'team show')")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
   CLI::App* remove = verbs.AddVerb(
       *team, "remove",
       "Remove a member from your team, deleting their instances billed to it (owners; asks first)",
       opt, &TeamRemoveVerb);
-  remove->add_option("MEMBER", opt->member, "the member's email or person id")->required();
+  remove->add_option("MEMBER", opt->member, "the member's email or person id")
+      ->required()
+      ->check(NamedArgument());
   remove->add_flag("-y,--yes", opt->yes,
                    "do not ask (needed when standard input is not a terminal)");
   verbs.AddVerb(*team, "leave", "Leave your team", &TeamLeaveVerb);
@@ -260,7 +265,9 @@ void AddTeamVerbs(CLI::App& app, const VerbRegistry& verbs) {
       ->add_option("--month", opt->month, "a UTC month as YYYY-MM (default: the current one)");
   CLI::App* role = verbs.AddVerb(*team, "role", "Make a member an owner or a member (owners)", opt,
                                  &TeamRoleVerb);
-  role->add_option("MEMBER", opt->member, "the member's email or person id")->required();
+  role->add_option("MEMBER", opt->member, "the member's email or person id")
+      ->required()
+      ->check(NamedArgument());
   role->add_option("ROLE", opt->role, "owner or member")
       ->required()
       ->check(CLI::IsMember({"owner", "member"}));

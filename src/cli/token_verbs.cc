@@ -74,14 +74,15 @@ void AddTokenVerbs(CLI::App& app, const VerbRegistry& verbs) {
   verbs.AddVerb(*tokens, "ls", "List your API tokens", &TokensLsVerb)->alias("list");
   CLI::App* create = verbs.AddVerb(
       *tokens, "create", "Create an API token (its secret is shown once)", opt, &TokensCreateVerb);
-  create->add_option("NAME", opt->name, "a name for the token")->required();
+  create->add_option("NAME", opt->name, "a name for the token")->required()->check(NamedArgument());
   create->add_option("--expires-at", opt->expires_at,
                      "when the token stops working, RFC 3339 (e.g. 2027-01-31T00:00:00Z); "
                      "default: never");
   verbs.AddVerb(*tokens, "rm", "Delete an API token", opt, &TokensRmVerb)
       ->alias("remove")
       ->add_option("ID", opt->id, "the token's id (see 'gpuwerk tokens ls')")
-      ->required();
+      ->required()
+      ->check(NamedArgument());
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -62,13 +62,28 @@ std::string FormatAmount(int64_t amount_minor, std::string_view currency) {
   uint64_t magnitude =
       negative ? 0 - static_cast<uint64_t>(amount_minor) : static_cast<uint64_t>(amount_minor);
   std::string digits = std::to_string(magnitude);
-  if (!exponent) return (negative ? "-" : "") + digits + " (minor units) " + code;
-  const size_t e = static_cast<size_t>(*exponent);
-  if (e > 0) {
-    if (digits.size() <= e) digits.insert(0, e + 1 - digits.size(), '0');
-    digits.insert(digits.size() - e, ".");
+  // Appended piece by piece: `const char* + std::string` here drew GCC 12's false -Wrestrict in
+  // release builds (the inlined insert's memcpy).
+  std::string out;
+  out.reserve(digits.size() + code.size() + 20);
+  if (negative) out.push_back('-');
+  if (!exponent) {
+    out.append(digits).append(" (minor units) ").append(code);
+    return out;
   }
-  return (negative ? "-" : "") + digits + " " + code;
+  const size_t e = static_cast<size_t>(*exponent);
+  std::string padded;  // at least one digit before the point: "5" cents → "005" → "0.05"
+  if (e > 0 && digits.size() <= e) padded.assign(e + 1 - digits.size(), '0');
+  padded.append(digits);
+  const size_t whole = padded.size() - e;
+  out.append(padded, 0, whole);
+  if (e > 0) {
+    out.push_back('.');
+    out.append(padded, whole, std::string::npos);
+  }
+  out.push_back(' ');
+  out.append(code);
+  return out;
 }
 
 }  // namespace gpuwerk::core

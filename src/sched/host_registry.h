@@ -40,7 +40,8 @@ struct Host {
   /// registered.
   int64_t ssh_port_low = 0;
   int64_t ssh_port_high = 0;
-  std::string instance_id;  ///< the instance placed here, "" when free (List and Get only)
+  std::string instance_id;    ///< the instance placed here, "" when free (List and Get only)
+  std::string instance_name;  ///< that instance's name, "" when free (List and Get only)
   /// The linked pair this host belongs to; "" when unpaired (List and Get only).
   std::string pair_id;
   int64_t node_index = 0;    ///< its node in the pair: 0 or 1 (List and Get only)

@@ -49,6 +49,7 @@ namespace gpuwerk::teams {
 core::Result<billing::PaymentMethods::CardHolder> TeamCardHolder(store::Transaction& tx,
                                                                  std::string_view ref) {
   std::optional<TeamRow> team;
+  std::string near;  // a team whose name differs from `ref` in case only
   if (ref.starts_with("team_")) {
     GPUWERK_ASSIGN_OR_RETURN(team, TeamTable::Find(tx, std::string(ref)));
   }
@@ -58,7 +59,19 @@ core::Result<billing::PaymentMethods::CardHolder> TeamCardHolder(store::Transact
     std::transform(norm.begin(), norm.end(), norm.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     GPUWERK_ASSIGN_OR_RETURN(auto by_name, TeamTable::FindByName(tx, norm));
-    if (by_name && by_name->name == ref) team = std::move(by_name);
+    if (by_name && by_name->name == ref)
+      team = std::move(by_name);
+    else if (by_name)
+      near = by_name->name;
+  }
+  if (!team && !near.empty()) {
+    // Say the exact name to type rather than only that this one is not it.
+    return core::Fail(core::Error(core::ErrorCode::kNotFound, "team_not_found",
+                                  "No team is named exactly that: the team's name is \"" + near +
+                                      "\" (teams are named by their id, team_…, or their exact "
+                                      "name, case included).")
+                          .WithDetail("team", std::string(ref))
+                          .WithDetail("did_you_mean", near));
   }
   if (!team) {
     return core::Fail(core::Error(core::ErrorCode::kNotFound, "team_not_found",

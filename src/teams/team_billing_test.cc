@@ -161,6 +161,11 @@ TEST_F(TeamBillingTest, TheOperatorNamesATeamByItsIdOrExactName) {
     ASSERT_FALSE(none) << wrong;
     EXPECT_EQ(none.error().api_code, "team_not_found");
   }
+  // The name in another case: refused, and the message says the exact name to type.
+  auto cased = holder("lab one");
+  ASSERT_FALSE(cased);
+  EXPECT_NE(cased.error().message.find("\"Lab One\""), std::string::npos) << cased.error().message;
+  EXPECT_EQ(cased.error().details["did_you_mean"], "Lab One");
 }
 
 }  // namespace

@@ -387,18 +387,45 @@ core::Result<void> TeamService::Leave(const auth::Principal& who, const auth::Ca
   auto left = db_.Write([&](Transaction& tx) -> core::Result<void> {
     after_commit = nullptr;  // a retried transaction starts over
     GPUWERK_ASSIGN_OR_RETURN(auto me, MembershipOf(tx, who));
+    // The last owner may leave only as the team's last member: the team is then closed (no
+    // members; its pending invitations revoked, so nobody joins a team without an owner).
+    bool closes = false;
     if (me.role == Role::kOwner) {
       GPUWERK_ASSIGN_OR_RETURN(int64_t owners, TeamMemberTable::CountOwners(tx, me.team_id));
-      if (owners <= 1) return core::Fail(LastOwner("leave"));
+      if (owners <= 1) {
+        GPUWERK_ASSIGN_OR_RETURN(auto active, TeamMemberTable::ListActive(tx, me.team_id));
+        if (active.size() > 1) {
+          return core::Fail(core::Error(
+              ErrorCode::kFailedPrecondition, "last_owner",
+              "A team always has an owner, so its last owner cannot leave while others are "
+              "members. Make another member an owner first ('gpuwerk team role EMAIL owner'), or "
+              "remove the others: the team's last member may leave, which closes the team."));
+        }
+        closes = true;
+      }
     }
     const int64_t now = clock_.NowUnix();
     GPUWERK_ASSIGN_OR_RETURN(bool ended, TeamMemberTable::End(tx, me.id, now, "left", ""));
     if (!ended) return core::Internal("membership ended inside its transaction");
+    if (closes) {
+      GPUWERK_ASSIGN_OR_RETURN(auto pending, TeamInviteTable::ListPending(tx, me.team_id, now));
+      for (const auto& invite : pending) {
+        GPUWERK_ASSIGN_OR_RETURN(bool revoked,
+                                 TeamInviteTable::End(tx, invite.id, "revoked", now, ""));
+        (void)revoked;  // false: another transaction ended it first (checked just below)
+      }
+      // An invitation accepted while this ran (its acceptor won the row) made a member: then
+      // the team still has someone, and its last owner stays.
+      GPUWERK_ASSIGN_OR_RETURN(auto joined, TeamMemberTable::ListActive(tx, me.team_id));
+      if (!joined.empty()) return core::Fail(LastOwner("leave while others are members"));
+    }
     if (options_.hooks.member_left) {
       GPUWERK_ASSIGN_OR_RETURN(after_commit,
                                options_.hooks.member_left(tx, me.team_id, who.person_id, now));
     }
-    return Audit(tx, who, caller, "team.leave", me.team_id, {{"role", RoleName(me.role)}});
+    nlohmann::json detail = {{"role", RoleName(me.role)}};
+    if (closes) detail["closed"] = true;
+    return Audit(tx, who, caller, "team.leave", me.team_id, detail);
   });
   if (left && after_commit) after_commit();
   return left;

@@ -212,7 +212,7 @@ TEST_F(TeamServiceTest, RevokedAndExpiredInvitesAreGone) {
             0);
 }
 
-TEST_F(TeamServiceTest, C28_TheLastOwnerCannotLeaveBeRemovedOrDemoted) {
+TEST_F(TeamServiceTest, C28_TheLastOwnerCannotLeaveBeRemovedOrDemotedUnlessAlone) {
   auto owner = Person("owner@example.test");
   ASSERT_TRUE(teams_->Create(owner, "Lab", from_));
   auto bob = Person("bob@example.test");
@@ -245,13 +245,30 @@ TEST_F(TeamServiceTest, C28_TheLastOwnerCannotLeaveBeRemovedOrDemoted) {
   ASSERT_TRUE(teams_->Leave(owner, from_));
   ASSERT_EQ(left_.size(), 1u);
   EXPECT_EQ(committed_left_, std::vector<std::string>{owner.person_id});
+  auto gone = teams_->Get(owner);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().api_code, "no_team");
+
+  // Bob, the last owner, with a member: refused. As the team's last member: he leaves and the
+  // team closes, its pending invitation revoked.
+  auto carl = Person("carl@example.test");
+  ASSERT_TRUE(teams_->InviteByEmail(bob, "carl@example.test", from_));
+  ASSERT_TRUE(teams_->Accept(carl, NewestToken("carl@example.test"), from_));
   auto last = teams_->Leave(bob, from_);
   ASSERT_FALSE(last);
   EXPECT_EQ(last.error().api_code, "last_owner");
   EXPECT_EQ(committed_left_.size(), 1u);  // refused: nothing to run after a commit
-  auto gone = teams_->Get(owner);
-  ASSERT_FALSE(gone);
-  EXPECT_EQ(gone.error().api_code, "no_team");
+  ASSERT_TRUE(teams_->RemoveMember(bob, carl.person_id, from_));
+  ASSERT_TRUE(teams_->InviteByEmail(bob, "dora@example.test", from_));
+  const std::string dora_token = NewestToken("dora@example.test");
+  ASSERT_TRUE(teams_->Leave(bob, from_));
+  auto closed = teams_->Get(bob);
+  ASSERT_FALSE(closed);
+  EXPECT_EQ(closed.error().api_code, "no_team");
+  auto dora = Person("dora@example.test");
+  auto join = teams_->Accept(dora, dora_token, from_);
+  ASSERT_FALSE(join);
+  EXPECT_EQ(join.error().api_code, "invite_gone");
 }
 
 // C28's other half: two owners demote each other at the same moment, twenty times over; each

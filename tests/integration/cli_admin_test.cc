@@ -104,6 +104,9 @@ TEST_F(CliAdminTest, PairsLinkListUnlinkAndHostRemoval) {
   auto hosts = json::parse(Gpuwerk("admin hosts ls --json").out);
   ASSERT_EQ(hosts.size(), 2u);
   EXPECT_EQ(hosts[1]["pair"]["partner"], "node-a");
+  // The table shows each host's id: what `admin audit --target` takes.
+  EXPECT_NE(ls.out.find(hosts[0]["id"].get<std::string>()), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find(" ID "), std::string::npos) << ls.out;
 
   ExpectFailure(Gpuwerk("admin hosts unlink nope"), "not_found");
   auto unlink = Gpuwerk("admin hosts unlink node-b");

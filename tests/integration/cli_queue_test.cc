@@ -45,6 +45,14 @@ TEST_F(CliQueueTest, JoinListHistoryLeave) {
   auto join = Gpuwerk("queue join --gpu-type spark-1x trainer --key laptop");
   ASSERT_EQ(join.exit_code, 0) << join.err;
   EXPECT_NE(join.out.find("position 1"), std::string::npos) << join.out;
+  // Alice has no card: her turn would be passed over, and she is told so.
+  EXPECT_NE(join.err.find("warning: no payment method is on file"), std::string::npos) << join.err;
+  EXPECT_NE(join.err.find("passed over"), std::string::npos) << join.err;
+  // Her queued name has no instance yet: ssh says where it stands.
+  auto ssh = Gpuwerk("ssh trainer");
+  EXPECT_EQ(ssh.exit_code, 1);
+  EXPECT_NE(ssh.err.find("waits in the spark-1x queue at position 1"), std::string::npos)
+      << ssh.err;
   auto twice = Gpuwerk("queue join --gpu-type spark-1x other --key laptop");
   EXPECT_EQ(twice.exit_code, 1);
   EXPECT_NE(twice.err.find("(already_queued)"), std::string::npos) << twice.err;

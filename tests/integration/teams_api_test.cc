@@ -235,6 +235,9 @@ TEST_F(TeamsApiTest, TheLastOwnerCanNeitherLeaveNorBeRemovedNorDemoted) {
   auto ada = Person("ada@example.test");
   ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
   const std::string ada_id = PersonId(*ada);
+  auto hal = Person("hal@example.test");
+  Join(*ada, *hal, "hal@example.test");
+  const std::string hal_id = PersonId(*hal);
   ExpectProblem(ada->Send("POST", "/api/v1/team/leave", "", {}), 409, "last_owner");
   ExpectProblem(ada->Delete("/api/v1/team/members/" + ada_id), 409, "last_owner");
   ExpectProblem(ada->Send("PUT", "/api/v1/team/members/" + ada_id + "/role", R"({"role":"member"})",
@@ -244,9 +247,6 @@ TEST_F(TeamsApiTest, TheLastOwnerCanNeitherLeaveNorBeRemovedNorDemoted) {
                           {"Content-Type: application/json"}),
                 400, "invalid_role");
 
-  auto hal = Person("hal@example.test");
-  Join(*ada, *hal, "hal@example.test");
-  const std::string hal_id = PersonId(*hal);
   auto promoted = ada->Send("PUT", "/api/v1/team/members/" + hal_id + "/role",
                             R"({"role":"owner"})", {"Content-Type: application/json"});
   ASSERT_EQ(promoted.status, 200) << promoted.body;
@@ -254,8 +254,33 @@ TEST_F(TeamsApiTest, TheLastOwnerCanNeitherLeaveNorBeRemovedNorDemoted) {
   // Two owners: the first may go now, and hal is the last.
   EXPECT_EQ(ada->Send("POST", "/api/v1/team/leave", "", {}).status, 204);
   ExpectProblem(ada->Get("/api/v1/team"), 404, "no_team");
-  ExpectProblem(hal->Send("POST", "/api/v1/team/leave", "", {}), 409, "last_owner");
   EXPECT_EQ(Team(*hal)["members"].size(), 1u);
+}
+
+// The team's last member, its only owner, may leave: the team closes, its pending invitations
+// are revoked at once (nobody joins a team without an owner), and its invoices stay its own.
+TEST_F(TeamsApiTest, TheLastMemberLeavingClosesTheTeam) {
+  auto ada = Person("ada@example.test");
+  ASSERT_EQ(ada->PostJson("/api/v1/team", {{"name", "Lab"}}).status, 201);
+  const std::string team_id = Team(*ada)["id"];
+  const std::string token = Invite(*ada, "gus@example.test");
+  ASSERT_FALSE(token.empty());
+  EXPECT_EQ(ada->Send("POST", "/api/v1/team/leave", "", {}).status, 204);
+  ExpectProblem(ada->Get("/api/v1/team"), 404, "no_team");
+
+  auto gus = Person("gus@example.test");
+  ExpectProblem(gus->PostJson("/api/v1/team/invites/accept", {{"token", token}}), 410,
+                "invite_gone");
+  ExpectProblem(gus->Get("/api/v1/team"), 404, "no_team");
+
+  auto op = SignedInOperator();
+  auto audit = op->Get("/api/v1/admin/audit?target=" + team_id);
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  bool closed = false;
+  for (const json& e : audit.Json()["items"]) {
+    if (e["action"] == "team.leave") closed = e["detail"].value("closed", false);
+  }
+  EXPECT_TRUE(closed) << audit.body;
 }
 
 TEST_F(TeamsApiTest, RemovalMailsTheMemberWhoFallsBackToNoTeam) {
@@ -518,10 +543,11 @@ TEST_F(TeamsApiTest, PermissionMatrix) {
         {Ep::kRevoke, 204, ""},
         {Ep::kAccept, 403, "invite_for_another_address"},
         {Ep::kRole, 200, ""},
+        {Ep::kLeave, 409, "last_owner"},  // the target is still a member
         {Ep::kRemove, 204, ""},
         {Ep::kCreate, 409, "already_in_team"},
-        {Ep::kLeave, 409, "last_owner"},
-        {Ep::kCardRemove, 200, ""}}},
+        {Ep::kCardRemove, 200, ""},
+        {Ep::kLeave, 204, ""}}},  // its last member: the team closes
       {Who::kMember,
        "member",
        {{Ep::kShow, 200, ""},

@@ -94,6 +94,19 @@ step('signed out, / shows the sign-in page', async () => {
   assert.ok(await page.getByRole('link', { name: 'Forgot your password?' }).isVisible());
   await checkA11y('sign-in');
   await screenshots(page, 'sign-in');
+  // Empty fields: said beside the field, in people's words, before any request.
+  let logins = 0;
+  const countLogins = (r) => { if (r.url().includes('/api/v1/auth/login')) logins += 1; };
+  page.on('request', countLogins);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.getByText('Enter your email address.').waitFor();
+  assert.equal(await page.getByLabel('Email').evaluate((el) => el === document.activeElement), true);
+  await page.getByLabel('Email').fill('nobody@example.test');
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.getByText('Enter your password.').waitFor();
+  page.off('request', countLogins);
+  assert.equal(logins, 0);
+  assert.equal(await page.getByText(/field '/).count(), 0);
   // Wrong password: the error shows, nothing else happens.
   await page.getByLabel('Email').fill('nobody@example.test');
   await page.getByLabel('Password').fill('not the password');
@@ -598,7 +611,13 @@ step('the invitee signs up with that address, accepts with the button, launches 
   await screenshots(p, 'team-accept');
   await join.click();
   await p.getByRole('heading', { name: 'Welcome to Lab' }).waitFor();
+  assert.equal(new URL(p.url()).search, '', 'the used token left the address bar');
   await screenshots(p, 'team-accept-done');
+  // The used link opened again by the member it made: where they are, not "ask again".
+  await p.goto(member.link);
+  await p.getByTestId('already-member').waitFor();
+  assert.match(await p.getByTestId('already-member').textContent(), /already a member of Lab/);
+  assert.doesNotMatch(await p.textContent('main'), /invite you again/);
   await p.getByRole('button', { name: 'Open the team page' }).click();
   await p.waitForURL(`${env.url}/team`);
   await p.locator(`tr[data-member="${MEMBER}"]`).waitFor();
@@ -728,6 +747,26 @@ async function fitsAPhone(p, label) {
   assert.ok(width <= 375, `${label} is ${width} px wide at 375 px`);
 }
 
+/** At 375 px every cell of the table's rows lies inside the screen: no sideways scrolling. */
+async function tableFitsAPhone(p, testId) {
+  const original = p.viewportSize();
+  await p.setViewportSize({ width: 375, height: 812 });
+  await p.waitForTimeout(150);
+  const out = await p.locator(`[data-testid="${testId}"]`).evaluate((table) => {
+    const wide = [];
+    for (const cell of table.querySelectorAll('tbody td')) {
+      const r = cell.getBoundingClientRect();
+      if (r.width > 0 && r.right > 375.5) wide.push(`${cell.getAttribute('data-label')}: ${Math.round(r.right)}`);
+      if (!cell.getAttribute('data-label')) wide.push('a cell without a label');
+    }
+    const region = table.parentElement;
+    return { wide, scrolls: region.scrollWidth > region.clientWidth + 1 };
+  });
+  if (original) await p.setViewportSize(original);
+  assert.deepEqual(out.wide, [], `${testId}: cells past 375 px`);
+  assert.equal(out.scrolls, false, `${testId} scrolls sideways at 375 px`);
+}
+
 async function checkOperatorPage(label) {
   await checkA11yOf(operator.page, label);
   await fitsAPhone(operator.page, label);
@@ -756,6 +795,14 @@ step('operator pages: hosts (drain and undrain after asking), GPU types, every i
   await host.waitFor();
   assert.equal(await host.getByTestId('host-state').textContent(), 'in service');
   assert.match(await host.textContent(), /spark-1x/);
+  // Its id (what the audit's target filter takes) and the name of the instance on it are shown.
+  const shownHost = (await (await p.request.get(`${env.url}/api/v1/admin/hosts`)).json()).items.find((h) => h.name === 'spark-web');
+  assert.equal((await host.getByTestId('host-id').textContent()).trim(), shownHost.id);
+  if (shownHost.instance_id) {
+    assert.ok(shownHost.instance_name, 'the API names the instance on the host');
+    assert.ok((await host.getByTestId('host-instance').textContent()).includes(shownHost.instance_name));
+  }
+  await tableFitsAPhone(p, 'hosts');
   await checkOperatorPage('operator-hosts');
   // Drain asks first; the host then says drained, and spark-1x has no free capacity.
   await host.getByRole('button', { name: 'Drain spark-web' }).click();
@@ -787,6 +834,7 @@ step('operator pages: hosts (drain and undrain after asking), GPU types, every i
   await bobs.waitFor();
   await bobs.locator('.badge[data-status="running"]').waitFor();
   assert.match(await bobs.textContent(), /spark-web/);
+  await tableFitsAPhone(p, 'all-instances');
   await checkOperatorPage('operator-instances');
   // The filter by status: nothing of bob's is deleting.
   await p.getByLabel('Status').selectOption('deleting');
@@ -800,6 +848,7 @@ step('operator pages: hosts (drain and undrain after asking), GPU types, every i
   const entry = p.locator(`[data-testid="queues"] tr[data-queue-entry="web-epsilon"][data-owner="${EMAIL}"]`);
   await entry.waitFor();
   assert.equal((await entry.getByTestId('position').textContent()).trim(), '1');
+  await tableFitsAPhone(p, 'queues');
   await checkOperatorPage('operator-queues');
 });
 
@@ -816,7 +865,16 @@ step('operator pages: the audit log by actor, relay sessions, people and the ope
   await p.locator('[data-testid="audit"] tr[data-action="host.drain"]').waitFor();
   await p.locator('[data-testid="audit"] tr[data-action="host.undrain"]').waitFor();
   assert.equal(await p.locator('[data-testid="audit"] tr[data-action="instance.create"]').count(), 0, 'the operator created no instance');
+  await tableFitsAPhone(p, 'audit');
   await checkOperatorPage('operator-audit');
+  // A filter the server refuses: its reason only, never also "No audit events match".
+  await p.getByLabel('Actor (email or person id)').fill('x'.repeat(2000));
+  await p.getByRole('button', { name: 'Filter' }).click();
+  await p.locator('main .form-error[role="alert"]').waitFor();
+  assert.equal(await p.getByText('No audit events match.').count(), 0);
+  await p.getByLabel('Actor (email or person id)').fill(env.operatorEmail);
+  await p.getByRole('button', { name: 'Filter' }).click();
+  await p.locator(`[data-testid="audit"][data-source="${byActor}"]`).waitFor();
 
   await openOperatorTab(p, 'Relay sessions', '/admin/relay-sessions');
   await p.locator('[data-testid="relay-sessions"] tbody tr, main p.muted').first().waitFor();
@@ -828,6 +886,8 @@ step('operator pages: the audit log by actor, relay sessions, people and the ope
   await ada.waitFor();
   assert.equal(await ada.getByTestId('operator').textContent(), '—');
   await checkOperatorPage('operator-people');
+  await tableFitsAPhone(p, 'people');
+  await p.setViewportSize({ width: 375, height: 812 });  // the action is reachable on a phone
   await ada.getByRole('button', { name: `Make operator ${EMAIL}` }).click();
   let dialog = p.getByRole('dialog', { name: `Make ${EMAIL} an operator?` });
   await dialog.waitFor();
@@ -842,6 +902,7 @@ step('operator pages: the audit log by actor, relay sessions, people and the ope
   await dialog.getByRole('button', { name: 'Remove operator' }).click();
   await dialog.waitFor({ state: 'detached' });
   await eventually(async () => (await ada.getByTestId('operator').textContent()) === '—', 10000, 'ada no operator again');
+  await p.setViewportSize({ width: 1280, height: 900 });
   assert.equal((await page.request.get(`${env.url}/api/v1/admin/people`)).status(), 403);
   await operator.context.close();
   operator = undefined;
@@ -901,6 +962,30 @@ step('an operator without a card is shown set-card with their own address, its w
     assert.ok(words.length >= 8 && words.every((n) => n === 1), `words across lines: ${words}`);
     await checkA11yOf(p, 'billing-operator');
     await screenshots(p, 'billing-operator');
+  } finally {
+    await ctx.close();
+  }
+});
+
+step('a deep link signed out: sign-in, then the page the link named', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 375, height: 812 } });
+  try {
+    const p = await ctx.newPage();
+    // A mistyped address: the app's page, status 404, never the API's JSON.
+    const missing = await p.goto(`${env.url}/nope`);
+    assert.equal(missing.status(), 404);
+    await p.getByRole('heading', { name: 'No such page' }).waitFor();
+    assert.equal(new URL(p.url()).pathname, '/nope');
+    await checkA11yOf(p, 'not-found');
+    await p.goto(`${env.url}/usage?month=2026-01`);
+    await p.waitForURL((u) => u.pathname === '/sign-in');
+    assert.equal(new URL(p.url()).searchParams.get('next'), '/usage?month=2026-01');
+    await p.getByLabel('Email').fill(EMAIL);
+    await p.getByLabel('Password').fill(PASSWORD);
+    await p.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await p.getByRole('heading', { name: 'Usage', level: 1 }).waitFor();
+    const u = new URL(p.url());
+    assert.equal(u.pathname + u.search, '/usage?month=2026-01');
   } finally {
     await ctx.close();
   }

@@ -242,6 +242,11 @@ export interface AdminHost {
   engine_error: string;
   degraded_reason: string;
   instance_id: string | null;
+  /** The name of the instance placed on it; null when free. */
+  instance_name?: string | null;
+  ssh_address?: string | null;
+  ssh_ports?: { low: number; high: number } | null;
+  pair?: { id: string; node_index: number; rail_address: string; partner: string } | null;
 }
 
 export interface AdminGpuType extends GpuType {

@@ -1,9 +1,11 @@
 #include "cli/internal/verb_support.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "cli/output.h"
 #include "core/money_text.h"
+#include "core/strings.h"
 
 namespace gpuwerk::cli::internal {
 
@@ -212,6 +214,16 @@ core::Result<ServerConnection> Connect(const VerbContext& ctx) {
 core::Result<json> FindInstance(const ServerConnection& server, const std::string& name) {
   GPUWERK_ASSIGN_OR_RETURN(json items, server.All("/api/v1/instances"));
   if (const json* found = FindItem(items, name, "name", "id")) return *found;
+  // A name still waiting in a queue has no instance yet: say where it stands.
+  auto queued = server.All("/api/v1/queue-entries");
+  if (queued) {
+    if (const json* entry = FindItem(*queued, name, "name", "id")) {
+      return core::Fail(ErrorCode::kNotFound, "not_found",
+                        name + " is not running yet: it waits in the " + Str(*entry, "gpu_type") +
+                            " queue at position " + PositionText(*entry) +
+                            " and is launched when its turn comes; see 'gpuwerk queue ls'");
+    }
+  }
   return core::Fail(ErrorCode::kNotFound, "not_found",
                     "no instance named " + name + "; see 'gpuwerk instances ls'");
 }
@@ -224,6 +236,60 @@ core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std
                       "no key named " + key + "; see 'gpuwerk keys ls'");
   }
   return Str(*found, "id");
+}
+
+core::Error InFlagWords(
+    core::Error error, std::initializer_list<std::pair<std::string_view, std::string_view>> flags) {
+  auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+  };
+  for (const auto& [field, flag] : flags) {
+    std::string& text = error.message;
+    size_t at = 0;
+    while ((at = text.find(field, at)) != std::string::npos) {
+      const size_t end = at + field.size();
+      const bool whole =
+          (at == 0 || !word_char(text[at - 1])) && (end == text.size() || !word_char(text[end]));
+      if (!whole) {
+        at = end;
+        continue;
+      }
+      text.replace(at, field.size(), flag);
+      at += flag.size();
+    }
+  }
+  return error;
+}
+
+core::Result<void> Confirm(VerbContext& ctx, bool yes, const std::string& question,
+                           const std::string& refusal, const std::string& cancelled) {
+  if (yes) return {};
+  if (!ctx.io.in_is_terminal) {
+    return core::Fail(ErrorCode::kFailedPrecondition, "confirmation_required", refusal);
+  }
+  *ctx.io.err << question;
+  ctx.io.err->flush();
+  std::string answer;
+  if (!std::getline(*ctx.io.in, answer)) answer.clear();
+  answer = std::string(core::Trim(answer, core::kWhitespace));
+  std::transform(answer.begin(), answer.end(), answer.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (answer == "y" || answer == "yes") return {};
+  return core::Fail(ErrorCode::kFailedPrecondition, "cancelled", cancelled);
+}
+
+CLI::Validator NamedArgument() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const bool blank = std::all_of(value.begin(), value.end(),
+                                       [](unsigned char c) { return std::isspace(c) != 0; });
+        if (blank) return "must not be empty";
+        const bool control = std::any_of(value.begin(), value.end(),
+                                         [](unsigned char c) { return std::iscntrl(c) != 0; });
+        if (control) return "must not contain control characters";
+        return "";
+      },
+      "", "named argument");
 }
 
 }  // namespace gpuwerk::cli::internal

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <initializer_list>
 #include <istream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -168,5 +169,23 @@ core::Result<nlohmann::json> FindInstance(const ServerConnection& server, const 
 
 /// The id of the caller's SSH key named (or with the id) `key`. Errors: the server's, "not_found".
 core::Result<std::string> ResolveKeyId(const ServerConnection& server, const std::string& key);
+
+/// `error` with the API's field names in its message replaced by the flags the person typed
+/// (`{{"exp_month", "--exp"}}`): "exp_month must be 1 to 12" → "--exp must be 1 to 12". Each
+/// name is replaced where it stands as a whole word (letters, digits and '_' around it end it).
+core::Error InFlagWords(core::Error error,
+                        std::initializer_list<std::pair<std::string_view, std::string_view>> flags);
+
+/// Asks `question` (ending "(y/N) ") on a terminal and goes on only on a yes; without a terminal
+/// goes on only when `yes` (--yes) was given. Errors: confirmation_required (no terminal, no
+/// --yes: `refusal` says what was not done), cancelled (any answer but yes: `cancelled`).
+core::Result<void> Confirm(VerbContext& ctx, bool yes, const std::string& question,
+                           const std::string& refusal, const std::string& cancelled);
+
+/// The check for a positional argument that names something the CLI puts into an API path (a
+/// host, an email, an id): refuses an empty or blank value and one with control characters as a
+/// usage error (`NAME: must not be empty …`), at parse time, before any request. Without it
+/// `admin hosts drain ''` asked for `/api/v1/admin/hosts//drain`.
+CLI::Validator NamedArgument();
 
 }  // namespace gpuwerk::cli::internal

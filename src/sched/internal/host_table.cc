@@ -71,13 +71,15 @@ core::Result<std::optional<Host>> HostTable::FindByTokenHash(store::Transaction&
 
 namespace {
 
-/// Hosts joined with their placement and pair: kHostColumns, instance_id, pair_id, node_index,
-/// rail_address, partner. `where` and `tail` (ORDER BY, LIMIT) are appended.
+/// Hosts joined with their placement and pair: kHostColumns, instance_id, instance_name,
+/// pair_id, node_index, rail_address, partner. `where` and `tail` (ORDER BY, LIMIT) are appended.
 std::string HostsWithPlacementAndPair(std::string_view where, std::string_view tail) {
   return "SELECT " + std::string(kHostColumns) +
-         ", p.instance_id, m.pair_id, m.node_index, m.rail_address, h2.name AS partner "
-         "FROM hosts h LEFT JOIN placements p ON p.host_id = h.id LEFT JOIN "
-         "host_pair_members m ON m.host_id = h.id LEFT JOIN host_pair_members m2 ON "
+         ", p.instance_id, i.name AS instance_name, m.pair_id, m.node_index, m.rail_address, "
+         "h2.name AS partner "
+         "FROM hosts h LEFT JOIN placements p ON p.host_id = h.id LEFT JOIN instances i ON i.id = "
+         "p.instance_id LEFT JOIN host_pair_members m ON m.host_id = h.id LEFT JOIN "
+         "host_pair_members m2 ON "
          "m2.pair_id = m.pair_id AND m2.host_id <> h.id LEFT JOIN hosts h2 ON h2.id = "
          "m2.host_id " +
          std::string(where) + " " + std::string(tail);
@@ -86,6 +88,7 @@ std::string HostsWithPlacementAndPair(std::string_view where, std::string_view t
 Host HostWithPlacementAndPairOf(const store::Row& r) {
   Host h = HostOf(r);
   h.instance_id = r.Text("instance_id");
+  h.instance_name = r.Text("instance_name");
   h.pair_id = r.Text("pair_id");
   h.node_index = r.Int("node_index");
   h.rail_address = r.Text("rail_address");

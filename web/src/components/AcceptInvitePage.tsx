@@ -16,7 +16,8 @@ type State =
   | { state: 'joined'; team: Team };
 
 export function AcceptInvitePage(props: { me: Me | null; onJoined: () => Promise<void> }) {
-  const token = new URLSearchParams(location.search).get('token') ?? '';
+  // Read once: after joining, the token leaves the address bar (and the history) but the page stays.
+  const [token] = useState(() => new URLSearchParams(location.search).get('token') ?? '');
   const [state, setState] = useState<State>({ state: 'loading' });
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
@@ -37,6 +38,8 @@ export function AcceptInvitePage(props: { me: Me | null; onJoined: () => Promise
     setBusy(true);
     try {
       const team = await api<Team>('POST', '/api/v1/team/invites/accept', { token });
+      // A used link is no use in the address bar, a bookmark or the history: drop the token.
+      history.replaceState(null, '', '/team/accept');
       setState({ state: 'joined', team });
       await props.onJoined();
     } catch (e) {
@@ -57,6 +60,23 @@ export function AcceptInvitePage(props: { me: Me | null; onJoined: () => Promise
       <p class="muted" aria-busy="true">
         Reading the invitation…
       </p>
+    );
+  } else if (state.state === 'gone' && props.me?.team) {
+    // A used link opened again by someone in a team (most often the member it made): say where
+    // they are, not "ask to be invited again".
+    title = props.me.team.name;
+    body = (
+      <>
+        <p role="status" data-testid="already-member">
+          You're already a member of <strong>{props.me.team.name}</strong>.
+        </p>
+        <p class="muted small-text">This invitation link can no longer be used.</p>
+        <div class="stack">
+          <button type="button" class="primary wide" onClick={() => navigate('/team')}>
+            Open the team page
+          </button>
+        </div>
+      </>
     );
   } else if (state.state === 'gone') {
     body = (

@@ -1,11 +1,11 @@
 // The app's frame: who is signed in (GET /api/v1/me), which page the path names, and the header
 // for signed-in pages. Signed-out visitors of a signed-in page go to /sign-in; signed-in visitors
-// of the sign-in pages go to the instances.
+// of the sign-in pages go to the page their `next` names, else to the instances.
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, ApiError, setSignedOutHandler } from '../api';
-import { navigate, usePath } from '../router';
+import { PAGES, navigate, usePath } from '../router';
 import type { Me } from '../types';
-import { ForgotPasswordPage, SignInPage, SignUpPage } from './AuthPages';
+import { ForgotPasswordPage, nextPage, NotFoundPage, SignInPage, SignUpPage } from './AuthPages';
 import { Header } from './Header';
 import { AcceptInvitePage } from './AcceptInvitePage';
 import { Banners } from './Banners';
@@ -44,17 +44,18 @@ export function App() {
 
   // Where the path and the session disagree, go where the person can act.
   useEffect(() => {
-    if (EITHER_PAGES.has(path)) return;
+    if (EITHER_PAGES.has(path) || !PAGES.includes(path)) return;
     if (session.state === 'out' && !SIGNED_OUT_PAGES.has(path)) {
       const next = path === '/' ? '' : `?next=${encodeURIComponent(path + location.search)}`;
       navigate(`/sign-in${next}`, true);
     } else if (session.state === 'in' && SIGNED_OUT_PAGES.has(path)) {
-      navigate('/', true);
+      // A sign-in that began at a deep link (/sign-in?next=%2Fusage) ends there.
+      navigate(nextPage(new URLSearchParams(location.search).get('next')), true);
     }
   }, [session, path]);
 
   useEffect(() => {
-    document.title = titleFor(path);
+    document.title = PAGES.includes(path) ? titleFor(path) : 'No such page · gpuwerk';
   }, [path]);
 
   if (session.state === 'loading') {
@@ -73,6 +74,8 @@ export function App() {
       </main>
     );
   }
+
+  if (!PAGES.includes(path)) return <NotFoundPage signedIn={session.state === 'in'} />;
 
   if (path === '/team/accept') {
     return <AcceptInvitePage me={session.state === 'in' ? session.me : null} onJoined={refreshMe} />;

@@ -5,7 +5,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, ApiError, messageOf } from '../api';
-import { PAGES, navigate, onLinkClick } from '../router';
+import { PAGES, onLinkClick } from '../router';
 import { Field } from './Field';
 
 function AuthCard(props: { title: string; children: ComponentChildren }) {
@@ -20,6 +20,21 @@ function AuthCard(props: { title: string; children: ComponentChildren }) {
         {props.children}
       </section>
     </main>
+  );
+}
+
+/** A path the app has no page for (the server sends the app there, status 404, to browsers). */
+export function NotFoundPage(props: { signedIn: boolean }) {
+  return (
+    <AuthCard title="No such page">
+      <p>
+        gpuwerk has no page at <code>{location.pathname}</code>. The address may be mistyped, or
+        the link old.
+      </p>
+      <p class="auth-foot">
+        <Link to="/">{props.signedIn ? 'Go to your instances' : 'Go to sign in'}</Link>
+      </p>
+    </AuthCard>
   );
 }
 
@@ -129,7 +144,7 @@ function retryText(e: unknown): string {
 }
 
 /** Where a sign-in goes on: `next` when it is one of the app's pages (its query kept), else `/`. */
-function nextPage(next: string | null): string {
+export function nextPage(next: string | null): string {
   if (!next || !next.startsWith('/') || next.startsWith('//')) return '/';
   const path = next.split(/[?#]/, 1)[0];
   return PAGES.includes(path) ? next : '/';
@@ -141,20 +156,36 @@ export function SignInPage(props: { onSignedIn: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
   const [emailError, setEmailError] = useState('');
+  const [passwordError, setPasswordError] = useState('');
   const [sent, setSent] = useState('');
 
   const signIn = async () => {
     setError('');
     setEmailError('');
+    setPasswordError('');
     setSent('');
+    // Empty fields are said beside them, before anything is sent.
+    if (!email.trim()) {
+      setEmailError(ENTER_EMAIL);
+      document.getElementById('sign-in-email')?.focus();
+      return;
+    }
+    if (!password) {
+      setPasswordError('Enter your password.');
+      document.getElementById('sign-in-password')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       await api('POST', '/api/v1/auth/login', { email: email.trim(), password });
-      navigate(nextPage(new URLSearchParams(location.search).get('next')), true);
+      // The frame goes on to `next` once it knows the person is signed in: navigating before that
+      // would send a signed-out visitor of `next` back here.
       props.onSignedIn();
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_email') setEmailError(e.message);
-      else setError(retryText(e));
+      else if (e instanceof ApiError && e.code === 'rate_limited') {
+        setError(`${e.message} Or sign in without the password: "Send magic link" mails you a link.`);
+      } else setError(retryText(e));
     } finally {
       setBusy(false);
     }
@@ -175,7 +206,9 @@ export function SignInPage(props: { onSignedIn: () => void }) {
       setSent(`If ${email.trim()} has an account, a sign-in link is on its way. It works for 15 minutes.`);
     } catch (e) {
       if (e instanceof ApiError && e.code === 'invalid_email') setEmailError(e.message);
-      else setError(retryText(e));
+      else if (e instanceof ApiError && e.code === 'rate_limited') {
+        setError(`${e.message} Or sign in without the password: "Send magic link" mails you a link.`);
+      } else setError(retryText(e));
     } finally {
       setBusy(false);
     }
@@ -196,7 +229,13 @@ export function SignInPage(props: { onSignedIn: () => void }) {
         }
       >
         <EmailField id="sign-in-email" value={email} onInput={setEmail} error={emailError} />
-        <PasswordField id="sign-in-password" label="Password" value={password} onInput={setPassword} />
+        <PasswordField
+          id="sign-in-password"
+          label="Password"
+          value={password}
+          onInput={setPassword}
+          error={passwordError}
+        />
       </AuthForm>
       <p class="auth-foot">
         New here? <Link to="/sign-up">Create an account</Link>
@@ -207,6 +246,7 @@ export function SignInPage(props: { onSignedIn: () => void }) {
   );
 }
 
+const ENTER_EMAIL = 'Enter your email address.';
 const PASSWORDS_DIFFER = 'The two passwords differ: type the same password in both fields.';
 
 export function SignUpPage() {
@@ -218,6 +258,16 @@ export function SignUpPage() {
   const [done, setDone] = useState('');
 
   const signUp = async () => {
+    if (!email.trim()) {
+      setErrors({ email: ENTER_EMAIL });
+      document.getElementById('sign-up-email')?.focus();
+      return;
+    }
+    if (!password) {
+      setErrors({ password: 'Choose a password.' });
+      document.getElementById('sign-up-password')?.focus();
+      return;
+    }
     // A mistyped password would lock the person out: the two must match before anything is sent.
     if (password !== confirm) {
       setErrors({ confirm: PASSWORDS_DIFFER });
@@ -313,6 +363,11 @@ export function ForgotPasswordPage() {
   const send = async () => {
     setError('');
     setSent('');
+    if (!email.trim()) {
+      setError(ENTER_EMAIL);
+      document.getElementById('forgot-email')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       await api('POST', '/api/v1/auth/password-reset', { email: email.trim() });

@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { COPY_KEYS, copyText, type CopyOutcome } from '../copy';
 import { CommandWords } from './CommandWords';
 
-export function CopyCommand(props: { command: string; label: string }) {
+export function CopyCommand(props: { command: string; label: string; testId?: string }) {
   const code = useRef<HTMLElement>(null);
   const [outcome, setOutcome] = useState<CopyOutcome | null>(null);
   useEffect(() => {
@@ -22,7 +22,7 @@ export function CopyCommand(props: { command: string; label: string }) {
 
   return (
     <div class="copy">
-      <code ref={code} class="copy-text" data-testid="ssh-command">
+      <code ref={code} class="copy-text" data-testid={props.testId ?? 'ssh-command'}>
         <CommandWords text={props.command} />
       </code>
       <button type="button" class="secondary small" onClick={() => void copy()}>

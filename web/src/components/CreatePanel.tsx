@@ -286,6 +286,17 @@ export function CreatePanel(props: {
               : `Billed by the minute at ${formatPricePerHour(type.price)} from launch until you delete it.`}
           </p>
         ) : null}
+        {type && entersQueue && !props.me.billing.payment_method_on_file ? (
+          <p class="form-notice" role="status" data-testid="queue-no-card">
+            No payment method is on file{props.me.billing.account.kind === 'team' ? ` for ${props.me.billing.account.name}` : ''}:
+            when your turn comes the entry is passed over (it keeps its place) until one is.{' '}
+            {props.me.billing.account.kind === 'team' && props.me.role !== 'owner'
+              ? 'Ask an owner of the team to add its card.'
+              : props.me.billing.provider === 'manual'
+                ? 'Ask your operator to record one.'
+                : 'Add one on the billing page.'}
+          </p>
+        ) : null}
         <div class="actions">
           <button type="button" class="secondary" onClick={props.onClose}>
             Cancel

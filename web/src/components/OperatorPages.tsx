@@ -4,7 +4,7 @@
 // policy). Each reads only the /api/v1/admin routes; every change asks first. Tables scroll
 // sideways inside their card on a phone instead of widening the page.
 import type { ComponentChildren } from 'preact';
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, messageOf } from '../api';
 import { onLinkClick } from '../router';
 import { formatDuration, formatFullTime, formatMoney, formatTime, zoneLabel } from '../format';
@@ -21,6 +21,7 @@ import type {
   SignUpPolicy,
 } from '../types';
 import { ConfirmDialog } from './Dialog';
+import { CopyCommand } from './CopyCommand';
 import { Pager } from './Pager';
 import { StatusBadge } from './StatusBadge';
 import { TableHead } from './TableHead';
@@ -127,11 +128,24 @@ function Section(props: { id: string; title: string; busy: boolean; onRefresh: (
   );
 }
 
-/** A table that scrolls sideways inside its card; `caption` names it for screen readers. */
+/**
+ * A table that scrolls sideways inside its card on wide screens and on phones (≤ 640 px) shows
+ * each row as a block of labelled cells (`table.data.stacked`: each cell's `data-label` is its
+ * column's heading, set here so that no row forgets one); `caption` names it for screen readers.
+ */
 function Table(props: { caption: string; head: string[]; testId: string; source?: string; children: ComponentChildren }) {
+  const ref = useRef<HTMLTableElement>(null);
+  useLayoutEffect(() => {
+    ref.current?.querySelectorAll('tbody > tr').forEach((tr) => {
+      Array.from(tr.children).forEach((cell, i) => {
+        const label = props.head[i];
+        if (label && cell.getAttribute('data-label') !== label) cell.setAttribute('data-label', label);
+      });
+    });
+  });
   return (
     <div class="table-scroll" tabIndex={0} role="region" aria-label={props.caption}>
-      <table class="data wide" data-testid={props.testId} data-source={props.source}>
+      <table ref={ref} class="data wide stacked" data-testid={props.testId} data-source={props.source}>
         <caption class="visually-hidden">{props.caption}</caption>
         <TableHead columns={props.head} />
         <tbody>{props.children}</tbody>
@@ -206,11 +220,18 @@ function HostsPage() {
       {data && data.items.length === 0 ? <p class="muted">No hosts yet: add one with gpuwerk admin hosts add.</p> : null}
       {data && data.items.length > 0 ? (
         <>
-          <Table caption="Hosts by name" head={['Name', 'State', 'GPU type', 'GPU inventory', 'Docker inside', 'Last seen', 'Degraded reason', 'Instance', 'Action']} testId="hosts">
+          <Table
+            caption="Hosts by name"
+            head={['Name', 'Id', 'State', 'GPU type', 'GPU inventory', 'Docker inside', 'Pair', 'SSHD', 'Last seen', 'Degraded reason', 'Instance', 'Action']}
+            testId="hosts"
+          >
             {data.items.map((h) => (
               <tr key={h.id} data-host={h.name}>
                 <td>
                   <strong>{h.name}</strong>
+                </td>
+                <td>
+                  <CopyCommand command={h.id} label={`the id of host ${h.name}`} testId="host-id" />
                 </td>
                 <td>
                   <span class={`badge badge-host-${hostState(h).replace(/ /g, '-')}`} data-testid="host-state">
@@ -220,11 +241,37 @@ function HostsPage() {
                 <td>{h.gpu_type}</td>
                 <td>{gpuText(h)}</td>
                 <td data-testid="host-docker-inside">{dockerInsideText(h)}</td>
+                <td data-testid="host-pair">
+                  {h.pair ? (
+                    <>
+                      node {h.pair.node_index} with {h.pair.partner} (rail <code>{h.pair.rail_address}</code>)
+                    </>
+                  ) : (
+                    <span class="muted">—</span>
+                  )}
+                </td>
+                <td data-testid="host-sshd">
+                  {h.ssh_address && h.ssh_ports ? (
+                    <>
+                      <code>{h.ssh_address}</code> ports {h.ssh_ports.low}–{h.ssh_ports.high}
+                    </>
+                  ) : (
+                    <span class="muted">none registered</span>
+                  )}
+                </td>
                 <td>
                   <When iso={h.last_seen_at} none="never" />
                 </td>
                 <td>{h.degraded_reason || h.engine_error || <span class="muted">—</span>}</td>
-                <td>{h.instance_id ? <code>{h.instance_id}</code> : <span class="muted">free</span>}</td>
+                <td data-testid="host-instance">
+                  {h.instance_id ? (
+                    <>
+                      {h.instance_name ? <strong>{h.instance_name}</strong> : null} <code>{h.instance_id}</code>
+                    </>
+                  ) : (
+                    <span class="muted">free</span>
+                  )}
+                </td>
                 <td>
                   <button type="button" class="secondary small" onClick={() => setAsking({ host: h, drain: !h.drained })}>
                     {h.drained ? `Undrain ${h.name}` : `Drain ${h.name}`}
@@ -467,14 +514,17 @@ function AuditPage() {
         </div>
         <div class="field">
           <label for="audit-target">Target (an id)</label>
-          <input type="text" id="audit-target" value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} />
+          <p class="hint" id="audit-target-hint">
+            A host's id is on the Hosts tab, an instance's on All instances, a team's in its events.
+          </p>
+          <input type="text" id="audit-target" aria-describedby="audit-target-hint" value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} />
         </div>
         <button type="submit" class="secondary">
           Filter
         </button>
       </form>
       <Problem text={error} />
-      {data && data.items.length === 0 ? <p class="muted">No audit events match.</p> : null}
+      {!error && data && data.items.length === 0 ? <p class="muted">No audit events match.</p> : null}
       {data && data.items.length > 0 ? (
         <>
           <Table caption="Audit events, newest first" head={['When', 'Actor', 'Action', 'Target', 'From', 'Detail']} testId="audit" source={shown}>

@@ -52,6 +52,9 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
 
   const team = load.state === 'team' ? load.team : null;
   const owner = team?.my_role === 'owner';
+  // The last owner may leave only as the last member, which closes the team (docs/teams.md).
+  const alone = team ? team.members.length === 1 : false;
+  const lastOwner = owner && team ? team.members.filter((m) => m.role === 'owner').length === 1 : false;
 
   return (
     <main id="main" class="page narrow">
@@ -169,18 +172,26 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                 {rowError}
               </p>
             ) : null}
-            <div class="actions start">
-              <button
-                type="button"
-                class="danger-outline"
-                onClick={() => {
-                  setConfirmError('');
-                  setConfirm({ kind: 'leave' });
-                }}
-              >
-                Leave team
-              </button>
-            </div>
+            {lastOwner && !alone ? (
+              <p class="muted" data-testid="last-owner-note">
+                You are the team's only owner, so you cannot leave while others are members: make
+                another member an owner first, or remove the others (the last member may leave,
+                which closes the team).
+              </p>
+            ) : (
+              <div class="actions start">
+                <button
+                  type="button"
+                  class="danger-outline"
+                  onClick={() => {
+                    setConfirmError('');
+                    setConfirm({ kind: 'leave' });
+                  }}
+                >
+                  {alone ? 'Leave and close team' : 'Leave team'}
+                </button>
+              </div>
+            )}
           </section>
 
           {owner ? (
@@ -241,10 +252,15 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
                   Your instances billed to {team.name} are deleted and stop billing now. Later
                   launches are billed to you, with your own payment method.
                 </p>
-                {owner ? <p>The last owner cannot leave: make another member an owner first.</p> : null}
+                {alone ? (
+                  <p>
+                    You are its last member: {team.name} closes, and its pending invitations stop
+                    working. Its invoices stay the team's and are still collected.
+                  </p>
+                ) : null}
               </>
             }
-            confirm="Leave team"
+            confirm={alone ? 'Leave and close team' : 'Leave team'}
             danger
             busy={busy}
             error={confirmError}
@@ -252,7 +268,7 @@ export function TeamPage(props: { me: Me; refreshMe: () => Promise<void> }) {
               void act(async () => {
                 await api('POST', '/api/v1/team/leave');
                 setConfirm(null);
-                setNote(`You left ${team.name}.`);
+                setNote(alone ? `You left ${team.name}, and it is closed.` : `You left ${team.name}.`);
                 setLoad({ state: 'none' });
                 await props.refreshMe();
               }, setConfirmError)
@@ -272,6 +288,11 @@ function CreateTeam(props: { onCreated: (team: Team) => Promise<void> }) {
   const create = async (event: Event) => {
     event.preventDefault();
     setError('');
+    if (!name.trim()) {
+      setError('Enter a name for the team.');
+      document.getElementById('team-name')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       const team = await api<Team>('POST', '/api/v1/team', { name: name.trim() });
@@ -287,8 +308,10 @@ function CreateTeam(props: { onCreated: (team: Team) => Promise<void> }) {
       <h2 id="create-team-title">You are not in a team</h2>
       <p class="muted">
         A team shares one payment method: everyone launches their own instances, billed to the team,
-        and its owners see each person's usage. Your payment method and running instances move to
-        the team you make.
+        and its owners see each person's usage. Your running instances are billed to the team you
+        make from when they started. Your card stays on your own account: the team starts without
+        one, and nobody in it can launch or restart until you, as its owner, add the team's card on
+        the billing page (or the operator records one).
       </p>
       <form class="inline-form" onSubmit={create} noValidate>
         <Field
@@ -332,6 +355,11 @@ function Invitations(props: { team: Team; reload: () => Promise<void> }) {
     event.preventDefault();
     setError('');
     setSent('');
+    if (!email.trim()) {
+      setError('Enter the email address to invite.');
+      document.getElementById('invite-email')?.focus();
+      return;
+    }
     setBusy(true);
     try {
       const r = await api<{ email: string; resent: boolean }>('POST', '/api/v1/team/invites', { email: email.trim() });
