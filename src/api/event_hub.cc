@@ -47,6 +47,7 @@ struct EventHub::Core {
   const Options options;
 
   mutable std::mutex mu;
+  std::mutex join_mu;  ///< one Shutdown joins the hub's thread; the others wait for it
   std::condition_variable cv;
   bool shut_down = false;
   bool dirty = false;
@@ -91,10 +92,7 @@ EventHub::EventHub(Reader reader, Options options)
   thread_ = std::thread([core = core_] { core->Run(); });
 }
 
-EventHub::~EventHub() {
-  Shutdown();
-  if (thread_.joinable()) thread_.join();
-}
+EventHub::~EventHub() { Shutdown(); }
 
 core::Result<EventHub::Producer> EventHub::Open(const std::string& person_id, bool email_proven,
                                                 StillAllowed still_allowed) {
@@ -195,17 +193,26 @@ void EventHub::ListenTo(sched::DesiredStateNotifier& notifier) {
 
 void EventHub::Shutdown() {
   std::vector<std::shared_ptr<ResponseStream>> open;
+  bool first = false;
   {
     std::lock_guard lock(core_->mu);
-    if (core_->shut_down) return;
-    core_->shut_down = true;
-    for (auto& [id, s] : core_->streams) {
-      if (s->out) open.push_back(s->out);
+    if (!core_->shut_down) {
+      first = true;
+      core_->shut_down = true;
+      for (auto& [id, s] : core_->streams) {
+        if (s->out) open.push_back(s->out);
+      }
     }
   }
-  core_->cv.notify_all();
-  if (notifier_ != nullptr) notifier_->RemoveListener(listener_id_);
-  for (auto& out : open) out->End();  // their OnEnd callbacks release them
+  if (first) {
+    core_->cv.notify_all();
+    if (notifier_ != nullptr) notifier_->RemoveListener(listener_id_);
+    for (auto& out : open) out->End();  // their OnEnd callbacks release them
+  }
+  // A pass may be running outside the lock, calling the Reader and streams' StillAllowed (which
+  // refer to the server's parts): it ends before this returns, as the thread does.
+  std::lock_guard join(core_->join_mu);
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 size_t EventHub::open_streams() const {
