@@ -57,7 +57,7 @@ TEST_F(CliAdminTest, GpuTypesLsAndSet) {
   ASSERT_EQ(made.exit_code, 0) << made.err;
   EXPECT_EQ(json::parse(made.out)["price"], json({{"amount_minor", 5}, {"currency", "eur"}}));
 
-  ExpectFailure(Gpuwerk("admin gpu-types set spark-1x --currency USD"), "invalid_currency");
+  ExpectFailure(Gpuwerk("admin gpu-types set spark-1x --currency dollars"), "invalid_currency");
   ExpectFailure(Gpuwerk("admin gpu-types set spark-9x --price-minor 10"), "invalid_field");
   ExpectFailure(Gpuwerk("admin gpu-types set spark-1x --hosts-per-instance 5"),
                 "invalid_hosts_per_instance");

@@ -17,7 +17,7 @@ class CliQueueTest : public ServerTest {
     ServerTest::SetUp();
     if (HasFatalFailure()) return;
     auto b = Browser();
-    SignUp(*b, "alice@example.test", "alice password 1");
+    SignUp(*b, "alice@example.test", "alice password 1", Card::kNone);  // no host: nothing launches
     auto login =
         Gpuwerk("login --url " + app_->base_url() + " --email alice@example.test --password-stdin",
                 "alice password 1\n");

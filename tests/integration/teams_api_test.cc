@@ -277,7 +277,8 @@ TEST_F(TeamsApiTest, TheLastMemberLeavingClosesTheTeam) {
   auto audit = op->Get("/api/v1/admin/audit?target=" + team_id);
   ASSERT_EQ(audit.status, 200) << audit.body;
   bool closed = false;
-  for (const json& e : audit.Json()["items"]) {
+  const json events = audit.Json();  // kept: a range over a temporary's member would dangle
+  for (const json& e : events["items"]) {
     if (e["action"] == "team.leave") closed = e["detail"].value("closed", false);
   }
   EXPECT_TRUE(closed) << audit.body;
