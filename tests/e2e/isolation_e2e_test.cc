@@ -28,6 +28,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/e2e_engine.h"
 #include "tests/support/e2e_platform.h"
+#include "tests/support/e2e_relay.h"
 #include "tests/support/engine_probe.h"
 #include "tests/support/eventually.h"
 #include "tests/support/host_waits.h"
@@ -222,24 +223,8 @@ class IsolationE2eTest : public ::testing::Test {
   /// made here (the CA's public line goes to the agents), asking the server with its own relay
   /// credential (registered here).
   void StartRelay() {
-    auto token = op_->PostJson("/api/v1/admin/relays", {{"name", "isolation-e2e"}});
-    ASSERT_EQ(token.status, 201) << token.body;
-    CommandResult keygen =
-        RunCommand(dir_.path(), "ssh-keygen -q -t ed25519 -N '' -C gpuwerk-relay-ca -f relay_ca");
-    ASSERT_EQ(keygen.exit_code, 0) << keygen.err;
-    relay_line_ = ReadFile(dir_.path() / "relay_ca.pub");
-    while (!relay_line_.empty() && relay_line_.back() == '\n') relay_line_.pop_back();
-    relay_port_ = FreePort();
-    ASSERT_TRUE(relay_.Start(
-        {GpuwerkBinary(), "relay", "--server", platform_.url(), "--listen",
-         "127.0.0.1:" + std::to_string(relay_port_), "--host-key",
-         (dir_.path() / "relay_host_key").string(), "--relay-key",
-         (dir_.path() / "relay_key").string(), "--relay-ca", (dir_.path() / "relay_ca").string()},
-        CleanEnvWith("GPUWERK_RELAY_TOKEN", token.Json()["token"]), dir_.path() / "relay.log"))
-        << relay_.error();
-    ASSERT_TRUE(Eventually([&] { return !relay_.Running() || PortOpen("127.0.0.1", relay_port_); },
-                           seconds(30)));
-    ASSERT_TRUE(relay_.Running()) << Tail(dir_.path() / "relay.log");
+    StartE2eRelay(*op_, "isolation-e2e", platform_.url(), dir_.path(), relay_, &relay_line_,
+                  &relay_port_);
   }
 
   /// Registers host `index` (spark-1x, no GPU) and starts its agent on the suite's engine,
