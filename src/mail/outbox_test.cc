@@ -18,6 +18,7 @@
 #include "store/leader_elector.h"
 #include "store/sqlite_database.h"
 #include "tests/support/temp_database.h"
+#include "tests/support/two_replicas.h"
 
 namespace gpuwerk::mail {
 namespace {
@@ -208,19 +209,9 @@ TEST_F(OutboxTest, SendsDueMailsOnceOldestFirst) {
 // lease sends nothing, and one paused past its lease (another took over) has its claim refused in
 // the claim's transaction and sends nothing either.
 TEST_F(OutboxTest, OnlyTheLeaseHolderSendsAndAPausedOldHoldersClaimIsRefused) {
-  std::atomic<int64_t> lease_ms{1'800'000'000'000}, steady_a{0}, steady_b{0};
-  auto options = [&](const std::string& holder, std::atomic<int64_t>& steady) {
-    return store::LeaderElectorOptions{
-        .name = "scheduler",
-        .holder = holder,
-        .lease = std::chrono::milliseconds(10'000),
-        .renew_every = std::chrono::milliseconds(3'000),
-        .clock = [&](store::Transaction&) -> core::Result<int64_t> { return lease_ms.load(); },
-        .steady_ms = [&steady] { return steady.load(); },
-        .on_gain = {}};
-  };
-  store::LeaderElector a(*db_, options("replica-a", steady_a));
-  store::LeaderElector b(*db_, options("replica-b", steady_b));
+  gpuwerk::testing::TwoReplicaElectors replicas(*db_);
+  store::LeaderElector& a = replicas.a;
+  store::LeaderElector& b = replicas.b;
   ASSERT_TRUE(a.Step());
   ASSERT_TRUE(b.Step());
   FakeMailer mailer_b;
@@ -234,7 +225,7 @@ TEST_F(OutboxTest, OnlyTheLeaseHolderSendsAndAPausedOldHoldersClaimIsRefused) {
 
   // a pauses (its monotonic clock stands still), its lease runs out, b takes over.
   const std::string second = Enqueue(MailTo("second@example.com"));
-  lease_ms += 10'001;
+  replicas.lease_ms += 10'001;
   ASSERT_TRUE(b.Step());
   ASSERT_TRUE(b.Holding());
   auto refused = worker_a.DeliverDue();

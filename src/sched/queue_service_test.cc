@@ -17,6 +17,7 @@
 #include "sched/host_registry.h"
 #include "sched/sched_store_test.h"
 #include "store/leader_elector.h"
+#include "tests/support/two_replicas.h"
 
 namespace gpuwerk::sched {
 namespace {
@@ -93,19 +94,9 @@ class QueueTest : public SchedStoreTest {
 // lease launches nothing (the entry stays open, in its place), and one paused past its lease (a
 // new leader took over) has its drain refused in the drain's transaction, nothing written.
 TEST_F(QueueTest, OnlyTheLeaseHolderDrainsAndAPausedOldHoldersDrainIsRefused) {
-  std::atomic<int64_t> lease_ms{1'800'000'000'000}, steady_a{0}, steady_b{0};
-  auto options = [&](const std::string& holder, std::atomic<int64_t>& steady) {
-    return store::LeaderElectorOptions{
-        .name = "scheduler",
-        .holder = holder,
-        .lease = std::chrono::milliseconds(10'000),
-        .renew_every = std::chrono::milliseconds(3'000),
-        .clock = [&](store::Transaction&) -> core::Result<int64_t> { return lease_ms.load(); },
-        .steady_ms = [&steady] { return steady.load(); },
-        .on_gain = {}};
-  };
-  store::LeaderElector a(*db_, options("replica-a", steady_a));
-  store::LeaderElector b(*db_, options("replica-b", steady_b));
+  gpuwerk::testing::TwoReplicaElectors replicas(*db_);
+  store::LeaderElector& a = replicas.a;
+  store::LeaderElector& b = replicas.b;
   ASSERT_TRUE(a.Step());
   ASSERT_TRUE(b.Step());
   QueueService queue_b(*db_, clock_, rng_, options_, *outbox_);
@@ -122,7 +113,7 @@ TEST_F(QueueTest, OnlyTheLeaseHolderDrainsAndAPausedOldHoldersDrainIsRefused) {
   EXPECT_EQ(Status("p0"), "open");
 
   // a pauses, its lease runs out, b takes over: a's drain is refused, nothing launched by it.
-  lease_ms += 10'001;
+  replicas.lease_ms += 10'001;
   ASSERT_TRUE(b.Step());
   auto refused = queue_->Drain("spark-1x");
   ASSERT_FALSE(refused);
