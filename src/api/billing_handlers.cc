@@ -5,6 +5,7 @@
 // for a team's billing account, named by its id or exact name.
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/api_context.h"
 #include "api/handler_support.h"
@@ -138,28 +139,31 @@ Answer BeginCardSetup(ApiContext& ctx, Call& call) {
   return Response::Json(201, j);
 }
 
-Answer RemovePaymentMethod(ApiContext& ctx, Call& call) {
-  GPUWERK_ASSIGN_OR_RETURN(auto removed,
-                           ctx.payment_methods.Remove(call.who.person_id, call.req.remote_address));
+/// The caller's billing state after a removal, with the payment method removed and `message`.
+Answer RemovedAnswer(ApiContext& ctx, const Call& call, const auto& removed,
+                     std::string_view message) {
   GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
   nlohmann::json j = StateJson(ctx.payment_methods, state);
   j["removed"] = MethodJson(removed, ctx.payment_methods.provider().Describe(removed));
-  j["message"] =
-      "Payment method removed. Running instances keep running and their billing sessions go on "
-      "billing; new launches and restarts are refused until a payment method is on file again.";
+  j["message"] = message;
   return Response::Json(200, j);
+}
+
+Answer RemovePaymentMethod(ApiContext& ctx, Call& call) {
+  GPUWERK_ASSIGN_OR_RETURN(auto removed,
+                           ctx.payment_methods.Remove(call.who.person_id, call.req.remote_address));
+  return RemovedAnswer(
+      ctx, call, removed,
+      "Payment method removed. Running instances keep running and their billing sessions go on "
+      "billing; new launches and restarts are refused until a payment method is on file again.");
 }
 
 Answer RemoveOwnPaymentMethod(ApiContext& ctx, Call& call) {
   GPUWERK_ASSIGN_OR_RETURN(
       auto removed, ctx.payment_methods.RemoveOwn(call.who.person_id, call.req.remote_address));
-  GPUWERK_ASSIGN_OR_RETURN(auto state, ctx.payment_methods.State(call.who.person_id));
-  nlohmann::json j = StateJson(ctx.payment_methods, state);
-  j["removed"] = MethodJson(removed, ctx.payment_methods.provider().Describe(removed));
-  j["message"] =
-      "Your own payment method was removed. Instances billed to you keep running and billing; "
-      "you need a payment method again to launch on your own.";
-  return Response::Json(200, j);
+  return RemovedAnswer(ctx, call, removed,
+                       "Your own payment method was removed. Instances billed to you keep running "
+                       "and billing; you need a payment method again to launch on your own.");
 }
 
 Answer AdminSetCard(ApiContext& ctx, Call& call) {
