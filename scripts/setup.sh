@@ -10,7 +10,7 @@
 #   test   what scripts/test.sh adds: GoogleTest, sshd, an SMTP sink, a PostgreSQL server (the
 #          store's tests start one of their own, tests/support/postgres_server.h), clang for the
 #          fuzzers and the format check, the tools the integration tests and benchmarks call,
-#          and Chromium for the dashboard's browser tests
+#          Chromium for the dashboard's browser tests, and systemd for the package's test
 #
 # scripts/up.sh installs `build run`, scripts/test.sh `build run test`. Idempotent: when every
 # package is already installed it returns in well under a second.
@@ -40,6 +40,7 @@ test=(
   python3-paramiko  # relay_test: an SSH client that sends a user name with a NUL byte
   postgresql  # the PostgreSQL store's tests: initdb and postgres (never started as a service here)
   chromium fonts-dejavu-core  # the dashboard's browser tests (playwright-core drives it headless)
+  systemd  # the package test (tests/package): PID 1 of its test root, systemd-analyze verify
 )
 
 (($#)) || set -- build run test
