@@ -84,6 +84,13 @@ wait_for 60 ssh_banner || fail "the relay does not answer SSH on 127.0.0.1:2222"
 [[ $(main_user gpuwerk-relay) == gpuwerk ]] || fail "the relay runs as $(main_user gpuwerk-relay)"
 key=/var/lib/gpuwerk/relay/host_key
 [[ $(stat -c '%a %U' $key) == '600 gpuwerk' ]] || fail "$key is $(stat -c '%a %U' $key)"
+# A whole key exchange under the unit's sandbox, showing the host key of its state directory.
+shown=$(ssh-keyscan -T 20 -t ed25519 -p 2222 127.0.0.1 2>/dev/null | awk '{print $3}')
+[[ -n $shown && $shown == "$(ssh-keygen -y -f $key | awk '{print $2}')" ]] ||
+  fail "the relay shows host key '$shown', not the one in $key"
+# The probe certificate for the agents, signed at start by ssh-keygen run from the sandbox.
+journalctl -u gpuwerk-relay --no-pager | grep -q 'ssh-ed25519-cert-v01@openssh.com AAAA' ||
+  fail "the relay logged no relay CA probe certificate"
 seen() {
   gpuwerk admin hosts ls --json | jq -e '.[] | select(.name == "pkg-host") | .last_seen_at != null'
 }

@@ -10,7 +10,8 @@
 #   - with /etc/gpuwerk/server.conf, gpuwerk-server comes up as user gpuwerk and answers /healthz;
 #     a host and a relay are registered through the CLI, and with agent.conf and relay.conf
 #     gpuwerk-agent syncs with the server (the host's last_seen_at) and gpuwerk-relay answers SSH
-#     as user gpuwerk with a host key in its state directory that a restart keeps;
+#     (ssh-keyscan) as user gpuwerk with the host key of its state directory, which a restart
+#     keeps, and logs its relay CA probe certificate (ssh-keygen run from its sandbox);
 #   - removing the package stops the units.
 # A sanitizer build's binary runs with LeakSanitizer off (a drop-in): it needs ptrace, which the
 # units' system call filter refuses.
