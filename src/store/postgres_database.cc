@@ -310,14 +310,14 @@ class PostgresTransaction final : public Transaction {
     pool_->Give(std::move(conn_));
   }
 
-  core::Result<std::vector<Row>> Query(std::string_view sql,
-                                       std::initializer_list<Value> params) override {
+  core::Result<std::vector<Row>> DoQuery(std::string_view sql,
+                                         std::span<const Value> params) override {
     std::vector<Row> rows;
     GPUWERK_TRY(Run(sql, params, &rows, nullptr));
     return rows;
   }
 
-  core::Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params) override {
+  core::Result<int64_t> DoExec(std::string_view sql, std::span<const Value> params) override {
     int64_t changed = 0;
     GPUWERK_TRY(Run(sql, params, nullptr, &changed));
     return changed;
@@ -351,7 +351,7 @@ class PostgresTransaction final : public Transaction {
   }
 
  private:
-  core::Result<void> Run(std::string_view sql, std::initializer_list<Value> params,
+  core::Result<void> Run(std::string_view sql, std::span<const Value> params,
                          std::vector<Row>* rows, int64_t* changed) {
     // One prepared statement per SQL text and parameter types: a NULL goes untyped (the server
     // infers it), so `?` that is NULL once and an integer once are two statements.

@@ -426,15 +426,15 @@ class SqliteTransaction final : public Transaction {
     pool_->Give(std::move(conn_));
   }
 
-  core::Result<std::vector<Row>> Query(std::string_view sql,
-                                       std::initializer_list<Value> params) override {
+  core::Result<std::vector<Row>> DoQuery(std::string_view sql,
+                                         std::span<const Value> params) override {
     std::vector<Row> rows;
     auto r = Run(sql, params, &rows);
     if (!r) return std::unexpected(r.error());
     return rows;
   }
 
-  core::Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params) override {
+  core::Result<int64_t> DoExec(std::string_view sql, std::span<const Value> params) override {
     auto r = Run(sql, params, nullptr);
     if (!r) return std::unexpected(r.error());
     return static_cast<int64_t>(sqlite3_changes(conn_->db));
@@ -462,7 +462,7 @@ class SqliteTransaction final : public Transaction {
   }
 
  private:
-  core::Result<void> Run(std::string_view sql, std::initializer_list<Value> params,
+  core::Result<void> Run(std::string_view sql, std::span<const Value> params,
                          std::vector<Row>* rows) {
     sqlite3* db = conn_->db;
     sqlite3_stmt* stmt = nullptr;
