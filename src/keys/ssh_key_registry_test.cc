@@ -10,7 +10,6 @@
 #include <atomic>
 #include <map>
 #include <optional>
-#include <span>
 #include <thread>
 #include <vector>
 
@@ -47,15 +46,16 @@ class BlindFirstCheckDatabase final : public store::Database {
    public:
     BlindTransaction(std::unique_ptr<Transaction> inner, bool blind, BlindFirstCheckDatabase& db)
         : inner_(std::move(inner)), blind_(blind), db_(db) {}
-    core::Result<std::vector<store::Row>> DoQuery(std::string_view sql,
-                                                  std::span<const store::Value> p) override {
+    core::Result<std::vector<store::Row>> Query(std::string_view sql,
+                                                std::initializer_list<store::Value> p) override {
       if (blind_ && sql.find("FROM ssh_keys") != std::string_view::npos) {
         ++db_.blinded_reads;
         return std::vector<store::Row>();
       }
       return inner_->Query(sql, p);
     }
-    core::Result<int64_t> DoExec(std::string_view sql, std::span<const store::Value> p) override {
+    core::Result<int64_t> Exec(std::string_view sql,
+                               std::initializer_list<store::Value> p) override {
       auto r = inner_->Exec(sql, p);
       if (!r && sql.starts_with("INSERT INTO ssh_keys") && store::IsUniqueViolation(r.error())) {
         ++db_.refused_inserts;

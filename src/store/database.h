@@ -3,7 +3,6 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,23 +23,11 @@ class Transaction {
  public:
   virtual ~Transaction() = default;
   /// Runs a statement that returns rows.
-  core::Result<std::vector<Row>> Query(std::string_view sql,
-                                       std::initializer_list<Value> params = {}) {
-    return DoQuery(sql, std::span<const Value>(params.begin(), params.size()));
-  }
-  /// Query with parameters whose number is known only at run time (a schema-generic statement:
-  /// store::CopyDatabase).
-  core::Result<std::vector<Row>> Query(std::string_view sql, std::span<const Value> params) {
-    return DoQuery(sql, params);
-  }
+  virtual core::Result<std::vector<Row>> Query(std::string_view sql,
+                                               std::initializer_list<Value> params = {}) = 0;
   /// Runs a statement; returns the number of rows it changed.
-  core::Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params = {}) {
-    return DoExec(sql, std::span<const Value>(params.begin(), params.size()));
-  }
-  /// Exec with parameters whose number is known only at run time.
-  core::Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) {
-    return DoExec(sql, params);
-  }
+  virtual core::Result<int64_t> Exec(std::string_view sql,
+                                     std::initializer_list<Value> params = {}) = 0;
   /// Runs a statement that returns at most one row; nullopt when it returned none.
   core::Result<std::optional<Row>> QueryOne(std::string_view sql,
                                             std::initializer_list<Value> params = {});
@@ -48,13 +35,6 @@ class Transaction {
   virtual core::Result<void> ExecScript(std::string_view sql) = 0;
   /// Makes the changes durable. After Commit the transaction is finished.
   virtual core::Result<void> Commit() = 0;
-
- protected:
-  /// What Query runs: the backend's statement with `params` bound in order.
-  virtual core::Result<std::vector<Row>> DoQuery(std::string_view sql,
-                                                 std::span<const Value> params) = 0;
-  /// What Exec runs; returns the number of rows the statement changed.
-  virtual core::Result<int64_t> DoExec(std::string_view sql, std::span<const Value> params) = 0;
 };
 
 /// Whether `error` is the store's "busy": another connection held the database (or a table) past

@@ -13,6 +13,7 @@
 
 #include "core/encoding.h"
 #include "core/strings.h"
+#include "store/internal/raw_statements.h"
 #include "store/leader_lease.h"
 #include "store/sqlite_database.h"
 
@@ -229,14 +230,11 @@ core::Result<Seed> MigrationSeed() {
   GPUWERK_TRY(scratch->Read([&](Transaction& tx) -> core::Result<void> {
     for (const auto& table : seed.tables) {
       if (table.name == kMigrationsTable) continue;
-      GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT " + QuotedList(ColumnNames(table)) +
-                                                   " FROM " + Quote(table.name)));
-      auto& kept = seed.rows[table.name];
-      for (const Row& r : rows) {
-        std::vector<Value> values;
-        for (size_t i = 0; i < r.size(); ++i) values.push_back(r.At(i));
-        kept.push_back(std::move(values));
-      }
+      GPUWERK_ASSIGN_OR_RETURN(auto* raw, internal::Raw(tx));
+      GPUWERK_ASSIGN_OR_RETURN(
+          seed.rows[table.name],
+          raw->QueryRaw("SELECT " + QuotedList(ColumnNames(table)) + " FROM " + Quote(table.name),
+                        {}));
     }
     return {};
   }));
@@ -276,12 +274,12 @@ core::Result<std::vector<std::string>> RowsBeyondSeed(Transaction& tx,
         for (size_t i : seed_index) projected.push_back(values[i]);
         unmatched.push_back(std::move(projected));
       }
+      GPUWERK_ASSIGN_OR_RETURN(auto* raw, internal::Raw(tx));
       GPUWERK_ASSIGN_OR_RETURN(
-          auto rows, tx.Query("SELECT " + QuotedList(common) + " FROM " + Quote(table.name)));
+          auto rows,
+          raw->QueryRaw("SELECT " + QuotedList(common) + " FROM " + Quote(table.name), {}));
       extra = 0;
-      for (const Row& r : rows) {
-        std::vector<Value> values;
-        for (size_t i = 0; i < r.size(); ++i) values.push_back(r.At(i));
+      for (const auto& values : rows) {
         auto match = std::find(unmatched.begin(), unmatched.end(), values);
         if (match == unmatched.end()) {
           ++extra;
@@ -365,8 +363,8 @@ core::Result<void> CompareSchemas(const std::vector<TableShape>& source,
 }
 
 /// Refuses a value that `column` cannot take as it is.
-core::Result<void> CheckValue(const TableShape& table, const ColumnShape& column, const Row& row,
-                              const Value& v) {
+core::Result<void> CheckValue(const TableShape& table, const ColumnShape& column,
+                              const std::vector<Value>& row, const Value& v) {
   std::string problem;
   if (std::holds_alternative<std::monostate>(v)) return {};
   if (column.kind == ColumnKind::kBigint) {
@@ -389,7 +387,7 @@ core::Result<void> CheckValue(const TableShape& table, const ColumnShape& column
   for (const auto& k : table.primary_key) {
     for (size_t i = 0; i < table.columns.size(); ++i) {
       if (table.columns[i].name == k) {
-        key += (key.empty() ? "" : ", ") + k + " = " + Shown(row.At(i));
+        key += (key.empty() ? "" : ", ") + k + " = " + Shown(row[i]);
       }
     }
   }
@@ -439,19 +437,22 @@ core::Result<int64_t> CopyTable(Transaction& in, std::string_view in_backend, Tr
     for (size_t i = 0; i < key_index.size(); ++i) after += i == 0 ? "?" : ", ?";
     after += ")";
   }
+  GPUWERK_ASSIGN_OR_RETURN(auto* reader, internal::Raw(in));
+  GPUWERK_ASSIGN_OR_RETURN(auto* writer, internal::Raw(out));
   int64_t copied = 0;
   std::vector<Value> last;  // the last key copied; empty before the first page
   for (;;) {
-    auto page = last.empty() ? in.Query(select + order) : in.Query(select + after + order, last);
+    auto page = reader->QueryRaw(last.empty() ? select + order : select + after + order, last);
     if (!page) return std::unexpected(page.error());
-    for (const Row& row : *page) {
-      std::vector<Value> values;
-      values.reserve(row.size());
-      for (size_t i = 0; i < row.size(); ++i) {
-        GPUWERK_TRY(CheckValue(table, table.columns[i], row, row.At(i)));
-        values.push_back(row.At(i));
+    for (const auto& values : *page) {
+      if (values.size() != table.columns.size()) {
+        return core::Internal("reading " + table.name + ": a row of " +
+                              std::to_string(values.size()) + " columns");
       }
-      auto written = out.Exec(insert, values);
+      for (size_t i = 0; i < values.size(); ++i) {
+        GPUWERK_TRY(CheckValue(table, table.columns[i], values, values[i]));
+      }
+      auto written = writer->ExecRaw(insert, values);
       if (!written) {
         core::Error e = written.error();
         e.message = "copying " + table.name + ": " + e.message;
@@ -463,7 +464,7 @@ core::Result<int64_t> CopyTable(Transaction& in, std::string_view in_backend, Tr
     // holds a sliding window of recent sign-in failures).
     if (key_index.empty() || static_cast<int64_t>(page->size()) < kPageRows) break;
     last.clear();
-    for (size_t i : key_index) last.push_back(page->back().At(i));
+    for (size_t i : key_index) last.push_back(page->back()[i]);
   }
   return copied;
 }

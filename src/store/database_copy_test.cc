@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "store/internal/raw_statements.h"
 #include "store/leader_lease.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/temp_database.h"
@@ -32,15 +33,12 @@ std::map<std::string, std::vector<std::vector<Value>>> Everything(Database& db) 
       std::string columns, key;
       for (const auto& c : t.columns) columns += (columns.empty() ? "" : ", ") + c.name;
       for (const auto& k : t.primary_key) key += (key.empty() ? "" : ", ") + k;
+      GPUWERK_ASSIGN_OR_RETURN(auto* raw, internal::Raw(tx));
       GPUWERK_ASSIGN_OR_RETURN(
-          auto rows, tx.Query("SELECT " + columns + " FROM " + t.name +
-                              (key.empty() ? " ORDER BY scope, subject, at" : " ORDER BY " + key)));
-      auto& out = all[t.name];
-      for (const Row& r : rows) {
-        std::vector<Value> values;
-        for (size_t i = 0; i < r.size(); ++i) values.push_back(r.At(i));
-        out.push_back(std::move(values));
-      }
+          all[t.name],
+          raw->QueryRaw("SELECT " + columns + " FROM " + t.name +
+                            (key.empty() ? " ORDER BY scope, subject, at" : " ORDER BY " + key),
+                        {}));
     }
     return {};
   }));

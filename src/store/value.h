@@ -50,8 +50,6 @@ class Row {
   std::optional<std::string> OptText(size_t i) const;
   /// Integer, or nullopt for NULL.
   std::optional<int64_t> OptInt(size_t i) const;
-  /// The value of column i as the backend gave it. Throws std::out_of_range past the end.
-  const Value& At(size_t i) const { return values_.at(i); }
 
  private:
   std::vector<Value> values_;
