@@ -1,12 +1,12 @@
 // The dashboard in a real browser (issue "The dashboard", docs/dashboard.md "Tests"): the real
 // `gpuwerk server` serving the embedded dashboard, a real `gpuwerk agent` on the suite's podman
-// service, a real SMTP server (the sink) for the mails, the Stripe stand-in for cards through
-// Checkout, and Debian's Chromium driven by
-// playwright-core from the browser tests in web/e2e (run with `node --test` from the build's copy
-// of web/, where `npm ci` put playwright-core and axe-core). One platform start for every browser
-// test: they tell one person's story in order (sign up, card, key, launch, ssh, queue, restart,
-// delete, usage, billing, a team with a second person, sign out). Screenshots at 375 and 1280 px go
-// to <build>/test-artifacts/dashboard/.
+// service, a real `gpuwerk relay` that the SSH command shown goes through, a real SMTP server (the
+// sink) for the mails, the Stripe stand-in for cards through Checkout, and Debian's Chromium driven
+// by playwright-core from the browser tests in web/e2e (run with `node --test` from the build's
+// copy of web/, where `npm ci` put playwright-core and axe-core). One platform start for every
+// browser test: they tell one person's story in order (sign up, card, key, launch, ssh, queue,
+// restart, delete, usage, billing, a team with a second person, sign out). Screenshots at 375 and
+// 1280 px go to <build>/test-artifacts/dashboard/.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,8 +15,10 @@
 
 #include "tests/support/e2e_engine.h"
 #include "tests/support/e2e_platform.h"
+#include "tests/support/e2e_relay.h"
 #include "tests/support/host_waits.h"
 #include "tests/support/http_client.h"
+#include "tests/support/net.h"
 #include "tests/support/run_command.h"
 #include "tests/support/smtp_sink.h"
 #include "tests/support/stripe_stand_in.h"
@@ -60,7 +62,14 @@ TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
   StripeStandIn stripe;
   std::string stripe_error;
   ASSERT_TRUE(stripe.Start(kStripeKey, "", kWebhookSecret, &stripe_error)) << stripe_error;
-  platform_.StartServer({{"GPUWERK_MAIL", "smtp"},
+  // SSH goes through a real `gpuwerk relay`, as in production: the server shows
+  // `ssh -p PORT <hostname>@<hostname>.relay.test`, and the browser tests run that command with
+  // ssh's HostName option set to 127.0.0.1 (there is no DNS server here for the wildcard name).
+  // The relay's port is picked first, since the server names it and the relay needs the server.
+  int relay_port = FreePort();
+  platform_.StartServer({{"GPUWERK_SSH_DOMAIN", "relay.test"},
+                         {"GPUWERK_SSH_PORT", std::to_string(relay_port)},
+                         {"GPUWERK_MAIL", "smtp"},
                          {"GPUWERK_SMTP_URL", "smtp://127.0.0.1:" + std::to_string(sink.port())},
                          {"GPUWERK_PAYMENT_PROVIDER", "stripe"},
                          {"GPUWERK_STRIPE_API_BASE", stripe.base_url()},
@@ -75,9 +84,13 @@ TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
           .status,
       200);
   auto op = platform_.Operator();
+  ChildProcess relay;
+  std::string relay_ca;
+  StartE2eRelay(*op, "dashboard-e2e", platform_.url(), dir_.path(), relay, &relay_ca, &relay_port);
+  ASSERT_FALSE(HasFatalFailure());
   E2eHost& host = platform_.AddHost(*op, "spark-web");
   ASSERT_FALSE(host.id.empty() || host.token.empty());
-  platform_.StartAgent(host);
+  platform_.StartAgent(host, {"--relay-ca", relay_ca});
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_TRUE(WaitHostsReady(*op, 1)) << "the agent never synced with a working engine";
 
@@ -93,13 +106,15 @@ TEST_F(DashboardE2eTest, BrowserTestsPassAgainstTheRealPlatform) {
       " DASHBOARD_STRIPE_URL=" + Quoted(stripe.base_url()) +
       " DASHBOARD_ARTIFACTS=" + Quoted(artifacts.string()) +
       " DASHBOARD_WORK_DIR=" + Quoted(work.string()) + " GPUWERK_BIN=" + Quoted(GpuwerkBinary()) +
-      " DASHBOARD_OPERATOR_EMAIL=" + Quoted(kOperatorEmail) +
+      " DASHBOARD_SSH_HOST=127.0.0.1 DASHBOARD_OPERATOR_EMAIL=" + Quoted(kOperatorEmail) +
       " DASHBOARD_OPERATOR_PASSWORD=" + Quoted(kOperatorPassword) +
       " node --test --test-reporter=spec " + Quoted(tests.string());
   CommandResult r = RunCommand(work, command);
   std::cout << "---- browser tests (web/e2e/dashboard.e2e.mjs)\n"
             << r.out << r.err << "---- screenshots: " << artifacts.string() << "\n";
   EXPECT_EQ(r.exit_code, 0) << "the browser tests failed; see their report above";
+  StopCleanly(relay, "relay");
+  if (HasFailure()) std::cout << "---- relay log\n" << Tail(dir_.path() / "relay.log");
 }
 
 }  // namespace

@@ -21,8 +21,10 @@ namespace gpuwerk::testing {
 /// Starts `relay` as `gpuwerk relay` against the server at `server_url`: a relay credential named
 /// `name` registered by the operator `op`, its host key and key in `dir`, and a CA made here
 /// (`dir`/relay_ca) whose public line (no trailing newline) is written to `*ca_line`; the agents
-/// must be given it with --relay-ca. Its port (loopback) goes to `*port`, its log to
-/// `dir`/relay.log. Failures are gtest fatal failures: callers check HasFatalFailure() after it.
+/// must be given it with --relay-ca. It listens on loopback at `*port`, or when `*port` is 0 on a
+/// free port written to `*port` (a caller that must name the port to the server before the relay
+/// can start picks it first with FreePort()); its log goes to `dir`/relay.log. Failures are gtest
+/// fatal failures: callers check HasFatalFailure() after it.
 inline void StartE2eRelay(HttpClient& op, const std::string& name, const std::string& server_url,
                           const std::filesystem::path& dir, ChildProcess& relay,
                           std::string* ca_line, int* port) {
@@ -33,7 +35,7 @@ inline void StartE2eRelay(HttpClient& op, const std::string& name, const std::st
   ASSERT_EQ(keygen.exit_code, 0) << keygen.err;
   *ca_line = ReadFile(dir / "relay_ca.pub");
   while (!ca_line->empty() && ca_line->back() == '\n') ca_line->pop_back();
-  *port = FreePort();
+  if (*port == 0) *port = FreePort();
   ASSERT_TRUE(relay.Start(
       {GpuwerkBinary(), "relay", "--server", server_url, "--listen",
        "127.0.0.1:" + std::to_string(*port), "--host-key", (dir / "relay_host_key").string(),

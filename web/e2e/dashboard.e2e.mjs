@@ -876,8 +876,13 @@ step('operator pages: the audit log by actor, relay sessions, people and the ope
   await p.getByRole('button', { name: 'Filter' }).click();
   await p.locator(`[data-testid="audit"][data-source="${byActor}"]`).waitFor();
 
+  // The first person's ssh through the relay, with whom, which instance and how many bytes.
   await openOperatorTab(p, 'Relay sessions', '/admin/relay-sessions');
-  await p.locator('[data-testid="relay-sessions"] tbody tr, main p.muted').first().waitFor();
+  const ssh = p.locator('[data-testid="relay-sessions"] tbody tr', { hasText: EMAIL }).first();
+  await ssh.waitFor();
+  assert.match(await ssh.textContent(), new RegExp(`${INSTANCE}-`));
+  assert.match(await ssh.textContent(), /SHA256:/);
+  await tableFitsAPhone(p, 'relay-sessions');
   await checkOperatorPage('operator-relay-sessions');
 
   await openOperatorTab(p, 'People', '/admin/people');

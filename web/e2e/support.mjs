@@ -29,6 +29,8 @@ export const env = {
   operatorPassword: need('DASHBOARD_OPERATOR_PASSWORD'),
   stripe: need('DASHBOARD_STRIPE_URL'),  // the Stripe stand-in (tests/support/stripe_stand_in.py)
   chromium: process.env.CHROMIUM || '/usr/bin/chromium',
+  // Where the SSH command's host name really is (the relay's wildcard name has no DNS here).
+  sshHost: process.env.DASHBOARD_SSH_HOST || '',
 };
 mkdirSync(env.artifacts, { recursive: true });
 
@@ -149,6 +151,7 @@ export async function sshAsShown(command, keyPath, remote) {
     '-o', 'UserKnownHostsFile=/dev/null',
     '-o', 'LogLevel=ERROR',
     '-o', 'ConnectTimeout=10',
+    ...(env.sshHost ? ['-o', `HostName=${env.sshHost}`] : []),
     ...words.slice(1),
     remote,
   ];

@@ -22,7 +22,9 @@ export function CopyCommand(props: { command: string; label: string; testId?: st
 
   return (
     <div class="copy">
-      <code ref={code} class="copy-text" data-testid={props.testId ?? 'ssh-command'}>
+      {/* Focusable: a word wider than the box (user@hostname.ssh-domain on a phone) makes it
+          scroll, and a keyboard must reach that scrolling too (WCAG 2.1.1). */}
+      <code ref={code} class="copy-text" tabIndex={0} data-testid={props.testId ?? 'ssh-command'}>
         <CommandWords text={props.command} />
       </code>
       <button type="button" class="secondary small" onClick={() => void copy()}>

@@ -119,8 +119,11 @@ function Section(props: { id: string; title: string; busy: boolean; onRefresh: (
     <section class="card section" aria-labelledby={props.id}>
       <div class="section-head">
         <h2 id={props.id}>{props.title}</h2>
-        <button type="button" class="secondary small" disabled={props.busy} onClick={props.onRefresh} aria-label={`Refresh ${props.title.toLowerCase()}`}>
+        {/* The name is the visible word and a hidden object, so it always contains what is seen
+            (WCAG 2.5.3 "Label in Name": an aria-label "Refresh …" did not while "Refreshing…"). */}
+        <button type="button" class="secondary small" disabled={props.busy} onClick={props.onRefresh}>
           {props.busy ? 'Refreshing…' : 'Refresh'}
+          <span class="visually-hidden"> {props.title.toLowerCase()}</span>
         </button>
       </div>
       {props.children}
