@@ -18,6 +18,7 @@
 #include "app/agent_command.h"
 #include "app/local_platform.h"
 #endif
+#include "app/admin_copy_database.h"
 #include "app/admin_migrate.h"
 #include "app/command_config.h"
 #include "app/relay_subcommand.h"
@@ -254,8 +255,9 @@ int main(int argc, char** argv) {
                                                app::UpOptions(), "GPUWERK_CONFIG", run_server(true),
                                                exit_code);
   cli::AddClientCommands(app, exit_code);
-  // The one admin verb that opens the store itself rather than calling the API.
+  // The admin verbs that open the store themselves rather than calling the API.
   app::AddAdminMigrateCommand(*app.get_subcommand("admin"), exit_code);
+  app::AddAdminCopyDatabaseCommand(*app.get_subcommand("admin"), exit_code);
 #ifdef GPUWERK_WITH_AGENT
   app::AddAgentCommand(app, exit_code);
 #endif

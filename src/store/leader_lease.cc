@@ -49,6 +49,26 @@ core::Result<LeaseState> LeaderLease::Read(Transaction& tx, const LeaseClock& cl
   return out;
 }
 
+core::Result<std::vector<LeaderLease::Held>> LeaderLease::Unexpired(Transaction& tx,
+                                                                    const LeaseClock& clock,
+                                                                    bool has_table) {
+  std::vector<Held> held;
+  if (!has_table) return held;
+  GPUWERK_ASSIGN_OR_RETURN(const int64_t now_ms, clock(tx));
+  GPUWERK_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, holder, epoch, expires_at_ms "
+                                               "FROM leader_leases WHERE expires_at_ms > ? "
+                                               "ORDER BY name",
+                                               {now_ms}));
+  for (const Row& row : rows) {
+    held.push_back(Held{.name = row.Text("name"),
+                        .state = LeaseState{.holder = row.Text("holder"),
+                                            .epoch = row.Int("epoch"),
+                                            .expires_at_ms = row.Int("expires_at_ms"),
+                                            .now_ms = now_ms}});
+  }
+  return held;
+}
+
 core::Result<LeaseState> LeaderLease::Acquire(Transaction& tx, const LeaseClock& clock,
                                               std::string_view name, std::string_view holder,
                                               int64_t held_epoch, int64_t ttl_ms) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "store/database.h"
@@ -73,6 +74,18 @@ class LeaderLease {
   /// store's.
   static core::Result<LeaseState> Read(Transaction& tx, const LeaseClock& clock,
                                        std::string_view name);
+
+  /// A lease that has not run out, by name (Unexpired).
+  struct Held {
+    std::string name;  ///< the lease's name ("scheduler")
+    LeaseState state;  ///< its holder and expiry
+  };
+  /// Every lease, of any name, that has not run out on `clock`: a server holds it, so one runs on
+  /// this database now (store::CopyDatabase refuses such a database). In name order. Empty, without
+  /// a statement, when `has_table` is false (the table `leader_leases` does not exist: a database
+  /// older than migration 23, or an empty one). Errors: the store's.
+  static core::Result<std::vector<Held>> Unexpired(Transaction& tx, const LeaseClock& clock,
+                                                   bool has_table);
 };
 
 /// The error Check returns: kFailedPrecondition, api code "not_leader".

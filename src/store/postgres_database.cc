@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/internal/raw_statements.h"
+
 namespace gpuwerk::store {
 namespace {
 
@@ -300,7 +302,7 @@ struct PostgresDatabase::Pool {
 
 namespace {
 
-class PostgresTransaction final : public Transaction {
+class PostgresTransaction final : public Transaction, public internal::RawStatements {
  public:
   PostgresTransaction(PostgresDatabase::Pool* pool, std::unique_ptr<Connection> conn, bool write)
       : pool_(pool), conn_(std::move(conn)), write_(write) {}
@@ -313,13 +315,26 @@ class PostgresTransaction final : public Transaction {
   core::Result<std::vector<Row>> Query(std::string_view sql,
                                        std::initializer_list<Value> params) override {
     std::vector<Row> rows;
-    GPUWERK_TRY(Run(sql, params, &rows, nullptr));
+    GPUWERK_TRY(Run(sql, Span(params), &rows, nullptr, nullptr));
     return rows;
+  }
+
+  core::Result<std::vector<std::vector<Value>>> QueryRaw(std::string_view sql,
+                                                         std::span<const Value> params) override {
+    std::vector<std::vector<Value>> rows;
+    GPUWERK_TRY(Run(sql, params, nullptr, &rows, nullptr));
+    return rows;
+  }
+
+  core::Result<int64_t> ExecRaw(std::string_view sql, std::span<const Value> params) override {
+    int64_t changed = 0;
+    GPUWERK_TRY(Run(sql, params, nullptr, nullptr, &changed));
+    return changed;
   }
 
   core::Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params) override {
     int64_t changed = 0;
-    GPUWERK_TRY(Run(sql, params, nullptr, &changed));
+    GPUWERK_TRY(Run(sql, Span(params), nullptr, nullptr, &changed));
     return changed;
   }
 
@@ -351,8 +366,15 @@ class PostgresTransaction final : public Transaction {
   }
 
  private:
-  core::Result<void> Run(std::string_view sql, std::initializer_list<Value> params,
-                         std::vector<Row>* rows, int64_t* changed) {
+  static std::span<const Value> Span(std::initializer_list<Value> params) {
+    return std::span<const Value>(params.begin(), params.size());
+  }
+
+  /// Runs `sql`; its rows into `rows` (by name) or `raw` (values only), or nowhere; the number
+  /// of rows it changed into `changed`.
+  core::Result<void> Run(std::string_view sql, std::span<const Value> params,
+                         std::vector<Row>* rows, std::vector<std::vector<Value>>* raw,
+                         int64_t* changed) {
     // One prepared statement per SQL text and parameter types: a NULL goes untyped (the server
     // infers it), so `?` that is NULL once and an integer once are two statements.
     std::string key;
@@ -413,15 +435,25 @@ class PostgresTransaction final : public Transaction {
       if (tuples && *tuples) std::from_chars(tuples, tuples + std::strlen(tuples), n);
       *changed = n;
     }
-    if (!rows || r.Status() != PGRES_TUPLES_OK) return {};
+    if ((!rows && !raw) || r.Status() != PGRES_TUPLES_OK) return {};
     const int ncols = PQnfields(r.res);
+    const int nrows = PQntuples(r.res);
+    if (raw) {
+      raw->reserve(nrows);
+      for (int row = 0; row < nrows; ++row) {
+        std::vector<Value> v;
+        v.reserve(ncols);
+        for (int c = 0; c < ncols; ++c) v.push_back(FieldValue(r.res, row, c));
+        raw->push_back(std::move(v));
+      }
+      return {};
+    }
     if (!p.names) {
       auto made = std::make_shared<std::vector<std::string>>();
       made->reserve(ncols);
       for (int c = 0; c < ncols; ++c) made->emplace_back(PQfname(r.res, c));
       p.names = std::move(made);
     }
-    const int nrows = PQntuples(r.res);
     rows->reserve(nrows);
     for (int row = 0; row < nrows; ++row) {
       std::vector<Value> v;

@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/internal/raw_statements.h"
+
 namespace gpuwerk::store {
 namespace {
 
@@ -416,7 +418,7 @@ struct SqliteDatabase::Pool {
 
 namespace {
 
-class SqliteTransaction final : public Transaction {
+class SqliteTransaction final : public Transaction, public internal::RawStatements {
  public:
   SqliteTransaction(SqliteDatabase::Pool* pool, std::unique_ptr<Connection> conn)
       : pool_(pool), conn_(std::move(conn)) {}
@@ -429,13 +431,25 @@ class SqliteTransaction final : public Transaction {
   core::Result<std::vector<Row>> Query(std::string_view sql,
                                        std::initializer_list<Value> params) override {
     std::vector<Row> rows;
-    auto r = Run(sql, params, &rows);
+    auto r = Run(sql, Span(params), &rows, nullptr);
     if (!r) return std::unexpected(r.error());
     return rows;
   }
 
+  core::Result<std::vector<std::vector<Value>>> QueryRaw(std::string_view sql,
+                                                         std::span<const Value> params) override {
+    std::vector<std::vector<Value>> rows;
+    GPUWERK_TRY(Run(sql, params, nullptr, &rows));
+    return rows;
+  }
+
+  core::Result<int64_t> ExecRaw(std::string_view sql, std::span<const Value> params) override {
+    GPUWERK_TRY(Run(sql, params, nullptr, nullptr));
+    return static_cast<int64_t>(sqlite3_changes(conn_->db));
+  }
+
   core::Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params) override {
-    auto r = Run(sql, params, nullptr);
+    auto r = Run(sql, Span(params), nullptr, nullptr);
     if (!r) return std::unexpected(r.error());
     return static_cast<int64_t>(sqlite3_changes(conn_->db));
   }
@@ -462,8 +476,13 @@ class SqliteTransaction final : public Transaction {
   }
 
  private:
-  core::Result<void> Run(std::string_view sql, std::initializer_list<Value> params,
-                         std::vector<Row>* rows) {
+  static std::span<const Value> Span(std::initializer_list<Value> params) {
+    return std::span<const Value>(params.begin(), params.size());
+  }
+
+  /// Runs `sql`; its rows into `rows` (by name) or `raw` (values only), or nowhere.
+  core::Result<void> Run(std::string_view sql, std::span<const Value> params,
+                         std::vector<Row>* rows, std::vector<std::vector<Value>>* raw) {
     sqlite3* db = conn_->db;
     sqlite3_stmt* stmt = nullptr;
     auto it = conn_->statements.find(sql);
@@ -506,9 +525,9 @@ class SqliteTransaction final : public Transaction {
         sqlite3_reset(stmt);
         return std::unexpected(err);
       }
-      if (!rows) continue;
+      if (!rows && !raw) continue;
       int n = sqlite3_column_count(stmt);
-      if (!names) {
+      if (rows && !names) {
         names = &conn_->columns[stmt];
         if (!*names) {
           auto made = std::make_shared<std::vector<std::string>>();
@@ -536,7 +555,11 @@ class SqliteTransaction final : public Transaction {
           }
         }
       }
-      rows->emplace_back(std::move(values), *names);
+      if (raw) {
+        raw->push_back(std::move(values));
+      } else {
+        rows->emplace_back(std::move(values), *names);
+      }
     }
     sqlite3_reset(stmt);
     return {};
