@@ -36,10 +36,15 @@ core::Result<MigrateOutcome> MigrateStore(const ServerConfig& config, std::ostre
 }
 
 void AddAdminMigrateCommand(CLI::App& admin, int& exit_code) {
+  // Its flags are the three it uses; its config file may be the server's own
+  // (/etc/gpuwerk/server.conf), whose other keys it skips.
   std::vector<Option<ServerConfig>> options;
+  std::vector<std::string> server_only;
   for (const auto& option : ServerOptions()) {
     if (option.key == "data_dir" || option.key == "database" || option.key == "log_level") {
       options.push_back(option);
+    } else {
+      server_only.emplace_back(option.key);
     }
   }
   AddConfiguredCommand<ServerConfig>(
@@ -55,7 +60,7 @@ void AddAdminMigrateCommand(CLI::App& admin, int& exit_code) {
         }
         return 0;
       },
-      exit_code);
+      exit_code, std::move(server_only));
 }
 
 }  // namespace gpuwerk::app

@@ -43,12 +43,13 @@ void AddFlags(CLI::App& cmd, std::span<const BoundOption> flags, std::string& co
 
 core::Result<void> Resolve(const CLI::App& cmd, std::span<const BoundOption> flags,
                            const std::string& config_file, std::string_view config_env,
-                           std::span<const BoundOption> into) {
+                           std::span<const BoundOption> into,
+                           std::span<const std::string> file_ignored) {
   std::string file = config_file;
   if (file.empty()) {
     if (const char* env = std::getenv(std::string(config_env).c_str())) file = env;
   }
-  if (!file.empty()) GPUWERK_TRY(LoadConfigFile(file, into));
+  if (!file.empty()) GPUWERK_TRY(LoadConfigFile(file, into, file_ignored));
   GPUWERK_TRY(ApplyEnvironment(into));
   for (const BoundOption& o : flags) {
     if (const std::string refused = o.RefusedFlag(); !refused.empty() && Given(cmd, refused)) {

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -130,7 +131,8 @@ std::string BoundOption::EnvName() const {
 }
 
 core::Result<void> LoadConfigFile(const std::filesystem::path& path,
-                                  std::span<const BoundOption> options) {
+                                  std::span<const BoundOption> options,
+                                  std::span<const std::string> ignored) {
   toml::table table;
   try {
     table = toml::parse_file(path.string());
@@ -144,6 +146,9 @@ core::Result<void> LoadConfigFile(const std::filesystem::path& path,
     const BoundOption* option = nullptr;
     for (const BoundOption& o : options) {
       if (o.key == name) option = &o;
+    }
+    if (option == nullptr && std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
+      continue;
     }
     if (option == nullptr) {
       return std::unexpected(ConfigError(path.string() + ": unknown option '" + name + "'"));

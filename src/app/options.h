@@ -86,10 +86,13 @@ std::vector<BoundOption> Bind(const std::vector<Option<Config>>& options, Config
 
 /// Reads the TOML file `path` (toml++) into `options`: a key not given keeps its value; an
 /// unknown key, a value of the wrong type (strings for text, integers for numbers, a string or an
-/// array of strings for lists) or a number out of range is an error.
+/// array of strings for lists) or a number out of range is an error. A key in `ignored` is
+/// accepted and skipped (a command that reads another command's file, as `admin migrate` reads
+/// the server's, without its every option).
 /// Errors: kInvalidArgument "invalid_config" naming the file (and line for syntax errors).
 core::Result<void> LoadConfigFile(const std::filesystem::path& path,
-                                  std::span<const BoundOption> options);
+                                  std::span<const BoundOption> options,
+                                  std::span<const std::string> ignored = {});
 
 /// Reads a secret from the file `path` (a secret option's file flag): its text without one
 /// trailing newline (LF or CRLF). Errors: kInvalidArgument "invalid_config" naming `flag` and

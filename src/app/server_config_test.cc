@@ -9,6 +9,8 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "app/agent_config.h"
 #include "app/command_config.h"
@@ -327,6 +329,33 @@ TEST(ServerConfigTest, ListenAddressesAreCheckedBeforeAnythingStarts) {
   auto ssh = Validate(c);
   ASSERT_FALSE(ssh);
   EXPECT_NE(ssh.error().message.find("ssh_listen must be ADDR:PORT"), std::string::npos);
+}
+
+// `admin migrate --config /etc/gpuwerk/server.conf`: a command reading another's file takes its
+// own keys and skips the ones named to it, while a key neither knows is still refused.
+TEST(ServerConfigTest, AFileOfAnotherCommandIsReadForItsOwnKeysWhenTheRestAreNamed) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "server.conf";
+  std::ofstream(file) << "listen = \"127.0.0.1:9\"\ndatabase = \"postgresql://db/gw\"\n"
+                         "http_threads = 8\n";
+  std::vector<Option<ServerConfig>> own;
+  std::vector<std::string> others;
+  for (const auto& o : ServerOptions()) {
+    if (o.key == "database") {
+      own.push_back(o);
+    } else {
+      others.emplace_back(o.key);
+    }
+  }
+  ServerConfig c;
+  ASSERT_FALSE(LoadConfigFile(file, Bind(own, c))) << "listen is not one of its options";
+  ASSERT_TRUE(LoadConfigFile(file, Bind(own, c), others));
+  EXPECT_EQ(c.database, "postgresql://db/gw");
+  EXPECT_EQ(c.listen, ServerConfig{}.listen) << "a skipped key sets nothing";
+  std::ofstream(file, std::ios::app) << "no_such_option = 1\n";
+  auto r = LoadConfigFile(file, Bind(own, c), others);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("no_such_option"), std::string::npos) << r.error().message;
 }
 
 TEST(ServerConfigTest, BadFilesAndValuesAreNamed) {
